@@ -1,0 +1,89 @@
+"""Where kernels run. A backend compiles catalog instantiations, moves raw bits
+to and from its memory, and launches; everything else (guards, poison,
+signatures, verdicts) is shared and lives above it (gemmcheck.harness).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from gemmcheck.catalog import Instance
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here; the message says what is missing."""
+
+
+class KernelCompileError(RuntimeError):
+    """A kernel source failed to compile; carries the compiler log."""
+
+
+class KernelLaunchError(RuntimeError):
+    """A launch failed; names the kernel, its instantiation and the launch shape."""
+
+
+class Backend(abc.ABC):
+    """The few operations a place that runs kernels must provide."""
+
+    name: str = "abstract"
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """One line for the pytest header: what runs the kernels."""
+
+    @abc.abstractmethod
+    def prepare(self, instances: Iterable[Instance]) -> None:
+        """Compile every instantiation in `instances` (once; later calls reuse the build)."""
+
+    @abc.abstractmethod
+    def to_device(self, bits: np.ndarray) -> Any:
+        """Copy a 1-D array of raw bits to the backend's memory; return its buffer."""
+
+    @abc.abstractmethod
+    def to_host(self, buffer: Any) -> np.ndarray:
+        """Copy a buffer back as a numpy array of the same raw bits."""
+
+    @abc.abstractmethod
+    def launch(self, instance: Instance, grid, block, args: Sequence[Any]) -> None:
+        """Launch one instantiation and wait for it; ints in `args` are passed as int32.
+
+        Raises KernelLaunchError naming the kernel, instantiation and shape.
+        """
+
+    def release(self) -> None:
+        """Drop cached memory; the backend stays usable."""
+
+
+def launch_error(instance: Instance, grid, block, exc: BaseException) -> KernelLaunchError:
+    return KernelLaunchError(
+        f"{instance.id}: launch of {instance.name_expression} with grid {tuple(grid)} "
+        f"block {tuple(block)} failed: {type(exc).__name__}: {exc}")
+
+
+# name -> "module:Class"; imported only when chosen, so a missing toolchain for one
+# backend never breaks another.
+REGISTRY = {
+    "cupy": "gemmcheck.backends.cupy_backend:CupyBackend",
+}
+CHOICES = ("auto", *REGISTRY)
+
+
+def create(name: str) -> Backend:
+    """The backend called `name`; 'auto' is the GPU when there is one.
+
+    Raises BackendUnavailable with one clear reason when it cannot run here.
+    """
+    import importlib
+
+    from gemmcheck import device
+
+    if name == "auto":
+        ok, why = device.cuda_device()
+        if not ok:
+            raise BackendUnavailable(why)
+        name = "cupy"
+    module, cls = REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), cls)()

@@ -1,0 +1,86 @@
+"""Static resource checks that need no GPU: compile for a target with NVRTC
+(through cuda.core) and read ptxas's report of registers, shared memory,
+spills and stack frame per instantiation.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gemmcheck import toolkit
+
+DEFAULT_ARCH = "sm_90"
+
+_ENTRY = re.compile(r"Compiling entry function '(?P<mangled>[^']+)' for '(?P<arch>[^']+)'")
+_FRAME = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<spill_st>\d+) bytes spill stores, "
+                    r"(?P<spill_ld>\d+) bytes spill loads")
+_USED = re.compile(r"Used (?P<regs>\d+) registers")
+_SMEM = re.compile(r"(?P<smem>\d+) bytes smem")
+_BARRIERS = re.compile(r"used (?P<bar>\d+) barriers")
+
+
+@dataclass(frozen=True)
+class Resources:
+    name_expression: str
+    arch: str
+    registers: int
+    shared_bytes: int
+    stack_frame: int
+    spill_stores: int
+    spill_loads: int
+    barriers: int
+
+    @property
+    def spills(self) -> int:
+        return self.spill_stores + self.spill_loads
+
+
+class CompileFailed(RuntimeError):
+    pass
+
+
+def parse_ptxas(log: str, mangled_to_name: dict[str, str]) -> dict[str, Resources]:
+    """Resources per name expression from a `ptxas -v` log."""
+    out: dict[str, Resources] = {}
+    # Each entry's block runs from its "Compiling entry function" line to the next one.
+    starts = list(_ENTRY.finditer(log))
+    for i, m in enumerate(starts):
+        block = log[m.end(): starts[i + 1].start() if i + 1 < len(starts) else len(log)]
+        name = mangled_to_name.get(m["mangled"], m["mangled"])
+        frame, used = _FRAME.search(block), _USED.search(block)
+        if not (frame and used):
+            raise CompileFailed(f"could not read ptxas's report for {name}:\n{block}")
+        smem, bars = _SMEM.search(block), _BARRIERS.search(block)
+        out[name] = Resources(
+            name, m["arch"], int(used["regs"]), int(smem["smem"]) if smem else 0,
+            int(frame["stack"]), int(frame["spill_st"]), int(frame["spill_ld"]),
+            int(bars["bar"]) if bars else 0)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def compile_report(source: Path, name_expressions: tuple[str, ...],
+                   arch: str = DEFAULT_ARCH) -> dict[str, Resources]:
+    """Compile `name_expressions` of `source` to a cubin for `arch`; resources of each."""
+    from cuda.core import Program, ProgramOptions
+
+    options = ProgramOptions(arch=arch, std="c++17", ptxas_options=["-v"],
+                             include_path=[toolkit.include_dir()] if toolkit.include_dir() else None)
+    log = io.StringIO()
+    try:
+        program = Program(source.read_text(), "c++", options=options)
+        code = program.compile("cubin", name_expressions=list(name_expressions), logs=log)
+    except Exception as exc:
+        raise CompileFailed(f"{source.name}: NVRTC could not compile "
+                            f"{', '.join(name_expressions)} for {arch}: {exc}") from None
+    mapping = {(v.decode() if isinstance(v, bytes) else v): k
+               for k, v in code.symbol_mapping.items()}
+    report = parse_ptxas(log.getvalue().rstrip("\x00"), mapping)
+    missing = set(name_expressions) - set(report)
+    if missing:
+        raise CompileFailed(f"{source.name}: ptxas reported nothing for {sorted(missing)}")
+    return report
