@@ -27,7 +27,7 @@ SHAPES = {
     "any": "any M, N, K >= 1",
 }
 # What a kernel is declared to be: correct, or caught with one defect class.
-# Kept in step with gemmcheck.hazards.Defect (tests/test_catalog.py checks it).
+# Kept in step with gemmcheck.verdict.Defect (tests/test_catalog.py checks it).
 EXPECTATIONS = (
     "correct",
     "wrong_values",

@@ -13,6 +13,7 @@ import pytest
 
 from gemmcheck import backends, catalog, device, dtypes, profiles
 from gemmcheck.catalog import Instance, KernelSpec
+from gemmcheck.verdict import VerdictLog
 
 # Fixtures that parametrize over catalog instantiations, and which ones each gets.
 INSTANCE_FIXTURES = {
@@ -36,6 +37,7 @@ class GemmConfig:
     backend: backends.Backend | None = None
     backend_error: str | None = None
     resource_rows: list = field(default_factory=list)  # (Instance, Resources), from suites/compile
+    verdicts: VerdictLog = field(default_factory=VerdictLog)
 
     def instances(self, which: str) -> list[Instance]:
         out = []
@@ -224,6 +226,12 @@ def backend(gemm: GemmConfig) -> backends.Backend:
 @pytest.fixture
 def profile(gemm: GemmConfig) -> profiles.Profile:
     return gemm.profile
+
+
+@pytest.fixture
+def verdicts(gemm: GemmConfig) -> VerdictLog:
+    """The session's verdict log: checks record what they found here."""
+    return gemm.verdicts
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

@@ -1,5 +1,7 @@
 """The --gemm-* options parse, narrow the matrix and reject bad values with the cause."""
 
+from pathlib import Path
+
 import pytest
 
 from gemmcheck import catalog
@@ -12,6 +14,8 @@ def test_probe(any_kernel):
 
 @pytest.fixture
 def probe(pytester):
+    # The project's conftest loads the plugin when it is not installed (PYTHONPATH=.).
+    pytester.makeconftest((Path(__file__).parent.parent / "conftest.py").read_text())
     pytester.makepyfile(test_probe=PROBE)
     return pytester
 

@@ -48,14 +48,12 @@ def test_seed_matrix_is_the_exact_product():
     assert np.array_equal(SEED_A @ SEED_A, SEED_C)
 
 
-@pytest.mark.gpu
 def test_worked_example_bit_for_bit(backend, reference):
     run = run_once(backend, reference, SEED_A, SEED_A)
     assert not run.unwritten.any(), f"{reference.id}: unwritten elements at {np.argwhere(run.unwritten).tolist()}"
     assert_bits_equal(run, SEED_C, "A = B = [[1..4],...,[13..16]], N = 4")
 
 
-@pytest.mark.gpu
 def test_partial_sums_after_the_first_phase(backend, reference):
     # With A's columns 2 and 3 zeroed, phase t = 1 adds nothing: C is what phase t = 0 left.
     A = SEED_A.copy()

@@ -1,0 +1,83 @@
+"""Verdicts, not booleans: which defect a check saw, where, and by which detector.
+
+Data flows one way: detectors (oracle, hazards) produce Findings; a Verdict
+gathers them for one instantiation on one problem; the session's VerdictLog
+keeps every verdict for the report (reports/verdicts.json) and the kill matrix.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+
+
+class Defect(str, enum.Enum):
+    """Defect classes. Catalog `expect` values are these names (or 'correct')."""
+
+    WRONG_VALUES = "wrong_values"
+    UNWRITTEN_OUTPUT = "unwritten_output"
+    OUT_OF_BOUNDS_READ = "out_of_bounds_read"
+    OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"
+    SHARED_MEMORY_RACE = "shared_memory_race"
+    DIVERGENT_BARRIER = "divergent_barrier"
+    NONDETERMINISM = "nondeterminism"
+    INPUT_MUTATION = "input_mutation"
+    CRASH = "crash"
+    HANG = "hang"
+    TOO_SLOW = "too_slow"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing one detector saw."""
+
+    defect: Defect
+    detector: str                         # "value-check", "guard-bands", "racecheck", ...
+    summary: str                          # one line a reviewer can act on
+    count: int = 0                        # elements, hazards or launches involved
+    where: tuple[int, int] | None = None  # an element (i, j) of C, if the defect has one
+    details: dict = field(default_factory=dict)  # detector-specific evidence (JSON-able)
+
+
+@dataclass
+class Verdict:
+    """What the checks of one test found for one instantiation on one problem."""
+
+    kernel: str
+    instance: str                         # Instance.id: matmul_tiled-float32-TILE32
+    name_expression: str                  # matmul_tiled<float, 32>
+    dtype: str
+    tile: int
+    problem: str                          # "M33xN17xK65" or a description
+    test: str = ""                        # the pytest node id that produced it
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def defects(self) -> set[Defect]:
+        return {f.defect for f in self.findings}
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        for f in data["findings"]:
+            f["defect"] = f["defect"].value if isinstance(f["defect"], Defect) else f["defect"]
+        return data
+
+    @classmethod
+    def for_instance(cls, instance, problem: str, findings=(), test: str = "") -> "Verdict":
+        return cls(instance.spec.name, instance.id, instance.name_expression, instance.dtype,
+                   instance.tile, problem, test, list(findings))
+
+
+class VerdictLog:
+    """Every verdict of a session, in order."""
+
+    def __init__(self) -> None:
+        self.verdicts: list[Verdict] = []
+
+    def record(self, verdict: Verdict) -> Verdict:
+        self.verdicts.append(verdict)
+        return verdict
