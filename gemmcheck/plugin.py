@@ -15,6 +15,10 @@ from gemmcheck import backends, catalog, device, dtypes, profiles
 from gemmcheck.catalog import Instance, KernelSpec
 from gemmcheck.verdict import VerdictLog
 
+# Each suite's own hooks (options, summaries, reports) live in its own plugin
+# module; pytest registers these along with this one.
+pytest_plugins = ("gemmcheck.hazards_plugin", "gemmcheck.perf_plugin", "gemmcheck.report_plugin")
+
 # Fixtures that parametrize over catalog instantiations, and which ones each gets.
 INSTANCE_FIXTURES = {
     "reference": "kernels declared correct",

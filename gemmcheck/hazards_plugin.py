@@ -1,0 +1,1 @@
+"""pytest hooks and fixtures of the hazards suite (placeholder)."""

@@ -1,0 +1,1 @@
+"""pytest hooks and fixtures of the perf suite (placeholder)."""
