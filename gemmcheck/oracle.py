@@ -1,0 +1,482 @@
+"""The oracle: what a correct kernel must have written, and how far off a run is.
+
+``judge(run, A, B, exact=...)`` returns a Judgement (findings, worst ratio,
+error map, message); ``assert_judgement`` records it and fails the test with
+everything needed to act on it. Checks go in this order, each on the
+elements the previous ones left: shape, unwritten elements (poison bits),
+NaN/Inf positions, then values.
+
+Exact judging (``exact=True``)
+------------------------------
+When every product and partial sum is exactly representable in the
+accumulator, any summation order gives the same value and the one correct
+answer is the exact product rounded once to the output type. ``judge``
+checks that premise before relying on it: each row of A is an integer
+multiple of a power of two q_i (its smallest nonzero "quantum"), each column
+of B of q_j, so every partial sum of C[i, j] is an integer multiple of
+q_i q_j bounded by P[i, j] = (|A| |B|)[i, j]; it is exact in a type with p
+significand bits if P[i, j] <= 2^p q_i q_j and q_i q_j is no finer than the
+type's smallest subnormal. This holds for the accumulator and for float64
+(p = 53), so the float64 product numpy computes, in whatever order its BLAS
+likes, is the exact product. If the premise fails, ``judge`` raises
+InexactProblem rather than call a correct kernel wrong. Values are compared
+bit for bit, except that +0.0 and -0.0 are both accepted for a zero result
+(a kernel that starts its sum from the first product instead of +0.0 may
+return -0.0 for an all -0.0 dot product; both are IEEE-correct).
+
+Bounded judging (``exact=False``)
+---------------------------------
+With u_acc the unit roundoff of the accumulator, the standard result
+(Higham, Accuracy and Stability, 2nd ed., sec. 3.1) for a dot product of
+length K summed in any order, with or without FMA, is
+
+    |S - C_exact| <= gamma_K(u_acc) P,   gamma_K(u) = K u / (1 - K u),   P = |A| |B|.
+
+For float16/bfloat16 inputs the products are even exact in float32 (11 + 11
+and 8 + 8 significand bits fit in 24), so gamma_K covers the K - 1 additions
+with room to spare. The kernel then stores T(S): for float32 and float64 the
+accumulator is the output type, so this is no rounding (u_out = 0); for
+float16 and bfloat16 it is one more rounding to nearest, with
+|T(S) - S| <= u_out |S| + eta_out, where eta_out is half the output's
+smallest subnormal (the absolute error of rounding in the subnormal range).
+With |S| <= |C_exact| + gamma_K(u_acc) P:
+
+    |C - C_exact| <= gamma_K(u_acc) (1 + u_out) P + u_out |C_exact| + eta_out.
+
+The reference C_ref is numpy's float64 product, itself off by at most
+gamma_K(u_64) P, and P is computed in float64, so P <= P_hat / (1 - gamma_K(u_64)).
+Putting |C_exact| <= |C_ref| + gamma_K(u_64) P in:
+
+    |C - C_ref| <= [(gamma_K(u_acc) + gamma_K(u_64)) (1 + u_out)] P_hat / (1 - gamma_K(u_64))
+                   + u_out |C_ref| + eta_out
+
+and the bound is multiplied by (1 + 8 u_64) for the rounding of its own
+evaluation and of |C - C_ref|. For float64 kernels the reference's own error
+doubles the bound (honest: a float64 reference cannot tell a float64 kernel's
+last bits); for every other dtype the u_64 terms are negligible. Not covered:
+underflow inside the accumulator (the random kinds keep products far from it)
+and overflow (a finite reference with an infinite result is reported as Inf
+where none belongs). The ratio |C - C_ref| / bound is reported; a correct
+kernel never exceeds 1.
+
+Special values
+--------------
+The expected NaN/Inf pattern follows IEEE 754 on the float64 inputs: the
+product a*b is NaN when either is NaN or one is infinite and the other zero
+(of either sign), +-Inf when one is infinite and the other nonzero; C[i, j] is
+NaN if any product is NaN or products of both infinite signs occur, +-Inf if
+only infinite products of one sign occur, finite otherwise. So a NaN or Inf
+taints whole rows of C (from A) and whole columns (from B), and an element is
+finite exactly when row i of A and column j of B are. Counts are computed with
+0/1 matrix products, never with a library's own inf*0 handling.
+
+Subnormals: NVRTC compiles with -ftz=false by default (gemmcheck adds no
+--use_fast_math), so subnormal inputs, products and results must be kept, not
+flushed to zero; the ``special`` kind's subnormal row makes a flush visible
+as wrong values. The NaN payload is not judged (GPUs return a canonical NaN);
+only the poison and guard payloads carry meaning: poison means unwritten, a
+guard payload means the element read past an operand's end.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gemmcheck import dtypes as dt
+from gemmcheck import report
+from gemmcheck.verdict import Defect, Finding, Verdict
+
+U64 = 2.0 ** -53
+WORST_ROWS = 10
+
+
+class InexactProblem(ValueError):
+    """exact=True was asked for inputs whose partial sums are not all exact."""
+
+
+# -- the bound ---------------------------------------------------------------------------
+
+def gamma(K: int, u: float) -> float:
+    """gamma_K = K u / (1 - K u), Higham's constant for K roundings of unit roundoff u."""
+    if K * u >= 1:
+        raise ValueError(f"gamma_K undefined: K u = {K} * {u!r} >= 1")
+    return K * u / (1 - K * u)
+
+
+def _finfo(d: dt.DType):
+    import ml_dtypes
+    return ml_dtypes.finfo(d.numpy)
+
+
+def output_roundoff(d: dt.DType) -> tuple[float, float]:
+    """(u_out, eta_out): the rounding of the accumulator's sum to the output type.
+
+    Zero when the accumulator is the output type (float32, float64).
+    """
+    if d.accumulator == d.name:
+        return 0.0, 0.0
+    return d.unit_roundoff, float(_finfo(d).smallest_subnormal) / 2
+
+
+@dataclass(frozen=True)
+class Bound:
+    """|C - C_ref| <= coefficient * P_hat + u_out * |C_ref| + eta_out, per element."""
+
+    K: int
+    dtype: str
+    u_acc: float
+    u_out: float
+    eta_out: float
+    gamma_acc: float
+    gamma_ref: float
+
+    @classmethod
+    def for_dtype(cls, d: dt.DType, K: int) -> "Bound":
+        u_acc = dt.get(d.accumulator).unit_roundoff
+        u_out, eta_out = output_roundoff(d)
+        return cls(K, d.name, u_acc, u_out, eta_out, gamma(K, u_acc), gamma(K, U64))
+
+    @property
+    def coefficient(self) -> float:
+        return (self.gamma_acc + self.gamma_ref) * (1 + self.u_out) / (1 - self.gamma_ref)
+
+    def evaluate(self, P_hat: np.ndarray, C_ref: np.ndarray) -> np.ndarray:
+        slack = 1 + 8 * U64
+        return (self.coefficient * P_hat + self.u_out * np.abs(C_ref) + self.eta_out) * slack
+
+    def describe(self) -> str:
+        acc = dt.get(self.dtype).accumulator
+        out = (f"u_out = 2^{math.log2(self.u_out):.0f} ({self.dtype} output), "
+               f"eta_out = {self.eta_out:.3g}" if self.u_out else f"u_out = 0 (accumulates in {acc})")
+        return (f"|C - C_ref| <= (gamma_K(u_acc) + gamma_K(u_64))(1 + u_out)/(1 - gamma_K(u_64)) (|A||B|) "
+                f"+ u_out |C_ref| + eta_out; K = {self.K}, u_acc = 2^{math.log2(self.u_acc):.0f} ({acc}), "
+                f"gamma_K(u_acc) = {self.gamma_acc:.3g}, {out}")
+
+
+# -- exactness premise -------------------------------------------------------------------
+
+def _quantum_exponents(X: np.ndarray, axis: int) -> np.ndarray:
+    """Per row (axis=1) or column (axis=0): log2 of the largest power of two that divides
+    every finite nonzero entry. +inf where there is none."""
+    finite = np.isfinite(X) & (X != 0)
+    mantissa, exponent = np.frexp(np.where(finite, X, 1.0))
+    significand = np.abs(mantissa * 2.0 ** 53).astype(np.int64)
+    lowest_bit = significand & -significand
+    q = exponent - 53 + np.log2(lowest_bit.astype(np.float64))
+    return np.where(finite, q, np.inf).min(axis=axis)
+
+
+def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType) -> str | None:
+    """Why the partial sums of A @ B are not all exact in d's accumulator (None if they are)."""
+    acc = dt.get(d.accumulator)
+    finite_A, finite_B = np.where(np.isfinite(A), A, 0.0), np.where(np.isfinite(B), B, 0.0)
+    qa = _quantum_exponents(finite_A, axis=1)
+    qb = _quantum_exponents(finite_B, axis=0)
+    P = np.abs(finite_A) @ np.abs(finite_B)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = qa[:, None] + qb[None, :]
+        needed = np.where(P > 0, np.log2(np.where(P > 0, P, 1.0)) - q, -np.inf)
+    emin_sub = math.log2(float(_finfo(acc).smallest_subnormal))
+    p = acc.significand_bits
+    too_big = needed > p
+    too_fine = (P > 0) & (q < emin_sub)
+    for mask, why in ((too_big, f"a partial sum needs more than {p} significand bits"),
+                      (too_fine, f"a product is finer than {acc.name}'s smallest subnormal")):
+        if mask.any():
+            i, j = np.argwhere(mask)[0]
+            return f"C[{i}, {j}]: {why} (accumulator {acc.name})"
+    return None
+
+
+def exact_reference(A: np.ndarray, B: np.ndarray, d: dt.DType) -> np.ndarray:
+    """The exact product of finite A and B, as float64 (raises InexactProblem if it is not).
+
+    Premise checked: every partial sum is exact in d's accumulator, hence (p <= 53) in
+    float64, so the float64 product is exact in any summation order.
+    """
+    why = exactness_violation(A, B, d)
+    if why:
+        raise InexactProblem(f"exact=True, but the inputs do not make every partial sum exact: "
+                             f"{why}; use exact=False (the error bound) for these inputs")
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(A), A, 0.0) @ np.where(np.isfinite(B), B, 0.0)
+
+
+# -- IEEE special values -------------------------------------------------------------------
+
+def special_pattern(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(nan, +inf, -inf) masks of A @ B by IEEE 754 rules (assumes finite products stay finite)."""
+    M, N = A.shape[0], B.shape[1]
+    if np.isfinite(A).all() and np.isfinite(B).all():
+        none = np.zeros((M, N), dtype=bool)
+        return none, none.copy(), none.copy()
+    f = np.float64
+    nan_a, nan_b = np.isnan(A).astype(f), np.isnan(B).astype(f)
+    inf_a, inf_b = np.isinf(A).astype(f), np.isinf(B).astype(f)
+    zero_a, zero_b = (A == 0).astype(f), (B == 0).astype(f)
+    pos_a, neg_a = (A > 0).astype(f), (A < 0).astype(f)        # NaN compares false
+    pos_b, neg_b = (B > 0).astype(f), (B < 0).astype(f)
+    pinf_a, ninf_a = (A == np.inf).astype(f), (A == -np.inf).astype(f)
+    pinf_b, ninf_b = (B == np.inf).astype(f), (B == -np.inf).astype(f)
+    ones_a, ones_b = np.ones_like(nan_a), np.ones_like(nan_b)
+    nan_products = nan_a @ ones_b + ones_a @ nan_b + inf_a @ zero_b + zero_a @ inf_b
+    pos_inf = pinf_a @ pos_b + ninf_a @ neg_b + pos_a @ pinf_b + neg_a @ ninf_b
+    neg_inf = pinf_a @ neg_b + ninf_a @ pos_b + pos_a @ ninf_b + neg_a @ pinf_b
+    nan = (nan_products > 0) | ((pos_inf > 0) & (neg_inf > 0))
+    return nan, (pos_inf > 0) & ~nan, (neg_inf > 0) & ~nan
+
+
+# -- the judgement ---------------------------------------------------------------------------
+
+@dataclass
+class Judgement:
+    """What the oracle concluded about one run; `.ok` only if nothing was found."""
+
+    instance: object                     # catalog.Instance
+    problem: str                         # label: "float16 normal M33xN17xK65 seed 7"
+    M: int
+    N: int
+    K: int
+    exact: bool
+    bound_text: str
+    findings: list[Finding] = field(default_factory=list)
+    ratio: float = 0.0                   # worst error / bound (0 for an exact match; inf if unbounded)
+    error_map: np.ndarray | None = None  # M x N: error / bound; inf where unwritten or NaN/Inf wrong
+    C: np.ndarray | None = None          # actual values (float64)
+    expected: np.ndarray | None = None   # expected values (float64; NaN/Inf where IEEE says)
+    bound: np.ndarray | None = None      # per-element bound (zeros when exact)
+    failing: np.ndarray | None = None    # M x N bool: every element that is wrong in any way
+    unwritten: np.ndarray | None = None  # M x N bool: still the poison bits
+    reproduction: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def defects(self) -> set[Defect]:
+        return {f.defect for f in self.findings}
+
+    def worst(self) -> tuple[int, int] | None:
+        if self.error_map is None or self.error_map.size == 0:
+            return None
+        if self.failing is not None and self.failing.any():
+            masked = np.where(self.failing, self.error_map, -1.0)
+        else:
+            masked = self.error_map
+        i, j = np.unravel_index(int(np.argmax(masked)), masked.shape)
+        return int(i), int(j)
+
+    def _errors(self):
+        with np.errstate(invalid="ignore", over="ignore"):
+            abs_err = np.abs(self.C - self.expected)
+            rel_err = abs_err / np.abs(self.expected)
+        return abs_err, rel_err
+
+    def _element(self, i: int, j: int) -> str:
+        tile = self.instance.tile
+        return f"C[{i}, {j}] (tile {i // tile}, {j // tile})"
+
+    def _actual(self, i: int, j: int) -> str:
+        if self.unwritten is not None and self.unwritten[i, j]:
+            return "unwritten (poison bits)"
+        return repr(float(self.C[i, j]))
+
+    def message(self) -> str:
+        """The full failure message: who, on what, against which bound, how wrong, where, how to rerun."""
+        inst = self.instance
+        total = self.M * self.N
+        lines = [f"{inst.id} ({inst.name_expression}) on {self.problem}",
+                 f"  judged: {self.bound_text}"]
+        if self.ok:
+            lines.append(f"  ok: every element written and within the bound; worst ratio {self.ratio:.3g}")
+            return "\n".join(lines)
+        for f in self.findings:
+            lines.append(f"  {f.defect.value} [{f.detector}]: {f.summary}")
+        n_fail = int(self.failing.sum())
+        abs_err, rel_err = self._errors()
+        measurable = self.failing & np.isfinite(abs_err)
+        if measurable.any():
+            lines.append(f"  failing: {n_fail} of {total} elements ({n_fail / total:.2%}); "
+                         f"max abs error {np.max(abs_err[measurable]):.6g}, "
+                         f"max rel error {np.max(np.where(measurable, rel_err, 0)):.6g}; "
+                         f"worst error/bound {self.ratio:.6g}")
+        else:
+            lines.append(f"  failing: {n_fail} of {total} elements ({n_fail / total:.2%})")
+        where = self.worst()
+        if where is not None:
+            i, j = where
+            lines.append(f"  worst: {self._element(i, j)}: actual {self._actual(i, j)}, expected "
+                         f"{float(self.expected[i, j])!r}, bound {self.bound[i, j]:.6g}")
+        if self.reproduction:
+            lines.append(f"  reproduce: {self.reproduction}")
+        return "\n".join(lines)
+
+    def worst_table(self, rows: int = WORST_ROWS) -> str:
+        """The worst elements, one per line: index, tile, actual, expected, error, bound, ratio."""
+        header = f"{'i':>5} {'j':>5} {'tile':>9} {'actual':>14} {'expected':>14} {'abs err':>11} {'bound':>11} {'ratio':>9}"
+        if self.error_map is None:
+            return header
+        order = np.argsort(-np.where(self.failing, self.error_map, -1.0), axis=None, kind="stable")
+        abs_err, _ = self._errors()
+        lines = [header]
+        for flat in order[:rows]:
+            i, j = np.unravel_index(int(flat), self.error_map.shape)
+            if not self.failing[i, j]:
+                break
+            tile = f"{i // self.instance.tile},{j // self.instance.tile}"
+            actual = "unwritten" if self.unwritten is not None and self.unwritten[i, j] else f"{self.C[i, j]:.7g}"
+            lines.append(f"{i:>5} {j:>5} {tile:>9} {actual:>14} {self.expected[i, j]:>14.7g} "
+                         f"{abs_err[i, j]:>11.4g} {self.bound[i, j]:>11.4g} {self.error_map[i, j]:>9.3g}")
+        return "\n".join(lines)
+
+
+def current_test() -> str:
+    """The running pytest node id (from PYTEST_CURRENT_TEST), or ''."""
+    return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+
+
+def reproduction(problem=None) -> str:
+    node = current_test()
+    parts = [f"pytest '{node}'"] if node else []
+    if problem is not None and hasattr(problem, "operands"):
+        parts.append(f"inputs: {problem!r}.operands()")
+    return "; ".join(parts)
+
+
+def _representable(X: np.ndarray, d: dt.DType) -> bool:
+    back = dt.from_bits(dt.to_bits(X, d), d).astype(np.float64)
+    return bool(np.array_equal(back, X, equal_nan=True))
+
+
+def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Judgement:
+    """Judge one run against the inputs it was given.
+
+    `A`, `B`: float64 host inputs, already exactly representable in the dtype.
+    `exact`: True to compare bit for bit (the inputs must make every partial sum
+    exact; checked, InexactProblem otherwise), False for the forward error bound.
+    `problem`: a Problem or label for the message (its seed makes the reproduction).
+    """
+    inst = run.instance
+    d = inst.dt
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    M, K = A.shape
+    K2, N = B.shape
+    if K != K2 or (run.M, run.N, run.K) != (M, N, K) or run.C_bits.shape != (M, N):
+        raise ValueError(f"{inst.id}: shapes disagree: A {A.shape}, B {B.shape}, run M={run.M} "
+                         f"N={run.N} K={run.K}, C {run.C_bits.shape}")
+    for name, X in (("A", A), ("B", B)):
+        if not _representable(X, d):
+            raise ValueError(f"{inst.id}: {name} holds values not representable in {d.name}; "
+                             f"pass the inputs as rounded to the dtype (what the kernel read)")
+    label = getattr(problem, "label", None) or (str(problem) if problem is not None else f"M{M}xN{N}xK{K} {d.name}")
+
+    C = run.C.astype(np.float64)
+    nan_e, pinf_e, ninf_e = special_pattern(A, B)
+    finite_e = ~(nan_e | pinf_e | ninf_e)
+    if exact:
+        ref = exact_reference(A, B, d)
+        bound = np.zeros((M, N))
+        bound_text = (f"exact: the exact product rounded once to {d.name}, bit for bit "
+                      f"(+0.0 and -0.0 equal), every partial sum exact in {d.accumulator}")
+    else:
+        b = Bound.for_dtype(d, K)
+        finite_A, finite_B = np.where(np.isfinite(A), A, 0.0), np.where(np.isfinite(B), B, 0.0)
+        ref = finite_A @ finite_B
+        bound = b.evaluate(np.abs(finite_A) @ np.abs(finite_B), ref)
+        bound_text = b.describe()
+    if exact:
+        # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer.
+        rounded = dt.from_bits(dt.to_bits(np.where(finite_e, ref, 0.0), d), d).astype(np.float64)
+        pinf_e |= finite_e & (rounded == np.inf)
+        ninf_e |= finite_e & (rounded == -np.inf)
+        finite_e &= np.isfinite(rounded)
+    expected = np.where(nan_e, np.nan, np.where(pinf_e, np.inf, np.where(ninf_e, -np.inf, ref)))
+
+    findings: list[Finding] = []
+    error_map = np.zeros((M, N))
+    unwritten = np.asarray(run.unwritten, dtype=bool)
+    written = ~unwritten
+
+    # 1. Unwritten: still the poison bits.
+    if unwritten.any():
+        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poisoned-output", unwritten, inst,
+                                 "never written (still the poison bits)"))
+        error_map[unwritten] = np.inf
+
+    # 2. NaN/Inf positions.
+    nan_c = np.isnan(C) & written
+    pinf_c, ninf_c = (C == np.inf) & written, (C == -np.inf) & written
+    nan_where_none = nan_c & ~nan_e
+    missing_nan = nan_e & written & ~nan_c
+    inf_wrong = written & ~nan_e & ~nan_c & ((pinf_c != pinf_e) | (ninf_c != ninf_e))
+    pattern_wrong = nan_where_none | missing_nan | inf_wrong
+    if pattern_wrong.any():
+        guard_payload = int(np.count_nonzero(run.C_bits[nan_where_none] == d.guard_bits))
+        parts = [f"{n} {what}" for n, what in (
+            (int(nan_where_none.sum()), "NaN where none belongs"),
+            (int(missing_nan.sum()), "finite where IEEE gives NaN"),
+            (int(inf_wrong.sum()), "Inf where IEEE gives none or the wrong Inf"),
+        ) if n]
+        if guard_payload:
+            parts.append(f"{guard_payload} of the NaNs carry the guard payload (an out-of-bounds read)")
+        findings.append(_finding(Defect.WRONG_VALUES, "nan-inf-pattern", pattern_wrong, inst,
+                                 "NaN/Inf positions wrong (" + "; ".join(parts) + ")",
+                                 details={"nan_where_none_belongs": int(nan_where_none.sum()),
+                                          "missing_nan": int(missing_nan.sum()),
+                                          "wrong_inf": int(inf_wrong.sum()),
+                                          "guard_payload": guard_payload}))
+        error_map[pattern_wrong] = np.inf
+
+    # 3. Values, where both are finite.
+    compare = written & finite_e & np.isfinite(C)
+    if exact:
+        want = dt.to_bits(np.where(finite_e, ref, 0.0), d)
+        same = (run.C_bits == want) | ((C == 0) & (ref == 0))
+        wrong = compare & ~same
+        error_map[wrong] = np.inf
+        detector, what = "exact-bits", "differ from the exact product rounded once"
+    else:
+        err = np.abs(C - ref)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(bound > 0, err / bound, np.where(err > 0, np.inf, 0.0))
+        error_map[compare] = ratio[compare]
+        wrong = compare & (err > bound)
+        detector, what = "error-bound", "outside the forward error bound"
+    if wrong.any():
+        findings.append(_finding(Defect.WRONG_VALUES, detector, wrong, inst, what))
+
+    failing = unwritten | pattern_wrong | wrong
+    return Judgement(inst, label, M, N, K, exact, bound_text, findings,
+                     float(error_map.max()) if error_map.size else 0.0, error_map,
+                     C, expected, bound, failing, unwritten, reproduction(problem))
+
+
+def _finding(defect: Defect, detector: str, mask: np.ndarray, inst, what: str,
+             details: dict | None = None) -> Finding:
+    bad = np.argwhere(mask)
+    i, j = (int(x) for x in bad[0])
+    tiles = sorted({(int(a) // inst.tile, int(b) // inst.tile) for a, b in bad})
+    shown = ", ".join(f"({a},{b})" for a, b in tiles[:8]) + (" ..." if len(tiles) > 8 else "")
+    summary = (f"{what}: {len(bad)} of {mask.size} elements; first C[{i}, {j}] "
+               f"(tile {i // inst.tile}, {j // inst.tile}); tiles {shown}")
+    info = {"tiles": [list(t) for t in tiles[:64]], "fraction": len(bad) / mask.size}
+    info.update(details or {})
+    return Finding(defect, detector, summary, len(bad), (i, j), info)
+
+
+def assert_judgement(judgement: Judgement, verdicts=None) -> None:
+    """Record the judgement (if a VerdictLog is given), attach evidence, fail with its message."""
+    __tracebackhide__ = True
+    if verdicts is not None:
+        verdicts.record(Verdict.for_instance(judgement.instance, judgement.problem,
+                                             judgement.findings, current_test()))
+    if judgement.ok:
+        return
+    report.attach_text("worst elements", judgement.worst_table())
+    import pytest
+    pytest.fail(judgement.message(), pytrace=False)
