@@ -1,0 +1,348 @@
+"""Hazard detectors and the classifier that names a kernel's root defect.
+
+A detector looks at what launches left behind (an Observation: guarded runs
+of one instantiation on one problem) and returns Findings, each with the
+defect class it truly establishes and nothing more:
+
+- value check (gemmcheck.oracle.judge, exact integer inputs): WRONG_VALUES
+- poison bits still in C: UNWRITTEN_OUTPUT
+- output depends on memory outside the operands (NaN where the guards hold
+  NaN, finite where they hold zeros): OUT_OF_BOUNDS_READ
+- guard bands changed: OUT_OF_BOUNDS_WRITE
+- A or B changed: INPUT_MUTATION
+- bits differ between launches on identical inputs: NONDETERMINISM
+- a launch that faults / never returns (gemmcheck.isolation): CRASH / HANG
+- compute-sanitizer racecheck / synccheck / memcheck / initcheck
+  (gemmcheck.sanitizer): SHARED_MEMORY_RACE, DIVERGENT_BARRIER, out-of-bounds
+
+`classify` turns all findings for one instantiation into the most specific
+root cause and says which other findings it explains. Detectors take any
+Backend: the GPU, or a simulator that shuffles thread schedules.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from gemmcheck import oracle
+from gemmcheck.backends import Backend
+from gemmcheck.catalog import Instance
+from gemmcheck.harness import GuardedGemm, Run
+from gemmcheck.problems import Problem
+from gemmcheck.verdict import Defect, Finding
+
+
+# -- problems ---------------------------------------------------------------------------
+
+def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str, Problem]]:
+    """(purpose, problem) pairs hazards are looked for on, derived from the instantiation's TILE.
+
+    - ragged edges (2T+1, T+1, 4T+1): a partial tile in M, N and K, where
+      bounds flaws and a barrier inside `if (row < M)` show;
+    - tile-aligned 4T cube: no edges (a kernel may be right only here);
+    - large ragged (R - T/2 - 1 cubed): many blocks share each edge row;
+    - race stress R cubed (R from the profile, 1024 and up): where missing
+      barriers show on real hardware (a WAR race stayed exact at 64^3 on an H200).
+    Inputs are exact integers (problems.Problem values="exact"): any summation
+    order gives the same bits, so a difference between launches is a defect.
+    Shapes the instantiation does not claim to support are left out.
+    """
+    T = instance.tile
+    shapes = [("ragged edges", 2 * T + 1, T + 1, 4 * T + 1), ("tile-aligned", 4 * T, 4 * T, 4 * T)]
+    shapes += [("large ragged", R - T // 2 - 1, R - T // 2 - 1, R - T // 2 - 1) for R in race_sizes]
+    shapes += [("race stress", R, R, R) for R in race_sizes]
+    seen, out = set(), []
+    for purpose, M, N, K in shapes:
+        if (M, N, K) in seen or min(M, N, K) < 1 or not instance.supports(M, N, K):
+            continue
+        seen.add((M, N, K))
+        out.append((purpose, Problem(M, N, K, instance.dtype, "exact", seed=len(out) + 1)))
+    return out
+
+
+SMALL_PURPOSES = ("ragged edges", "tile-aligned")  # cheap enough for compute-sanitizer
+
+
+def is_race_stress(purpose: str) -> bool:
+    return purpose == "race stress"
+
+
+# -- observations -----------------------------------------------------------------------
+
+CONTROL_GUARD_BITS = 0  # +0.0 in every dtype: the control launch's guard fill
+
+
+@dataclass
+class Observation:
+    """Everything launched for one instantiation on one problem."""
+
+    instance: Instance
+    problem: Problem
+    purpose: str = ""
+    runs: list[Run] = field(default_factory=list)      # guards hold the dtype's guard NaN
+    control: list[Run] = field(default_factory=list)   # guards hold zeros
+    failure: Finding | None = None                     # CRASH / HANG: the launches did not finish
+
+    @property
+    def operands(self):
+        return operands(self.problem)
+
+
+@functools.lru_cache(maxsize=4)
+def operands(problem: Problem):
+    """The problem's (A, B), read-only and computed once (a 1024^3 problem is launched often)."""
+    A, B = problem.operands()
+    A.setflags(write=False)
+    B.setflags(write=False)
+    return A, B
+
+
+def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: int = 2,
+            control: bool = True, purpose: str = "") -> Observation:
+    """Launch `repeats` times with NaN guards and (if `control`) once with zero guards."""
+    A, B = operands(problem)
+    obs = Observation(instance, problem, purpose)
+    gemm = GuardedGemm(backend, instance, A, B)
+    obs.runs = [gemm.run() for _ in range(repeats)]
+    if control:
+        obs.control = [GuardedGemm(backend, instance, A, B, guard_bits=CONTROL_GUARD_BITS).run()]
+    return obs
+
+
+# -- plain detectors: each looks at an Observation ---------------------------------------
+
+def _first(mask: np.ndarray):
+    idx = np.argwhere(mask)
+    return (int(idx[0][0]), int(idx[0][1])) if len(idx) else None
+
+
+def check_values(obs: Observation) -> list[Finding]:
+    """WRONG_VALUES: the oracle's exact judgement of each launch, the worst one reported.
+
+    Unwritten elements are the poison detector's, so only the value and NaN
+    findings are kept. A launch with the same bits as an earlier one is not
+    judged again.
+    """
+    if not obs.runs:
+        return []
+    A, B = obs.operands
+    judged: list[bytes] = []
+    worst: list[Finding] = []
+    wrong_launches = 0
+    for run in obs.runs:
+        key = run.C_bits.tobytes()
+        if key in judged:
+            continue
+        judged.append(key)
+        found = [f for f in oracle.judge(run, A, B, exact=True, problem=obs.problem).findings
+                 if f.defect == Defect.WRONG_VALUES]
+        if found:
+            wrong_launches += 1
+        if sum(f.count for f in found) > sum(f.count for f in worst):
+            worst = found
+    if len(judged) > 1 and worst:
+        worst = [replace(f, details={**f.details, "distinct_outputs": len(judged),
+                                     "wrong_outputs": wrong_launches}) for f in worst]
+    return worst
+
+
+def check_unwritten(obs: Observation) -> list[Finding]:
+    """UNWRITTEN_OUTPUT: elements that still hold the poison bits after a launch."""
+    worst = max(obs.runs + obs.control, key=lambda r: int(r.unwritten.sum()), default=None)
+    if worst is None or not worst.unwritten.any():
+        return []
+    n = int(worst.unwritten.sum())
+    where = _first(worst.unwritten)
+    rows = np.flatnonzero(worst.unwritten.any(axis=1))
+    cols = np.flatnonzero(worst.unwritten.any(axis=0))
+    return [Finding(Defect.UNWRITTEN_OUTPUT, "poison",
+                    f"{n} of {worst.unwritten.size} elements of C still hold the poison bits after "
+                    f"the launch (never written); rows {rows[0]}..{rows[-1]}, columns {cols[0]}..{cols[-1]}",
+                    n, where, {"rows": [int(rows[0]), int(rows[-1])], "cols": [int(cols[0]), int(cols[-1])]})]
+
+
+def _nan(run: Run) -> np.ndarray:
+    return np.isnan(run.C.astype(np.float64)) & ~run.unwritten
+
+
+def check_out_of_bounds_read(obs: Observation) -> list[Finding]:
+    """OUT_OF_BOUNDS_READ: the output depends on what lies outside the operands.
+
+    Inputs are finite integers, so a NaN in C must come from memory the
+    kernel was not given. An element that is NaN in every launch with NaN
+    guards and finite when the guards hold zeros read the guards. (Requiring
+    every NaN-guard launch keeps a race that reads stale shared memory from
+    passing for this: it would not put NaN at the same places every time.)
+    """
+    if len(obs.runs) < 2 or not obs.control:
+        return []
+    stable = np.logical_and.reduce([_nan(r) for r in obs.runs])
+    finite_when_zero = np.logical_and.reduce(
+        [~np.isnan(r.C.astype(np.float64)) & ~r.unwritten for r in obs.control])
+    reads = stable & finite_when_zero
+    if not reads.any():
+        return []
+    n, where = int(reads.sum()), _first(reads)
+    return [Finding(Defect.OUT_OF_BOUNDS_READ, "guard-swap",
+                    f"{n} of {reads.size} elements of C are NaN when the guard bands around A and B "
+                    f"hold NaN and finite when they hold zeros: the kernel reads outside its operands; "
+                    f"first at C{list(where)}", n, where, {"launches": len(obs.runs) + len(obs.control)})]
+
+
+def check_out_of_bounds_write(obs: Observation) -> list[Finding]:
+    """OUT_OF_BOUNDS_WRITE: a guard band around A, B or C changed."""
+    damage: dict[str, int] = {}
+    for run in obs.runs + obs.control:
+        for name, n in run.guard_damage.items():
+            damage[name] = max(damage.get(name, 0), n)
+    hit = {k: v for k, v in damage.items() if v}
+    if not hit:
+        return []
+    text = ", ".join(f"{v} in {k}'s guards" for k, v in sorted(hit.items()))
+    return [Finding(Defect.OUT_OF_BOUNDS_WRITE, "guard-bands",
+                    f"the kernel wrote outside its output: {text}", sum(hit.values()),
+                    None, {"guard_damage": hit})]
+
+
+def check_input_mutation(obs: Observation) -> list[Finding]:
+    """INPUT_MUTATION: elements of A or B changed by the launch."""
+    changed: dict[str, int] = {}
+    for run in obs.runs + obs.control:
+        for name, n in run.inputs_changed.items():
+            changed[name] = max(changed.get(name, 0), n)
+    hit = {k: v for k, v in changed.items() if v}
+    if not hit:
+        return []
+    text = ", ".join(f"{v} elements of {k}" for k, v in sorted(hit.items()))
+    return [Finding(Defect.INPUT_MUTATION, "input-check", f"the launch changed its inputs: {text}",
+                    sum(hit.values()), None, {"inputs_changed": hit})]
+
+
+def check_nondeterminism(obs: Observation) -> list[Finding]:
+    """NONDETERMINISM: launches on identical inputs (same guards, same poison) left different bits."""
+    if len(obs.runs) < 2:
+        return []
+    first = obs.runs[0].C_bits
+    differs = np.logical_or.reduce([r.C_bits != first for r in obs.runs[1:]])
+    if not differs.any():
+        return []
+    n, where = int(differs.sum()), _first(differs)
+    return [Finding(Defect.NONDETERMINISM, "repeat-launch",
+                    f"{n} of {differs.size} elements of C differ between {len(obs.runs)} launches on "
+                    f"identical inputs; first at C{list(where)}", n, where,
+                    {"launches": len(obs.runs)})]
+
+
+PLAIN_DETECTORS = (check_values, check_unwritten, check_out_of_bounds_read,
+                   check_out_of_bounds_write, check_input_mutation, check_nondeterminism)
+
+
+def detect(obs: Observation) -> list[Finding]:
+    """Every plain detector's findings for one observation (or its CRASH / HANG)."""
+    if obs.failure is not None:
+        return [obs.failure]
+    return [f for detector in PLAIN_DETECTORS for f in detector(obs)]
+
+
+# -- classification ----------------------------------------------------------------------
+
+# Most specific first: a root cause above explains the findings listed for it.
+PRIORITY = (
+    Defect.HANG, Defect.CRASH, Defect.DIVERGENT_BARRIER, Defect.OUT_OF_BOUNDS_WRITE,
+    Defect.OUT_OF_BOUNDS_READ, Defect.INPUT_MUTATION, Defect.SHARED_MEMORY_RACE,
+    Defect.UNWRITTEN_OUTPUT, Defect.NONDETERMINISM, Defect.WRONG_VALUES, Defect.TOO_SLOW,
+)
+EXPLAINS = {
+    # A launch that did not finish left nothing to judge; memcheck's invalid
+    # access in it says where it faulted.
+    Defect.HANG: frozenset(PRIORITY) - {Defect.HANG},
+    Defect.CRASH: frozenset({Defect.OUT_OF_BOUNDS_WRITE, Defect.OUT_OF_BOUNDS_READ}),
+    # Threads that skip a barrier read shared tiles others are still writing.
+    Defect.DIVERGENT_BARRIER: frozenset({Defect.SHARED_MEMORY_RACE, Defect.NONDETERMINISM,
+                                         Defect.WRONG_VALUES}),
+    # A store past a row's end lands in the next row, where another thread's
+    # store of that element races with it: wrong and launch-dependent values.
+    Defect.OUT_OF_BOUNDS_WRITE: frozenset({Defect.WRONG_VALUES, Defect.NONDETERMINISM}),
+    Defect.OUT_OF_BOUNDS_READ: frozenset({Defect.WRONG_VALUES}),
+    Defect.INPUT_MUTATION: frozenset({Defect.WRONG_VALUES, Defect.NONDETERMINISM}),
+    Defect.SHARED_MEMORY_RACE: frozenset({Defect.NONDETERMINISM, Defect.WRONG_VALUES}),
+    # With exact inputs at most one of two different outputs is the right one.
+    Defect.NONDETERMINISM: frozenset({Defect.WRONG_VALUES}),
+}
+# What a race inference must rule out: other ways two launches can differ.
+_GLOBAL_MEMORY_EXPLANATIONS = {Defect.OUT_OF_BOUNDS_WRITE, Defect.INPUT_MUTATION,
+                               Defect.DIVERGENT_BARRIER, Defect.CRASH, Defect.HANG}
+RACE_INFERENCE = (
+    "inferred: launches on identical inputs gave different bits, with no out-of-bounds write and "
+    "no input mutation; a tiled GEMM whose threads exchange data only through shared memory "
+    "(no atomics, no inter-block communication) can then differ between launches only through "
+    "a shared-memory race. racecheck observes it directly.")
+# Classes the plain detectors cannot establish on real hardware: a divergent
+# barrier shows only as wrong values there (synccheck establishes it).
+NEEDS_A_TOOL = {Defect.DIVERGENT_BARRIER: "synccheck"}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The root cause of everything found for one instantiation."""
+
+    defect: Defect | None            # None: nothing found
+    basis: str                       # "observed", "inferred" or "" (nothing found)
+    established_by: tuple[str, ...]  # detectors whose findings establish `defect`
+    explains: tuple[Defect, ...]     # other classes found that the root cause accounts for
+    also: tuple[Defect, ...]         # classes found that it does not: independent defects
+    explanation: str
+
+    @property
+    def label(self) -> str:
+        if self.defect is None:
+            return "none"
+        return self.defect.value + (" (inferred)" if self.basis == "inferred" else "")
+
+    def to_json(self) -> dict:
+        return {"defect": self.defect.value if self.defect else None, "basis": self.basis,
+                "established_by": list(self.established_by),
+                "explains": [d.value for d in self.explains], "also": [d.value for d in self.also],
+                "explanation": self.explanation}
+
+
+def classify(findings) -> Diagnosis:
+    """The most specific root cause among `findings`, what it explains, and what is left over."""
+    findings = list(findings)
+    by_defect: dict[Defect, list[Finding]] = {}
+    for f in findings:
+        by_defect.setdefault(Defect(f.defect), []).append(f)
+    if not by_defect:
+        return Diagnosis(None, "", (), (), (), "no detector found anything")
+    present = set(by_defect)
+    inferred = (Defect.NONDETERMINISM in present and Defect.SHARED_MEMORY_RACE not in present
+                and not present & _GLOBAL_MEMORY_EXPLANATIONS)
+    if inferred:
+        present.add(Defect.SHARED_MEMORY_RACE)
+        by_defect[Defect.SHARED_MEMORY_RACE] = by_defect[Defect.NONDETERMINISM]
+    root = next(d for d in PRIORITY if d in present)
+    basis = "inferred" if inferred and root == Defect.SHARED_MEMORY_RACE else "observed"
+    explained = EXPLAINS.get(root, frozenset()) & (present - {root})
+    # A class explained by another leftover class is not independent either.
+    leftover = [d for d in PRIORITY if d in present and d != root and d not in explained]
+    also = tuple(d for d in leftover
+                 if not any(d in EXPLAINS.get(other, ()) for other in leftover if other != d))
+    by = tuple(sorted({f.detector for f in by_defect[root]}))
+    lines = [f"{root.value} ({basis}, by {', '.join(by)}): {by_defect[root][0].summary}"]
+    if basis == "inferred":
+        lines.append(RACE_INFERENCE)
+    for d in sorted(explained, key=PRIORITY.index):
+        lines.append(f"explains {d.value}: {by_defect[d][0].summary}")
+    for d in also:
+        note = " (inferred from nondeterminism)" if inferred and d == Defect.SHARED_MEMORY_RACE else ""
+        lines.append(f"also {d.value}{note}, not explained by {root.value}: {by_defect[d][0].summary}")
+    return Diagnosis(root, basis, by, tuple(sorted(explained, key=PRIORITY.index)), also,
+                     "\n".join(lines))
+
+
+def caught_as(findings, declared: Defect) -> bool:
+    """Whether `findings` classify to `declared` (the kill matrix's criterion)."""
+    return classify(findings).defect == declared

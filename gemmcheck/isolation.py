@@ -1,0 +1,418 @@
+"""Risky launches in a child process: a fault is CRASH, a timeout is HANG.
+
+A kernel that faults leaves its process's CUDA context unusable, and one
+that never returns blocks its process forever. Such launches (catalog
+`expect` crash or hang, and everything under compute-sanitizer) run in a
+child: `python -m gemmcheck.isolation JOB OUTDIR`. The child announces each
+step on stdout (READY, LAUNCH id, DONE id); the parent watches the clock
+between them, kills the child's process group when a step overruns, and
+starts a fresh child for the steps left. Child startup costs about a second
+and a half on a warm machine, so steps are batched: one child runs every
+step it can, and only a crash or hang costs another.
+
+Each step is one Observation (hazards.observe) of one instantiation on one
+problem; its runs come back as .npz files and become the same Run objects
+an in-process launch gives, so the same detectors judge them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gemmcheck.verdict import Defect, Finding
+
+MARK = "@@gemmcheck"
+READY_TIMEOUT_S = 180.0   # imports, CUDA init, compiling (CuPy's cache makes it ~1 s when warm)
+STEP_TIMEOUT_S = 10.0     # one step: a few launches of at most ~1024^3, well under a second healthy
+
+
+class IsolationError(RuntimeError):
+    """The child could not run its job (not a verdict on a kernel): the message has its output."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One problem on one instantiation, run in a child."""
+
+    id: int
+    catalog: str
+    kernel: str
+    dtype: str
+    tile: int
+    M: int
+    N: int
+    K: int
+    seed: int
+    purpose: str = ""
+    repeats: int = 2
+    control: bool = True
+
+    @property
+    def instance_key(self) -> tuple:
+        return (self.catalog, self.kernel, self.dtype, self.tile)
+
+    @classmethod
+    def of(cls, id, instance, problem, *, purpose="", repeats=2, control=True) -> "Step":
+        return cls(id, str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile,
+                   problem.M, problem.N, problem.K, problem.seed, purpose, repeats, control)
+
+    @property
+    def problem(self):
+        from gemmcheck.problems import Problem
+
+        return Problem(self.M, self.N, self.K, self.dtype, "exact", self.seed)
+
+
+@dataclass
+class StepOutcome:
+    """What happened to one step: ok, failed (launch error), crash, hang, or not_run."""
+
+    step: Step
+    status: str
+    message: str = ""
+    output: list[str] = field(default_factory=list)  # child output lines printed during the step
+    seconds: float = 0.0
+    runs: dict = field(default_factory=dict)         # "runs" / "control" -> [Run], when ok
+
+    @property
+    def finding(self) -> Finding | None:
+        """CRASH or HANG for a launch that did not complete; None otherwise."""
+        if self.status in ("failed", "crash"):
+            return Finding(Defect.CRASH, "isolation", f"the launch failed: {self.message}",
+                           1, None, {"status": self.status})
+        if self.status == "hang":
+            return Finding(Defect.HANG, "isolation", self.message, 1, None, {"status": self.status})
+        return None
+
+
+@dataclass
+class ChildResult:
+    outcomes: dict[int, StepOutcome]
+    returncode: int | None
+    lines: list[str]          # every stdout line, markers included
+    stderr: str
+    ready: bool
+    error: str = ""           # the child's own failure (not a kernel's): set when it said ERROR
+
+
+# -- the parent side ----------------------------------------------------------------------
+
+def _reader(stream, q: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        q.put(line.rstrip("\n"))
+    q.put(None)
+
+
+def supervise(argv, steps, *, ready_timeout: float = READY_TIMEOUT_S,
+              step_timeout: float = STEP_TIMEOUT_S, env=None) -> ChildResult:
+    """Run a child that speaks the READY / LAUNCH / DONE protocol; classify each step.
+
+    A step that is in flight when the child dies is a crash; one that outlasts
+    `step_timeout` is a hang (the child's process group is killed). Steps the
+    child never reached are not_run.
+    """
+    by_id = {s.id: s for s in steps}
+    outcomes: dict[int, StepOutcome] = {}
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True, errors="replace")
+    lines_q: queue.Queue = queue.Queue()
+    err_chunks: list[str] = []
+    readers = [threading.Thread(target=_reader, args=(proc.stdout, lines_q), daemon=True),
+               threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True)]
+    for t in readers:
+        t.start()
+    lines: list[str] = []
+    error = ""
+    ready, current, started = False, None, time.monotonic()
+    deadline = started + ready_timeout
+    killed_for = None
+    while True:
+        try:
+            line = lines_q.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            killed_for = "ready" if not ready else "step"
+            _kill(proc)
+            break
+        if line is None:
+            break
+        lines.append(line)
+        if current is not None and not line.startswith(MARK):
+            outcomes[current].output.append(line)
+        if not line.startswith(MARK):
+            continue
+        word, _, rest = line[len(MARK):].strip().partition(" ")
+        if word == "ERROR":
+            error = json.loads(rest) if rest else "unknown error"
+        elif word == "READY":
+            ready, deadline = True, time.monotonic() + step_timeout
+        elif word == "LAUNCH":
+            current = int(rest)
+            outcomes[current] = StepOutcome(by_id[current], "running")
+            started, deadline = time.monotonic(), time.monotonic() + step_timeout
+        elif word in ("DONE", "FAILED"):
+            step_id, _, message = rest.partition(" ")
+            out = outcomes[int(step_id)]
+            out.status = "ok" if word == "DONE" else "failed"
+            out.message = json.loads(message) if message else ""
+            out.seconds = time.monotonic() - started
+            current, deadline = None, time.monotonic() + step_timeout
+    proc.wait()
+    for t in readers:
+        t.join(timeout=5)
+    stderr = "".join(err_chunks)
+    if current is not None and error:
+        outcomes[current].status, outcomes[current].message = "not_run", "the child failed: " + error
+    elif current is not None:
+        out = outcomes[current]
+        out.seconds = time.monotonic() - started
+        if killed_for == "step":
+            out.status = "hang"
+            out.message = (f"the launch did not return within {step_timeout:g} s; "
+                           "the child process was killed")
+        else:
+            out.status = "crash"
+            out.message = f"the child process died during the launch ({_exit_text(proc.returncode)})"
+    for step in steps:
+        outcomes.setdefault(step.id, StepOutcome(step, "not_run"))
+    if killed_for == "ready" and current is None:
+        stderr += f"\n(killed: not ready within {ready_timeout:g} s)"
+    return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # our own child's group: start_new_session=True
+    except ProcessLookupError:
+        pass
+
+
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def child_command(job: Path, outdir: Path) -> list[str]:
+    return [sys.executable, "-u", "-m", "gemmcheck.isolation", str(job), str(outdir)]
+
+
+def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: bool = False,
+              ready_timeout: float = READY_TIMEOUT_S, step_timeout: float = STEP_TIMEOUT_S,
+              workdir: Path | None = None, env=None):
+    """Run `steps` in as few children as possible; return ({step id: StepOutcome}, [ChildResult]).
+
+    After a step crashes or hangs, the rest of that instantiation's steps are
+    not run (not_run, saying why) and a fresh child takes the other steps.
+    `prefix` goes before the child's command (compute-sanitizer and its options).
+    """
+    steps = list(steps)
+    outcomes: dict[int, StepOutcome] = {}
+    children: list[ChildResult] = []
+    tmp = tempfile.TemporaryDirectory(prefix="gemmcheck-iso-") if workdir is None else None
+    base = Path(tmp.name if tmp else workdir)
+    try:
+        remaining = steps
+        while remaining:
+            n = len(children)
+            job, outdir = base / f"job{n}.json", base / f"out{n}"
+            outdir.mkdir(parents=True, exist_ok=True)
+            job.write_text(json.dumps({"backend": backend, "exact_allocations": exact_allocations,
+                                       "steps": [asdict(s) for s in remaining]}))
+            result = supervise([*prefix, *child_command(job, outdir)], remaining,
+                               ready_timeout=ready_timeout, step_timeout=step_timeout, env=env)
+            children.append(result)
+            if result.error or not result.ready:
+                raise IsolationError(
+                    f"the isolated child ({' '.join(prefix) or 'python'}) could not run its job "
+                    f"({result.error or _exit_text(result.returncode)}); its output:\n"
+                    + "\n".join(result.lines[-40:]) + "\n" + result.stderr[-4000:])
+            dead = set()
+            for step in remaining:
+                out = result.outcomes[step.id]
+                if out.status == "ok":
+                    out.runs = _load_runs(outdir, step)
+                if out.status != "not_run":
+                    outcomes[step.id] = out
+                if out.status in ("failed", "crash", "hang"):
+                    dead.add(step.instance_key)
+            still = []
+            for step in remaining:
+                if step.id in outcomes:
+                    continue
+                if step.instance_key in dead:
+                    outcomes[step.id] = StepOutcome(step, "not_run", "an earlier problem of this "
+                                                    "instantiation crashed or hung")
+                else:
+                    still.append(step)
+            if len(still) == len(remaining):
+                raise IsolationError("the isolated child made no progress; its output:\n"
+                                     + "\n".join(result.lines[-40:]) + "\n" + result.stderr[-4000:])
+            remaining = still
+    finally:
+        if tmp:
+            tmp.cleanup()
+    return outcomes, children
+
+
+# -- runs travel as .npz ------------------------------------------------------------------
+
+def _save_runs(outdir: Path, step_id: int, obs) -> None:
+    arrays, meta = {}, {"runs": [], "control": []}
+    for kind in ("runs", "control"):
+        for i, run in enumerate(getattr(obs, kind)):
+            arrays[f"{kind}{i}_C"] = run.C_bits
+            arrays[f"{kind}{i}_unwritten"] = run.unwritten
+            meta[kind].append({"grid": list(run.grid), "block": list(run.block),
+                               "guard_damage": run.guard_damage, "inputs_changed": run.inputs_changed})
+    np.savez(outdir / f"step{step_id}.npz", **arrays)
+    (outdir / f"step{step_id}.json").write_text(json.dumps(meta))
+
+
+def _load_runs(outdir: Path, step: Step) -> dict:
+    from gemmcheck.harness import Run
+
+    instance = _instance(step)
+    meta = json.loads((outdir / f"step{step.id}.json").read_text())
+    out = {}
+    with np.load(outdir / f"step{step.id}.npz") as arrays:
+        for kind in ("runs", "control"):
+            out[kind] = [Run(instance, step.M, step.N, step.K, tuple(m["grid"]), tuple(m["block"]),
+                             arrays[f"{kind}{i}_C"], arrays[f"{kind}{i}_unwritten"],
+                             dict(m["guard_damage"]), dict(m["inputs_changed"]))
+                         for i, m in enumerate(meta[kind])]
+    return out
+
+
+def observation(outcome: StepOutcome):
+    """The hazards.Observation a step's outcome amounts to (CRASH/HANG as its failure)."""
+    from gemmcheck import hazards
+
+    step = outcome.step
+    obs = hazards.Observation(_instance(step), step.problem, step.purpose)
+    obs.runs, obs.control = outcome.runs.get("runs", []), outcome.runs.get("control", [])
+    obs.failure = outcome.finding
+    return obs
+
+
+_CATALOGS: dict[str, list] = {}
+
+
+def _instance(step: Step):
+    from gemmcheck import catalog
+
+    if step.catalog not in _CATALOGS:
+        _CATALOGS[step.catalog] = catalog.load(step.catalog)
+    spec = next(s for s in _CATALOGS[step.catalog] if s.name == step.kernel)
+    return catalog.Instance(spec, step.dtype, step.tile)
+
+
+# -- the child side -------------------------------------------------------------------------
+
+class ExactGemm:
+    """A launch on exact-size allocations (no guard bands): what memcheck needs to see
+    an out-of-bounds access as one. C is still poisoned first, so it is initialized."""
+
+    def __init__(self, backend, instance, A, B):
+        from gemmcheck import dtypes as dt
+
+        self.backend, self.instance = backend, instance
+        self.M, self.N, self.K = A.shape[0], B.shape[1], A.shape[1]
+        d = instance.dt
+        self.poison = d.poison_bits
+        self.A = backend.to_device(dt.to_bits(A, d).reshape(-1))
+        self.B = backend.to_device(dt.to_bits(B, d).reshape(-1))
+        self.grid, self.block = instance.launch_shape(self.M, self.N, self.K)
+
+    def run(self):
+        from gemmcheck.harness import Run
+
+        c = np.full(self.M * self.N, self.poison, dtype=self.instance.dt.storage)
+        self.C = self.backend.to_device(c)
+        if self.instance.spec.signature == "square":
+            args = (self.A, self.B, self.C, self.N)
+        else:
+            args = (self.A, self.B, self.C, self.M, self.N, self.K)
+        self.backend.launch(self.instance, self.grid, self.block, args)
+        bits = self.backend.to_host(self.C).reshape(self.M, self.N)
+        return Run(self.instance, self.M, self.N, self.K, self.grid, self.block, bits,
+                   bits == self.poison, {}, {})
+
+
+def _say(word: str, rest: str = "") -> None:
+    print(f"{MARK} {word} {rest}".rstrip(), flush=True)
+
+
+def _make_backend(name: str, exact_allocations: bool):
+    if ":" in name:  # "module:factory", e.g. a test's stand-in backend
+        import importlib
+
+        module, attr = name.split(":")
+        return getattr(importlib.import_module(module), attr)()
+    if exact_allocations and name in ("cupy", "auto"):
+        import cupy
+
+        # The memory pool hands out slices of big blocks: an out-of-bounds
+        # access then lands inside another live allocation and memcheck is silent.
+        cupy.cuda.set_allocator(None)
+        cupy.cuda.set_pinned_memory_allocator(None)
+    from gemmcheck import backends
+
+    return backends.create(name)
+
+
+def child_main(job_path: str, outdir: str) -> int:
+    from gemmcheck import hazards
+    from gemmcheck.backends import KernelLaunchError
+
+    job = json.loads(Path(job_path).read_text())
+    out = Path(outdir)
+    steps = [Step(**s) for s in job["steps"]]
+    try:
+        backend = _make_backend(job["backend"], job.get("exact_allocations", False))
+        instances = {s.id: _instance(s) for s in steps}
+        backend.prepare(list({i.id: i for i in instances.values()}.values()))
+    except Exception as exc:
+        _say("ERROR", json.dumps(f"{type(exc).__name__}: {exc}"))
+        return 2
+    _say("READY")
+    for step in steps:
+        instance = instances[step.id]
+        problem = step.problem
+        _say("LAUNCH", str(step.id))
+        try:
+            if job.get("exact_allocations"):
+                gemm = ExactGemm(backend, instance, *hazards.operands(problem))
+                obs = hazards.Observation(instance, problem, step.purpose,
+                                          [gemm.run() for _ in range(step.repeats)])
+            else:
+                obs = hazards.observe(backend, instance, problem, repeats=step.repeats,
+                                      control=step.control, purpose=step.purpose)
+        except KernelLaunchError as exc:
+            # The context is unusable now: report and leave; the parent restarts a child.
+            _say("FAILED", f"{step.id} {json.dumps(str(exc))}")
+            return 3
+        except Exception as exc:  # not the kernel's doing (a compile error, a bug here)
+            _say("ERROR", json.dumps(f"{type(exc).__name__}: {exc}"))
+            return 2
+        _save_runs(out, step.id, obs)
+        _say("DONE", str(step.id))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1], sys.argv[2]))

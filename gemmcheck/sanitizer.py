@@ -1,0 +1,302 @@
+"""compute-sanitizer (racecheck, synccheck, memcheck, initcheck) in a child, parsed into Findings.
+
+Every run goes through gemmcheck.isolation: a child with CuPy's memory pool
+off and exact-size allocations (no guard bands: an access outside an
+operand must land outside every allocation for memcheck to see it; memcheck's
+`--padding` keeps neighbouring allocations apart), `--error-exitcode` (the
+tools exit 0 even when they report), and timeouts (a kernel that faults under
+a tool is a crash, one that stalls is a hang).
+
+What each report establishes, and no more:
+- racecheck "Race reported between Write access at ... and Read access at ...":
+  SHARED_MEMORY_RACE. Its analysis report does not say which access came
+  first, so no RAW / WAR direction is claimed.
+- synccheck "Barrier error detected. Divergent thread(s) in block/warp": DIVERGENT_BARRIER.
+- memcheck "Invalid __global__/__shared__/__local__ read|write": OUT_OF_BOUNDS_READ / _WRITE.
+- initcheck "Uninitialized __global__ memory read": OUT_OF_BOUNDS_READ (every
+  operand and C is initialized before the launch, so it read outside them).
+Anything else the tool reports is kept verbatim as `unrecognized`, never dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gemmcheck import device
+from gemmcheck.verdict import Defect, Finding
+
+TOOLS = ("racecheck", "synccheck", "memcheck", "initcheck")
+ERROR_EXITCODE = 99
+MISSING = "needs compute-sanitizer on PATH; not found"
+STEP_TIMEOUT_S = 120.0
+MIN_PADDING = 64 * 1024
+
+_PREFIX = re.compile(r"^=+ ?")
+
+
+def executable() -> str | None:
+    return device.tool("compute-sanitizer")
+
+
+def command(tool: str, *, exe: str = "compute-sanitizer", padding: int = MIN_PADDING) -> list[str]:
+    if tool not in TOOLS:
+        raise ValueError(f"unknown compute-sanitizer tool {tool!r}; use one of {', '.join(TOOLS)}")
+    argv = [exe, "--tool", tool, "--error-exitcode", str(ERROR_EXITCODE), "--print-limit", "100"]
+    if tool == "memcheck":
+        argv += ["--padding", str(padding)]
+    return argv
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+@dataclass
+class Block:
+    """One report: its first line and the indented lines under it (prefix stripped)."""
+
+    head: str
+    body: list[str] = field(default_factory=list)
+
+    def function(self) -> str | None:
+        """The kernel the report is about, normalized (`broken_x<float,16>`), if it names one."""
+        for line in [self.head, *self.body]:
+            name = kernel_in(line)
+            if name:
+                return name
+        return None
+
+
+def kernel_in(line: str) -> str | None:
+    """The normalized kernel name in "... at void name<float, (int)16>(const T1 *, ...)+0x3b0"."""
+    m = re.search(r"\bat (?:void )?([A-Za-z_][\w:]*)(<)?", line)
+    if not m:
+        return None
+    name, i = m.group(1), m.end(1)
+    if m.group(2):
+        depth = 0
+        for j in range(i, len(line)):
+            depth += {"<": 1, ">": -1}.get(line[j], 0)
+            if depth == 0:
+                name += line[i:j + 1]
+                break
+        else:
+            return None
+    elif not line[i:i + 1] == "(":
+        return None
+    return normalize(name)
+
+
+def normalize(name_expression: str) -> str:
+    """Compare kernel names as the catalog and the tool write them: no casts, no spaces."""
+    return re.sub(r"\((?:unsigned |signed |long |short )*\w+\)", "", name_expression).replace(" ", "")
+
+
+def blocks(text: str) -> list[Block]:
+    """Split a compute-sanitizer log into report blocks; other lines are ignored."""
+    out: list[Block] = []
+    current: Block | None = None
+    for raw in text.splitlines():
+        if not raw.startswith("="):
+            current = None  # program output between reports
+            continue
+        line = _PREFIX.sub("", raw)
+        if not line.strip():
+            current = None
+            continue
+        if raw.startswith("========= ") and not raw.startswith("=========  "):
+            current = Block(line.strip())
+            out.append(current)
+        elif current is not None:
+            current.body.append(line.strip())
+    return out
+
+
+_SKIP = re.compile(r"^(COMPUTE-SANITIZER|ERROR SUMMARY|RACECHECK SUMMARY|Program hit |"
+                   r"Target application returned an error|LEAK SUMMARY)")
+_RACE = re.compile(r"^(Error|Warning): Race reported between (\w+) access at (.+)$")
+_RACE_OTHER = re.compile(r"^and (\w+) access at (.+?)(?: \[(\d+) hazards?\])?$")
+_BARRIER = re.compile(r"^Barrier error detected\. (.+)$")
+_INVALID = re.compile(r"^Invalid (__\w+__) (read|write) of size (\d+) bytes?$")
+_UNINIT = re.compile(r"^Uninitialized (__\w+__) memory read of size (\d+) bytes?$")
+_THREAD = re.compile(r"by thread \((\d+),(\d+),(\d+)\) in block \((\d+),(\d+),(\d+)\)")
+
+
+@dataclass
+class Report:
+    """One tool's parsed output for one kernel."""
+
+    tool: str
+    findings: list[Finding] = field(default_factory=list)
+    unrecognized: list[str] = field(default_factory=list)  # reports no rule here understands
+    api_errors: list[str] = field(default_factory=list)    # "Program hit ..." lines: consequences
+
+
+def parse(tool: str, report_blocks) -> Report:
+    """Findings from one tool's report blocks (all about one kernel)."""
+    report = Report(tool)
+    races, barriers, invalid, uninit = [], [], {}, []
+    for b in report_blocks:
+        if b.head.startswith("Program hit "):
+            report.api_errors.append(b.head)
+            continue
+        if _SKIP.match(b.head) or b.head.startswith("Host Frame") or b.head.startswith("Saved host"):
+            continue
+        if m := _RACE.match(b.head):
+            others = [_RACE_OTHER.match(x) for x in b.body]
+            pairs = [{"access": o.group(1), "at": o.group(2), "hazards": int(o.group(3) or 0)}
+                     for o in others if o]
+            races.append({"severity": m.group(1).lower(), "access": m.group(2), "at": m.group(3),
+                          "with": pairs, "hazards": sum(p["hazards"] for p in pairs)})
+        elif (m := _BARRIER.match(b.head)) and "Divergent thread" in m.group(1):
+            t = next((_THREAD.search(x) for x in b.body if _THREAD.search(x)), None)
+            barriers.append({"what": m.group(1), "thread": t.group(0) if t else None,
+                             "at": next((x[3:] for x in b.body if x.startswith("at ")), None)})
+        elif m := _INVALID.match(b.head):
+            key = (m.group(1), m.group(2))
+            invalid.setdefault(key, []).append({"size": int(m.group(3)), "details": b.body[:5]})
+        elif m := _UNINIT.match(b.head):
+            uninit.append({"space": m.group(1), "size": int(m.group(2)), "details": b.body[:3]})
+        else:
+            report.unrecognized.append("\n".join([b.head, *b.body[:3]]))
+    if races:
+        n_err = sum(r["severity"] == "error" for r in races)
+        hazards = sum(r["hazards"] for r in races)
+        accesses = sorted({p["access"].lower() for r in races for p in r["with"]} | {r["access"].lower() for r in races})
+        report.findings.append(Finding(
+            Defect.SHARED_MEMORY_RACE, "racecheck",
+            f"racecheck reports {len(races)} shared-memory race(s) ({n_err} error(s), "
+            f"{len(races) - n_err} warning(s); {hazards} hazards) between {' and '.join(accesses)} "
+            f"accesses with no barrier between them; it does not say which came first (RAW vs WAR "
+            f"not established)", hazards, None, {"races": races[:8]}))
+    if barriers:
+        first = barriers[0]
+        report.findings.append(Finding(
+            Defect.DIVERGENT_BARRIER, "synccheck",
+            f"synccheck: {first['what']} ({len(barriers)} report(s); first {first['thread']}): "
+            f"a __syncthreads() is reached by only some threads of a block", len(barriers), None,
+            {"reports": barriers[:8]}))
+    for (space, direction), items in sorted(invalid.items()):
+        defect = Defect.OUT_OF_BOUNDS_WRITE if direction == "write" else Defect.OUT_OF_BOUNDS_READ
+        where = " ".join(items[0]["details"][:4])
+        report.findings.append(Finding(
+            defect, "memcheck",
+            f"memcheck: {len(items)} invalid {space} {direction}(s) of {items[0]['size']} bytes; "
+            f"first: {where}", len(items), None, {"space": space, "reports": items[:8]}))
+    if uninit:
+        report.findings.append(Finding(
+            Defect.OUT_OF_BOUNDS_READ, "initcheck",
+            f"initcheck: {len(uninit)} read(s) of uninitialized {uninit[0]['space']} memory; A, B "
+            f"and C are all initialized before the launch, so the kernel read outside them",
+            len(uninit), None, {"reports": uninit[:8]}))
+    return report
+
+
+# -- running ------------------------------------------------------------------------------------
+
+@dataclass
+class ToolRun:
+    """One tool over a set of instantiations: a Report per instance id, plus the raw log."""
+
+    tool: str
+    reports: dict[str, Report]
+    outcomes: dict                 # step id -> isolation.StepOutcome
+    log: str
+    unattributed: list[str] = field(default_factory=list)  # reports naming no kernel of the run
+
+    def findings(self, instance) -> list[Finding]:
+        """The tool's findings for one instantiation; a launch that failed under the tool
+        with no report from it is a CRASH (or HANG) in its own right."""
+        found = list(self.reports[instance.id].findings)
+        key = (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile)
+        failed = [o.finding for o in self.outcomes.values()
+                  if o.step.instance_key == key and o.finding is not None]
+        if failed and not found:
+            f = failed[0]
+            found.append(Finding(f.defect, f"isolation ({self.tool})",
+                                 f"under {self.tool}: {f.summary}", f.count, None, f.details))
+        return found
+
+
+def _groups(steps, instances):
+    """Batches of steps in which no two instantiations share a kernel name (so the tool's
+    reports can be told apart by the name they carry)."""
+    groups: list[list] = []
+    names: list[set] = []
+    for step in steps:
+        name = normalize(instances[step.id].name_expression)
+        key = step.instance_key
+        for g, n in zip(groups, names):
+            if name not in n or any(s.instance_key == key for s in g):
+                g.append(step)
+                n.add(name)
+                break
+        else:
+            groups.append([step])
+            names.append({name})
+    return groups
+
+
+def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
+        step_timeout: float = STEP_TIMEOUT_S) -> ToolRun:
+    """Run `tool` over `plan` ([(instance, [(purpose, problem)])]) in as few children as it allows."""
+    from gemmcheck import harness, isolation
+
+    exe = exe or executable()
+    if exe is None:
+        raise RuntimeError(MISSING)
+    steps, instances = [], {}
+    for instance, problems in plan:
+        for purpose, p in problems:
+            step = isolation.Step.of(len(steps), instance, p, purpose=purpose, repeats=1, control=False)
+            steps.append(step)
+            instances[step.id] = instance
+    padding = max([MIN_PADDING] + [harness.guard_elements(s.M, s.N, s.K, s.tile) * 8 for s in steps])
+    padding = -(-padding // 4096) * 4096
+    reports = {i.id: Report(tool) for i in instances.values()}
+    outcomes, logs, unattributed = {}, [], []
+    for group in _groups(steps, instances):
+        got, children = isolation.run_steps(group, backend=backend, exact_allocations=True,
+                                            prefix=command(tool, exe=exe, padding=padding),
+                                            step_timeout=step_timeout)
+        outcomes.update(got)
+        by_name = {}
+        for s in group:
+            by_name.setdefault(normalize(instances[s.id].name_expression), instances[s.id])
+        for child in children:
+            logs.append("\n".join(child.lines))
+            assigned: dict[str, list[Block]] = {}
+            in_steps = set()
+            # A report inside a step's window belongs to that step's kernel unless it names another.
+            for step_id, out in child.outcomes.items():
+                for b in blocks("\n".join(out.output)):
+                    fn = b.function()
+                    inst = by_name.get(fn) or instances[step_id]
+                    assigned.setdefault(inst.id, []).append(b)
+                    in_steps.add((b.head, tuple(b.body)))
+            for b in blocks("\n".join(child.lines)):
+                if (b.head, tuple(b.body)) in in_steps:
+                    continue
+                inst = by_name.get(b.function())
+                if inst is not None:
+                    assigned.setdefault(inst.id, []).append(b)
+                elif not _SKIP.match(b.head):
+                    unattributed.append("\n".join([b.head, *b.body[:3]]))
+            for inst_id, bl in assigned.items():
+                parsed = parse(tool, bl)
+                rep = reports[inst_id]
+                rep.findings += parsed.findings
+                rep.unrecognized += parsed.unrecognized
+                rep.api_errors += parsed.api_errors
+    for rep in reports.values():
+        rep.findings = _merge(rep.findings)
+    return ToolRun(tool, reports, outcomes, "\n".join(logs), unattributed)
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    """One finding per (defect, detector): the one with the largest count."""
+    best: dict = {}
+    for f in findings:
+        key = (f.defect, f.detector)
+        if key not in best or f.count > best[key].count:
+            best[key] = f
+    return list(best.values())

@@ -1,0 +1,140 @@
+"""numpy stand-ins for kernels with one defect each, for the hazard detectors' own tests.
+
+Each is fn(instance, grid, block, A, B, C, M, N, K) as tests/fakes.NumpyBackend
+runs it: A, B, C are flat views of raw bits inside the guarded buffers, so a
+stand-in can reach past an operand's end exactly as a kernel would.
+"""
+
+import os
+import signal
+import time
+
+import numpy as np
+
+from gemmcheck import catalog
+from gemmcheck import dtypes as dt
+
+from fakes import NumpyBackend, correct_product
+
+
+def spec(name="mine", entry="mine", expect="correct", signature="mnk", tiles=(4,)):
+    return catalog.KernelSpec(name=name, source=catalog.BUILTIN, entry=entry, signature=signature,
+                              policy="tile2d", tiles=tuple(tiles), dtypes=("float32",), expect=expect)
+
+
+def instance(entry="mine", **kw):
+    return catalog.Instance(spec(name=kw.pop("name", entry), entry=entry, **kw), "float32", 4)
+
+
+def beyond(view: np.ndarray, offset: int) -> int:
+    """Index into view.base of the element `offset` places past the view's end."""
+    start = (view.__array_interface__["data"][0] - view.base.__array_interface__["data"][0]) // view.itemsize
+    return start + view.size + offset
+
+
+def _values(instance, bits, rows, cols):
+    return dt.from_bits(bits, instance.dt).reshape(rows, cols).astype(np.float64)
+
+
+def drops_k_tail(instance, grid, block, A, B, C, M, N, K):
+    """floor(K / TILE) phases: deterministic wrong values on ragged K."""
+    k = K // instance.tile * instance.tile
+    a, b = _values(instance, A, M, K), _values(instance, B, K, N)
+    C[:] = dt.to_bits(a[:, :k] @ b[:k], instance.dt).reshape(-1)
+
+
+def floor_grid(instance, grid, block, A, B, C, M, N, K):
+    """Only whole tiles of C are written."""
+    a, b = _values(instance, A, M, K), _values(instance, B, K, N)
+    full = dt.to_bits(a @ b, instance.dt)
+    m, n = M // instance.tile * instance.tile, N // instance.tile * instance.tile
+    c = C.reshape(M, N)
+    c[:m, :n] = full[:m, :n]
+
+
+def reads_past_A(instance, grid, block, A, B, C, M, N, K):
+    """The last element of C also multiplies the element just past A's end by B[0, 0]."""
+    correct_product(instance, grid, block, A, B, C, M, N, K)
+    extra = dt.from_bits(A.base[beyond(A, 0)], instance.dt).astype(np.float64)
+    c = _values(instance, C, M, N)
+    c[-1, -1] += extra * dt.from_bits(B[0], instance.dt).astype(np.float64)
+    C[:] = dt.to_bits(c, instance.dt).reshape(-1)
+
+
+class StaleNaN:
+    """A race that reads stale shared memory: NaN at a different element each launch."""
+
+    def __init__(self):
+        self.launches = 0
+
+    def __call__(self, instance, grid, block, A, B, C, M, N, K):
+        correct_product(instance, grid, block, A, B, C, M, N, K)
+        C[self.launches % C.size] = dt.to_bits(np.array([np.nan]), instance.dt)[0]
+        self.launches += 1
+
+
+def always_nan(instance, grid, block, A, B, C, M, N, K):
+    """NaN at C[0, 0] whatever the guards hold: wrong, but not an out-of-bounds read."""
+    correct_product(instance, grid, block, A, B, C, M, N, K)
+    C[0] = dt.to_bits(np.array([np.nan]), instance.dt)[0]
+
+
+class WrappingStore:
+    """No store guard: row i's columns past N land at the start of row i + 1 (and the last row's
+    past C's end, in its guard). Which store wins alternates between launches, as the block
+    schedule does on hardware: even launches happen to leave the right values, odd ones not."""
+
+    def __init__(self):
+        self.launches = 0
+
+    def __call__(self, instance, grid, block, A, B, C, M, N, K):
+        a, b = _values(instance, A, M, K), _values(instance, B, K, N)
+        width = -(-N // instance.tile) * instance.tile
+        values = np.zeros((M, width))
+        values[:, :N] = a @ b
+        values[:, N:] = 7.0 + np.arange(width - N)        # what the threads past N computed
+        bits = dt.to_bits(values, instance.dt)
+        rows = range(M) if self.launches % 2 == 0 else reversed(range(M))
+        for i in rows:
+            for j in range(width):
+                flat = i * N + j
+                if flat < C.size:
+                    C[flat] = bits[i, j]
+                else:
+                    C.base[beyond(C, flat - C.size)] = bits[i, j]
+        self.launches += 1
+
+
+def scribbles_on_B(instance, grid, block, A, B, C, M, N, K):
+    correct_product(instance, grid, block, A, B, C, M, N, K)
+    B[-1] = dt.to_bits(np.array([123.0]), instance.dt)[0]
+
+
+class Racy:
+    """Adds one to a different element each launch: what a shared-memory race looks like."""
+
+    def __init__(self):
+        self.launches = 0
+
+    def __call__(self, instance, grid, block, A, B, C, M, N, K):
+        correct_product(instance, grid, block, A, B, C, M, N, K)
+        c = _values(instance, C, M, N)
+        c.reshape(-1)[self.launches % c.size] += 1
+        C[:] = dt.to_bits(c, instance.dt).reshape(-1)
+        self.launches += 1
+
+
+# -- for the isolation child: a backend whose kernels crash or hang the process ---------
+
+def segfaults(instance, grid, block, A, B, C, M, N, K):
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def sleeps(instance, grid, block, A, B, C, M, N, K):
+    time.sleep(3600)
+
+
+def isolation_backend():
+    """Backend factory the isolation child imports by name (tests put tests/ on its path)."""
+    return NumpyBackend({"good": correct_product, "segfaults": segfaults, "sleeps": sleeps,
+                         "floor_grid": floor_grid})

@@ -1,0 +1,181 @@
+"""Every hazard detector fires on a stand-in with its defect and stays silent on a correct
+one; the classifier names the root cause and what it explains."""
+
+import pytest
+
+from gemmcheck import hazards
+from gemmcheck.verdict import Defect, Finding
+
+from fakes import NumpyBackend, correct_product
+from hazard_stand_ins import (Racy, StaleNaN, WrappingStore, always_nan, drops_k_tail, floor_grid,
+                              instance, reads_past_A, scribbles_on_B)
+
+INST = instance()                      # TILE 4, float32, any shape
+RAGGED = hazards.exposing_problems(INST, race_sizes=())[0][1]
+
+
+def observe(kernel, problem=RAGGED, repeats=2, control=True):
+    return hazards.observe(NumpyBackend({"mine": kernel}), INST, problem, repeats=repeats,
+                           control=control)
+
+
+def defects(findings):
+    return {f.defect for f in findings}
+
+
+def test_exposing_problems_derive_from_the_tile():
+    shapes = [(purpose, p.M, p.N, p.K) for purpose, p in hazards.exposing_problems(INST, race_sizes=(64,))]
+    assert shapes == [("ragged edges", 9, 5, 17), ("tile-aligned", 16, 16, 16),
+                      ("large ragged", 61, 61, 61), ("race stress", 64, 64, 64)]
+    assert all(p.values == "exact" and p.dtype == "float32"
+               for _, p in hazards.exposing_problems(INST, race_sizes=(64,)))
+
+
+def test_exposing_problems_keep_only_shapes_the_kernel_claims():
+    square = instance(signature="square")
+    object.__setattr__(square.spec, "shapes", "square-tile-multiple")
+    shapes = [(p.M, p.N, p.K) for _, p in hazards.exposing_problems(square, race_sizes=(64,))]
+    assert shapes == [(16, 16, 16), (64, 64, 64)]
+
+
+DETECTOR_CASES = [
+    # (detector, defective stand-in, the class it must report)
+    (hazards.check_values, lambda: drops_k_tail, Defect.WRONG_VALUES),
+    (hazards.check_unwritten, lambda: floor_grid, Defect.UNWRITTEN_OUTPUT),
+    (hazards.check_out_of_bounds_read, lambda: reads_past_A, Defect.OUT_OF_BOUNDS_READ),
+    (hazards.check_out_of_bounds_write, WrappingStore, Defect.OUT_OF_BOUNDS_WRITE),
+    (hazards.check_input_mutation, lambda: scribbles_on_B, Defect.INPUT_MUTATION),
+    (hazards.check_nondeterminism, Racy, Defect.NONDETERMINISM),
+]
+IDS = [case[0].__name__ for case in DETECTOR_CASES]
+
+
+@pytest.mark.parametrize("detector, make_defective, defect", DETECTOR_CASES, ids=IDS)
+def test_detector_fires_on_its_defect(detector, make_defective, defect):
+    found = detector(observe(make_defective()))
+    assert [f.defect for f in found] == [defect]
+    assert found[0].count > 0 and found[0].summary
+
+
+@pytest.mark.parametrize("detector", [case[0] for case in DETECTOR_CASES], ids=IDS)
+def test_detector_is_silent_on_a_correct_kernel(detector):
+    for _, problem in hazards.exposing_problems(INST, race_sizes=(32,)):
+        assert detector(observe(correct_product, problem)) == []
+
+
+def test_every_plain_detector_is_covered_here():
+    assert {case[0] for case in DETECTOR_CASES} == set(hazards.PLAIN_DETECTORS)
+
+
+def test_out_of_bounds_read_counts_only_what_depends_on_the_guards():
+    obs = observe(reads_past_A)
+    (finding,) = hazards.check_out_of_bounds_read(obs)
+    assert finding.count == 1 and finding.where == (RAGGED.M - 1, RAGGED.N - 1)
+    # With zero guards the same stand-in computes the right product.
+    assert hazards.check_values(hazards.Observation(INST, RAGGED, runs=obs.control)) == []
+
+
+def test_a_nan_that_moves_between_launches_is_not_called_an_out_of_bounds_read():
+    obs = observe(StaleNaN(), repeats=2)
+    assert hazards.check_out_of_bounds_read(obs) == []
+    assert defects(hazards.detect(obs)) >= {Defect.NONDETERMINISM, Defect.WRONG_VALUES}
+
+
+def test_a_nan_whatever_the_guards_hold_is_wrong_values_not_an_out_of_bounds_read():
+    obs = observe(always_nan)
+    assert hazards.check_out_of_bounds_read(obs) == []
+    assert defects(hazards.detect(obs)) == {Defect.WRONG_VALUES}
+
+
+def test_out_of_bounds_read_needs_a_control_launch():
+    assert hazards.check_out_of_bounds_read(observe(reads_past_A, control=False)) == []
+
+
+def test_nondeterminism_needs_two_launches():
+    assert hazards.check_nondeterminism(observe(Racy(), repeats=1)) == []
+
+
+def test_detectors_report_a_failed_launch_and_nothing_else():
+    crash = Finding(Defect.CRASH, "isolation", "the launch failed")
+    obs = hazards.Observation(INST, RAGGED, failure=crash)
+    assert hazards.detect(obs) == [crash]
+
+
+# -- the classifier ---------------------------------------------------------------------
+
+def classify(kernel, **kw):
+    return hazards.classify(hazards.detect(observe(kernel, **kw)))
+
+
+def test_a_correct_kernel_is_classified_as_nothing():
+    d = classify(correct_product)
+    assert (d.defect, d.label) == (None, "none")
+
+
+def test_nondeterminism_alone_is_classified_as_an_inferred_shared_memory_race():
+    d = classify(Racy())
+    assert (d.defect, d.basis, d.label) == (Defect.SHARED_MEMORY_RACE, "inferred",
+                                            "shared_memory_race (inferred)")
+    assert set(d.explains) == {Defect.NONDETERMINISM, Defect.WRONG_VALUES}
+    assert "only through shared memory" in d.explanation
+
+
+def test_an_unguarded_store_is_an_out_of_bounds_write_that_explains_wrong_and_varying_values():
+    d = classify(WrappingStore())
+    assert d.defect == Defect.OUT_OF_BOUNDS_WRITE and d.basis == "observed"
+    assert set(d.explains) == {Defect.WRONG_VALUES, Defect.NONDETERMINISM}
+    assert d.also == ()
+
+
+def test_nondeterminism_with_an_out_of_bounds_write_is_not_called_a_shared_memory_race():
+    findings = hazards.detect(observe(WrappingStore()))
+    assert Defect.NONDETERMINISM in defects(findings)
+    assert Defect.SHARED_MEMORY_RACE not in hazards.classify(findings).explains
+
+
+def test_an_out_of_bounds_read_explains_the_wrong_values():
+    d = classify(reads_past_A)
+    assert d.defect == Defect.OUT_OF_BOUNDS_READ and d.explains == (Defect.WRONG_VALUES,)
+
+
+@pytest.mark.parametrize("kernel, defect", [(floor_grid, Defect.UNWRITTEN_OUTPUT),
+                                            (drops_k_tail, Defect.WRONG_VALUES),
+                                            (scribbles_on_B, Defect.INPUT_MUTATION)],
+                         ids=["floor_grid", "drops_k_tail", "scribbles_on_B"])
+def test_single_defect_stand_ins_are_classified_as_their_defect(kernel, defect):
+    assert classify(kernel).defect == defect
+
+
+def _finding(defect, detector):
+    return Finding(defect, detector, f"{detector} saw {defect.value}", 1)
+
+
+def test_synccheck_makes_a_divergent_barrier_the_root_of_races_and_wrong_values():
+    d = hazards.classify([_finding(Defect.WRONG_VALUES, "exact-bits"),
+                          _finding(Defect.SHARED_MEMORY_RACE, "racecheck"),
+                          _finding(Defect.DIVERGENT_BARRIER, "synccheck")])
+    assert d.defect == Defect.DIVERGENT_BARRIER and d.established_by == ("synccheck",)
+    assert set(d.explains) == {Defect.SHARED_MEMORY_RACE, Defect.WRONG_VALUES}
+
+
+def test_racecheck_makes_the_race_observed_not_inferred():
+    d = hazards.classify([_finding(Defect.NONDETERMINISM, "repeat-launch"),
+                          _finding(Defect.SHARED_MEMORY_RACE, "racecheck")])
+    assert (d.defect, d.basis, d.established_by) == (Defect.SHARED_MEMORY_RACE, "observed", ("racecheck",))
+
+
+def test_a_crash_is_the_verdict_and_memcheck_says_where():
+    d = hazards.classify([_finding(Defect.CRASH, "isolation"),
+                          _finding(Defect.OUT_OF_BOUNDS_WRITE, "memcheck")])
+    assert d.defect == Defect.CRASH and d.explains == (Defect.OUT_OF_BOUNDS_WRITE,)
+
+
+def test_independent_defects_are_listed_besides_the_root_cause():
+    d = hazards.classify([_finding(Defect.UNWRITTEN_OUTPUT, "poison"),
+                          _finding(Defect.OUT_OF_BOUNDS_READ, "guard-swap")])
+    assert d.defect == Defect.OUT_OF_BOUNDS_READ and d.also == (Defect.UNWRITTEN_OUTPUT,)
+    assert "also unwritten_output" in d.explanation
+
+
+def test_every_defect_class_has_a_place_in_the_priority():
+    assert set(hazards.PRIORITY) == set(Defect)
