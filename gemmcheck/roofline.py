@@ -1,0 +1,173 @@
+"""The arithmetic of performance: FLOPs, the seed's intensity model, rooflines, ratios.
+
+Pure functions of numbers; nothing here touches a GPU, so all of it is tested
+without one (tests/test_perf_roofline.py).
+
+The seed (tiled-gemm-cuda.txt, section 2) models global-memory traffic: a
+naive kernel loads 2 elements per multiply-add (I = 2 FLOP / (2 x itemsize)
+bytes = 1 / itemsize, 0.25 FLOP/byte for float32); a TILE x TILE tiled kernel
+reuses every loaded element TILE times (I = TILE / itemsize, TILE / 4 for
+float32). Under a roofline with memory bandwidth BW and compute peak P a
+kernel of intensity I can reach at most min(P, I x BW): memory-bound left of
+the ridge point P / BW, compute-bound right of it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+
+# FP32 lanes (FFMA results per clock) per SM, by compute capability: the CUDA C++
+# Programming Guide, "Arithmetic Instructions" throughput table (32-bit
+# floating-point add, multiply, multiply-add). Unknown capabilities give None
+# and the FP32 peak is then reported as unknown rather than guessed.
+FP32_LANES_PER_SM = {
+    (5, 0): 128, (5, 2): 128, (5, 3): 128,
+    (6, 0): 64, (6, 1): 128, (6, 2): 128,
+    (7, 0): 64, (7, 2): 64, (7, 5): 64,
+    (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128,
+    (9, 0): 128,
+    (10, 0): 128, (10, 3): 128, (12, 0): 128, (12, 1): 128,
+}
+
+
+def gemm_flops(M: int, N: int, K: int) -> int:
+    """2MNK: one multiply and one add per (i, j, k)."""
+    return 2 * M * N * K
+
+
+def tflops(flops: float, seconds: float) -> float:
+    if seconds <= 0:
+        raise ValueError(f"a time must be positive to give a rate; got {seconds!r} s")
+    return flops / seconds / 1e12
+
+
+def fp32_peak_tflops(sm_count: int, clock_hz: float, capability: tuple[int, int]) -> float | None:
+    """SMs x FP32 lanes per SM x 2 FLOP per FMA x clock; None for an unknown capability."""
+    lanes = FP32_LANES_PER_SM.get(tuple(capability))
+    if lanes is None:
+        return None
+    return sm_count * lanes * 2 * clock_hz / 1e12
+
+
+def reuse_factor(policy: str, tile: int, shared_tiles: int | None) -> int:
+    """How often the seed's model says each loaded element is used: TILE for a kernel
+    that stages tiles in shared memory, 1 for one thread per output reading global memory."""
+    if policy == "naive" or shared_tiles == 0:
+        return 1
+    return tile
+
+
+def model_intensity(policy: str, tile: int, shared_tiles: int | None, itemsize: int) -> float:
+    """The seed's arithmetic intensity (FLOP per byte of global input traffic)."""
+    return reuse_factor(policy, tile, shared_tiles) / itemsize
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A roofline: a memory slope and a compute ceiling (TFLOP/s and TB/s)."""
+
+    peak_tflops: float
+    bandwidth_tbs: float
+
+    @property
+    def ridge(self) -> float:
+        """The intensity (FLOP/byte) where the two roofs meet."""
+        return self.peak_tflops / self.bandwidth_tbs
+
+    def attainable(self, intensity: float) -> float:
+        return min(self.peak_tflops, intensity * self.bandwidth_tbs)
+
+    def bound(self, intensity: float) -> str:
+        """'memory' or 'compute': which roof is lower at this intensity."""
+        return "memory" if intensity * self.bandwidth_tbs < self.peak_tflops else "compute"
+
+
+def ratio(value: float, baseline: float) -> float:
+    """value / baseline, for rates measured in the same run; both must be positive."""
+    if not (baseline > 0 and math.isfinite(baseline)):
+        raise ValueError(f"baseline must be a positive finite rate, got {baseline!r}")
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"value must be a non-negative finite rate, got {value!r}")
+    return value / baseline
+
+
+def spread(times) -> float:
+    """Relative spread of repeated timings: interquartile range / median."""
+    ordered = sorted(times)
+    if not ordered:
+        raise ValueError("no timings")
+    q1, med, q3 = (_quantile(ordered, q) for q in (0.25, 0.5, 0.75))
+    return (q3 - q1) / med if med > 0 else math.inf
+
+
+def median(times) -> float:
+    ordered = sorted(times)
+    if not ordered:
+        raise ValueError("no timings")
+    return _quantile(ordered, 0.5)
+
+
+def _quantile(ordered, q: float) -> float:
+    # Linear interpolation between closest ranks (numpy's default), on a sorted list.
+    pos = (len(ordered) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One kernel on the roofline plot."""
+
+    label: str
+    intensity: float   # FLOP/byte (the seed's model)
+    tflops: float      # achieved
+
+
+def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float | None,
+         ceilings: dict[str, float] | None = None, title: str = "") -> bytes:
+    """A log-log roofline as PNG bytes: each kernel a point at its model intensity,
+    the memory roof (bandwidth x intensity) and the FP32 peak as lines, and each
+    measured ceiling (e.g. cuBLAS per dtype, in TFLOP/s) as a dashed horizontal line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    if not points:
+        raise ValueError("nothing to plot: no measured kernels")
+    ceilings = ceilings or {}
+    xs = [p.intensity for p in points]
+    lo_x = min(xs + [0.1]) / 2
+    hi_x = max(xs + [64.0] + ([peak_tflops / bandwidth_tbs * 4] if peak_tflops and bandwidth_tbs else []))
+    fig = Figure(figsize=(9, 6), dpi=110)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    if bandwidth_tbs:
+        grid = [lo_x * (hi_x / lo_x) ** (i / 200) for i in range(201)]
+        roof = [min(peak_tflops or math.inf, x * bandwidth_tbs) for x in grid]
+        ax.plot(grid, roof, color="black", linewidth=2,
+                label=f"roof: copy bandwidth {bandwidth_tbs:.2f} TB/s"
+                      + (f", FP32 peak {peak_tflops:.1f} TFLOP/s" if peak_tflops else ""))
+    elif peak_tflops:
+        ax.axhline(peak_tflops, color="black", linewidth=2, label=f"FP32 peak {peak_tflops:.1f} TFLOP/s")
+    styles = ["tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:gray"]
+    for (name, value), color in zip(sorted(ceilings.items()), styles * 4):
+        ax.axhline(value, color=color, linestyle="--", linewidth=1.2, label=f"{name}: {value:.1f} TFLOP/s")
+    markers = "osD^v<>phX*"
+    for i, p in enumerate(points):
+        ax.scatter([p.intensity], [p.tflops], marker=markers[i % len(markers)], s=55, zorder=3,
+                   label=f"{p.label}: {p.tflops:.2f} TFLOP/s at {p.intensity:g} FLOP/B")
+    ax.set_xlim(lo_x, hi_x)
+    ax.set_xlabel("arithmetic intensity, the seed's model (FLOP / byte of global input traffic)")
+    ax.set_ylabel("TFLOP/s (device-event time, median)")
+    ax.set_title(title or "roofline")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()

@@ -1,0 +1,96 @@
+"""The performance arithmetic: FLOPs, the seed's intensity model, peaks, roofs, ratios, the plot."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gemmcheck import roofline
+
+
+def test_a_gemm_is_two_flops_per_multiply_add():
+    assert roofline.gemm_flops(4096, 4096, 4096) == 2 * 4096**3
+    assert roofline.gemm_flops(33, 17, 65) == 2 * 33 * 17 * 65
+
+
+def test_tflops_of_the_issue_measurement():
+    # 4096^3 in 15.6 ms is the seed TILE32's 8.8 TFLOP/s on the H200.
+    assert roofline.tflops(2 * 4096**3, 15.6e-3) == pytest.approx(8.81, abs=0.01)
+    with pytest.raises(ValueError, match="positive"):
+        roofline.tflops(1.0, 0.0)
+
+
+@pytest.mark.parametrize("policy, tile, shared_tiles, itemsize, expected", [
+    ("seed", 32, 2, 4, 8.0),      # the seed's table: TILE / 4 for float32
+    ("seed", 16, 2, 4, 4.0),
+    ("tile2d", 2, 2, 4, 0.5),
+    ("naive", 16, 0, 4, 0.25),    # naive: 0.25 FLOP/byte whatever the block edge
+    ("naive", 32, 0, 4, 0.25),
+    ("tile2d", 32, 2, 2, 16.0),   # half the bytes per element, twice the intensity
+    ("tile2d", 32, 2, 8, 4.0),
+    ("tile2d", 32, None, 4, 8.0),  # undeclared shared memory: assumed to tile
+])
+def test_the_seed_intensity_model(policy, tile, shared_tiles, itemsize, expected):
+    assert roofline.model_intensity(policy, tile, shared_tiles, itemsize) == expected
+
+
+def test_fp32_peak_of_the_h200_from_its_properties():
+    # 132 SMs x 128 lanes x 2 x 1.98 GHz, as stated in issue 5.
+    assert roofline.fp32_peak_tflops(132, 1.98e9, (9, 0)) == pytest.approx(66.9, abs=0.05)
+    # A100: 108 SMs x 64 lanes x 2 x 1.41 GHz = 19.5 TFLOP/s (its datasheet number).
+    assert roofline.fp32_peak_tflops(108, 1.41e9, (8, 0)) == pytest.approx(19.5, abs=0.05)
+    assert roofline.fp32_peak_tflops(100, 1e9, (3, 5)) is None
+
+
+def test_roof_bounds_and_ridge():
+    roof = roofline.Roof(peak_tflops=66.9, bandwidth_tbs=4.2)
+    assert roof.ridge == pytest.approx(15.93, abs=0.01)
+    assert roof.bound(8.0) == "memory" and roof.attainable(8.0) == pytest.approx(33.6)
+    assert roof.bound(0.25) == "memory" and roof.attainable(0.25) == pytest.approx(1.05)
+    assert roof.bound(32.0) == "compute" and roof.attainable(32.0) == 66.9
+
+
+def test_ratio_rejects_meaningless_baselines():
+    assert roofline.ratio(8.8, 50.5) == pytest.approx(0.1743, abs=1e-4)
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="baseline"):
+            roofline.ratio(1.0, bad)
+    with pytest.raises(ValueError, match="value"):
+        roofline.ratio(math.nan, 1.0)
+
+
+def test_median_and_spread_agree_with_numpy():
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 7, 20, 51):
+        times = list(rng.uniform(1e-3, 2e-3, n))
+        q1, med, q3 = np.quantile(times, [0.25, 0.5, 0.75])
+        assert roofline.median(times) == pytest.approx(med)
+        assert roofline.spread(times) == pytest.approx((q3 - q1) / med)
+    assert roofline.spread([1.0] * 10) == 0.0
+    with pytest.raises(ValueError):
+        roofline.median([])
+
+
+def test_roofline_plot_on_made_up_numbers():
+    points = [roofline.Point("naive", 0.25, 5.3), roofline.Point("tiled TILE16", 4.0, 8.1),
+              roofline.Point("tiled TILE32", 8.0, 8.8)]
+    png = roofline.plot(points, peak_tflops=66.9, bandwidth_tbs=4.2,
+                        ceilings={"cuBLAS float32": 50.5, "cuBLAS float64": 61.6}, title="made up")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    import io
+    image = matplotlib.image.imread(io.BytesIO(png))
+    assert image.shape[0] > 300 and image.shape[1] > 500
+    # Not blank: lines and points leave many distinct colours.
+    assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 20
+
+
+def test_roofline_plot_without_a_bandwidth_still_draws_the_peak():
+    png = roofline.plot([roofline.Point("k", 8.0, 8.8)], peak_tflops=66.9, bandwidth_tbs=None)
+    assert png[:4] == b"\x89PNG"
+
+
+def test_roofline_plot_of_nothing_is_an_error():
+    with pytest.raises(ValueError, match="nothing to plot"):
+        roofline.plot([], peak_tflops=1.0, bandwidth_tbs=1.0)

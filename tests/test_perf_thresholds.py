@@ -1,0 +1,235 @@
+"""The thresholds file: it parses, every claim names real kernels, bad entries fail with
+the cause; and judging a claim gives the right verdict and message (on made-up rates)."""
+
+import copy
+import tomllib
+
+import pytest
+
+from gemmcheck import catalog, perf
+from gemmcheck import dtypes as dt
+
+BUILTIN = tomllib.loads(perf.BUILTIN_THRESHOLDS.read_text())
+
+
+def test_the_builtin_thresholds_parse():
+    thresholds = perf.load_thresholds(perf.BUILTIN_THRESHOLDS)
+    assert thresholds.timing.tiles == (16, 32)
+    assert len(thresholds.thresholds) == len(BUILTIN["threshold"]) >= 8
+
+
+def test_every_builtin_claim_names_a_catalog_instantiation():
+    specs = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+    timed_tiles = perf.load_thresholds(perf.BUILTIN_THRESHOLDS).timing.tiles
+    for t in perf.load_thresholds(perf.BUILTIN_THRESHOLDS).thresholds:
+        spec = specs.get(t.kernel)
+        assert spec is not None, f"{t.id}: no kernel {t.kernel!r} in the catalog"
+        assert t.dtype in spec.dtypes and t.tile in spec.tiles and t.tile in timed_tiles, t.id
+        if t.baseline not in (perf.CUBLAS, perf.FP32_PEAK):
+            assert t.baseline in specs, f"{t.id}: no baseline kernel {t.baseline!r}"
+
+
+def test_every_too_slow_kernel_is_held_to_the_same_bar_as_a_reference():
+    # The kill is only honest if the slowed kernel faces a bar a reference passes.
+    thresholds = perf.load_thresholds(perf.BUILTIN_THRESHOLDS).thresholds
+    specs = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+    for slow in (t for t in thresholds if specs[t.kernel].expect == "too_slow"):
+        twins = [t for t in thresholds if specs[t.kernel].is_reference and t.dtype == slow.dtype
+                 and t.baseline == slow.baseline and t.baseline_tile == slow.baseline_tile
+                 and t.at_least == slow.at_least]
+        assert twins, f"{slow.id}: no reference kernel is held to the same bar"
+
+
+def _with(**changes):
+    data = copy.deepcopy(BUILTIN)
+    entry = data["threshold"][0]
+    for key, value in changes.items():
+        if value is None:
+            entry.pop(key, None)
+        else:
+            entry[key] = value
+    return data
+
+
+@pytest.mark.parametrize("data, message", [
+    (_with(at_least=-0.5), "'at_least' must be a positive number (a ratio), got -0.5"),
+    (_with(at_least="0.14"), "'at_least' must be a positive number (a ratio), got '0.14'"),
+    (_with(at_least=None), "missing required field 'at_least'"),
+    (_with(dtype="float8"), "unknown dtype 'float8'"),
+    (_with(tile=0), "'tile' must be a positive integer, got 0"),
+    (_with(speedup=2), "unknown field(s) ['speedup']"),
+    (_with(baseline_tile=16), "'baseline_tile' is only for a kernel baseline, not 'cublas'"),
+    (_with(baseline="matmul_naive", baseline_tile="worst"), "'baseline_tile' must be a positive integer or \"best\""),
+    (_with(baseline="matmul_tiled", baseline_tile=32), "a kernel cannot be its own baseline"),
+    (_with(min_size=4096, max_size=1024), "'max_size' 1024 is below 'min_size' 4096"),
+    ({**BUILTIN, "thresholds": []}, "unknown top-level keys ['thresholds']"),
+    ({**BUILTIN, "timing": {"tiles": []}}, "'tiles' must be a non-empty list"),
+    ({**BUILTIN, "timing": {"warmup": 0}}, "'warmup' must be an integer >= 1"),
+    ({**BUILTIN, "timing": {"max_spread": -1}}, "'max_spread' must be a positive number"),
+    ({**BUILTIN, "timing": {"repeats": 5}}, "[timing]: unknown field(s) ['repeats']"),
+    ({**BUILTIN, "threshold": BUILTIN["threshold"][:1] * 2}, "listed twice"),
+])
+def test_bad_thresholds_fail_with_the_cause(data, message):
+    with pytest.raises(perf.ThresholdError) as info:
+        perf.parse_thresholds(data, "thresholds.toml")
+    text = str(info.value)
+    assert text.startswith("thresholds.toml: ") and message in text, text
+
+
+def test_the_failing_entry_is_named_in_the_error():
+    with pytest.raises(perf.ThresholdError, match=r"threshold #1 \(matmul_tiled-float32-TILE32 vs cublas\)"):
+        perf.parse_thresholds(_with(at_least=0), "thresholds.toml")
+
+
+def test_a_missing_or_broken_file_is_named(tmp_path):
+    with pytest.raises(perf.ThresholdError, match="thresholds file not found"):
+        perf.load_thresholds(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[threshold]\n")
+    with pytest.raises(perf.ThresholdError, match="bad.toml: not valid TOML"):
+        perf.load_thresholds(bad)
+
+
+def test_a_bad_thresholds_option_stops_the_run(pytester, tmp_path):
+    from pathlib import Path
+
+    pytester.makeconftest((Path(__file__).parent.parent / "conftest.py").read_text())
+    bad = tmp_path / "t.toml"
+    bad.write_text('[[threshold]]\nkernel = "k"\ndtype = "float32"\ntile = 32\nbaseline = "cublas"\n')
+    result = pytester.runpytest("--co", "--gemm-thresholds", str(bad))
+    assert result.ret != 0
+    assert "--gemm-thresholds:" in result.stderr.str() and "missing required field 'at_least'" in result.stderr.str()
+
+
+def test_sizes_a_claim_applies_to():
+    t = perf.Threshold("k", "float32", 32, "cublas", 0.1, min_size=2048, max_size=4096)
+    assert [n for n in (1024, 2048, 4096, 8192) if t.applies(n)] == [2048, 4096]
+
+
+# -- judging a claim: made-up rates through the real PerfSession and judge() ---------------
+
+class FakeTimer:
+    """Stands in for perf.GpuTimer: each instantiation runs at a rate from a table."""
+
+    def __init__(self, rates, cublas=None, wrong=()):
+        self.rates, self.cublas_rates, self.wrong = rates, cublas or {}, set(wrong)
+        self.timing = perf.Timing(tiles=(16, 32))
+        self.device = perf.Device("Made-up GPU", (9, 0), 132, 1.98e9, 60 * 2**20)
+        self.launched = []
+
+    def _measurement(self, label, size, tflops):
+        seconds = 2 * size**3 / (tflops * 1e12)
+        return perf.Measurement(label, size, (seconds,) * 5, flops=2 * size**3)
+
+    def check(self, instance, size):
+        if instance.id in self.wrong:
+            return perf.Check(worst_ratio=7.5, nans=0, where=(33, 65))
+        return perf.Check(worst_ratio=0.01, nans=0, where=(0, 0))
+
+    def kernel(self, instance, size, n_repeat):
+        self.launched.append(instance.id)
+        return self._measurement(instance.id, size, self.rates[instance.id])
+
+    def cublas(self, dtype, size, n_repeat):
+        if dtype not in self.cublas_rates:
+            raise TypeError(f"no {dtype} matmul")
+        return self._measurement(f"cublas-{dtype}", size, self.cublas_rates[dtype])
+
+    def copy(self, n_repeat):
+        return perf.Measurement("copy", 2**30, (0.5e-3,) * 5, bytes_moved=2 * 2**30)
+
+
+H200_RATES = {"matmul_tiled-float32-TILE32": 8.8, "matmul_tiled-float32-TILE16": 8.1,
+              "matmul_naive-float32-TILE16": 5.3, "matmul_naive-float32-TILE32": 5.0,
+              "slow_tiled-float32-TILE32": 2.4}
+
+
+def _judge(threshold, rates=H200_RATES, cublas={"float32": 50.5}, wrong=()):
+    timer = FakeTimer(rates, cublas, wrong)
+    session = perf.PerfSession(timer, repeats=5)
+    return perf.judge(session, threshold, 4096, catalog.load(catalog.BUILTIN)), timer
+
+
+def test_a_kernel_above_its_bar_passes_and_below_it_fails():
+    passing, _ = _judge(perf.Threshold("matmul_tiled", "float32", 32, "cublas", 0.14))
+    assert passing.ok and passing.ratio == pytest.approx(8.8 / 50.5)
+    failing, _ = _judge(perf.Threshold("slow_tiled", "float32", 32, "cublas", 0.14, measured="twin: 0.174"))
+    assert not failing.ok
+    message = failing.message()
+    for part in ("slow_tiled-float32-TILE32 at N=4096 is below its threshold", "2.40 TFLOP/s",
+                 "0.048 x cuBLAS float32 (TF32 off) (50.50 TFLOP/s)", "threshold >= 0.14",
+                 "twin: 0.174", "card: Made-up GPU (cc 9.0, 132 SMs, 1.98 GHz"):
+        assert part in message, (part, message)
+
+
+def test_best_baseline_takes_the_fastest_timed_tile():
+    evaluation, timer = _judge(perf.Threshold("matmul_tiled", "float32", 32, "matmul_naive", 1.25,
+                                              baseline_tile="best"))
+    assert evaluation.baseline_value == pytest.approx(5.3)
+    assert evaluation.baseline_label == "matmul_naive-float32-TILE16 (best of TILE 16, 32)"
+    assert sorted(timer.launched) == ["matmul_naive-float32-TILE16", "matmul_naive-float32-TILE32",
+                                      "matmul_tiled-float32-TILE32"]
+    # A faster naive kernel raises the bar: 8.8 / 8.0 = 1.1 < 1.25.
+    faster = dict(H200_RATES, **{"matmul_naive-float32-TILE32": 8.0})
+    slower, _ = _judge(perf.Threshold("matmul_tiled", "float32", 32, "matmul_naive", 1.25,
+                                      baseline_tile="best"), rates=faster)
+    assert not slower.ok and slower.ratio == pytest.approx(1.1)
+
+
+def test_each_instantiation_is_timed_once_per_session():
+    timer = FakeTimer(H200_RATES, {"float32": 50.5})
+    session = perf.PerfSession(timer, repeats=5)
+    specs = catalog.load(catalog.BUILTIN)
+    for threshold in (perf.Threshold("matmul_tiled", "float32", 32, "cublas", 0.14),
+                      perf.Threshold("matmul_tiled", "float32", 32, "fp32_peak", 0.10),
+                      perf.Threshold("matmul_tiled", "float32", 32, "matmul_naive", 1.25, baseline_tile=16)):
+        perf.judge(session, threshold, 4096, specs)
+    assert timer.launched.count("matmul_tiled-float32-TILE32") == 1
+
+
+def test_fp32_peak_baseline_uses_the_device_properties():
+    evaluation, _ = _judge(perf.Threshold("matmul_tiled", "float32", 32, "fp32_peak", 0.10))
+    assert evaluation.baseline_value == pytest.approx(66.9, abs=0.05)
+    assert evaluation.ratio == pytest.approx(8.8 / 66.9, abs=1e-3)
+
+
+def test_a_wrong_kernel_is_not_timed():
+    with pytest.raises(perf.WrongOutput, match=r"7.5 x the forward error bound at C\[33, 65\] \(tile 1,2\)"):
+        _judge(perf.Threshold("matmul_tiled", "float32", 32, "cublas", 0.14),
+               wrong={"matmul_tiled-float32-TILE32"})
+
+
+def test_a_missing_baseline_is_a_reason_not_a_pass():
+    with pytest.raises(perf.Unjudgeable, match="no cuBLAS baseline for float32: cupy.matmul has no float32"):
+        _judge(perf.Threshold("matmul_tiled", "float32", 32, "cublas", 0.14), cublas={})
+    with pytest.raises(perf.Unjudgeable, match="baseline kernel 'mystery' is not in the catalog"):
+        _judge(perf.Threshold("matmul_tiled", "float32", 32, "mystery", 1.0, baseline_tile="best"))
+    with pytest.raises(perf.Unjudgeable, match="no instantiation at float32, TILE 64"):
+        _judge(perf.Threshold("matmul_tiled", "float32", 32, "matmul_naive", 1.0, baseline_tile=64))
+
+
+# -- the numbers behind the timing setup ------------------------------------------------------
+
+@pytest.mark.parametrize("set_bytes, l2, expected", [
+    (3 * 4096 * 4096 * 4, 60 * 2**20, 2),     # 192 MiB a set: any other set flushes 2 x L2
+    (3 * 1024 * 1024 * 4, 60 * 2**20, 11),    # 12 MiB a set: 10 others hold 120 MiB = 2 x L2
+    (3 * 2048 * 2048 * 2, 50 * 2**20, 6),     # 24 MiB a set: 4 others hold 96 MiB < 100, so 5
+])
+def test_enough_input_sets_rotate_to_defeat_l2(set_bytes, l2, expected):
+    n = perf.n_input_sets(set_bytes, l2)
+    assert n == expected
+    assert (n - 1) * set_bytes >= 2 * l2          # what the rotation promises
+    assert n == 2 or (n - 2) * set_bytes < 2 * l2  # and no more sets than needed
+
+
+def test_error_bound_factors_follow_the_accumulator():
+    g32, u_out32, g_ref = perf.error_bound_factors(dt.get("float32"), 4096)
+    assert g32 == pytest.approx(4096 * 2**-24 / (1 - 4096 * 2**-24)) and u_out32 == 0.0
+    g16, u_out16, _ = perf.error_bound_factors(dt.get("float16"), 4096)
+    assert g16 == g32 and u_out16 == 2**-11          # accumulates in float, rounds once to half
+    _, u_out_bf, _ = perf.error_bound_factors(dt.get("bfloat16"), 4096)
+    assert u_out_bf == 2**-8
+    g64, _, _ = perf.error_bound_factors(dt.get("float64"), 4096)
+    assert g64 == g_ref == pytest.approx(4096 * 2**-53, rel=1e-9)
+    with pytest.raises(ValueError, match="too large"):
+        perf.error_bound_factors(dt.get("float16"), 2**24)
