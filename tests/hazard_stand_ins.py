@@ -138,3 +138,8 @@ def isolation_backend():
     """Backend factory the isolation child imports by name (tests put tests/ on its path)."""
     return NumpyBackend({"good": correct_product, "segfaults": segfaults, "sleeps": sleeps,
                          "floor_grid": floor_grid})
+
+
+def shared_backend():
+    """Two catalog kernels over one function (`shared`), as the sanitizer run test needs."""
+    return NumpyBackend({"shared": correct_product})

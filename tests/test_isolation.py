@@ -1,0 +1,141 @@
+"""Isolation: a child that dies during a launch is a CRASH, one that overruns is a HANG, the
+parent goes on, and the child's runs come back for the same detectors. No GPU needed:
+the children are plain Python (and the numpy stand-in backend)."""
+
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gemmcheck import catalog, hazards, isolation
+from gemmcheck.problems import Problem
+from gemmcheck.verdict import Defect
+
+TESTS = Path(__file__).resolve().parent
+
+
+def step(i, kernel="good", catalog_path="c.toml", M=9, N=5, K=17):
+    return isolation.Step(i, str(catalog_path), kernel, "float32", 4, M, N, K, seed=1)
+
+
+SAY = f"def say(*w): print({isolation.MARK!r}, *w, flush=True)\n"
+
+
+def python_child(body: str) -> list[str]:
+    """A child that speaks the protocol through say(...)."""
+    return [sys.executable, "-u", "-c", SAY + textwrap.dedent(body)]
+
+
+def test_a_child_killed_by_a_signal_during_a_launch_is_a_crash():
+    steps = [step(0), step(1), step(2)]
+    result = isolation.supervise(python_child("""
+        import os, signal
+        say("READY"); say("LAUNCH 0"); say("DONE 0"); say("LAUNCH 1")
+        os.kill(os.getpid(), signal.SIGSEGV)
+    """), steps, step_timeout=30)
+    status = {i: o.status for i, o in result.outcomes.items()}
+    assert status == {0: "ok", 1: "crash", 2: "not_run"}
+    crash = result.outcomes[1].finding
+    assert crash.defect == Defect.CRASH and "SIGSEGV" in crash.summary
+    assert result.outcomes[0].finding is None
+
+
+def test_a_launch_that_outlasts_the_timeout_is_a_hang_and_the_child_is_killed():
+    started = time.monotonic()
+    result = isolation.supervise(python_child("""
+        import time
+        say("READY"); say("LAUNCH 0"); time.sleep(3600)
+    """), [step(0)], step_timeout=0.5)
+    assert time.monotonic() - started < 30
+    out = result.outcomes[0]
+    assert out.status == "hang" and out.finding.defect == Defect.HANG
+    assert "0.5 s" in out.message
+    assert result.returncode is not None and result.returncode < 0  # killed, not left running
+
+
+def test_a_launch_error_the_child_reports_is_a_crash():
+    result = isolation.supervise(python_child("""
+        say("READY"); say("LAUNCH 0"); say('FAILED 0 "cudaErrorIllegalAddress: an illegal memory access"')
+        raise SystemExit(3)
+    """), [step(0)])
+    out = result.outcomes[0]
+    assert out.status == "failed" and out.finding.defect == Defect.CRASH
+    assert "illegal memory access" in out.finding.summary
+
+
+def test_a_child_that_fails_before_it_is_ready_is_an_error_not_a_verdict():
+    result = isolation.supervise(python_child("raise SystemExit('no CUDA here')"), [step(0)])
+    assert not result.ready and result.outcomes[0].status == "not_run"
+    assert "no CUDA here" in result.stderr
+
+
+def test_a_child_that_is_slow_to_get_ready_is_not_called_a_hang():
+    result = isolation.supervise(python_child("import time; time.sleep(3600)"), [step(0)],
+                                 ready_timeout=0.5, step_timeout=0.1)
+    assert not result.ready and result.outcomes[0].status == "not_run"
+
+
+# -- the real child (python -m gemmcheck.isolation) on the numpy stand-in backend ---------
+
+CATALOG = """
+[[kernel]]
+name = "{name}"
+source = "k.cu"
+entry = "{name}"
+signature = "mnk"
+policy = "tile2d"
+tiles = [4]
+dtypes = ["float32"]
+expect = "{expect}"
+"""
+
+
+@pytest.fixture
+def stand_in_catalog(tmp_path):
+    kernels = {"good": "correct", "segfaults": "crash", "floor_grid": "unwritten_output",
+               "sleeps": "hang"}
+    (tmp_path / "k.cu").write_text("\n".join(f"// {name}" for name in kernels))
+    path = tmp_path / "catalog.toml"
+    path.write_text("".join(CATALOG.format(name=n, expect=e) for n, e in kernels.items()))
+    return path
+
+
+@pytest.fixture
+def child_env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_steps_run_in_few_children_and_their_runs_come_back(stand_in_catalog, child_env, tmp_path):
+    specs = {s.name: s for s in catalog.load(stand_in_catalog)}
+    problem = Problem(9, 5, 17, "float32", "exact", 1)
+    plan = [("good", problem), ("segfaults", problem), ("segfaults", Problem(16, 16, 16, "float32")),
+            ("floor_grid", problem), ("sleeps", problem), ("good", Problem(16, 16, 16, "float32"))]
+    steps = [isolation.Step.of(i, catalog.Instance(specs[k], "float32", 4), p, purpose="test")
+             for i, (k, p) in enumerate(plan)]
+    outcomes, children = isolation.run_steps(
+        steps, backend="hazard_stand_ins:isolation_backend", step_timeout=2, env=child_env,
+        workdir=tmp_path / "work")
+    status = [outcomes[i].status for i in range(len(plan))]
+    assert status == ["ok", "crash", "not_run", "ok", "hang", "ok"]
+    assert len(children) == 3  # one to start, one after the crash, one after the hang
+
+    observations = [isolation.observation(outcomes[i]) for i in range(len(plan))]
+    assert [f.defect for f in hazards.detect(observations[1])] == [Defect.CRASH]
+    assert [f.defect for f in hazards.detect(observations[4])] == [Defect.HANG]
+    assert hazards.detect(observations[0]) == [] and hazards.detect(observations[5]) == []
+    assert len(observations[0].runs) == 2 and len(observations[0].control) == 1
+    assert hazards.classify(hazards.detect(observations[3])).defect == Defect.UNWRITTEN_OUTPUT
+    assert "earlier problem" in outcomes[2].message
+
+
+def test_a_child_that_cannot_load_its_backend_raises_isolation_error(stand_in_catalog, child_env, tmp_path):
+    spec = catalog.load(stand_in_catalog)[0]
+    steps = [isolation.Step.of(0, catalog.Instance(spec, "float32", 4), Problem(4, 4, 4, "float32"))]
+    with pytest.raises(isolation.IsolationError, match="could not run its job.*ModuleNotFoundError"):
+        isolation.run_steps(steps, backend="no_such_module:backend", env=child_env,
+                            workdir=tmp_path / "work")

@@ -1,0 +1,155 @@
+"""compute-sanitizer reports become Findings with the class they establish (parsers on logs
+recorded on an H200), and a tool run attributes each report to the kernel it names."""
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gemmcheck import catalog, hazards, sanitizer
+from gemmcheck.verdict import Defect
+
+DATA = Path(__file__).resolve().parent / "data" / "sanitizer"
+TESTS = Path(__file__).resolve().parent
+
+
+def parsed(name):
+    tool = name.split("-")[1]
+    return sanitizer.parse(tool, sanitizer.blocks((DATA / f"{name}.log").read_text()))
+
+
+def test_racecheck_reports_a_shared_memory_race_without_claiming_its_direction():
+    report = parsed("broken_no_sync_after_dot-racecheck")
+    (finding,) = report.findings
+    assert finding.defect == Defect.SHARED_MEMORY_RACE and finding.detector == "racecheck"
+    # 16 reads of the error report + 4 of the warning, hazard counts as the log gives them.
+    races = finding.details["races"]
+    assert [r["severity"] for r in races] == ["error", "warning"]
+    assert [len(r["with"]) for r in races] == [16, 4]
+    assert races[1]["with"][0]["hazards"] == 6144
+    assert "RAW vs WAR not established" in finding.summary
+    assert "RAW race" not in finding.summary and "WAR race" not in finding.summary
+    assert report.unrecognized == []
+
+
+def test_racecheck_also_sees_the_race_a_divergent_barrier_leaves():
+    (finding,) = parsed("broken_divergent_barrier-racecheck").findings
+    assert finding.defect == Defect.SHARED_MEMORY_RACE
+
+
+def test_synccheck_reports_a_divergent_barrier():
+    report = parsed("broken_divergent_barrier-synccheck")
+    (finding,) = report.findings
+    assert finding.defect == Defect.DIVERGENT_BARRIER and finding.detector == "synccheck"
+    assert finding.count == 2  # the trimmed log keeps two of the reports
+    assert finding.details["reports"][0]["thread"] == "by thread (0,6,0) in block (0,2,0)"
+
+
+def test_memcheck_reports_an_invalid_global_write_as_out_of_bounds_write():
+    report = parsed("broken_faults-memcheck")
+    (finding,) = report.findings
+    assert finding.defect == Defect.OUT_OF_BOUNDS_WRITE and finding.detector == "memcheck"
+    assert "__global__" in finding.summary and "by thread (0,0,0) in block (0,0,0)" in finding.summary
+    # The failed API calls after the fault are consequences, kept apart.
+    assert len(report.api_errors) == 2 and report.unrecognized == []
+
+
+@pytest.mark.parametrize("name", ["matmul_tiled_guarded-racecheck", "matmul_tiled_guarded-synccheck",
+                                  "matmul_tiled_guarded-memcheck", "matmul_tiled_guarded-initcheck",
+                                  "broken_faults-racecheck", "broken_unguarded_store-memcheck"])
+def test_clean_logs_give_no_findings(name):
+    report = parsed(name)
+    assert report.findings == [] and report.unrecognized == []
+
+
+def test_reports_name_the_kernel_as_the_catalog_does():
+    line = ("at void broken_faults<float, (int)16>(const T1 *, const T1 *, T1 *, int, int, int)+0x710")
+    assert sanitizer.kernel_in(line) == sanitizer.normalize("broken_faults<float, 16>")
+    assert sanitizer.kernel_in("at void matmul_naive<__half>(const T1 *, int)+0x10") == "matmul_naive<__half>"
+    assert sanitizer.kernel_in("at 0x7f00 in libcuda.so") is None
+    blocks = sanitizer.blocks((DATA / "broken_no_sync_after_dot-racecheck.log").read_text())
+    assert {b.function() for b in blocks} - {None} == {"broken_no_sync_after_dot<float,16>"}
+
+
+def test_an_unknown_report_is_kept_not_dropped():
+    text = "========= COMPUTE-SANITIZER\n========= Invalid __global__ atomic of size 4 bytes\n=========     at void k<float, (int)4>()+0x10\n========= \n"
+    report = sanitizer.parse("memcheck", sanitizer.blocks(text))
+    assert report.findings == [] and report.unrecognized[0].startswith("Invalid __global__ atomic")
+
+
+def test_every_run_passes_an_error_exitcode_and_memcheck_gets_padding():
+    assert "--error-exitcode" in sanitizer.command("racecheck")
+    argv = sanitizer.command("memcheck", padding=1 << 20)
+    assert argv[argv.index("--padding") + 1] == str(1 << 20)
+    with pytest.raises(ValueError, match="unknown compute-sanitizer tool 'leakcheck'"):
+        sanitizer.command("leakcheck")
+
+
+# -- a whole tool run, with a stand-in compute-sanitizer ------------------------------------
+
+FAKE_TOOL = '''
+import json, subprocess, sys
+# A stand-in compute-sanitizer: runs the target and, after each launch of kernel "racy",
+# prints a racecheck report naming the launched function, as the real tool does.
+args = sys.argv[1:]
+target = args[args.index("--print-limit") + 2:]
+if "--padding" in target:
+    target = target[2:]
+job = json.loads(open(target[-2]).read())
+steps = {s["id"]: s for s in job["steps"]}
+proc = subprocess.Popen(target, stdout=subprocess.PIPE, text=True)
+print("========= COMPUTE-SANITIZER", flush=True)
+found = 0
+for line in proc.stdout:
+    print(line, end="", flush=True)
+    if " DONE " in line:
+        s = steps[int(line.split()[-1])]
+        if s["kernel"] == "racy":
+            found += 1
+            fn = "void shared<float, (int)4>(const T1 *, T1 *, int, int, int)"
+            print(f"========= Error: Race reported between Write access at {fn}+0x10", flush=True)
+            print(f"=========     and Read access at {fn}+0x20 [7 hazards]", flush=True)
+            print("========= ", flush=True)
+proc.wait()
+print(f"========= RACECHECK SUMMARY: {found} hazards displayed ({found} errors, 0 warnings)", flush=True)
+sys.exit(99 if found else proc.returncode)
+'''
+
+CATALOG = """
+[[kernel]]
+name = "{name}"
+source = "k.cu"
+entry = "shared"
+signature = "mnk"
+policy = "tile2d"
+tiles = [4]
+dtypes = ["float32"]
+expect = "{expect}"
+"""
+
+
+def test_a_tool_run_attributes_reports_to_the_right_kernel(tmp_path, monkeypatch):
+    # "racy" and "calm" share one function (as broken_floor_grid shares matmul_tiled_guarded):
+    # they must run in different children, or a report could not be told apart.
+    (tmp_path / "k.cu").write_text("// shared\n")
+    path = tmp_path / "catalog.toml"
+    path.write_text(CATALOG.format(name="calm", expect="correct")
+                    + CATALOG.format(name="racy", expect="shared_memory_race"))
+    tool = tmp_path / "compute-sanitizer"
+    tool.write_text(f"#!{sys.executable}\n" + textwrap.dedent(FAKE_TOOL))
+    tool.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    specs = catalog.load(path)
+    instances = [catalog.Instance(s, "float32", 4) for s in specs]
+    plan = [(i, hazards.exposing_problems(i, race_sizes=())) for i in instances]
+    run = sanitizer.run("racecheck", plan, exe=str(tool), backend="hazard_stand_ins:shared_backend")
+    calm, racy = instances
+    assert run.findings(calm) == []
+    (finding,) = run.findings(racy)
+    # One report after each of racy's two launches (ragged and tile-aligned), 7 hazards each.
+    assert finding.defect == Defect.SHARED_MEMORY_RACE and finding.count == 14
+    assert len(finding.details["races"]) == 2
+    assert run.unattributed == []
+    assert all(o.status == "ok" for o in run.outcomes.values())
