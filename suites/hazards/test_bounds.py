@@ -1,0 +1,58 @@
+"""Bounds: an out-of-bounds read makes the output depend on what lies outside the operands
+(NaN with NaN guards, finite with zero guards), an out-of-bounds write changes a guard,
+a floor-division grid leaves poison in C; memcheck on exact-size allocations sees the
+accesses themselves. References touch nothing outside their buffers."""
+
+import pytest
+
+from gemmcheck.kill_matrix import declares
+from gemmcheck.verdict import Defect
+
+pytestmark = pytest.mark.gpu
+reference = pytest.mark.instances(lambda i: i.spec.is_reference)
+
+
+@pytest.mark.instances.with_args(declares("out_of_bounds_read"))
+def test_a_declared_out_of_bounds_read_makes_the_output_depend_on_the_guards(matrix_row):
+    assert matrix_row.plain.found(detector="guard-swap", defect=Defect.OUT_OF_BOUNDS_READ), (
+        matrix_row.plain.diagnosis.explanation)
+
+
+@pytest.mark.instances.with_args(declares("out_of_bounds_read"))
+@pytest.mark.sanitizer
+def test_memcheck_sees_the_declared_out_of_bounds_read(matrix_row, sanitizer_exe):
+    assert matrix_row.sanitizer.found(detector="memcheck", defect=Defect.OUT_OF_BOUNDS_READ), (
+        matrix_row.sanitizer.to_json())
+
+
+@pytest.mark.instances.with_args(declares("out_of_bounds_write"))
+def test_a_declared_out_of_bounds_write_changes_the_guard_bands(matrix_row):
+    assert matrix_row.plain.found(detector="guard-bands", defect=Defect.OUT_OF_BOUNDS_WRITE), (
+        matrix_row.plain.diagnosis.explanation)
+
+
+@pytest.mark.instances.with_args(declares("out_of_bounds_write"))
+@pytest.mark.sanitizer
+def test_memcheck_sees_the_declared_out_of_bounds_write(matrix_row, sanitizer_exe):
+    assert matrix_row.sanitizer.found(detector="memcheck", defect=Defect.OUT_OF_BOUNDS_WRITE), (
+        matrix_row.sanitizer.to_json())
+
+
+@pytest.mark.instances.with_args(declares("unwritten_output"))
+def test_a_declared_unwritten_output_leaves_the_poison_in_c(matrix_row):
+    assert matrix_row.plain.found(detector="poison", defect=Defect.UNWRITTEN_OUTPUT), (
+        matrix_row.plain.diagnosis.explanation)
+
+
+@reference
+def test_references_read_and_write_only_their_own_buffers(matrix_row):
+    for defect in (Defect.OUT_OF_BOUNDS_READ, Defect.OUT_OF_BOUNDS_WRITE, Defect.INPUT_MUTATION,
+                   Defect.UNWRITTEN_OUTPUT):
+        assert not matrix_row.plain.found(defect=defect), matrix_row.plain.diagnosis.explanation
+
+
+@reference
+@pytest.mark.sanitizer
+def test_memcheck_and_initcheck_are_silent_on_references(matrix_row, sanitizer_exe):
+    for tool in ("memcheck", "initcheck"):
+        assert not matrix_row.sanitizer.found(detector=tool), matrix_row.sanitizer.diagnosis.explanation

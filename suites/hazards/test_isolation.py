@@ -1,0 +1,35 @@
+"""Isolation: a kernel that faults is a CRASH and one that never returns a HANG, each in its
+own child process; this process's CUDA context stays healthy and the session goes on."""
+
+import pytest
+
+from gemmcheck.harness import run_once
+from gemmcheck.kill_matrix import declares
+from gemmcheck.oracle import judge
+from gemmcheck.problems import Problem
+from gemmcheck.verdict import Defect
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.instances.with_args(declares("crash"))
+def test_a_faulting_kernel_is_a_crash(matrix_row):
+    assert matrix_row.plain.diagnosis.defect == Defect.CRASH, matrix_row.plain.diagnosis.explanation
+    assert matrix_row.plain.found(detector="isolation", defect=Defect.CRASH)
+
+
+@pytest.mark.instances.with_args(declares("hang"))
+def test_a_kernel_that_never_returns_is_a_hang(matrix_row, request):
+    assert matrix_row.plain.diagnosis.defect == Defect.HANG, matrix_row.plain.diagnosis.explanation
+    assert matrix_row.seconds < request.config.getoption("gemm_hang_timeout") + 60
+
+
+def test_this_process_runs_kernels_correctly_after_isolated_crashes_and_hangs(kill_matrix_rows, backend, gemm):
+    isolated = [r for r in kill_matrix_rows.values() if r.instance.spec.expect in ("crash", "hang")]
+    if not isolated:
+        pytest.skip("no kernel in the catalog declares crash or hang")
+    reference = next(i for i in gemm.instances("reference") if i.supports(33, 17, 65))
+    problem = Problem(33, 17, 65, reference.dtype, "exact", 11)
+    A, B = problem.operands()
+    judgement = judge(run_once(backend, reference, A, B), A, B, exact=True, problem=problem)
+    assert judgement.ok, judgement.message()

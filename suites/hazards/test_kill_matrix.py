@@ -1,0 +1,24 @@
+"""The kill matrix: every reference is clean, every broken kernel is caught with the defect
+it declares (gemmcheck.kill_matrix says what each column can establish). The matrix is
+printed at the end of the run and written to reports/kill_matrix.json."""
+
+import pytest
+
+from gemmcheck import report
+from gemmcheck.verdict import Verdict
+
+pytestmark = pytest.mark.gpu
+
+
+def test_kill_matrix(matrix_row, verdicts, request):
+    column = matrix_row.sanitizer if matrix_row.sanitizer.ran else matrix_row.plain
+    verdicts.record(Verdict.for_instance(
+        matrix_row.instance, "kill matrix: " + "; ".join(matrix_row.problems), column.findings,
+        request.node.nodeid))
+    report.attach_json("kill matrix row", matrix_row.to_json())
+    status, why = matrix_row.outcome()
+    if status == "needs-tool":
+        pytest.skip(why)
+    if status != "pass":
+        pytest.fail(f"{matrix_row.instance.id} ({matrix_row.instance.name_expression}): {why}",
+                    pytrace=False)
