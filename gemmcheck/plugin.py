@@ -184,7 +184,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"gemmcheck: profile {gc.profile.name}; catalog {', '.join(str(c) for c in gc.catalogs)}",
         f"gemmcheck: kernels {names}",
-        f"gemmcheck: backend {gc.backend_name}; device: {why}",
+        f"gemmcheck: backend {gc.backend_name}; device: {why}; kernels run on "
+        f"{backends.resolve(gc.backend_name)}",
     ]
 
 
@@ -199,12 +200,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     ok, why = device.cuda_device()
-    if ok:
-        return
-    skip = pytest.mark.skip(reason=why)
+    simulated = backends.resolve(gemm_config(config).backend_name) == "cpu-sim"
+    if not ok:
+        skip = pytest.mark.skip(reason=why)
+    elif simulated:
+        skip = pytest.mark.skip(reason="--gemm-backend cpu-sim: GPU and performance tests run only on "
+                                       "the GPU backend (cupy)")
+    else:
+        skip = None
     for item in items:
-        if item.get_closest_marker("gpu"):
+        if skip and (item.get_closest_marker("gpu") or item.get_closest_marker("perf")):
             item.add_marker(skip)
+        elif simulated:
+            gpu_only = [p for p in getattr(getattr(item, "callspec", None), "params", {}).values()
+                        if isinstance(p, Instance) and p.spec.gpu_only]
+            if gpu_only:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"{gpu_only[0].spec.name} is gpu_only in its catalog: it needs what the CPU "
+                           "simulator does not model (cp.async, warp shuffles, tensor cores, dynamic "
+                           "shared memory); run it with --gemm-backend cupy on a GPU"))
 
 
 @pytest.fixture(scope="session")

@@ -67,23 +67,26 @@ def launch_error(instance: Instance, grid, block, exc: BaseException) -> KernelL
 # backend never breaks another.
 REGISTRY = {
     "cupy": "gemmcheck.backends.cupy_backend:CupyBackend",
+    "cpu-sim": "gemmcheck.backends.cpu_sim:CpuSimBackend",
 }
 CHOICES = ("auto", *REGISTRY)
 
 
+def resolve(name: str) -> str:
+    """The backend `name` stands for here: 'auto' is cupy with a CUDA device, else cpu-sim."""
+    if name != "auto":
+        return name
+    from gemmcheck import device
+
+    return "cupy" if device.cuda_device()[0] else "cpu-sim"
+
+
 def create(name: str) -> Backend:
-    """The backend called `name`; 'auto' is the GPU when there is one.
+    """The backend called `name`; 'auto' is the GPU when there is one, else the CPU simulator.
 
     Raises BackendUnavailable with one clear reason when it cannot run here.
     """
     import importlib
 
-    from gemmcheck import device
-
-    if name == "auto":
-        ok, why = device.cuda_device()
-        if not ok:
-            raise BackendUnavailable(why)
-        name = "cupy"
-    module, cls = REGISTRY[name].split(":")
+    module, cls = REGISTRY[resolve(name)].split(":")
     return getattr(importlib.import_module(module), cls)()

@@ -1,0 +1,48 @@
+// The CUDA execution model for kernels compiled by g++: gemmcheck's CPU simulator.
+//
+// Included before the kernel source (kernels/*.cu, unchanged). Every CUDA thread of
+// a block runs as a fiber of the worker process (runtime.cpp); a scheduler runs the
+// fibers of one block between barriers, one block at a time. `__shared__` variables
+// are function-local statics: one copy, used by the one block that runs; the runtime
+// knows their addresses (from the symbol table) and makes them per block: a read of
+// a shared element no thread of this block has written returns poison (0xFF bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+struct uint3 { unsigned int x, y, z; };
+struct dim3
+{
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+
+// Set by the scheduler before it resumes a fiber; read-only for kernels.
+extern uint3 threadIdx;
+extern uint3 blockIdx;
+extern dim3 blockDim;
+extern dim3 gridDim;
+constexpr int warpSize = 32;
+
+extern "C" void cudasim_syncthreads(const char *file, int line);
+extern "C" long long cudasim_clock64(void);
+
+#define __global__
+#define __device__
+#define __host__
+#define __noinline__ __attribute__((noinline))
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __syncthreads() cudasim_syncthreads(__FILE__, __LINE__)
+
+inline long long clock64() { return cudasim_clock64(); }
+inline long long int clock() { return cudasim_clock64(); }
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+// Entry table of a generated module: one launcher per catalog instantiation.
+typedef void (*cudasim_launcher)(void *const *pointers, const int *ints);
+struct cudasim_kernel { const char *name; cudasim_launcher launch; };

@@ -1,0 +1,180 @@
+"""The Python side of the simulator's worker process: requests, the report, shared buffers.
+
+Mirrors the structs at the top of runtime.cpp. Buffers live in memfds, so the worker
+maps the very memory the harness reads; a crash or a hang of a kernel kills only the
+worker, which is restarted for the next launch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+KIND_NAMES = {1: "RAW", 2: "WAR", 3: "WAW", 4: "uninitialized"}
+SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2, "lockstep": 3}
+MAX_POINTERS, MAX_INTS, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 8, 1024, 16, 8, 4
+
+
+class Conflict(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint32), ("interval", ctypes.c_uint32), ("thread_a", ctypes.c_uint32),
+                ("thread_b", ctypes.c_uint32), ("block", ctypes.c_uint32 * 3), ("pad", ctypes.c_uint32),
+                ("address", ctypes.c_uint64)]
+
+
+class Site(ctypes.Structure):
+    _fields_ = [("file", ctypes.c_char * 48), ("line", ctypes.c_int32), ("count", ctypes.c_uint32),
+                ("first_thread", ctypes.c_uint32)]
+
+
+class Divergence(ctypes.Structure):
+    _fields_ = [("block", ctypes.c_uint32 * 3), ("interval", ctypes.c_uint32), ("nsites", ctypes.c_uint32),
+                ("exited", ctypes.c_uint32), ("first_exited", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("sites", Site * MAX_SITES)]
+
+
+class Report(ctypes.Structure):
+    _fields_ = [("heartbeat", ctypes.c_uint64), ("state", ctypes.c_uint32), ("signal", ctypes.c_uint32),
+                ("fault_address", ctypes.c_uint64), ("cur_block", ctypes.c_uint32 * 3),
+                ("cur_thread", ctypes.c_uint32), ("counts", ctypes.c_uint64 * 5),
+                ("divergent", ctypes.c_uint64), ("nconflicts", ctypes.c_uint32),
+                ("ndivergent", ctypes.c_uint32), ("conflicts", Conflict * MAX_CONFLICTS),
+                ("divergences", Divergence * MAX_DIVERGENT)]
+
+
+class Request(ctypes.Structure):
+    _fields_ = [("module", ctypes.c_char * 1024), ("kernel", ctypes.c_int32), ("npointers", ctypes.c_int32),
+                ("nints", ctypes.c_int32), ("schedule", ctypes.c_int32), ("seed", ctypes.c_uint64),
+                ("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("ints", ctypes.c_int32 * MAX_INTS),
+                ("pointer_offset", ctypes.c_uint64 * MAX_POINTERS),
+                ("pointer_length", ctypes.c_uint64 * MAX_POINTERS),
+                ("nranges", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("range_start", ctypes.c_uint64 * MAX_RANGES), ("range_size", ctypes.c_uint64 * MAX_RANGES)]
+
+
+# -- shared buffers ----------------------------------------------------------------------
+
+class SharedBuffer(mmap.mmap):
+    """An mmap of a memfd: the memory a 'device' array lives in, shareable with the worker."""
+
+    fd: int
+    address: int
+
+
+def shared_array(bits: np.ndarray) -> np.ndarray:
+    """A copy of the 1-D array `bits` in a fresh memfd-backed buffer."""
+    bits = np.ascontiguousarray(bits).reshape(-1)
+    nbytes = max(bits.nbytes, 1)
+    fd = os.memfd_create("gemmcheck-cpu-sim", os.MFD_CLOEXEC)
+    os.ftruncate(fd, nbytes)
+    buf = SharedBuffer(fd, nbytes)
+    buf.fd = fd
+    buf.address = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    weakref.finalize(buf, os.close, fd)
+    out = np.frombuffer(buf, dtype=bits.dtype, count=bits.size)
+    out[...] = bits
+    return out
+
+
+def root_of(view: np.ndarray) -> tuple[SharedBuffer, np.ndarray]:
+    """The SharedBuffer a device array or a view of one lives in, and the whole array over it."""
+    obj, top = view, view
+    while isinstance(obj, np.ndarray):
+        top, obj = obj, obj.base
+    if isinstance(obj, memoryview):
+        obj = obj.obj
+    if not isinstance(obj, SharedBuffer):
+        raise TypeError("cpu-sim: kernel pointer arguments must be arrays from backend.to_device()")
+    return obj, top
+
+
+# -- the worker process ------------------------------------------------------------------
+
+class WorkerDied(RuntimeError):
+    def __init__(self, signal_number: int | None, exit_code: int | None, report: Report):
+        self.signal_number, self.exit_code, self.report = signal_number, exit_code, report
+        super().__init__(f"worker died (signal {signal_number}, exit code {exit_code})")
+
+
+class WorkerStalled(RuntimeError):
+    def __init__(self, seconds: float, report: Report):
+        self.seconds, self.report = seconds, report
+        super().__init__(f"no progress for {seconds:.1f} s")
+
+
+class Worker:
+    """One worker process; started on first use, restarted after a crash or a hang."""
+
+    def __init__(self, executable: Path):
+        self.executable = executable
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self._report_fd = os.memfd_create("gemmcheck-cpu-sim-report", os.MFD_CLOEXEC)
+        os.ftruncate(self._report_fd, ctypes.sizeof(Report))
+        self._report_map = mmap.mmap(self._report_fd, ctypes.sizeof(Report))
+        self.report = Report.from_buffer(self._report_map)
+
+    def _start(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen([str(self.executable), str(child.fileno()), str(self._report_fd)],
+                                     pass_fds=(child.fileno(), self._report_fd), stdin=subprocess.DEVNULL)
+        child.close()
+        self.sock = parent
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+    def _kill(self) -> tuple[int | None, int | None]:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        code = self.proc.wait()
+        self.sock.close()
+        self.proc, self.sock = None, None
+        return (-code, None) if code < 0 else (None, code)
+
+    def run(self, request: Request, fds: list[int], stall_timeout_s: float) -> tuple[int, str]:
+        """Send one launch; return (status, error text). Raises WorkerDied / WorkerStalled."""
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                self._kill()
+            self._start()
+        try:
+            socket.send_fds(self.sock, [bytes(request)], fds)
+        except OSError:
+            sig, code = self._kill()
+            raise WorkerDied(sig, code, Report.from_buffer_copy(self.report)) from None
+        beat, since = self.report.heartbeat, time.monotonic()
+        while True:
+            ready, _, _ = select.select([self.sock], [], [], 0.05)
+            if ready:
+                reply = self.sock.recv(1024)
+                if not reply:
+                    sig, code = self._kill()
+                    raise WorkerDied(sig, code, Report.from_buffer_copy(self.report))
+                return reply[0], reply[1:].decode(errors="replace")
+            now = time.monotonic()
+            if self.report.heartbeat != beat:
+                beat, since = self.report.heartbeat, now
+            elif now - since > stall_timeout_s:
+                snapshot = Report.from_buffer_copy(self.report)
+                self._kill()
+                raise WorkerStalled(now - since, snapshot)

@@ -1,0 +1,77 @@
+// Small kernels with known answers: the CPU simulator's own tests (tests/test_cpu_sim.py).
+// Signature (A, B, C, M, N, K) as the catalog's "mnk"; launch policy tile2d.
+
+// Each thread stores its block and thread indices, and the grid and block dimensions.
+template <typename T, int TILE>
+__global__ void write_indices(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    // Every row but the last; the last row's first element gets the dimensions.
+    if (row < M - 1 && col < N)
+        C[row * N + col] = T(blockIdx.y * 1000000.0 + blockIdx.x * 10000.0 + threadIdx.y * 100.0 + threadIdx.x);
+    if (row == 0 && col == 0)
+        C[(M - 1) * N] = T(gridDim.y * 1000000.0 + gridDim.x * 10000.0 + blockDim.y * 100.0 + blockDim.x);
+}
+
+// Each thread stores A's element of the NEXT thread of its block, passed through shared
+// memory: right only if the barrier orders the stores before the loads.
+template <typename T, int TILE, bool SYNC>
+__device__ __forceinline__ void rotate_body(const T *A, T *C)
+{
+    __shared__ T s[TILE * TILE];
+    int n = TILE * TILE;
+    int t = threadIdx.y * TILE + threadIdx.x;
+    int base = (blockIdx.y * gridDim.x + blockIdx.x) * n;
+    s[t] = A[base + t];
+    if (SYNC)
+        __syncthreads();
+    C[base + t] = s[(t + 1) % n];
+}
+
+template <typename T, int TILE>
+__global__ void rotate_sync(const T *A, const T *B, T *C, int M, int N, int K) { rotate_body<T, TILE, true>(A, C); }
+
+template <typename T, int TILE>
+__global__ void rotate_nosync(const T *A, const T *B, T *C, int M, int N, int K) { rotate_body<T, TILE, false>(A, C); }
+
+// Thread 0 of every block reads the shared slot before its block writes it, then the
+// block stores its own number there: C[2b] = what was there, C[2b + 1] = what is there.
+template <typename T, int TILE>
+__global__ void shared_per_block(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    __shared__ T slot[1];
+    int b = blockIdx.y * gridDim.x + blockIdx.x;
+    bool first = threadIdx.x == 0 && threadIdx.y == 0;
+    if (first)
+        C[2 * b] = slot[0];
+    __syncthreads();
+    if (first)
+        slot[0] = T(b + 1);
+    __syncthreads();
+    if (first)
+        C[2 * b + 1] = slot[0];
+}
+
+// Element-wise: C = T(float(A) * float(B)): half/bf16 -> float exactly, float -> T once.
+template <typename T, int TILE>
+__global__ void convert_product(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    if (row < M && col < N)
+        C[row * N + col] = T(float(A[row * N + col]) * float(B[row * N + col]));
+}
+
+// Column 0 of each block returns before the barrier the others wait at.
+template <typename T, int TILE>
+__global__ void early_exit_barrier(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    if (threadIdx.x == 0)
+        return;
+    __syncthreads();
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    if (row < M && col < N)
+        C[row * N + col] = T(1.0f);
+}

@@ -1,0 +1,272 @@
+"""The CPU simulator models CUDA's execution: barriers, shared memory per block, thread
+and block indexing, half/bfloat16 conversions; it finds races, divergent barriers,
+out-of-bounds accesses, crashes and hangs; reference kernels give the exact product.
+
+Small probe kernels with answers known independently live in tests/cpu_sim_kernels.
+"""
+
+from dataclasses import replace
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from gemmcheck import catalog
+from gemmcheck import dtypes as dt
+from gemmcheck.backends import BackendUnavailable
+from gemmcheck.harness import GuardedGemm, run_once
+
+cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
+
+PROBES = {s.name: s for s in catalog.load(Path(__file__).parent / "cpu_sim_kernels" / "catalog.toml")}
+BUILTIN = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+
+
+@pytest.fixture(scope="module")
+def sim():
+    try:
+        backend = cpu_sim.CpuSimBackend()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    # The whole builtin catalog, as a session does: one build per source, shared with it.
+    backend.prepare([i for s in [*PROBES.values(), *BUILTIN.values()] for i in s.instances()])
+    yield backend
+    backend.close()
+
+
+def probe(name, dtype=None, tile=None):
+    spec = PROBES[name]
+    return catalog.Instance(spec, dtype or spec.dtypes[0], tile or spec.tiles[0])
+
+
+def exact_inputs(M, N, K, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.integers(-4, 5, (M, K)).astype(np.float64)
+    B = rng.integers(-4, 5, (K, N)).astype(np.float64)
+    A[0, 0] = B[0, 0] = 3  # never all zero
+    return A, B
+
+
+# -- thread and block indexing ---------------------------------------------------------
+
+def test_every_thread_sees_its_own_block_and_thread_indices(sim):
+    M, N = 10, 7  # ragged: grid (2, 3) of 4 x 4 blocks
+    run = run_once(sim, probe("write_indices"), np.zeros((M, 1)), np.zeros((1, N)))
+    rows, cols = np.indices((M, N))
+    want = (rows // 4) * 1e6 + (cols // 4) * 1e4 + (rows % 4) * 100 + cols % 4
+    assert np.array_equal(run.C[:M - 1], want[:M - 1])
+    assert run.C[M - 1, 0] == 3 * 1e6 + 2 * 1e4 + 4 * 100 + 4  # gridDim (2, 3, 1), blockDim (4, 4, 1)
+    assert run.unwritten[M - 1, 1:].all()
+
+
+# -- barriers --------------------------------------------------------------------------
+
+def rotate_inputs():
+    # 2 x 2 blocks of 16 threads; element i of A is i + 1, so C is A shifted by one per block.
+    A = np.arange(1, 65, dtype=np.float64).reshape(8, 8)
+    blocks = A.reshape(-1, 16)
+    want = np.roll(blocks, -1, axis=1).reshape(8, 8)
+    return A, want
+
+
+def test_a_kernel_that_needs_its_barrier_is_right_under_every_schedule(sim):
+    A, want = rotate_inputs()
+    with sim.using_schedules(cpu_sim.RACE_SCHEDULES):
+        run = run_once(sim, probe("rotate_sync"), A, np.zeros((8, 8)))
+    report = sim.last_launch_report
+    assert np.array_equal(run.C, want)
+    assert not report.race and not report.schedule_dependent, report.summary()
+    assert report.uninitialized_shared_reads == 0
+
+
+def test_without_the_barrier_a_schedule_exposes_the_race(sim):
+    A, want = rotate_inputs()
+    with sim.using_schedules(cpu_sim.RACE_SCHEDULES):
+        run = run_once(sim, probe("rotate_nosync"), A, np.zeros((8, 8)))
+    report = sim.last_launch_report
+    assert report.race and report.raw > 0, report.summary()
+    assert report.schedule_dependent and report.exposing_schedule in cpu_sim.RACE_SCHEDULES[1:]
+    # In order, thread t reads thread t + 1's slot before that thread ran: not yet written.
+    assert not np.array_equal(run.C, want)
+    assert report.runs[0].counts["uninitialized"] > 0
+
+
+def test_lockstep_gives_the_seed_directions_raw_after_load_war_after_dot(sim):
+    A, B = exact_inputs(32, 32, 32)
+    after_load = catalog.Instance(BUILTIN["broken_no_sync_after_load"], "float32", 8)
+    after_dot = catalog.Instance(BUILTIN["broken_no_sync_after_dot"], "float32", 8)
+    with sim.using_schedules(("lockstep",)):
+        run_once(sim, after_load, A, B)
+        load = sim.last_launch_report
+        run_once(sim, after_dot, A, B)
+        dot = sim.last_launch_report
+    assert load.raw > 0 and load.war == 0 and load.waw == 0, load.summary()
+    assert dot.war > 0 and dot.raw == 0 and dot.waw == 0, dot.summary()
+    assert {c.kind for c in dot.conflicts} == {"WAR"}
+    assert all("::As" in c.array or "::Bs" in c.array for c in dot.conflicts)
+
+
+def test_reference_kernels_have_no_conflicts_and_one_result_under_every_schedule(sim):
+    A, B = exact_inputs(33, 17, 65)
+    inst = catalog.Instance(BUILTIN["matmul_tiled_guarded"], "float32", 8)
+    with sim.using_schedules(cpu_sim.RACE_SCHEDULES):
+        run_once(sim, inst, A, B)
+    report = sim.last_launch_report
+    assert [r.schedule for r in report.runs] == list(cpu_sim.RACE_SCHEDULES)
+    assert not report.race and not report.divergent and report.uninitialized_shared_reads == 0, report.summary()
+
+
+# -- shared memory ---------------------------------------------------------------------
+
+def test_shared_memory_belongs_to_one_block(sim):
+    run = run_once(sim, probe("shared_per_block"), np.zeros((8, 1)), np.zeros((1, 8)))
+    blocks = 4  # 8 x 8 of 4 x 4 blocks
+    flat = run.C_bits.reshape(-1)
+    # Another block's 1, 2, 3 never shows through: every block first reads poison.
+    assert all(flat[2 * b] == 0xFFFFFFFF for b in range(blocks)), flat[:2 * blocks]
+    assert [float(v) for v in run.C.reshape(-1)[1:2 * blocks:2]] == [1.0, 2.0, 3.0, 4.0]
+    assert sim.last_launch_report.uninitialized_shared_reads == blocks
+
+
+# -- divergent barriers ----------------------------------------------------------------
+
+def test_a_barrier_under_a_ragged_branch_is_divergent_at_the_two_barriers(sim):
+    inst = catalog.Instance(BUILTIN["broken_divergent_barrier"], "float32", 8)
+    run_once(sim, inst, *exact_inputs(13, 8, 8))
+    report = sim.last_launch_report
+    assert report.divergent, report.summary()
+    first = report.divergences[0]
+    assert first.block == (0, 1, 0) and len(first.sites) == 2
+    assert {s.file for s in first.sites} == {"broken_tiled.cu"}
+    assert sum(s.threads for s in first.sites) == 64
+
+
+def test_the_same_kernel_on_a_tile_multiple_has_no_divergence(sim):
+    inst = catalog.Instance(BUILTIN["broken_divergent_barrier"], "float32", 8)
+    run_once(sim, inst, *exact_inputs(16, 8, 8))
+    assert not sim.last_launch_report.divergent
+
+
+def test_threads_that_exit_before_a_barrier_make_it_divergent(sim):
+    run_once(sim, probe("early_exit_barrier"), np.zeros((4, 1)), np.zeros((1, 4)))
+    (d,) = sim.last_launch_report.divergences
+    assert d.exited == 4 and d.first_exited == (0, 0, 0)
+    assert d.sites[0].threads == 12
+
+
+# -- half and bfloat16 -----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_conversions_match_numpy_bit_for_bit(sim, dtype):
+    d = dt.get(dtype)
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    values = bits.view(d.numpy).astype(np.float32)
+    values[~np.isfinite(values)] = 1.0
+    rng = np.random.default_rng(7)
+    scale = rng.choice(np.array([0.5, 0.75, 1.0, 1.5, 3.0, 1 / 3, 1e-3, 1e3, 2 ** -20], dtype=np.float32),
+                       size=values.size).astype(np.float32)
+    A, B = values.reshape(256, 256), dt.from_bits(dt.to_bits(scale, d), d).astype(np.float32).reshape(256, 256)
+    run = run_once(sim, probe("convert_product", dtype), A.astype(np.float64), B.astype(np.float64))
+    with np.errstate(over="ignore"):  # products past the type's range round to inf, as they must
+        want = (A.astype(np.float32) * B.astype(np.float32)).astype(d.numpy).view(d.storage)
+    assert np.array_equal(run.C_bits, want), np.argwhere(run.C_bits != want)[:5]
+
+
+# -- the reference kernels: the exact integer product ----------------------------------
+
+REFERENCE_CASES = [
+    catalog.Instance(spec, dtype, tile)
+    for spec in BUILTIN.values() if spec.is_reference and not spec.gpu_only
+    for dtype in spec.dtypes for tile in (4, 16) if tile in spec.tiles
+]
+
+
+@pytest.mark.parametrize("inst", REFERENCE_CASES, ids=lambda i: i.id)
+def test_reference_kernels_give_the_exact_integer_product(sim, inst):
+    shape = (64, 64, 64) if inst.spec.signature == "square" else (33, 17, 65)
+    M, N, K = shape
+    A, B = exact_inputs(M, N, K)
+    exact = A.astype(np.int64) @ B.astype(np.int64)
+    run = run_once(sim, inst, A, B)
+    want = dt.to_bits(exact.astype(np.float64), inst.dt)
+    assert np.array_equal(run.C_bits, want)
+    assert not any(run.guard_damage.values()) and not any(run.inputs_changed.values())
+
+
+# -- faults, hangs, out of bounds ------------------------------------------------------
+
+def test_a_fault_is_a_crash_and_the_next_launch_runs(sim):
+    A, B = exact_inputs(16, 16, 16)
+    with pytest.raises(cpu_sim.SimulatedCrash, match="signal 11"):
+        run_once(sim, catalog.Instance(BUILTIN["broken_faults"], "float32", 16), A, B)
+    assert sim.last_launch_report.outcome == "crash"
+    run = run_once(sim, catalog.Instance(BUILTIN["matmul_tiled_guarded"], "float32", 16), A, B)
+    assert np.array_equal(run.C, A @ B)
+
+
+def test_a_spinning_thread_is_a_hang_and_the_next_launch_runs(sim):
+    A, B = exact_inputs(16, 16, 16)
+    sim.stall_timeout_s = 1.0
+    try:
+        with pytest.raises(cpu_sim.SimulatedHang, match=r"block \(0, 0, 0\), thread \(0, 0, 0\)"):
+            run_once(sim, catalog.Instance(BUILTIN["broken_hangs"], "float32", 16), A, B)
+    finally:
+        sim.stall_timeout_s = 5.0
+    run = run_once(sim, catalog.Instance(BUILTIN["matmul_tiled_guarded"], "float32", 16), A, B)
+    assert np.array_equal(run.C, A @ B)
+
+
+@pytest.mark.parametrize("name, access, buffers", [
+    ("broken_unguarded_loads", "read", {"A", "B"}),
+    ("broken_unguarded_store", "write", {"C"}),
+])
+def test_address_sanitizer_names_the_unguarded_access(sim, name, access, buffers):
+    inst = catalog.Instance(BUILTIN[name], "float32", 8)
+    report = sim.address_check(inst, *exact_inputs(13, 11, 9))
+    assert report.errors, report.log[-2000:]
+    err = report.errors[0]
+    assert err.access == access and err.buffer in buffers, err
+    assert BUILTIN[name].entry in err.frame or "flawed_body" in err.frame, err
+
+
+def test_address_sanitizer_is_silent_on_the_guarded_kernel(sim):
+    inst = catalog.Instance(BUILTIN["matmul_tiled_guarded"], "float32", 8)
+    A, B = exact_inputs(13, 11, 9)
+    report = sim.address_check(inst, A, B)
+    assert report.ok, report.log[-2000:]
+    assert np.array_equal(dt.from_bits(report.C_bits, inst.dt), A @ B)
+
+
+# -- what it does not run, and its build cache ------------------------------------------
+
+def test_gpu_only_kernels_are_refused_with_the_reason(sim):
+    inst = catalog.Instance(replace(BUILTIN["matmul_tiled_guarded"], gpu_only=True), "float32", 16)
+    with pytest.raises(cpu_sim.NotSimulated, match="gpu_only"):
+        run_once(sim, inst, *exact_inputs(16, 16, 16))
+
+
+def test_unknown_schedules_are_rejected_by_name(sim):
+    with pytest.raises(ValueError, match="'backward'"):
+        with sim.using_schedules(("forward", "backward")):
+            pass
+
+
+def test_builds_are_cached_by_source_and_options(tmp_path, monkeypatch):
+    from gemmcheck.backends.cpu_sim import build
+
+    try:
+        build.compiler()
+    except build.BuildError as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("GEMMCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "k.cu"
+    source.write_text((Path(__file__).parent / "cpu_sim_kernels" / "probes.cu").read_text())
+    spec = replace(PROBES["rotate_sync"], source=source)
+    first = build.module(source, [catalog.Instance(spec, "float32", 4)])
+    again = build.module(source, [catalog.Instance(spec, "float32", 4)])
+    assert first.build_seconds is not None and again.build_seconds is None
+    assert again.path == first.path and str(first.path).startswith(str(tmp_path / "cache"))
+    source.write_text(source.read_text() + "\n// changed\n")
+    changed = build.module(source, [catalog.Instance(spec, "float32", 4)])
+    assert changed.build_seconds is not None and changed.path != first.path
