@@ -74,6 +74,7 @@ class Column:
     ran: bool = True
     note: str = ""                       # why it did not run, or what it could not see
     unrecognized: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # a tool that could not run at all
 
     @property
     def diagnosis(self) -> hazards.Diagnosis:
@@ -91,7 +92,7 @@ class Column:
         return {"ran": self.ran, "note": self.note, "diagnosis": self.diagnosis.to_json(),
                 "findings": [{"defect": Defect(f.defect).value, "detector": f.detector,
                               "summary": f.summary, "count": f.count} for f in self.findings],
-                "unrecognized": self.unrecognized}
+                "unrecognized": self.unrecognized, "errors": self.errors}
 
 
 @dataclass
@@ -110,6 +111,8 @@ class Row:
     def outcome(self) -> tuple[str, str]:
         """("pass" | "fail" | "needs-tool", why)."""
         declared, plain, tool = self.declared, self.plain, self.sanitizer
+        if tool.ran and tool.errors:
+            return "fail", "compute-sanitizer could not run: " + "\n".join(tool.errors)
         if declared is None:
             found = plain.findings + (tool.findings if tool.ran else [])
             if found or tool.unrecognized:
@@ -220,9 +223,14 @@ def _sanitizer_column(rows: dict[str, Row], instances, settings: Settings) -> No
     plan = [(i, probs) for i, probs in plan if probs]
     tool_findings: dict[str, list[Finding]] = {i.id: [] for i, _ in plan}
     unrecognized: dict[str, list[str]] = {i.id: [] for i, _ in plan}
+    errors: list[str] = []
     for tool in settings.tools:
         t0 = time.monotonic()
-        result = sanitizer.run(tool, plan, exe=settings.sanitizer_exe, backend=settings.backend_name)
+        try:
+            result = sanitizer.run(tool, plan, exe=settings.sanitizer_exe, backend=settings.backend_name)
+        except isolation.IsolationError as exc:
+            errors.append(f"{tool}: {exc}")
+            continue
         share = (time.monotonic() - t0) / max(len(plan), 1)
         for inst, _ in plan:
             tool_findings[inst.id] += result.findings(inst)
@@ -238,7 +246,7 @@ def _sanitizer_column(rows: dict[str, Row], instances, settings: Settings) -> No
             continue
         row.sanitizer = Column(_merge(row.plain.findings + tool_findings.get(inst.id, [])),
                                note=f"{', '.join(settings.tools)} on {', '.join(hazards.SMALL_PURPOSES)}",
-                               unrecognized=unrecognized.get(inst.id, []))
+                               unrecognized=unrecognized.get(inst.id, []), errors=list(errors))
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:

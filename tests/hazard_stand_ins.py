@@ -55,6 +55,8 @@ def floor_grid(instance, grid, block, A, B, C, M, N, K):
 def reads_past_A(instance, grid, block, A, B, C, M, N, K):
     """The last element of C also multiplies the element just past A's end by B[0, 0]."""
     correct_product(instance, grid, block, A, B, C, M, N, K)
+    if A.base is None:  # an exact-size allocation (under a sanitizer): nothing past the end to read
+        return
     extra = dt.from_bits(A.base[beyond(A, 0)], instance.dt).astype(np.float64)
     c = _values(instance, C, M, N)
     c[-1, -1] += extra * dt.from_bits(B[0], instance.dt).astype(np.float64)
@@ -100,7 +102,7 @@ class WrappingStore:
                 flat = i * N + j
                 if flat < C.size:
                     C[flat] = bits[i, j]
-                else:
+                elif C.base is not None:  # (an exact-size allocation has nowhere past its end)
                     C.base[beyond(C, flat - C.size)] = bits[i, j]
         self.launches += 1
 
@@ -143,3 +145,93 @@ def isolation_backend():
 def shared_backend():
     """Two catalog kernels over one function (`shared`), as the sanitizer run test needs."""
     return NumpyBackend({"shared": correct_product})
+
+
+# -- a stand-in compute-sanitizer -------------------------------------------------------
+
+FAKE_SANITIZER = '''
+import json, os, subprocess, sys
+# Runs the target and, when a step of a kernel it has a report for starts, prints that
+# report (as the real tool prints during the launch), then exits 99 if it printed any.
+args = sys.argv[1:]
+tool = args[args.index("--tool") + 1]
+target = args[args.index("--print-limit") + 2:]
+if target[0] == "--padding":
+    target = target[2:]
+reports = json.loads(open(os.environ["FAKE_SANITIZER_REPORTS"]).read()).get(tool, {})
+steps = {s["id"]: s for s in json.loads(open(target[-2]).read())["steps"]}
+proc = subprocess.Popen(target, stdout=subprocess.PIPE, text=True)
+print("========= COMPUTE-SANITIZER", flush=True)
+found = 0
+for line in proc.stdout:
+    print(line, end="", flush=True)
+    words = line.split()
+    if len(words) == 3 and words[1] == "LAUNCH":
+        for out in reports.get(steps[int(words[2])]["kernel"], []):
+            print(out, flush=True)
+            found += 1
+proc.wait()
+print(f"========= ERROR SUMMARY: {found} errors", flush=True)
+sys.exit(99 if found else proc.returncode)
+'''
+
+
+def fake_sanitizer(directory, reports, monkeypatch):
+    """Write a stand-in `compute-sanitizer` into `directory`; `reports` maps tool -> kernel
+    name -> the lines it prints when a launch of that kernel starts. Returns its path."""
+    import json
+    import sys
+
+    (directory / "fake_reports.json").write_text(json.dumps(reports))
+    monkeypatch.setenv("FAKE_SANITIZER_REPORTS", str(directory / "fake_reports.json"))
+    tool = directory / "compute-sanitizer"
+    tool.write_text(f"#!{sys.executable}\n" + FAKE_SANITIZER)
+    tool.chmod(0o755)
+    return tool
+
+
+def last_row_wrong_on_ragged_m(instance, grid, block, A, B, C, M, N, K):
+    """What a barrier inside `if (row < M)` looks like on hardware: wrong values in the last
+    block row when M is ragged, nothing else to see."""
+    correct_product(instance, grid, block, A, B, C, M, N, K)
+    if M % instance.tile:
+        c = _values(instance, C, M, N)
+        c[-1] += 1.0
+        C[:] = dt.to_bits(c, instance.dt).reshape(-1)
+
+
+MATRIX_KERNELS = {  # entry -> (declared defect, stand-in factory)
+    "good": ("correct", lambda: correct_product),
+    "racy": ("shared_memory_race", Racy),
+    "reads_past_A": ("out_of_bounds_read", lambda: reads_past_A),
+    "wrapping_store": ("out_of_bounds_write", WrappingStore),
+    "floor_grid": ("unwritten_output", lambda: floor_grid),
+    "drops_k_tail": ("wrong_values", lambda: drops_k_tail),
+    "divergent": ("divergent_barrier", lambda: last_row_wrong_on_ragged_m),
+    "segfaults": ("crash", lambda: segfaults),
+    "sleeps": ("hang", lambda: sleeps),
+    "slow": ("too_slow", lambda: correct_product),
+}
+
+
+def matrix_backend():
+    return NumpyBackend({name: make() for name, (_, make) in MATRIX_KERNELS.items()})
+
+
+def matrix_catalog(directory):
+    """A catalog of MATRIX_KERNELS (TILE 4 and 8, float32 and float16), written to `directory`."""
+    (directory / "k.cu").write_text("\n".join(f"// {name}" for name in MATRIX_KERNELS))
+    entries = "".join(f'''
+[[kernel]]
+name = "{name}"
+source = "k.cu"
+entry = "{name}"
+signature = "mnk"
+policy = "tile2d"
+tiles = [4, 8]
+dtypes = ["float16", "float32"]
+expect = "{expect}"
+''' for name, (expect, _) in MATRIX_KERNELS.items())
+    path = directory / "catalog.toml"
+    path.write_text(entries)
+    return path

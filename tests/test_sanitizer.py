@@ -2,14 +2,14 @@
 recorded on an H200), and a tool run attributes each report to the kernel it names."""
 
 import os
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from gemmcheck import catalog, hazards, sanitizer
 from gemmcheck.verdict import Defect
+
+from hazard_stand_ins import fake_sanitizer
 
 DATA = Path(__file__).resolve().parent / "data" / "sanitizer"
 TESTS = Path(__file__).resolve().parent
@@ -89,34 +89,6 @@ def test_every_run_passes_an_error_exitcode_and_memcheck_gets_padding():
 
 # -- a whole tool run, with a stand-in compute-sanitizer ------------------------------------
 
-FAKE_TOOL = '''
-import json, subprocess, sys
-# A stand-in compute-sanitizer: runs the target and, after each launch of kernel "racy",
-# prints a racecheck report naming the launched function, as the real tool does.
-args = sys.argv[1:]
-target = args[args.index("--print-limit") + 2:]
-if "--padding" in target:
-    target = target[2:]
-job = json.loads(open(target[-2]).read())
-steps = {s["id"]: s for s in job["steps"]}
-proc = subprocess.Popen(target, stdout=subprocess.PIPE, text=True)
-print("========= COMPUTE-SANITIZER", flush=True)
-found = 0
-for line in proc.stdout:
-    print(line, end="", flush=True)
-    if " DONE " in line:
-        s = steps[int(line.split()[-1])]
-        if s["kernel"] == "racy":
-            found += 1
-            fn = "void shared<float, (int)4>(const T1 *, T1 *, int, int, int)"
-            print(f"========= Error: Race reported between Write access at {fn}+0x10", flush=True)
-            print(f"=========     and Read access at {fn}+0x20 [7 hazards]", flush=True)
-            print("========= ", flush=True)
-proc.wait()
-print(f"========= RACECHECK SUMMARY: {found} hazards displayed ({found} errors, 0 warnings)", flush=True)
-sys.exit(99 if found else proc.returncode)
-'''
-
 CATALOG = """
 [[kernel]]
 name = "{name}"
@@ -137,9 +109,10 @@ def test_a_tool_run_attributes_reports_to_the_right_kernel(tmp_path, monkeypatch
     path = tmp_path / "catalog.toml"
     path.write_text(CATALOG.format(name="calm", expect="correct")
                     + CATALOG.format(name="racy", expect="shared_memory_race"))
-    tool = tmp_path / "compute-sanitizer"
-    tool.write_text(f"#!{sys.executable}\n" + textwrap.dedent(FAKE_TOOL))
-    tool.chmod(0o755)
+    fn = "void shared<float, (int)4>(const T1 *, T1 *, int, int, int)"
+    tool = fake_sanitizer(tmp_path, {"racecheck": {"racy": [
+        f"========= Error: Race reported between Write access at {fn}+0x10",
+        f"=========     and Read access at {fn}+0x20 [7 hazards]", "========= "]}}, monkeypatch)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     specs = catalog.load(path)
     instances = [catalog.Instance(s, "float32", 4) for s in specs]

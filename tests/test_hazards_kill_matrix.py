@@ -1,0 +1,137 @@
+"""The kill matrix end to end on numpy stand-ins: one instantiation per kernel, the plain
+column (isolated children for crash / hang), the sanitizer column (a stand-in tool), and
+the pass / fail / needs-tool rule per row."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gemmcheck import catalog, kill_matrix
+from gemmcheck.kill_matrix import Column, Row
+from gemmcheck.verdict import Defect, Finding
+
+from hazard_stand_ins import MATRIX_KERNELS, fake_sanitizer, matrix_backend, matrix_catalog
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def instances(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    specs = catalog.load(matrix_catalog(tmp_path))
+    return kill_matrix.select([i for s in specs for i in s.instances()])
+
+
+def settings(**kw):
+    return kill_matrix.Settings(race_sizes=(32,), race_repeats=3, hang_timeout=1,
+                                backend_name="hazard_stand_ins:matrix_backend", **kw)
+
+
+def test_one_instantiation_per_kernel_float32_at_the_tile_nearest_16(instances):
+    assert [i.id for i in instances] == [f"{name}-float32-TILE8" for name in MATRIX_KERNELS
+                                         if name != "slow"]
+
+
+def test_without_the_tool_every_kernel_is_caught_and_classified_where_hardware_can(instances):
+    rows = kill_matrix.build(matrix_backend(), instances, settings())
+    outcome = {r.instance.spec.name: r.outcome()[0] for r in rows}
+    assert outcome == {name: "pass" for name in outcome} | {"divergent": "needs-tool"}
+    plain = {r.instance.spec.name: r.plain.label() for r in rows}
+    assert plain == {"good": "none", "racy": "shared_memory_race (inferred)",
+                     "reads_past_A": "out_of_bounds_read", "wrapping_store": "out_of_bounds_write",
+                     "floor_grid": "unwritten_output", "drops_k_tail": "wrong_values",
+                     "divergent": "wrong_values", "segfaults": "crash", "sleeps": "hang"}
+    assert all(not r.sanitizer.ran for r in rows)
+    needs = next(r for r in rows if r.instance.spec.name == "divergent").outcome()[1]
+    assert "needs synccheck" in needs and "caught by the plain detectors as wrong_values" in needs
+    # Race stress ran at the profile's size; the aligned 4T cube (32) is not run twice.
+    good = rows[0]
+    assert good.problems == ["ragged edges: M17xN9xK33", "tile-aligned: M32xN32xK32",
+                             "large ragged: M27xN27xK27"]
+    text = kill_matrix.table(rows)
+    assert text[0].split()[:3] == ["instantiation", "declared", "plain"] and len(text) == len(rows) + 1
+    json.dumps(kill_matrix.document(rows, settings()))
+
+
+def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_path, monkeypatch):
+    def at(kernel):
+        return f"=========     at void {kernel}<float, (int)8>(const T1 *, const T1 *, T1 *, int, int, int)+0x40"
+    invalid = ["=========     by thread (0,0,0) in block (0,0,0)", "========= "]
+    tool = fake_sanitizer(tmp_path, {
+        "racecheck": {"racy": [
+            "========= Error: Race reported between Write access at void racy<float, (int)8>(const T1 *)+0x10",
+            "=========     and Read access at void racy<float, (int)8>(const T1 *)+0x20 [5 hazards]",
+            "========= "]},
+        "synccheck": {"divergent": ["========= Barrier error detected. Divergent thread(s) in block.",
+                                    at("divergent"), *invalid]},
+        "memcheck": {"reads_past_A": ["========= Invalid __global__ read of size 4 bytes",
+                                      at("reads_past_A"), *invalid],
+                     "wrapping_store": ["========= Invalid __global__ write of size 4 bytes",
+                                        at("wrapping_store"), *invalid],
+                     "segfaults": ["========= Invalid __global__ write of size 4 bytes",
+                                   at("segfaults"), *invalid]},
+    }, monkeypatch)
+    s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck", "synccheck", "memcheck"))
+    rows = kill_matrix.build(matrix_backend(), instances, s)
+    assert {r.instance.spec.name: r.outcome()[0] for r in rows} == {n: "pass" for n in MATRIX_KERNELS
+                                                                   if n != "slow"}
+    by_name = {r.instance.spec.name: r for r in rows}
+    assert by_name["divergent"].sanitizer.label() == "divergent_barrier"
+    assert by_name["racy"].sanitizer.diagnosis.basis == "observed"
+    assert by_name["segfaults"].sanitizer.diagnosis.explains == (Defect.OUT_OF_BOUNDS_WRITE,)
+    assert "tools not run" in by_name["sleeps"].sanitizer.note
+    assert by_name["good"].sanitizer.findings == [] and by_name["good"].sanitizer.ran
+
+
+def _row(expect, plain=(), tool=None, note="needs compute-sanitizer on PATH; not found"):
+    spec = catalog.KernelSpec(name="k", source=catalog.BUILTIN, entry="k", signature="mnk",
+                              policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
+    sanitizer = Column(list(tool), note="ran") if tool is not None else Column(ran=False, note=note)
+    return Row(catalog.Instance(spec, "float32", 16), Column(list(plain)), sanitizer, [])
+
+
+def _f(defect, detector="d"):
+    return Finding(defect, detector, f"{detector}: {defect.value}", 1)
+
+
+def test_a_reference_with_any_finding_fails():
+    assert _row("correct").outcome()[0] == "pass"
+    assert _row("correct", [_f(Defect.NONDETERMINISM)]).outcome()[0] == "fail"
+    assert _row("correct", tool=[_f(Defect.SHARED_MEMORY_RACE, "racecheck")]).outcome()[0] == "fail"
+    unknown = _row("correct", tool=[])
+    unknown.sanitizer.unrecognized.append("memcheck: Invalid __global__ atomic")
+    assert unknown.outcome()[0] == "fail"
+
+
+def test_a_tool_that_could_not_run_fails_the_row():
+    row = _row("correct", tool=[])
+    row.sanitizer.errors.append("memcheck: unrecognized option '--padding'")
+    status, why = row.outcome()
+    assert status == "fail" and "--padding" in why
+
+
+def test_a_broken_kernel_nothing_catches_fails():
+    status, why = _row("out_of_bounds_write").outcome()
+    assert status == "fail" and "no detector found anything" in why
+
+
+def test_a_broken_kernel_caught_as_another_class_fails():
+    status, why = _row("out_of_bounds_read", [_f(Defect.WRONG_VALUES)]).outcome()
+    assert status == "fail" and "classify it as wrong_values, declared out_of_bounds_read" in why
+
+
+def test_the_tool_column_must_agree_too():
+    row = _row("shared_memory_race", [_f(Defect.NONDETERMINISM)],
+               tool=[_f(Defect.NONDETERMINISM), _f(Defect.OUT_OF_BOUNDS_WRITE, "memcheck")])
+    status, why = row.outcome()
+    assert status == "fail" and "with compute-sanitizer it classifies as out_of_bounds_write" in why
+
+
+def test_a_divergent_barrier_caught_only_by_the_tool_passes_and_without_it_needs_the_tool():
+    plain = [_f(Defect.WRONG_VALUES)]
+    assert _row("divergent_barrier", plain).outcome()[0] == "needs-tool"
+    with_tool = _row("divergent_barrier", plain, tool=plain + [_f(Defect.DIVERGENT_BARRIER, "synccheck")])
+    assert with_tool.outcome()[0] == "pass"
+    assert _row("divergent_barrier", plain, tool=plain).outcome()[0] == "fail"
