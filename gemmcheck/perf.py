@@ -360,6 +360,20 @@ class Check:
         return self.nans == 0 and self.worst_ratio <= 1.0
 
 
+def check_output(xp, got, ref, absprod, dtype: dt.DType, K: int) -> Check:
+    """Compare a kernel's output (as float64) with the float64 reference, on any array module.
+
+    Bound per element: (g_acc + g_ref) |A||B| + u_out (|C_ref| + g_acc |A||B|)
+    (error_bound_factors); a NaN anywhere counts as an unbounded error.
+    """
+    g_acc, u_out, g_ref = error_bound_factors(dtype, K)
+    bound = (g_acc + g_ref) * absprod + u_out * (xp.abs(ref) + g_acc * absprod)
+    nan = xp.isnan(got)
+    ratio = xp.where(nan, xp.inf, xp.abs(got - ref) / bound).ravel()
+    worst = int(xp.argmax(ratio))
+    return Check(float(ratio[worst]), int(xp.count_nonzero(nan)), divmod(worst, got.shape[1]))
+
+
 class GpuTimer:
     """Measures kernels, cuBLAS and copies on the current CUDA device (CuPy)."""
 
@@ -416,17 +430,8 @@ class GpuTimer:
         C.view(instance.dt.storage).fill(instance.dt.poison_bits)   # unwritten shows as NaN
         self._launch(instance, size, A, B, C)
         cp.cuda.Device().synchronize()
-        got = sets.to_float64(C)
         ref, absprod = sets.reference()
-        g_acc, u_out, g_ref = error_bound_factors(instance.dt, size)
-        bound = (g_acc + g_ref) * absprod + u_out * (cp.abs(ref) + g_acc * absprod)
-        err = cp.abs(got - ref)
-        nans = int(cp.count_nonzero(cp.isnan(got)))
-        ratio = err / bound
-        worst = int(cp.argmax(cp.where(cp.isnan(ratio), cp.inf, ratio)))
-        where = divmod(worst, size)
-        worst_ratio = float(cp.nan_to_num(ratio, nan=cp.inf).max())
-        return Check(worst_ratio, nans, where)
+        return check_output(cp, sets.to_float64(C), ref, absprod, instance.dt, size)
 
     def _launch(self, instance: Instance, size: int, A, B, C) -> None:
         grid, block = instance.launch_shape(size, size, size)
@@ -512,13 +517,13 @@ class _InputSets:
         values = cp.copysign(0.5 + 0.5 * cp.abs(u), u)   # |x| in [0.5, 1]; copysign(+0) is +0.5
         if self.dtype.name == "bfloat16":
             # Truncate float32 to its top 16 bits: stays in [0.5, 1] in magnitude, exact in bfloat16.
-            return (values.astype(cp.float32).view(cp.uint32) >> 16).astype(cp.uint16)
+            return cp.right_shift(values.astype(cp.float32).view(cp.uint32), cp.uint32(16)).astype(cp.uint16)
         return values.astype(self.dtype.numpy)
 
     def to_float64(self, x):
         cp = self.cp
         if self.dtype.name == "bfloat16":
-            return (x.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+            return cp.left_shift(x.astype(cp.uint32), cp.uint32(16)).view(cp.float32).astype(cp.float64)
         return x.astype(cp.float64)
 
     def as_cupy_dtype(self, x):

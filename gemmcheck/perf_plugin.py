@@ -108,13 +108,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers = perf.xdist_workers()
     benchmark_on = config.pluginmanager.hasplugin("benchmark")
     for item in items:
-        if not item.get_closest_marker("perf"):
-            continue
-        if workers > 1:
+        if workers > 1 and item.get_closest_marker("perf"):
             item.add_marker(pytest.mark.skip(reason=(
                 f"device timing needs the GPU to itself; pytest-xdist runs {workers} workers at once. "
                 "Run the performance suite without xdist: pytest suites/performance -p no:xdist")))
-        elif benchmark_on and {"benchmark", "record_benchmark"} & set(getattr(item, "fixturenames", ())):
+        elif benchmark_on and "record_benchmark" in getattr(item, "fixturenames", ()):
             # pytest-benchmark reads its timer from this marker: the device clock.
             item.add_marker(pytest.mark.benchmark(timer=perf.DEVICE_CLOCK))
 

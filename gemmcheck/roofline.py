@@ -142,7 +142,7 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
     xs = [p.intensity for p in points]
     lo_x = min(xs + [0.1]) / 2
     hi_x = max(xs + [64.0] + ([peak_tflops / bandwidth_tbs * 4] if peak_tflops and bandwidth_tbs else []))
-    fig = Figure(figsize=(9, 6), dpi=110)
+    fig = Figure(figsize=(12, 8), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -166,7 +166,7 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
     ax.set_ylabel("TFLOP/s (device-event time, median)")
     ax.set_title(title or "roofline")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=6, loc="lower right", ncol=2 if len(points) > 12 else 1)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")

@@ -45,7 +45,6 @@ from gemmcheck import perf
 
 TIMES = {TIMES!r}
 
-@pytest.mark.perf
 def test_record(record_benchmark):
     m = perf.Measurement("k-float32-TILE32", 4096, tuple(TIMES), flops=2 * 4096**3)
     record_benchmark(m, group="float32 N=4096", tflops=round(m.tflops, 3), ratio_to_cublas=0.174)

@@ -233,3 +233,46 @@ def test_error_bound_factors_follow_the_accumulator():
     assert g64 == g_ref == pytest.approx(4096 * 2**-53, rel=1e-9)
     with pytest.raises(ValueError, match="too large"):
         perf.error_bound_factors(dt.get("float16"), 2**24)
+
+
+# -- inputs and the check before timing, with numpy standing in for CuPy --------------------
+
+@pytest.mark.parametrize("name", list(dt.DTYPES))
+def test_timing_inputs_are_random_never_zero_and_exact_in_the_dtype(name):
+    import numpy as np
+
+    sets = perf._InputSets(np, dt.get(name), 64, l2_bytes=64 * 64 * 8 * 4, seed=7)
+    assert len(sets.sets) == sets.n_sets >= 2
+    A0, B0, _ = sets.sets[0]
+    A1 = sets.sets[1][0]
+    values = sets.to_float64(A0)
+    assert np.all((np.abs(values) >= 0.5) & (np.abs(values) <= 1.0))
+    assert 0.3 < np.mean(values > 0) < 0.7                     # both signs
+    assert not np.array_equal(A0, A1) and not np.array_equal(A0, B0)  # sets differ
+    assert np.array_equal(dt.to_bits(values, dt.get(name)), A0.view(dt.get(name).storage))  # exact
+
+
+@pytest.mark.parametrize("name", list(dt.DTYPES))
+def test_the_check_passes_a_correct_product_and_catches_a_wrong_or_unwritten_one(name):
+    import numpy as np
+
+    d = dt.get(name)
+    sets = perf._InputSets(np, d, 48, l2_bytes=0, seed=3)
+    A, B, _ = sets.sets[0]
+    ref, absprod = sets.reference()
+    # A correct kernel in the dtype: accumulate in the accumulator type, round once.
+    acc = dt.get(d.accumulator).numpy
+    product = (sets.to_float64(A).astype(acc) @ sets.to_float64(B).astype(acc)).astype(np.float64)
+    correct = dt.from_bits(dt.to_bits(product, d), d).astype(np.float64)
+    ok = perf.check_output(np, correct, ref, absprod, d, 48)
+    assert ok.ok and ok.nans == 0 and ok.worst_ratio <= 1.0
+
+    wrong = correct.copy()
+    wrong[17, 40] += 0.25 * np.abs(ref).max()         # one element off by a lot
+    bad = perf.check_output(np, wrong, ref, absprod, d, 48)
+    assert not bad.ok and bad.where == (17, 40) and bad.worst_ratio > 1
+
+    unwritten = correct.copy()
+    unwritten[5, 6] = np.nan
+    missing = perf.check_output(np, unwritten, ref, absprod, d, 48)
+    assert not missing.ok and missing.nans == 1 and missing.where == (5, 6)

@@ -99,9 +99,9 @@ def test_too_slow_kernel_fails_its_threshold(kill, perf_session, gemm, verdicts,
         f"{threshold.kernel} is declared too_slow but passed: {evaluation.message()}")
 
 
-@pytest.mark.perf
 def test_every_too_slow_kernel_has_a_threshold(too_slow_kernel, gemm, request):
-    # Needs no GPU: a too_slow kernel without a threshold could never be caught.
+    # Needs no GPU (so it carries no gpu or perf marker): a too_slow kernel
+    # without a threshold could never be caught.
     thresholds = perf_config(request.config).thresholds.thresholds
     named = [t for t in thresholds if (t.kernel, t.dtype, t.tile) ==
              (too_slow_kernel.spec.name, too_slow_kernel.dtype, too_slow_kernel.tile)]
