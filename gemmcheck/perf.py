@@ -9,7 +9,7 @@
   zero, exactly representable in the kernel's dtype.
 - Every kernel's output is checked once before timing, on plain device arrays
   (no guard bands: timing what users run), against a float64 cuBLAS product
-  within a forward error bound (see `error_bound`).
+  within the correctness oracle's forward error bound (`check_output`).
 - Ceilings: cuBLAS (cupy.matmul) for the same dtype and shape, with TF32 off
   (see `TF32`); device-to-device copy bandwidth; the FP32 FMA peak from the
   device's SM count, clock and lanes per SM (gemmcheck.roofline).
@@ -286,23 +286,6 @@ def evaluate(threshold: Threshold, size: int, value: float, baseline_value: floa
     return Evaluation(threshold, size, value, baseline_value, baseline_label, device)
 
 
-def error_bound_factors(dtype: dt.DType, K: int) -> tuple[float, float, float]:
-    """(g_acc, u_out, g_ref) for |C - C_ref| <= (g_acc + g_ref) |A||B| + u_out (|C_ref| + g_acc |A||B|).
-
-    g_acc = gamma_K for the accumulator (Higham: K u / (1 - K u)); u_out the output
-    rounding when the accumulator is wider than the output; g_ref the float64
-    reference's own gamma_K, since C_ref is itself computed in floating point.
-    """
-    def gamma(u: float) -> float:
-        if K * u >= 1:
-            raise ValueError(f"K = {K} is too large for a forward error bound at u = {u:g}")
-        return K * u / (1 - K * u)
-
-    u_acc = dt.get(dtype.accumulator).unit_roundoff
-    u_out = dtype.unit_roundoff if dtype.unit_roundoff > u_acc else 0.0
-    return gamma(u_acc), u_out, gamma(dt.DTYPES["float64"].unit_roundoff)
-
-
 # -- the pytest-benchmark clock adapter ----------------------------------------------------
 
 class DeviceClock:
@@ -363,11 +346,14 @@ class Check:
 def check_output(xp, got, ref, absprod, dtype: dt.DType, K: int) -> Check:
     """Compare a kernel's output (as float64) with the float64 reference, on any array module.
 
-    Bound per element: (g_acc + g_ref) |A||B| + u_out (|C_ref| + g_acc |A||B|)
-    (error_bound_factors); a NaN anywhere counts as an unbounded error.
+    The bound is the correctness oracle's (gemmcheck.oracle.Bound: forward error
+    of the accumulation, the output rounding, and the float64 reference's own
+    error); a NaN anywhere counts as an unbounded error.
     """
-    g_acc, u_out, g_ref = error_bound_factors(dtype, K)
-    bound = (g_acc + g_ref) * absprod + u_out * (xp.abs(ref) + g_acc * absprod)
+    from gemmcheck.oracle import U64, Bound
+
+    b = Bound.for_dtype(dtype, K)
+    bound = (b.coefficient * absprod + b.u_out * xp.abs(ref) + b.eta_out) * (1 + 8 * U64)
     nan = xp.isnan(got)
     ratio = xp.where(nan, xp.inf, xp.abs(got - ref) / bound).ravel()
     worst = int(xp.argmax(ratio))

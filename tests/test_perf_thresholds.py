@@ -222,19 +222,6 @@ def test_enough_input_sets_rotate_to_defeat_l2(set_bytes, l2, expected):
     assert n == 2 or (n - 2) * set_bytes < 2 * l2  # and no more sets than needed
 
 
-def test_error_bound_factors_follow_the_accumulator():
-    g32, u_out32, g_ref = perf.error_bound_factors(dt.get("float32"), 4096)
-    assert g32 == pytest.approx(4096 * 2**-24 / (1 - 4096 * 2**-24)) and u_out32 == 0.0
-    g16, u_out16, _ = perf.error_bound_factors(dt.get("float16"), 4096)
-    assert g16 == g32 and u_out16 == 2**-11          # accumulates in float, rounds once to half
-    _, u_out_bf, _ = perf.error_bound_factors(dt.get("bfloat16"), 4096)
-    assert u_out_bf == 2**-8
-    g64, _, _ = perf.error_bound_factors(dt.get("float64"), 4096)
-    assert g64 == g_ref == pytest.approx(4096 * 2**-53, rel=1e-9)
-    with pytest.raises(ValueError, match="too large"):
-        perf.error_bound_factors(dt.get("float16"), 2**24)
-
-
 # -- inputs and the check before timing, with numpy standing in for CuPy --------------------
 
 @pytest.mark.parametrize("name", list(dt.DTYPES))
