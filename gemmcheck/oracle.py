@@ -252,6 +252,7 @@ class Judgement:
     failing: np.ndarray | None = None    # M x N bool: every element that is wrong in any way
     unwritten: np.ndarray | None = None  # M x N bool: still the poison bits
     reproduction: str = ""
+    run: object = None                   # the harness.Run judged (for the report's evidence)
 
     @property
     def ok(self) -> bool:
@@ -290,7 +291,11 @@ class Judgement:
         """The full failure message: who, on what, against which bound, how wrong, where, how to rerun."""
         inst = self.instance
         total = self.M * self.N
-        lines = [f"{inst.id} ({inst.name_expression}) on {self.problem}",
+        head = f"{inst.id} ({inst.name_expression}) on {self.problem}"
+        if not self.ok:
+            # The report's defect categories match on this prefix (gemmcheck.report).
+            head = report.defect_message(sorted({f.defect for f in self.findings}, key=_order), head)
+        lines = [head,
                  f"  judged: {self.bound_text}"]
         if self.ok:
             lines.append(f"  ok: every element written and within the bound; worst ratio {self.ratio:.3g}")
@@ -333,6 +338,10 @@ class Judgement:
             lines.append(f"{i:>5} {j:>5} {tile:>9} {actual:>14} {self.expected[i, j]:>14.7g} "
                          f"{abs_err[i, j]:>11.4g} {self.bound[i, j]:>11.4g} {self.error_map[i, j]:>9.3g}")
         return "\n".join(lines)
+
+
+def _order(defect: Defect) -> int:
+    return list(Defect).index(defect)
 
 
 def current_test() -> str:
@@ -453,7 +462,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Ju
     failing = unwritten | pattern_wrong | wrong
     return Judgement(inst, label, M, N, K, exact, bound_text, findings,
                      float(error_map.max()) if error_map.size else 0.0, error_map,
-                     C, expected, bound, failing, unwritten, reproduction(problem))
+                     C, expected, bound, failing, unwritten, reproduction(problem), run)
 
 
 def _finding(defect: Defect, detector: str, mask: np.ndarray, inst, what: str,
@@ -477,6 +486,8 @@ def assert_judgement(judgement: Judgement, verdicts=None) -> None:
                                              judgement.findings, current_test()))
     if judgement.ok:
         return
-    report.attach_text("worst elements", judgement.worst_table())
+    if judgement.run is not None:
+        report.attach_judgement(judgement, judgement.run)
+    report.attach_text("worst elements (oracle)", judgement.worst_table())
     import pytest
     pytest.fail(judgement.message(), pytrace=False)

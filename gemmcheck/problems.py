@@ -205,7 +205,12 @@ def _special(p: Problem, rng_a, rng_b, rng):
     rows = rng.permutation(p.M)
     r_inf, r_nan, r_sub = rows[0], rows[min(1, p.M - 1)], rows[min(2, p.M - 1)]
     if p.M >= 3:
-        # One row of A on the subnormals: n * smallest subnormal, still exact in the accumulator.
+        # One row of A on the subnormals: n * smallest subnormal with |n| < 2^(p-1), so
+        # every nonzero entry is subnormal; still exact in the accumulator (|n| <= r).
+        s = min(exact_range(p.dt, p.K), 2 ** (p.dt.significand_bits - 1) - 1)
+        n = rng.integers(-s, s + 1, size=p.K).astype(np.float64)
+        n[rng.integers(p.K)] = _nonzero(rng, s, 1)[0]
+        A[r_sub] = np.where(np.signbit(A[r_sub]) & (A[r_sub] == 0), -0.0, n)
         A[r_sub] *= float(finfo(p.dt).smallest_subnormal)
     k_inf, k_ninf = rng.integers(p.K), rng.integers(p.K)
     A[r_inf, k_inf] = np.inf
@@ -214,6 +219,16 @@ def _special(p: Problem, rng_a, rng_b, rng):
     A[rng.integers(p.M), k_ninf] = 0.0          # 0 * -Inf = NaN there
     if p.M >= 2:
         A[r_nan, rng.integers(p.K)] = np.nan
+    for X, keep_row in ((A, r_sub if p.M >= 3 else -1), (B, -1)):
+        # At least one -0.0 per operand, even on tiny shapes: a zero already there, else
+        # a finite entry outside the subnormal row.
+        if not (np.signbit(X) & (X == 0)).any():
+            rows_ok = np.arange(X.shape[0])[:, None] != keep_row
+            zeros = np.argwhere((X == 0) & rows_ok)
+            finite = np.argwhere(np.isfinite(X) & rows_ok)
+            candidates = zeros if len(zeros) else finite
+            if len(candidates):
+                X[tuple(candidates[rng.integers(len(candidates))])] = -0.0
     return A, B
 
 
@@ -246,3 +261,13 @@ def tile_shapes(tile: int) -> dict[str, tuple[int, int, int]]:
         "wide": (1, 4 * t + 3, 2 * t + 1),
         "primes": (37, 41, 43),
     }
+
+
+def claimed_shape(instance, M: int, N: int, K: int) -> tuple[int, int, int] | None:
+    """(M, N, K) if `instance` claims it; else the nearest square TILE multiple it claims
+    (for kernels that support only those); None if it claims neither."""
+    if instance.supports(M, N, K):
+        return M, N, K
+    tile = instance.tile
+    n = -(-max(M, N, K) // tile) * tile
+    return (n, n, n) if instance.supports(n, n, n) else None

@@ -1,0 +1,61 @@
+"""Fixtures of the correctness suite: run-and-judge, scope and profile gates.
+
+Logic lives in gemmcheck.problems / oracle / strategies; these only wire it to tests.
+"""
+
+import pytest
+
+from gemmcheck import catalog
+from gemmcheck.harness import run_once
+from gemmcheck.oracle import assert_judgement, judge
+from gemmcheck.verdict import Verdict
+
+
+@pytest.fixture
+def check(backend, verdicts):
+    """check(instance, problem, record=True) -> Judgement: run the problem once, judge it,
+    record the verdict and fail with the oracle's message if anything is wrong.
+    With record=False (property tests: one verdict per example would flood the log)
+    only a failing judgement is recorded."""
+    def check(instance, problem, *, record: bool = True):
+        __tracebackhide__ = True
+        A, B = problem.operands()
+        judgement = judge(run_once(backend, instance, A, B), A, B, exact=problem.exact,
+                          problem=problem)
+        assert_judgement(judgement, verdicts if (record or not judgement.ok) else None)
+        return judgement
+    return check
+
+
+@pytest.fixture
+def require_in_scope():
+    """require_in_scope(instance, M, N, K): skip, reported as out of scope, a shape the
+    kernel does not claim. Never a silent pass."""
+    def require_in_scope(instance, M: int, N: int, K: int) -> None:
+        if not instance.supports(M, N, K):
+            shapes = instance.spec.shapes
+            pytest.skip(f"out of scope: the kernel declares shapes = '{shapes}' "
+                        f"({catalog.SHAPES[shapes]}); this shape is not one")
+    return require_in_scope
+
+
+@pytest.fixture
+def searched(reference, profile):
+    """The reference instantiation, if the profile has hypothesis search it (TILE >= property_min_tile)."""
+    if reference.tile < profile.property_min_tile:
+        pytest.skip(f"profile {profile.name} searches shapes at TILE >= {profile.property_min_tile} "
+                    f"only; this TILE gets the TILE-derived fixed shapes (--gemm-profile nightly "
+                    f"searches every TILE)")
+    return reference
+
+
+@pytest.fixture
+def conclude(verdicts):
+    """conclude(instance, problem, finding): record the verdict; fail with the finding if there is one."""
+    def conclude(instance, problem, finding=None) -> None:
+        __tracebackhide__ = True
+        verdicts.record(Verdict.for_instance(instance, problem.label, [finding] if finding else []))
+        if finding:
+            pytest.fail(f"{finding.defect.value}: {instance.id} ({instance.name_expression}) on "
+                        f"{problem.label}: {finding.summary}", pytrace=False)
+    return conclude

@@ -1,0 +1,32 @@
+"""Exact inputs give exact results.
+
+Integer inputs small enough that every partial sum is exact in the
+accumulator leave a correct kernel no freedom: whatever its summation order,
+it must store the exact product rounded once, bit for bit. Claimed on the
+shapes derived from each TILE, and on any shape hypothesis finds within the
+kernel's declared support.
+"""
+
+import pytest
+from hypothesis import given, settings
+
+from gemmcheck.problems import Problem, tile_shapes
+from gemmcheck.strategies import problems
+
+SEED = 1
+SHAPE_NAMES = list(tile_shapes(1))
+
+
+@pytest.mark.parametrize("shape", SHAPE_NAMES)
+def test_exact_inputs_give_the_exact_product_bit_for_bit(check, require_in_scope, reference, shape):
+    M, N, K = tile_shapes(reference.tile)[shape]
+    require_in_scope(reference, M, N, K)
+    check(reference, Problem(M, N, K, reference.dtype, "exact", SEED))
+
+
+def test_exact_inputs_give_the_exact_product_on_any_supported_shape(check, searched, profile):
+    @settings(max_examples=profile.correctness_examples)
+    @given(problem=problems(instance=searched, values=("exact",), max_dim=profile.max_dim))
+    def exact_product(problem):
+        check(searched, problem, record=False)
+    exact_product()
