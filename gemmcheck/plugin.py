@@ -168,13 +168,19 @@ def _load_hypothesis_profile(config: pytest.Config) -> None:
     from hypothesis import HealthCheck, settings
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    profile = gemm_config(config).profile
+    # One hypothesis profile per gemmcheck profile, named gemmcheck-<name> (hypothesis
+    # has a built-in "ci" profile we must not replace). No deadline: a launch's first
+    # call compiles. The database lives under reports/ so a nightly failure replays
+    # first in the next run. An explicit --hypothesis-profile wins.
     database = DirectoryBasedExampleDatabase(str(Path(config.rootpath) / "reports" / "hypothesis"))
-    settings.register_profile(
-        f"gemmcheck-{profile.name}", max_examples=profile.max_examples, deadline=None,
-        database=database, print_blob=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    settings.load_profile(f"gemmcheck-{profile.name}")
+    for profile in profiles.PROFILES.values():
+        settings.register_profile(
+            f"gemmcheck-{profile.name}", max_examples=profile.max_examples, deadline=None,
+            database=database, print_blob=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    if config.getoption("hypothesis_profile", None):
+        return
+    settings.load_profile(f"gemmcheck-{gemm_config(config).profile.name}")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
