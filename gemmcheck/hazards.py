@@ -192,16 +192,21 @@ def check_out_of_bounds_read(obs: Observation) -> list[Finding]:
                     f"first at C{list(where)}", n, where, {"launches": len(obs.runs) + len(obs.control)})]
 
 
+def _worst_counts(obs: Observation, attribute: str) -> dict[str, int]:
+    """Per buffer, the largest nonzero count any launch reported in Run.<attribute>."""
+    worst: dict[str, int] = {}
+    for run in obs.runs + obs.control:
+        for name, n in getattr(run, attribute).items():
+            worst[name] = max(worst.get(name, 0), n)
+    return {k: v for k, v in sorted(worst.items()) if v}
+
+
 def check_out_of_bounds_write(obs: Observation) -> list[Finding]:
     """OUT_OF_BOUNDS_WRITE: a guard band around A, B or C changed."""
-    damage: dict[str, int] = {}
-    for run in obs.runs + obs.control:
-        for name, n in run.guard_damage.items():
-            damage[name] = max(damage.get(name, 0), n)
-    hit = {k: v for k, v in damage.items() if v}
+    hit = _worst_counts(obs, "guard_damage")
     if not hit:
         return []
-    text = ", ".join(f"{v} in {k}'s guards" for k, v in sorted(hit.items()))
+    text = ", ".join(f"{v} in {k}'s guards" for k, v in hit.items())
     return [Finding(Defect.OUT_OF_BOUNDS_WRITE, "guard-bands",
                     f"the kernel wrote outside its output: {text}", sum(hit.values()),
                     None, {"guard_damage": hit})]
@@ -209,14 +214,10 @@ def check_out_of_bounds_write(obs: Observation) -> list[Finding]:
 
 def check_input_mutation(obs: Observation) -> list[Finding]:
     """INPUT_MUTATION: elements of A or B changed by the launch."""
-    changed: dict[str, int] = {}
-    for run in obs.runs + obs.control:
-        for name, n in run.inputs_changed.items():
-            changed[name] = max(changed.get(name, 0), n)
-    hit = {k: v for k, v in changed.items() if v}
+    hit = _worst_counts(obs, "inputs_changed")
     if not hit:
         return []
-    text = ", ".join(f"{v} elements of {k}" for k, v in sorted(hit.items()))
+    text = ", ".join(f"{v} elements of {k}" for k, v in hit.items())
     return [Finding(Defect.INPUT_MUTATION, "input-check", f"the launch changed its inputs: {text}",
                     sum(hit.values()), None, {"inputs_changed": hit})]
 

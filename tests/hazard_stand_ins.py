@@ -126,7 +126,7 @@ class Racy:
         self.launches += 1
 
 
-# -- for the isolation child: a backend whose kernels crash or hang the process ---------
+# -- kernels that crash or hang the (child) process ----------------------------------
 
 def segfaults(instance, grid, block, A, B, C, M, N, K):
     os.kill(os.getpid(), signal.SIGSEGV)
@@ -134,12 +134,6 @@ def segfaults(instance, grid, block, A, B, C, M, N, K):
 
 def sleeps(instance, grid, block, A, B, C, M, N, K):
     time.sleep(3600)
-
-
-def isolation_backend():
-    """Backend factory the isolation child imports by name (tests put tests/ on its path)."""
-    return NumpyBackend({"good": correct_product, "segfaults": segfaults, "sleeps": sleeps,
-                         "floor_grid": floor_grid})
 
 
 def shared_backend():

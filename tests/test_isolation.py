@@ -14,6 +14,8 @@ from gemmcheck import catalog, hazards, isolation
 from gemmcheck.problems import Problem
 from gemmcheck.verdict import Defect
 
+from hazard_stand_ins import matrix_catalog
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -80,27 +82,9 @@ def test_a_child_that_is_slow_to_get_ready_is_not_called_a_hang():
 
 # -- the real child (python -m gemmcheck.isolation) on the numpy stand-in backend ---------
 
-CATALOG = """
-[[kernel]]
-name = "{name}"
-source = "k.cu"
-entry = "{name}"
-signature = "mnk"
-policy = "tile2d"
-tiles = [4]
-dtypes = ["float32"]
-expect = "{expect}"
-"""
-
-
 @pytest.fixture
 def stand_in_catalog(tmp_path):
-    kernels = {"good": "correct", "segfaults": "crash", "floor_grid": "unwritten_output",
-               "sleeps": "hang"}
-    (tmp_path / "k.cu").write_text("\n".join(f"// {name}" for name in kernels))
-    path = tmp_path / "catalog.toml"
-    path.write_text("".join(CATALOG.format(name=n, expect=e) for n, e in kernels.items()))
-    return path
+    return matrix_catalog(tmp_path)
 
 
 @pytest.fixture
@@ -118,7 +102,7 @@ def test_steps_run_in_few_children_and_their_runs_come_back(stand_in_catalog, ch
     steps = [isolation.Step.of(i, catalog.Instance(specs[k], "float32", 4), p, purpose="test")
              for i, (k, p) in enumerate(plan)]
     outcomes, children = isolation.run_steps(
-        steps, backend="hazard_stand_ins:isolation_backend", step_timeout=2, env=child_env,
+        steps, backend="hazard_stand_ins:matrix_backend", step_timeout=2, env=child_env,
         workdir=tmp_path / "work")
     status = [outcomes[i].status for i in range(len(plan))]
     assert status == ["ok", "crash", "not_run", "ok", "hang", "ok"]
