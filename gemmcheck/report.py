@@ -59,10 +59,22 @@ _recording: list[bool] = []
 
 
 def active() -> bool:
-    """True when an allure listener is recording the current test."""
+    """True when an allure listener is recording the current test (and, inside a hypothesis
+    test, this is the final replay of the failing example: not one of the shrinking steps)."""
     if allure_commons is None or (_recording and not _recording[-1]):
         return False
-    return bool(allure_commons.plugin_manager.hook.attach_data.get_hookimpls())
+    if not allure_commons.plugin_manager.hook.attach_data.get_hookimpls():
+        return False
+    return _final_example()
+
+
+def _final_example() -> bool:
+    try:
+        from hypothesis import currently_in_test_context
+        from hypothesis.control import current_build_context
+    except ImportError:
+        return True
+    return not currently_in_test_context() or bool(getattr(current_build_context(), "is_final", True))
 
 
 # -- attachments ----------------------------------------------------------------------------
@@ -139,8 +151,9 @@ def attach_judgement(judgement, run, *, worst: int = 20) -> None:
              f"block {tuple(run.block)}")
     attach_png("error / bound heatmap", heatmap_png(error_map, instance.tile,
                                                     unwritten=run.unwritten, title=title))
-    attach_csv("worst elements", worst_elements_csv(error_map, run, n=worst,
-                                                    expected=getattr(judgement, "expected", None)))
+    if not hasattr(judgement, "worst_table"):   # the oracle attaches its own, with the bound
+        attach_csv("worst elements", worst_elements_csv(error_map, run, n=worst,
+                                                        expected=getattr(judgement, "expected", None)))
     attach_instance_evidence(instance)
 
 
@@ -157,17 +170,18 @@ def attach_instance_evidence(instance) -> None:
 
 UNWRITTEN_COLOUR = "#000000"   # never written: still the poison
 NAN_COLOUR = "#ff00ff"         # inf ratio that is not unwritten: a NaN where none belongs
-MAX_PIXELS = 512               # larger maps are max-pooled so one bad element stays visible
+MAX_CELLS = 160                # larger maps are max-pooled so one bad element stays visible
 
 
 def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | None = None,
-                title: str = "", max_pixels: int = MAX_PIXELS) -> bytes:
+                title: str = "", max_cells: int = MAX_CELLS) -> bytes:
     """A PNG of error/bound over the output matrix with the TILE grid drawn on it.
 
     Finite ratios are coloured on a log scale centred on 1 (the bound): blue is well
     inside it, red outside. ``inf`` marks elements with no finite error: black where
     ``unwritten`` says the poison survived, magenta otherwise (a NaN mismatch). Maps
-    larger than ``max_pixels`` are max-pooled (inf wins), so no bad element vanishes.
+    with more than ``max_cells`` a side are max-pooled by a power of two (so pooled cells
+    line up with power-of-two tiles; inf wins), so no bad element shrinks below a few pixels.
     """
     import matplotlib
     matplotlib.use("Agg", force=False)
@@ -183,8 +197,12 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
                  else np.asarray(unwritten, dtype=bool).reshape(M, N))
     bad_nan = np.isinf(error_map) & ~unwritten
     finite = np.where(np.isfinite(error_map), error_map, np.nan)
+    counts = (int(np.count_nonzero(np.isfinite(error_map) & (error_map > 1))),
+              int(np.count_nonzero(unwritten)), int(np.count_nonzero(bad_nan)))
 
-    step = max(1, -(-max(M, N) // max_pixels))
+    step = 1
+    while -(-max(M, N) // step) > max_cells:
+        step *= 2
     if step > 1:
         finite = _pool(finite, step, np.fmax, np.nan)
         unwritten = _pool(unwritten, step, np.logical_or, False)
@@ -207,24 +225,33 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
     lines = max(M, N) / tile
     if lines <= 128:
         for x in range(tile, N, tile):
-            ax.axvline(x, color="#404040", linewidth=0.6 if lines < 32 else 0.3)
+            ax.axvline(x, color="#202020", alpha=0.8, linewidth=0.9 if lines < 32 else 0.4)
         for y in range(tile, M, tile):
-            ax.axhline(y, color="#404040", linewidth=0.6 if lines < 32 else 0.3)
+            ax.axhline(y, color="#202020", alpha=0.8, linewidth=0.9 if lines < 32 else 0.4)
         grid_note = f"grid: TILE {tile}"
     else:
         grid_note = f"TILE {tile} grid omitted ({int(lines)} tiles a side)"
     bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     bar.set_label("error / bound (log10); > 0 breaks the bound")
-    n_over = int(np.count_nonzero(error_map > 1))
-    n_unwritten = int(np.count_nonzero(np.asarray(unwritten)) if step == 1 else 0)
     legend = [Patch(facecolor=UNWRITTEN_COLOUR, label="unwritten (poison survived)"),
               Patch(facecolor=NAN_COLOUR, label="NaN where none belongs"),
               Patch(facecolor="#a50026", label="error > bound")]
     ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=3,
               fontsize=8, frameon=False)
     pooled = f", max-pooled {step}x{step}" if step > 1 else ""
-    ax.set_title(f"{title}\n{n_over} of {M * N} elements break the bound; {grid_note}{pooled}"
-                 + (f"; {n_unwritten} unwritten" if n_unwritten else ""), fontsize=9)
+    over, n_unwritten, n_nan = counts
+    ax.set_title(f"{title}\nof {M * N} elements: {over} over the bound, {n_unwritten} unwritten, "
+                 f"{n_nan} NaN; {grid_note}{pooled}", fontsize=9)
+    from matplotlib.ticker import MaxNLocator
+
+    from matplotlib.ticker import MultipleLocator
+
+    for axis, size in ((ax.xaxis, N), (ax.yaxis, M)):
+        per = 1   # ticks on tile boundaries, at most ~10 of them
+        while size / (tile * per) > 10:
+            per *= 2
+        axis.set_major_locator(MultipleLocator(tile * per) if size >= tile
+                               else MaxNLocator(integer=True))
     ax.set_xlabel("column j")
     ax.set_ylabel("row i")
     fig.tight_layout()
@@ -265,27 +292,80 @@ def worst_elements_csv(error_map: np.ndarray, run, *, n: int = 20, expected=None
     return "\n".join(rows) + "\n"
 
 
-def kernel_source_excerpt(source: Path, entry: str, *, context: int = 2) -> tuple[str, str]:
-    """The ``__global__`` function ``entry`` from ``source`` with line numbers; and 'file:lines'."""
+def kernel_source_excerpt(source: Path, entry: str) -> tuple[str, str]:
+    """The source of ``entry`` with line numbers, and 'file:first-last'.
+
+    Follows what a reviewer would: the ``__global__`` function (or the macro line that
+    stamps it out, with the macro), then the ``__device__`` bodies it calls, one level
+    deep. Lines naming a macro argument (the flaw a broken variant selects) are marked >>.
+    """
     lines = Path(source).read_text().splitlines()
-    pattern = re.compile(rf"\b{re.escape(entry)}\s*\(")
-    start = next((k for k, line in enumerate(lines) if pattern.search(line)
-                  and "__global__" in " ".join(lines[max(0, k - 2):k + 1])), None)
-    if start is None:
-        start = next((k for k, line in enumerate(lines) if pattern.search(line)), 0)
-    begin = start
-    while begin > 0 and lines[begin - 1].strip().startswith(("template", "__global__", "//")):
-        begin -= 1
-    depth, end, opened = 0, len(lines) - 1, False
-    for k in range(start, len(lines)):
-        depth += lines[k].count("{") - lines[k].count("}")
-        opened = opened or "{" in lines[k]
-        if opened and depth <= 0:
-            end = k
-            break
-    begin, end = max(0, begin - context), min(len(lines) - 1, end + context)
-    text = "\n".join(f"{k + 1:5d}  {lines[k]}" for k in range(begin, end + 1))
-    return text, f"{Path(source).name}:{begin + 1}-{end + 1}"
+    spans: list[tuple[int, int]] = []
+    marks: set[str] = set()
+    own = _function_span(lines, entry)
+    if own is None:
+        call = re.compile(rf"^\s*([A-Z_][A-Z0-9_]*)\(\s*{re.escape(entry)}\s*(?:,\s*(.*))?\)")
+        for k, line in enumerate(lines):
+            m = call.match(line)
+            if m:
+                spans.append((k, k))
+                marks |= {a.strip() for a in (m.group(2) or "").split(",") if a.strip()}
+                macro = _macro_span(lines, m.group(1))
+                if macro:
+                    spans.insert(0, macro)
+                break
+    else:
+        spans.append(own)
+    called = set()
+    for first, last in list(spans):
+        called |= set(re.findall(r"\b([A-Za-z_]\w*)\s*<[^;<>(){}]*>\s*\(", "\n".join(lines[first:last + 1])))
+    for name in sorted(called - {entry}):
+        span = _function_span(lines, name, qualifier="__device__")
+        if span and span not in spans:
+            spans.insert(0, span)
+    if not spans:
+        return f"{entry}: not found in {Path(source).name}", Path(source).name
+    spans.sort()
+    out, previous = [], None
+    for first, last in spans:
+        if previous is not None and first > previous + 1:
+            out.append("  ...")
+        for k in range(first, last + 1):
+            flag = ">>" if marks and any(re.search(rf"\b{re.escape(m)}\b", lines[k]) for m in marks) else "  "
+            out.append(f"{flag}{k + 1:5d}  {lines[k]}")
+        previous = last
+    return "\n".join(out), f"{Path(source).name}:{spans[0][0] + 1}-{spans[-1][1] + 1}"
+
+
+def _function_span(lines: list[str], name: str, qualifier: str = "__global__"):
+    """(first, last) line of the definition of function ``name`` with its template line."""
+    pattern = re.compile(rf"\b{re.escape(name)}\s*\(")
+    for k, line in enumerate(lines):
+        if not pattern.search(line) or line.rstrip().endswith(";") or "#define" in line:
+            continue
+        head = " ".join(lines[max(0, k - 1):k + 1])
+        if qualifier not in head:
+            continue
+        first = k
+        while first > 0 and lines[first - 1].lstrip().startswith(("template", "__global__", "__device__")):
+            first -= 1
+        depth, opened = 0, False
+        for last in range(k, len(lines)):
+            depth += lines[last].count("{") - lines[last].count("}")
+            opened = opened or "{" in lines[last]
+            if opened and depth <= 0:
+                return first, last
+    return None
+
+
+def _macro_span(lines: list[str], macro: str):
+    for k, line in enumerate(lines):
+        if re.match(rf"\s*#\s*define\s+{re.escape(macro)}\b", line):
+            last = k
+            while lines[last].rstrip().endswith("\\") and last + 1 < len(lines):
+                last += 1
+            return k, last
+    return None
 
 
 def resource_report(instance) -> str:
@@ -602,6 +682,69 @@ def _json_default(value):
     return repr(value)
 
 
+# -- is a results directory well formed? ---------------------------------------------------
+
+REQUIRED_LABELS = ("epic", "feature", "story", "severity")
+INSTANCE_LABELS = ("kernel", "instantiation", "tag")
+
+
+def validate_results(results_dir: Path) -> list[str]:
+    """Problems with an allure-results directory, one line each (empty: well formed).
+
+    Every result parses and has epic/feature/story/severity labels; a result with an
+    instantiation parameter also has kernel/instantiation/tag labels; every attachment a
+    result or container names exists; environment.properties and categories.json exist.
+    """
+    results_dir = Path(results_dir)
+    problems: list[str] = []
+    if not results_dir.is_dir():
+        return [f"{results_dir}: not a directory"]
+    results = sorted(results_dir.glob("*-result.json"))
+    if not results:
+        problems.append(f"{results_dir}: no *-result.json files")
+    for name in ("environment.properties", "categories.json"):
+        if not (results_dir / name).is_file():
+            problems.append(f"{results_dir}: {name} missing")
+    if (results_dir / "categories.json").is_file():
+        try:
+            cats = json.loads((results_dir / "categories.json").read_text())
+            for c in cats:
+                re.compile(c["messageRegex"])
+        except (ValueError, KeyError, TypeError, re.error) as exc:
+            problems.append(f"categories.json: {type(exc).__name__}: {exc}")
+
+    def attachments(node):
+        for a in node.get("attachments", []) or []:
+            yield a
+        for key in ("steps", "befores", "afters"):
+            for child in node.get(key, []) or []:
+                yield from attachments(child)
+
+    for path in results + sorted(results_dir.glob("*-container.json")):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as exc:
+            problems.append(f"{path.name}: not JSON: {exc}")
+            continue
+        for a in attachments(data):
+            if not (results_dir / a.get("source", "")).is_file():
+                problems.append(f"{path.name}: attachment {a.get('name')!r} -> {a.get('source')} missing")
+        if not path.name.endswith("-result.json"):
+            continue
+        labels = {label["name"] for label in data.get("labels", [])}
+        missing = [n for n in REQUIRED_LABELS if n not in labels]
+        params = {p["name"] for p in data.get("parameters", [])}
+        if params & {"reference", "broken", "any_kernel"}:
+            missing += [n for n in INSTANCE_LABELS if n not in labels]
+            missing += [f"parameter {n}" for n in ("kernel", "instantiation", "dtype", "TILE", "profile")
+                        if n not in params]
+        if missing:
+            problems.append(f"{path.name} ({data.get('name')}): missing {', '.join(missing)}")
+        if data.get("status") not in ("passed", "failed", "broken", "skipped", "unknown"):
+            problems.append(f"{path.name} ({data.get('name')}): status {data.get('status')!r}")
+    return problems
+
+
 # -- HTML build (Allure 3 CLI) --------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -685,7 +828,15 @@ def main(argv=None) -> int:
     html.add_argument("--single-file", action="store_true",
                       help="one self-contained index.html")
     html.add_argument("--name", default="gemmcheck", help="report name (default: gemmcheck)")
+    check = sub.add_parser("check", help="check that an allure-results directory is well formed")
+    check.add_argument("results", type=Path, nargs="?", default=ROOT / "reports" / "allure-results")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        problems = validate_results(args.results)
+        for line in problems:
+            print(line)
+        print(f"{args.results}: {'well formed' if not problems else f'{len(problems)} problem(s)'}")
+        return 1 if problems else 0
     output = args.output or ROOT / "reports" / ("allure-single" if args.single_file else "allure-report")
     index = build_html(args.results, output, history=args.history, single_file=args.single_file,
                        name=args.name)

@@ -183,8 +183,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.label("defect", *defects)
     if not (rep.failed or hasattr(rep, "wasxfail")):
         return
-    text = rep.longreprtext
-    repro = _hypothesis_reproduction(text)
+    notes = getattr(call.excinfo.value, "__notes__", []) if call.excinfo else []
+    sections = [text for _, text in rep.sections]   # hypothesis prints the example to stdout
+    repro = _hypothesis_reproduction("\n".join([*notes, rep.longreprtext, *sections]))
     if repro:
         report.attach_hypothesis_reproduction(repro)
     report.attach_text("reproduce", _reproduce_command(item))
@@ -206,15 +207,25 @@ def _current_attachments():
         return []
 
 
-_FALSIFYING = re.compile(r"^(?:E\s+)?(Falsifying (?:explicit )?example:.*?)(?=^\S|\Z)", re.M | re.S)
-_REPRODUCE = re.compile(r"^(?:E\s+)?.*(@reproduce_failure\(.*\)|@seed\(\d+\)|"
+_REPRODUCE = re.compile(r"^(?:E\s+)?.*(@reproduce_failure\(.*?\)|@seed\(\d+\)|"
                         r"--hypothesis-seed=\d+).*$", re.M)
 
 
-def _hypothesis_reproduction(longrepr: str) -> str:
-    """The falsifying example and the @reproduce_failure line from hypothesis's report."""
-    parts = [m.group(1).rstrip() for m in _FALSIFYING.finditer(longrepr)]
-    parts += [m.group(0).strip().removeprefix("E").strip() for m in _REPRODUCE.finditer(longrepr)]
+def _hypothesis_reproduction(text: str) -> str:
+    """The falsifying example (up to its closing parenthesis) and the @reproduce_failure line
+    from hypothesis's report."""
+    lines = [re.sub(r"^E\s{1,3}", "", line) for line in text.splitlines()]
+    parts: list[str] = []
+    for k, line in enumerate(lines):
+        if re.match(r"\s*(?:Falsifying (?:explicit )?example|Failing test case):", line):
+            block, depth = [], 0
+            for follow in lines[k:]:
+                block.append(follow)
+                depth += follow.count("(") - follow.count(")")
+                if depth <= 0:
+                    break
+            parts.append("\n".join(block).strip())
+    parts += [m.group(0).strip() for m in _REPRODUCE.finditer("\n".join(lines))]
     return "\n".join(dict.fromkeys(parts))
 
 
