@@ -82,7 +82,7 @@ struct cs_request
     int32_t ints[MAX_INTS];
     uint64_t pointer_offset[MAX_POINTERS];  // into the memfd sent with the request, in order
     uint64_t pointer_length[MAX_POINTERS];  // bytes to map
-    uint32_t nranges, pad;
+    uint32_t nranges, track;  // track: 0 runs without shared-memory tracking (faster)
     uint64_t range_start[MAX_RANGES], range_size[MAX_RANGES];  // shared arrays, module-relative
 };
 
@@ -666,6 +666,8 @@ int main(int argc, char **argv)
                 if (loaded_ranges_for != m->path)
                     set_shared_ranges(rq, m->base);
                 loaded_ranges_for = m->path;
+                if (!rq.track)
+                    shared_lo = shared_hi = 0, loaded_ranges_for = nullptr;
                 memcpy(kernel_ints, rq.ints, sizeof kernel_ints);
                 kernel_fn = m->kernels[rq.kernel].launch;
                 run_grid(rq.grid, rq.block, rq.schedule, rq.seed);

@@ -57,7 +57,7 @@ class Request(ctypes.Structure):
                 ("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("ints", ctypes.c_int32 * MAX_INTS),
                 ("pointer_offset", ctypes.c_uint64 * MAX_POINTERS),
                 ("pointer_length", ctypes.c_uint64 * MAX_POINTERS),
-                ("nranges", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("nranges", ctypes.c_uint32), ("track", ctypes.c_uint32),
                 ("range_start", ctypes.c_uint64 * MAX_RANGES), ("range_size", ctypes.c_uint64 * MAX_RANGES)]
 
 
