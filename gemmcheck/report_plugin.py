@@ -89,11 +89,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _instance(item: pytest.Item) -> tuple[str, Instance] | None:
+    """The catalog instantiation a test runs on: whichever parameter holds an Instance
+    (reference, broken, any_kernel, and the hazards suite's own, direct or indirect)."""
     callspec = getattr(item, "callspec", None)
-    for name in INSTANCE_PARAMS:
-        value = callspec.params.get(name) if callspec else None
-        if isinstance(value, Instance):
-            return name, value
+    if callspec is None:
+        return None
+    names = [n for n in INSTANCE_PARAMS if n in callspec.params]
+    names += [n for n in callspec.params if n not in INSTANCE_PARAMS]
+    for name in names:
+        if isinstance(callspec.params[name], Instance):
+            return name, callspec.params[name]
     return None
 
 
@@ -144,7 +149,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.allure_label(value, label_type=name))
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item):
+    # Before any other setup: a skip mark (no GPU) ends setup early, and the parameters
+    # should be on the skipped test too.
+    _start(item)
+    yield
+
+
+def _start(item: pytest.Item) -> None:
     state = item.config.stash[STATE]
     found = _instance(item)
     if found:
@@ -181,6 +194,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     defects = sorted({f.defect.value for v in new for f in v.findings})
     if defects:
         report.label("defect", *defects)
+    if rep.failed and "[XPASS(strict)]" in str(rep.longrepr):
+        report.label("kill", "missed")   # a broken variant no check caught
     if not (rep.failed or hasattr(rep, "wasxfail")):
         return
     notes = getattr(call.excinfo.value, "__notes__", []) if call.excinfo else []

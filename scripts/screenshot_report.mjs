@@ -129,7 +129,7 @@ await shoot("environment", { full: false });
 // 3. Categories: each broken variant under its defect class.
 await go("#categories");
 page = await text();
-const categories = ["Crash or hang", "Divergent barrier", "Shared-memory race", "Out-of-bounds access",
+const categories = ["Broken variant not caught", "Crash or hang", "Divergent barrier", "Shared-memory race", "Out-of-bounds access",
   "Unwritten output", "Wrong values", "Performance regression", "Environment problems"];
 check("categories", "at least one defect category shown", categories.some((c) => page.includes(c)),
   categories.filter((c) => page.includes(c)).join(", "));

@@ -226,6 +226,22 @@ def test_allure3_and_allure2_read_the_regexes_the_way_python_does():
     assert json.loads(out.stdout) == [False, False, True]
 
 
+def test_a_broken_variant_that_passed_is_a_detector_gap():
+    assert report.category_of("[XPASS(strict)] declared shared_memory_race: no barriers") == \
+        "Broken variant not caught"
+
+
+def test_the_instantiation_is_found_under_any_parameter_name():
+    from types import SimpleNamespace
+
+    from gemmcheck.report_plugin import _instance
+
+    race = inst("broken_no_barriers")
+    item = SimpleNamespace(callspec=SimpleNamespace(params={"size": 1024, "matrix_row": race}))
+    assert _instance(item) == ("matrix_row", race)
+    assert _instance(SimpleNamespace()) is None
+
+
 def test_defect_message_refuses_a_defect_that_does_not_exist():
     with pytest.raises(ValueError):
         report.defect_message("segfault", "x")
