@@ -1,0 +1,352 @@
+"""The oracle: the bound's arithmetic, the exactness premise, the IEEE special-value
+pattern, and each check firing on a defective stand-in and silent on a correct one."""
+
+import numpy as np
+import pytest
+
+from gemmcheck import catalog
+from gemmcheck import dtypes as dt
+from gemmcheck.harness import run_once
+from gemmcheck.oracle import (U64, Bound, InexactProblem, assert_judgement, exactness_violation,
+                              gamma, judge, special_pattern)
+from gemmcheck.problems import VALUE_KINDS, Problem, exact_range, finfo
+from gemmcheck.verdict import Defect, VerdictLog
+
+from fakes import NumpyBackend, correct_product
+
+SPECS = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+GUARDED = SPECS["matmul_tiled_guarded"]
+DTYPES = list(dt.DTYPES)
+RANDOM_KINDS = ("normal", "uniform", "wide")
+
+
+def inst(dtype="float32", tile=4):
+    return catalog.Instance(GUARDED, dtype, tile)
+
+
+def stand_in(fn):
+    """A NumpyBackend whose kernel computes C = fn(instance, A, B) (float64 in and out)
+    and stores it rounded to the dtype (NaN-poisoned C is overwritten everywhere)."""
+    def kernel(instance, grid, block, A, B, C, M, N, K):
+        d = instance.dt
+        a = dt.from_bits(A, d).reshape(M, K).astype(np.float64)
+        b = dt.from_bits(B, d).reshape(K, N).astype(np.float64)
+        out = fn(instance, a, b)
+        C[:] = out.reshape(-1) if out.dtype == d.storage else dt.to_bits(out, d).reshape(-1)
+    return NumpyBackend({"matmul_tiled_guarded": kernel})
+
+
+def judged(backend, problem, tile=4):
+    A, B = problem.operands()
+    with np.errstate(invalid="ignore", over="ignore"):
+        return judge(run_once(backend, inst(problem.dtype, tile), A, B), A, B,
+                     exact=problem.exact, problem=problem)
+
+
+CORRECT = NumpyBackend({"matmul_tiled_guarded": correct_product})
+
+
+# -- the bound's arithmetic --------------------------------------------------------------
+
+def test_gamma_is_K_u_over_one_minus_K_u():
+    assert gamma(1, 2.0 ** -24) == 2.0 ** -24 / (1 - 2.0 ** -24)
+    assert gamma(1000, 2.0 ** -11) == pytest.approx(1000 * 2.0 ** -11 / (1 - 1000 * 2.0 ** -11))
+    with pytest.raises(ValueError, match="K u"):
+        gamma(2048, 2.0 ** -11)
+
+
+@pytest.mark.parametrize("dtype, u_acc, u_out, eta_out", [
+    ("float32", 2.0 ** -24, 0.0, 0.0),
+    ("float64", 2.0 ** -53, 0.0, 0.0),
+    ("float16", 2.0 ** -24, 2.0 ** -11, 2.0 ** -25),
+    ("bfloat16", 2.0 ** -24, 2.0 ** -8, 2.0 ** -134),
+])
+def test_the_bound_uses_the_accumulator_and_the_output_rounding(dtype, u_acc, u_out, eta_out):
+    b = Bound.for_dtype(dt.get(dtype), 100)
+    assert (b.u_acc, b.u_out, b.eta_out) == (u_acc, u_out, eta_out)
+    assert b.gamma_acc == gamma(100, u_acc) and b.gamma_ref == gamma(100, U64)
+    assert b.coefficient == pytest.approx((gamma(100, u_acc) + gamma(100, U64)) * (1 + u_out)
+                                          / (1 - gamma(100, U64)), rel=1e-15)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("K", [1, 7, 256, 2048])
+def test_a_sequential_float32_accumulation_stays_within_the_bound(dtype, K):
+    # What a kernel does: products in the accumulator, summed in order, rounded to the output.
+    d = dt.get(dtype)
+    rng = np.random.default_rng(K)
+    a = dt.from_bits(dt.to_bits(rng.standard_normal((8, K)), d), d).astype(np.float32)
+    b = dt.from_bits(dt.to_bits(rng.standard_normal((K, 8)), d), d).astype(np.float32)
+    products = a[:, :, None] * b[None, :, :]                         # float32 products
+    sums = np.cumsum(products, axis=1, dtype=np.float32)[:, -1, :]   # sequential float32 sums
+    C = dt.from_bits(dt.to_bits(sums.astype(np.float64), d), d).astype(np.float64)
+    A64, B64 = a.astype(np.float64), b.astype(np.float64)
+    bound = Bound.for_dtype(d, K).evaluate(np.abs(A64) @ np.abs(B64), A64 @ B64)
+    assert (np.abs(C - A64 @ B64) <= bound).all()
+
+
+@pytest.mark.parametrize("K", [256, 1024])
+def test_the_bound_is_tight_enough_to_catch_half_precision_accumulation(K):
+    # A float32 kernel that accumulates in float16 is wrong; the bound must say so.
+    problem = Problem(8, 8, K, "float32", "uniform", 1)
+    A, B = problem.operands()
+
+    def half_accumulation(instance, a, b):
+        acc = np.zeros((a.shape[0], b.shape[1]), dtype=np.float16)
+        for k in range(a.shape[1]):
+            acc = (acc + (a[:, k:k + 1] * b[k:k + 1, :]).astype(np.float16)).astype(np.float16)
+        return acc.astype(np.float64)
+    j = judged(stand_in(half_accumulation), problem)
+    assert Defect.WRONG_VALUES in j.defects and j.ratio > 1
+
+
+def test_the_bound_catches_float64_computed_in_float32():
+    problem = Problem(16, 16, 64, "float64", "normal", 1)
+    j = judged(stand_in(lambda i, a, b: (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64)),
+               problem)
+    assert Defect.WRONG_VALUES in j.defects and j.ratio > 1
+
+
+# -- exactness premise -------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_exact_range_passes_the_premise_and_one_more_fails_it(dtype):
+    d = dt.get(dtype)
+    K = 64
+    r = exact_range(d, K)
+    A, B = np.full((2, K), float(r)), np.full((K, 2), float(r))
+    assert exactness_violation(A, B, d) is None
+    if K * (r + 1) ** 2 > 2 ** dt.get(d.accumulator).significand_bits:
+        odd = float(2 * r + 1)   # odd: no power of two divides it out
+        A2, B2 = np.full((2, K), odd), np.full((K, 2), odd)
+        assert "significand bits" in exactness_violation(A2, B2, d)
+
+
+def test_judging_inexact_inputs_bit_for_bit_is_refused():
+    A, B = Problem(4, 4, 64, "float32", "normal", 1).operands()
+    with pytest.raises(InexactProblem, match="use exact=False"):
+        judge(run_once(CORRECT, inst(), A, B), A, B, exact=True)
+
+
+def test_products_finer_than_the_accumulator_are_not_exact():
+    A = np.array([[2.0 ** -100]])
+    B = np.array([[2.0 ** -60]])
+    assert "smallest subnormal" in exactness_violation(A, B, dt.get("float32"))
+
+
+# -- IEEE special values ------------------------------------------------------------------
+
+def test_the_special_pattern_follows_ieee_by_hand():
+    A = np.array([[np.inf, 1.0], [0.0, 2.0], [np.nan, 0.0], [-0.0, 1.0]])
+    B = np.array([[0.0, 1.0, 2.0], [1.0, -np.inf, np.inf]])
+    nan, pos, neg = special_pattern(A, B)
+    # row 0: inf*0 = NaN; inf*1 + 1*(-inf) = NaN; inf*2 + 1*inf = +inf
+    # row 1: finite; 0*1 + 2*(-inf) = -inf; 0*2 + 2*inf = +inf
+    # row 2: NaN everywhere
+    # row 3: -0*0 + 1*1 = 1; -0*1 + 1*(-inf) = -inf; +inf
+    assert nan.tolist() == [[True, True, False], [False, False, False],
+                            [True, True, True], [False, False, False]]
+    assert pos.tolist() == [[False, False, True], [False, False, True],
+                            [False, False, False], [False, False, True]]
+    assert neg.tolist() == [[False, False, False], [False, True, False],
+                            [False, False, False], [False, True, False]]
+
+
+def test_inf_times_negative_zero_is_nan():
+    nan, _, _ = special_pattern(np.array([[np.inf]]), np.array([[-0.0]]))
+    assert nan.all()
+
+
+# -- each check fires on its defect and is silent on a correct kernel ----------------------
+
+@pytest.mark.parametrize("kind", VALUE_KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_correct_kernel_is_judged_correct(dtype, kind):
+    for shape in ((1, 1, 1), (33, 17, 65), (5, 40, 3)):
+        j = judged(CORRECT, Problem(*shape, dtype, kind, 9))
+        assert j.ok, j.message()
+        assert j.ratio <= 1 and not np.isinf(j.error_map).any()
+
+
+def test_negative_zero_for_a_zero_result_is_accepted():
+    problem = Problem(3, 3, 2, "float32", "exact", 0)
+    A, B = problem.operands()
+    A[1] = 0.0                               # row 1 of C is exactly zero
+
+    def negative_zero_row(instance, a, b):
+        C = a @ b
+        C[1] = -0.0
+        return C
+    j = judge(run_once(stand_in(negative_zero_row), inst(), A, B), A, B, exact=True)
+    assert j.ok, j.message()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_one_wrong_bit_is_wrong_values_when_exact(dtype):
+    def one_ulp_off(instance, a, b):
+        bits = dt.to_bits(a @ b, instance.dt)
+        bits[1, 2] ^= 1
+        return bits
+    j = judged(stand_in(one_ulp_off), Problem(5, 6, 7, dtype, "exact", 1))
+    assert j.defects == {Defect.WRONG_VALUES}
+    assert [f.detector for f in j.findings] == ["exact-bits"]
+    assert j.findings[0].count == 1 and j.findings[0].where == (1, 2)
+    assert np.isinf(j.error_map[1, 2]) and j.failing.sum() == 1
+
+
+def _rounded(x: float, d) -> float:
+    return float(dt.from_bits(dt.to_bits(np.array([x]), d), d).astype(np.float64)[0])
+
+
+def _past(x: float, d) -> float:
+    """The representable value of d at least one ulp of d beyond x (away from zero)."""
+    exponent = max(np.floor(np.log2(abs(x))), np.log2(float(finfo(d).smallest_normal)))
+    ulp = 2.0 ** (exponent - (d.significand_bits - 1))
+    return _rounded(x + np.sign(x) * 2 * ulp, d)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", RANDOM_KINDS)
+def test_an_error_past_the_bound_is_wrong_values_and_one_within_is_not(dtype, kind):
+    problem = Problem(6, 5, 40, dtype, kind, 2)
+    A, B = problem.operands()
+    d = dt.get(dtype)
+    ref = A @ B
+    bound = Bound.for_dtype(d, 40).evaluate(np.abs(A) @ np.abs(B), ref)
+
+    def storing(value):
+        def kernel(instance, a, b):
+            C = a @ b
+            C[2, 3] = value
+            return C
+        return kernel
+    beyond = _past(ref[2, 3] + np.copysign(bound[2, 3], ref[2, 3]), d)
+    assert abs(beyond - ref[2, 3]) > bound[2, 3]
+    far = judged(stand_in(storing(beyond)), problem)
+    assert far.defects == {Defect.WRONG_VALUES} and far.findings[0].detector == "error-bound"
+    assert far.findings[0].where == (2, 3) and far.ratio > 1
+    # Correct rounding passes in every dtype; in float32/float64 (bound >> one ulp) so
+    # does an error of half the bound.
+    near = ref[2, 3] + (0.5 * bound[2, 3] if d.accumulator == d.name else 0.0)
+    within = judged(stand_in(storing(_rounded(near, d))), problem)
+    assert within.ok, within.message()
+
+
+@pytest.mark.parametrize("kind", ["exact", "normal"])
+def test_an_unwritten_element_is_unwritten_output(kind):
+    def skips_one(instance, a, b):
+        bits = dt.to_bits(a @ b, instance.dt)
+        bits[4, 0] = instance.dt.poison_bits
+        return bits
+    j = judged(stand_in(skips_one), Problem(9, 7, 5, "float16", kind, 1))
+    assert j.defects == {Defect.UNWRITTEN_OUTPUT}
+    assert j.findings[0].where == (4, 0) and j.findings[0].count == 1
+    assert np.isinf(j.error_map[4, 0]) and np.isinf(j.ratio)
+
+
+@pytest.mark.parametrize("kind", ["exact", "normal"])
+def test_a_nan_where_none_belongs_is_wrong_values(kind):
+    def one_nan(instance, a, b):
+        C = a @ b
+        C[3, 3] = np.nan
+        return C
+    j = judged(stand_in(one_nan), Problem(8, 8, 8, "float32", kind, 1))
+    assert j.defects == {Defect.WRONG_VALUES}
+    assert j.findings[0].detector == "nan-inf-pattern"
+    assert j.findings[0].details["nan_where_none_belongs"] == 1
+
+
+def test_a_guard_nan_in_C_is_named_as_an_out_of_bounds_read():
+    def reads_a_guard(instance, a, b):
+        bits = dt.to_bits(a @ b, instance.dt)
+        bits[0, 1] = instance.dt.guard_bits
+        return bits
+    j = judged(stand_in(reads_a_guard), Problem(4, 4, 4, "float32", "exact", 1))
+    assert j.findings[0].details["guard_payload"] == 1
+    assert "out-of-bounds read" in j.message()
+
+
+def test_a_kernel_that_drops_nan_and_inf_is_caught():
+    j = judged(stand_in(lambda i, a, b: np.nan_to_num(a, nan=0, posinf=0, neginf=0)
+                        @ np.nan_to_num(b, nan=0, posinf=0, neginf=0)),
+               Problem(9, 11, 7, "float32", "special", 5))
+    assert Defect.WRONG_VALUES in j.defects
+    assert j.findings[0].details["missing_nan"] > 0
+
+
+def test_a_kernel_that_flushes_subnormals_is_caught():
+    def flushes(instance, a, b):
+        tiny = 2.0 ** -126
+        return np.where(np.abs(a) < tiny, 0.0, a) @ b
+    p = Problem(9, 11, 7, "float32", "special", 5)
+    A, B = (np.where(np.isfinite(X), X, 0.0) for X in p.operands())
+    j = judge(run_once(stand_in(flushes), inst(), A, B), A, B, exact=True)
+    assert j.defects == {Defect.WRONG_VALUES}
+
+
+def test_a_dropped_K_tail_is_wrong_values():
+    def drops_tail(instance, a, b):
+        full = (a.shape[1] // instance.tile) * instance.tile
+        return a[:, :full] @ b[:full, :]
+    j = judged(stand_in(drops_tail), Problem(9, 9, 9, "float32", "exact", 1))
+    assert j.defects == {Defect.WRONG_VALUES}
+
+
+@pytest.mark.parametrize("kind", VALUE_KINDS)
+def test_an_all_zero_output_never_passes(kind):
+    j = judged(stand_in(lambda i, a, b: np.zeros((a.shape[0], b.shape[1]))),
+               Problem(1, 1, 1, "float16", kind, 0) if kind != "special" else
+               Problem(5, 5, 5, "float16", kind, 0))
+    assert not j.ok
+
+
+# -- the message, the verdict and the failure -----------------------------------------------
+
+def test_the_failure_message_carries_everything_needed_to_act(monkeypatch):
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "suites/correctness/test_x.py::test_y[k-float32-TILE4] (call)")
+
+    def two_wrong(instance, a, b):
+        C = a @ b
+        C[5, 6] += 1.0
+        C[1, 1] += 0.5
+        return C
+    problem = Problem(9, 7, 33, "float32", "normal", 42)
+    message = judged(stand_in(two_wrong), problem).message()
+    for piece in ("wrong_values: ", "matmul_tiled_guarded-float32-TILE4", "matmul_tiled_guarded<float, 4>",
+                  "float32 normal M9xN7xK33 seed 42", "gamma_K(u_acc)", "K = 33",
+                  "2 of 63 elements (3.17%)", "max abs error 1", "max rel error",
+                  "worst: C[5, 6] (tile 1, 1)", "actual", "expected", "bound",
+                  "pytest 'suites/correctness/test_x.py::test_y[k-float32-TILE4]'",
+                  "Problem(M=9, N=7, K=33, dtype='float32', values='normal', seed=42)"):
+        assert piece in message, f"{piece!r} missing from:\n{message}"
+
+
+def test_assert_judgement_records_the_verdict_and_fails_with_the_message():
+    log = VerdictLog()
+    ok = judged(CORRECT, Problem(4, 4, 4, "float32", "exact", 1))
+    assert_judgement(ok, log)
+    assert log.verdicts[-1].ok and log.verdicts[-1].problem == "float32 exact M4xN4xK4 seed 1"
+
+    def one_nan(instance, a, b):
+        C = a @ b
+        C[0, 0] = np.nan
+        return C
+    bad = judged(stand_in(one_nan), Problem(4, 4, 4, "float32", "exact", 1))
+    with pytest.raises(pytest.fail.Exception, match="NaN where none belongs"):
+        assert_judgement(bad, log)
+    assert log.verdicts[-1].defects == {Defect.WRONG_VALUES}
+    assert bad.worst_table().splitlines()[1].split()[:2] == ["0", "0"]
+
+
+def test_inputs_not_rounded_to_the_dtype_are_refused():
+    A = np.full((2, 2), 1.0 + 2.0 ** -20)
+    run = run_once(CORRECT, inst("float16"), A, A)
+    with pytest.raises(ValueError, match="not representable in float16"):
+        judge(run, A, A, exact=False)
+
+
+def test_inputs_of_the_wrong_shape_are_refused():
+    A, B = Problem(3, 4, 5, "float32", "exact", 1).operands()
+    run = run_once(CORRECT, inst(), A, B)
+    with pytest.raises(ValueError, match="shapes disagree"):
+        judge(run, A[:, :4], B[:4], exact=True)

@@ -1,0 +1,181 @@
+"""Problems: the exact integer range is proven exact, generators are deterministic per seed
+with one stream per operand, and every kind holds what its name promises."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gemmcheck import catalog
+from gemmcheck import dtypes as dt
+from gemmcheck.oracle import special_pattern
+from gemmcheck.problems import (VALUE_KINDS, Problem, accumulator, claimed_shape, exact_range,
+                                finfo, tile_shapes, wide_exponent)
+
+DTYPES = list(dt.DTYPES)
+KS = [1, 2, 3, 17, 65, 256, 1000, 4096, 4160]
+SPECS = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("K", KS)
+def test_exact_range_keeps_every_partial_sum_exact_and_is_the_largest_such(dtype, K):
+    d = dt.get(dtype)
+    acc = accumulator(d)
+    r = exact_range(d, K)
+    worst = K * r * r                       # |partial sum| <= sum of K products of magnitude <= r^2
+    assert r <= 2 ** d.significand_bits
+    assert worst <= 2 ** acc.significand_bits
+    assert worst <= float(finfo(d).max)
+    # r + 1 breaks one of the three conditions: the range is not needlessly small.
+    bigger = K * (r + 1) ** 2
+    assert (r + 1 > 2 ** d.significand_bits or bigger > 2 ** acc.significand_bits
+            or bigger > float(finfo(d).max))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("K", [1, 65, 4160])
+def test_the_worst_case_partial_sums_are_exact_in_the_accumulator(dtype, K):
+    # All products +r^2: every running sum of a sequential accumulation, computed in the
+    # accumulator's own numpy type, equals the exact integer running sum.
+    d = dt.get(dtype)
+    r = exact_range(d, K)
+    values = np.arange(-r, r + 1, dtype=np.float64)
+    assert np.array_equal(dt.from_bits(dt.to_bits(values, d), d).astype(np.float64), values)
+    products = np.full(K, float(r * r))
+    running = np.cumsum(products.astype(accumulator(d).numpy), dtype=accumulator(d).numpy)
+    assert np.array_equal(running.astype(np.float64), np.cumsum(products))
+    # And one more unit past the worst case would be where exactness could end.
+    assert int(running[-1]) == K * r * r
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_float64_product_of_exact_inputs_is_the_int64_product(dtype):
+    # The oracle uses numpy's float64 (BLAS) product for exact inputs; every partial sum is
+    # an integer <= 2^53, so it must equal the int64 product whatever order BLAS sums in.
+    for problem in (Problem(33, 17, 65, dtype, "exact", 1), Problem(8, 9, 4096, dtype, "exact", 2)):
+        A, B = problem.operands()
+        assert np.array_equal((A @ B).astype(np.int64), problem.exact_product())
+        assert np.array_equal(problem.expected_bits(), dt.to_bits(A @ B, problem.dt))
+
+
+def test_expected_bits_round_the_exact_product_once():
+    # bfloat16 has 8 significand bits: 257 = 2^8 + 1 is a tie and rounds to even (256).
+    p = Problem(1, 1, 1, "bfloat16", "exact", 0)
+    assert dt.from_bits(dt.to_bits(np.array([257.0]), p.dt), p.dt)[0] == 256
+    A, B = p.operands()
+    assert p.expected_bits()[0, 0] == dt.to_bits(np.array([A[0, 0] * B[0, 0]]), p.dt)[0]
+
+
+@pytest.mark.parametrize("kind", VALUE_KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_operands_are_representable_in_the_dtype(kind, dtype):
+    A, B = Problem(7, 5, 9, dtype, kind, 3).operands()
+    d = dt.get(dtype)
+    for X in (A, B):
+        back = dt.from_bits(dt.to_bits(X, d), d).astype(np.float64)
+        assert np.array_equal(back, X, equal_nan=True)
+        assert np.array_equal(np.signbit(back), np.signbit(X))
+
+
+@pytest.mark.parametrize("kind", VALUE_KINDS)
+def test_operands_are_deterministic_from_the_seed(kind):
+    one = Problem(9, 7, 5, "float32", kind, 11).operands()
+    again = Problem(9, 7, 5, "float32", kind, 11).operands()
+    other = Problem(9, 7, 5, "float32", kind, 12).operands()
+    for x, y in zip(one, again):
+        assert np.array_equal(x, y, equal_nan=True)
+    assert not all(np.array_equal(x, y, equal_nan=True) for x, y in zip(one, other))
+
+
+@pytest.mark.parametrize("kind", ["normal", "uniform", "wide"])
+def test_each_operand_has_its_own_stream(kind):
+    # A does not change when only B's shape does: the streams are independent.
+    A1, _ = Problem(6, 4, 5, "float32", kind, 7).operands()
+    A2, _ = Problem(6, 40, 5, "float32", kind, 7).operands()
+    assert np.array_equal(A1, A2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_exact_inputs_never_allow_an_all_zero_answer(dtype):
+    for seed in range(200):
+        for shape in ((1, 1, 1), (2, 3, 1), (3, 2, 5)):
+            p = Problem(*shape, dtype, "exact", seed)
+            A, B = p.operands()
+            assert (A != 0).any(axis=1).all() and (B != 0).any(axis=0).all()
+            assert p.exact_product().any()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("K", [1, 65, 4160])
+def test_wide_values_span_binades_and_cannot_overflow_the_output(dtype, K):
+    d = dt.get(dtype)
+    E = wide_exponent(d, K)
+    A, B = Problem(16, 16, K, dtype, "wide", 1).operands()
+    magnitudes = np.log2(np.abs(A))
+    assert magnitudes.max() - magnitudes.min() >= min(2 * E - 1, 8)
+    assert (np.abs(A) >= float(finfo(d).smallest_normal)).all()
+    assert K * 2.0 ** (2 * E) <= float(finfo(d).max)
+    assert np.isfinite(np.abs(A) @ np.abs(B)).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_special_inputs_hold_every_special_case(dtype):
+    p = Problem(9, 11, 7, dtype, "special", 5)
+    A, B = p.operands()
+    nan, pos_inf, neg_inf = special_pattern(A, B)
+    assert np.isnan(A).any() and (A == np.inf).any() and (B == -np.inf).any()
+    assert nan.any() and (pos_inf | neg_inf).any()
+    # Inf * 0 makes NaN where no NaN input reaches.
+    clean = ~np.isnan(A).any(axis=1)[:, None] & ~np.isnan(B).any(axis=0)[None, :]
+    assert (nan & clean).any()
+    for X in (A, B):
+        assert (np.signbit(X) & (X == 0)).any()
+    tiny = float(finfo(p.dt).smallest_normal)
+    finite = np.where(np.isfinite(A), A, 0.0)
+    assert any(row.any() and (np.abs(row[row != 0]) < tiny).all() for row in finite)
+
+
+def test_a_problem_names_its_shape_and_everything_that_makes_it():
+    p = Problem(33, 17, 65, "float16", "normal", 7)
+    assert p.id == "M33xN17xK65"
+    assert p.label == "float16 normal M33xN17xK65 seed 7"
+    assert repr(p) == "Problem(M=33, N=17, K=65, dtype='float16', values='normal', seed=7)"
+    assert not p.exact and Problem(1, 1, 1, "float32").exact
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(M=0), "M=0 must be a positive integer"),
+    (dict(values="gaussian"), "values='gaussian'"),
+    (dict(dtype="int8"), "unknown dtype 'int8'"),
+    (dict(seed=-1), "seed=-1"),
+])
+def test_a_bad_problem_is_refused_with_the_value(kwargs, message):
+    args = dict(M=2, N=2, K=2, dtype="float32", values="exact", seed=0) | kwargs
+    with pytest.raises(ValueError, match=message):
+        Problem(**args)
+
+
+@pytest.mark.parametrize("tile", [1, 2, 16, 32])
+def test_tile_shapes_are_valid_and_named_alike_for_every_tile(tile):
+    shapes = tile_shapes(tile)
+    assert list(shapes) == list(tile_shapes(1))
+    assert all(min(s) >= 1 for s in shapes.values())
+    M, N, K = shapes["ragged"]
+    assert len({M, N, K}) == 3
+    assert tile == 1 or (M % tile and N % tile)
+    assert shapes["K1"][2] == 1 and shapes["skinny"][1] == 1 and shapes["wide"][0] == 1
+
+
+def test_claimed_shape_falls_back_to_a_square_tile_multiple_for_the_seed():
+    seed = catalog.Instance(SPECS["matmul_tiled"], "float32", 16)
+    general = catalog.Instance(SPECS["matmul_tiled_guarded"], "float32", 16)
+    assert claimed_shape(general, 33, 17, 67) == (33, 17, 67)
+    assert claimed_shape(seed, 33, 17, 67) == (80, 80, 80)
+    assert claimed_shape(seed, 32, 32, 32) == (32, 32, 32)
+
+
+def test_exact_range_refuses_a_K_too_long_to_be_exact():
+    with pytest.raises(ValueError, match="too long"):
+        exact_range("float32", 2 ** 25)
+    assert math.isqrt(2 ** 24 // 4096) == exact_range("float32", 4096)
