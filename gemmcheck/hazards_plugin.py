@@ -98,7 +98,8 @@ def kill_matrix_rows(request, backend) -> dict:
             race_sizes=gc.profile.race_sizes, race_repeats=gc.profile.race_repeats,
             backend_name=gc.backend_name, sanitizer_exe=exe, sanitizer_note=why,
             hang_timeout=config.getoption("gemm_hang_timeout"),
-            isolate_all=config.getoption("gemm_isolate") == "all")
+            isolate_all=config.getoption("gemm_isolate") == "all",
+            log_dir=Path(config.rootpath) / "reports" / "sanitizer")
         import time
 
         started = time.monotonic()

@@ -160,6 +160,7 @@ class Settings:
     tools: tuple[str, ...] = sanitizer.TOOLS
     hang_timeout: float = isolation.STEP_TIMEOUT_S
     isolate_all: bool = False
+    log_dir: object = None               # a Path: each tool's raw log is written there
 
 
 def plain_observations(backend, instance: Instance, settings: Settings) -> list[hazards.Observation]:
@@ -232,6 +233,9 @@ def _sanitizer_column(rows: dict[str, Row], instances, settings: Settings) -> No
             errors.append(f"{tool}: {exc}")
             continue
         share = (time.monotonic() - t0) / max(len(plan), 1)
+        if settings.log_dir is not None:
+            settings.log_dir.mkdir(parents=True, exist_ok=True)
+            (settings.log_dir / f"{tool}.log").write_text(result.log)
         for inst, _ in plan:
             tool_findings[inst.id] += result.findings(inst)
             unrecognized[inst.id] += [f"{tool}: {u}" for u in result.reports[inst.id].unrecognized]

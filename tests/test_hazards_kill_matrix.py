@@ -73,8 +73,10 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
                      "segfaults": ["========= Invalid __global__ write of size 4 bytes",
                                    at("segfaults"), *invalid]},
     }, monkeypatch)
-    s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck", "synccheck", "memcheck"))
+    s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck", "synccheck", "memcheck"),
+                 log_dir=tmp_path / "logs")
     rows = kill_matrix.build(matrix_backend(), instances, s)
+    assert "Divergent thread(s) in block" in (tmp_path / "logs" / "synccheck.log").read_text()
     assert {r.instance.spec.name: r.outcome()[0] for r in rows} == {n: "pass" for n in MATRIX_KERNELS
                                                                    if n != "slow"}
     by_name = {r.instance.spec.name: r for r in rows}
