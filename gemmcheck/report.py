@@ -473,7 +473,8 @@ def category_of(message: str, status: str = "failed") -> str | None:
 # -- environment and executor ---------------------------------------------------------------
 
 def environment(gemm=None) -> dict[str, str]:
-    """What ran the suite, for environment.properties (one line each)."""
+    """What ran the suite, for environment.properties (one line each). Keys are short: the
+    report shows about twelve characters of a key."""
     from gemmcheck import device
 
     env: dict[str, str] = {}
@@ -484,37 +485,37 @@ def environment(gemm=None) -> dict[str, str]:
 
             props = cupy.cuda.runtime.getDeviceProperties(0)
             name = props["name"]
-            env["gpu.name"] = name.decode() if isinstance(name, bytes) else str(name)
-            env["gpu.compute_capability"] = f"{props['major']}.{props['minor']}"
-            env["gpu.sm_count"] = str(props["multiProcessorCount"])
-            env["gpu.memory_gib"] = f"{props['totalGlobalMem'] / 2**30:.1f}"
-            env["cuda.driver"] = _cuda_version(cupy.cuda.runtime.driverGetVersion())
-            env["cuda.runtime"] = _cuda_version(cupy.cuda.runtime.runtimeGetVersion())
+            env["gpu"] = name.decode() if isinstance(name, bytes) else str(name)
+            env["capability"] = f"{props['major']}.{props['minor']}"
+            env["sm_count"] = str(props["multiProcessorCount"])
+            env["gpu_memory"] = f"{props['totalGlobalMem'] / 2**30:.1f} GiB"
+            env["cuda_driver"] = _cuda_version(cupy.cuda.runtime.driverGetVersion())
+            env["cuda_runtime"] = _cuda_version(cupy.cuda.runtime.runtimeGetVersion())
         except Exception as exc:
-            env["gpu.name"] = f"unknown ({type(exc).__name__}: {exc})"
+            env["gpu"] = f"unknown ({type(exc).__name__}: {exc})"
         smi = _nvidia_smi_driver()
         if smi:
-            env["nvidia.driver"] = smi
+            env["driver"] = smi
     else:
-        env["gpu.name"] = f"none ({why})"
+        env["gpu"] = f"none ({why})"
     for module in ("cupy", "numpy", "hypothesis", "pytest", "matplotlib"):
         env[module] = _version(module)
     env["python"] = platform.python_version()
     env["platform"] = platform.platform()
     sanitizer = shutil.which("compute-sanitizer")
-    env["compute_sanitizer"] = sanitizer or "not found on PATH"
+    env["sanitizer"] = sanitizer or "not found on PATH"
     try:
         from hypothesis import settings
 
-        env["hypothesis.profile"] = settings._current_profile or "default"
+        env["hyp_profile"] = settings._current_profile or "default"
     except Exception:
         pass
     if gemm is not None:
-        env["gemmcheck.profile"] = gemm.profile.name
-        env["gemmcheck.backend"] = (gemm.backend.describe() if gemm.backend is not None
+        env["profile"] = gemm.profile.name
+        env["backend"] = (gemm.backend.describe() if gemm.backend is not None
                                     else f"{gemm.backend_name}" + (f" ({gemm.backend_error})"
                                                                    if gemm.backend_error else ""))
-        env["gemmcheck.catalog"] = ", ".join(str(c) for c in gemm.catalogs)
+        env["catalog"] = ", ".join(str(c) for c in gemm.catalogs)
     return env
 
 

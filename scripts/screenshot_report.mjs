@@ -119,8 +119,8 @@ await shoot("overview");
 await clickText("Show more");
 await sleep(500);
 page = await text();
-const gpuKeys = process.env.EXPECT_GPU === "0" ? [] : ["cuda.driver", "cuda.runtime", "gpu.compute_capability", "gpu.sm_count"];
-for (const key of ["gpu.name", ...gpuKeys, "cupy", "numpy", "python", "hypothesis.profile", "gemmcheck.profile"]) {
+const gpuKeys = process.env.EXPECT_GPU === "0" ? [] : ["cuda_driver", "cuda_runtime", "capability", "sm_count", "driver"];
+for (const key of ["gpu", ...gpuKeys, "cupy", "numpy", "python", "hyp_profile", "profile", "backend"]) {
   check("environment", `'${key}' shown`, page.includes(key));
 }
 await evaluate(`(() => { const h = [...document.querySelectorAll("*")].find((e) => e.children.length === 0 && e.textContent.trim() === "Metadata"); if (h) h.scrollIntoView({ block: "start" }); })()`);
