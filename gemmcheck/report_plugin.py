@@ -73,7 +73,9 @@ def pytest_configure(config: pytest.Config) -> None:
     opt = config.option
     if has_allure and not nested and getattr(opt, "allure_report_dir", None) is None:
         opt.allure_report_dir = str(config.rootpath / DEFAULT_RESULTS)
-        opt.clean_alluredir = True   # one run, one report; trends live in the HTML history
+        # One run, one report (trends live in the HTML history); under pytest-xdist only the
+        # controller cleans, or the workers would delete each other's results.
+        opt.clean_alluredir = not hasattr(config, "workerinput")
     recording = bool(has_allure and not nested and getattr(opt, "allure_report_dir", None))
     verdicts = Path(opt.gemm_verdicts) if opt.gemm_verdicts else config.rootpath / DEFAULT_VERDICTS
     state = _State(recording, verdicts)
@@ -279,21 +281,59 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         return
     if state.recording and state.results_dir is not None:
         report.write_result_metadata(state.results_dir, gemm)
-    if gemm.verdicts.verdicts or state.ran_instances:
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    verdicts = gemm.verdicts.verdicts
+    if worker is None and not verdicts:
+        verdicts = _worker_verdicts(state.verdicts_path, session)
+    if verdicts or state.ran_instances:
         from gemmcheck import device
 
         document = report.verdicts_document(
-            gemm.instances("any_kernel"), gemm.verdicts.verdicts,
+            gemm.instances("any_kernel"), verdicts,
             run_info={"profile": gemm.profile.name, "backend": gemm.backend_name,
                       "device": device.cuda_device()[1],
                       "catalogs": [str(c) for c in gemm.catalogs],
                       "exit_status": int(exitstatus)})
+        if worker is not None:   # pytest-xdist: the controller merges the workers' files
+            report.write_verdicts(_worker_file(state.verdicts_path, worker), document)
+            return
         report.write_verdicts(state.verdicts_path, document)
         state.summary = document["instances"]
         if state.recording:
             report.allure.global_attach(
                 "\n".join(report.verdict_table(document["instances"])) + "\n",
                 name="verdict summary", attachment_type=report.AttachmentType.TEXT)
+
+
+def _worker_file(path: Path, worker: str) -> Path:
+    return path.with_name(f"{path.stem}-{worker}.json")
+
+
+def _worker_verdicts(path: Path, session: pytest.Session) -> list:
+    """The verdicts pytest-xdist workers wrote in this session (removing their files)."""
+    import json
+    import time
+
+    from gemmcheck.verdict import Defect, Finding, Verdict
+
+    started = getattr(session, "_gemm_report_started", time.time())
+    out = []
+    for part in sorted(path.parent.glob(f"{path.stem}-gw*.json")):
+        if part.stat().st_mtime < started:
+            continue
+        for v in json.loads(part.read_text())["verdicts"]:
+            findings = [Finding(**{**f, "defect": Defect(f["defect"]),
+                                   "where": tuple(f["where"]) if f["where"] else None})
+                        for f in v.pop("findings")]
+            out.append(Verdict(**v, findings=findings))
+        part.unlink()
+    return out
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    session._gemm_report_started = time.time() - 1
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

@@ -189,6 +189,25 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
     assert any("shared_memory_race x2, wrong_values x1" in line for line in table)
 
 
+def test_the_controller_merges_the_verdicts_xdist_workers_wrote(tmp_path):
+    import time
+    from types import SimpleNamespace
+
+    from gemmcheck.report_plugin import _worker_file, _worker_verdicts
+
+    race = inst("broken_no_barriers")
+    found = Verdict.for_instance(race, "M64", [Finding(Defect.SHARED_MEMORY_RACE, "racecheck", "y", 9, (1, 2))])
+    path = tmp_path / "verdicts.json"
+    for worker, verdicts in (("gw0", [found]), ("gw1", [Verdict.for_instance(race, "M4", [])])):
+        report.write_verdicts(_worker_file(path, worker), report.verdicts_document([race], verdicts))
+    stale = tmp_path / "verdicts-gw7.json"
+    report.write_verdicts(stale, report.verdicts_document([race], [found]))
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    merged = _worker_verdicts(path, SimpleNamespace(_gemm_report_started=time.time() - 60))
+    assert [v.problem for v in merged] == ["M64", "M4"] and merged[0].findings == found.findings
+    assert not _worker_file(path, "gw0").exists() and stale.exists()
+
+
 # -- categories -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("defect", list(Defect), ids=[d.value for d in Defect])
