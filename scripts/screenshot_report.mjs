@@ -136,8 +136,13 @@ check("categories", "at least one defect category shown", categories.some((c) =>
 await shoot("categories");
 
 // 4. A failing broken variant with its heatmap: picked from the report's own data.
-const results = readdirSync(join(reportDir, "data", "test-results")).map((f) =>
-  JSON.parse(readFileSync(join(reportDir, "data", "test-results", f), "utf8")));
+// A multi-file report keeps them in data/test-results; a single-file one embeds them, base64.
+const resultsDir = join(reportDir, "data", "test-results");
+const results = existsSync(resultsDir)
+  ? readdirSync(resultsDir).map((f) => JSON.parse(readFileSync(join(resultsDir, f), "utf8")))
+  : [...readFileSync(join(reportDir, "index.html"), "utf8")
+      .matchAll(/d\("data\/test-results\/[^"]+\.json","([^"]+)"\)/g)]
+      .map((m) => JSON.parse(Buffer.from(m[1], "base64").toString("utf8")));
 const label = (tr, name) => (tr.labels ?? []).find((l) => l.name === name)?.value;
 const hasHeatmap = (tr) => JSON.stringify(tr.attachments ?? tr.steps ?? []).includes("error / bound heatmap");
 // A broken variant first, failed before other statuses, a fixed shape before a hypothesis-shrunk one.
