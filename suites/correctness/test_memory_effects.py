@@ -40,23 +40,22 @@ def test_every_output_element_is_written(watched_run, reference, conclude):
     conclude(reference, problem, finding)
 
 
+def counted(defect: Defect, detector: str, what: str, counts: dict[str, int]) -> Finding | None:
+    """A finding if any buffer's count is nonzero: `what` per buffer, e.g. 'C: 3'."""
+    nonzero = {name: n for name, n in counts.items() if n}
+    if not nonzero:
+        return None
+    return Finding(defect, detector, f"{what}: {', '.join(f'{k}: {v}' for k, v in nonzero.items())}",
+                   sum(nonzero.values()), details={detector: counts})
+
+
 def test_nothing_is_written_outside_C(watched_run, reference, conclude):
     problem, run = watched_run
-    damaged = {name: n for name, n in run.guard_damage.items() if n}
-    finding = None
-    if damaged:
-        finding = Finding(Defect.OUT_OF_BOUNDS_WRITE, "guard-bands",
-                          f"guard elements changed around {', '.join(f'{k}: {v}' for k, v in damaged.items())}",
-                          sum(damaged.values()), details={"guard_damage": run.guard_damage})
-    conclude(reference, problem, finding)
+    conclude(reference, problem, counted(Defect.OUT_OF_BOUNDS_WRITE, "guard-bands",
+                                         "guard elements changed around", run.guard_damage))
 
 
 def test_A_and_B_are_unchanged(watched_run, reference, conclude):
     problem, run = watched_run
-    changed = {name: n for name, n in run.inputs_changed.items() if n}
-    finding = None
-    if changed:
-        finding = Finding(Defect.INPUT_MUTATION, "input-compare",
-                          f"input elements changed: {', '.join(f'{k}: {v}' for k, v in changed.items())}",
-                          sum(changed.values()), details={"inputs_changed": run.inputs_changed})
-    conclude(reference, problem, finding)
+    conclude(reference, problem, counted(Defect.INPUT_MUTATION, "input-compare",
+                                         "input elements changed", run.inputs_changed))
