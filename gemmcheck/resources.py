@@ -1,17 +1,16 @@
-"""Static resource checks that need no GPU: compile for a target with NVRTC
-(through cuda.core) and read ptxas's report of registers, shared memory,
-spills and stack frame per instantiation.
+"""Static resource checks that need no GPU: read ptxas's report of registers,
+shared memory, spills and stack frame per instantiation, from the same NVRTC
+build (gemmcheck.compiler) the GPU backend runs.
 """
 
 from __future__ import annotations
 
 import functools
-import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck import toolkit
+from gemmcheck import compiler
 
 DEFAULT_ARCH = "sm_90"
 
@@ -65,21 +64,16 @@ def parse_ptxas(log: str, mangled_to_name: dict[str, str]) -> dict[str, Resource
 @functools.lru_cache(maxsize=None)
 def compile_report(source: Path, name_expressions: tuple[str, ...],
                    arch: str = DEFAULT_ARCH) -> dict[str, Resources]:
-    """Compile `name_expressions` of `source` to a cubin for `arch`; resources of each."""
-    from cuda.core import Program, ProgramOptions
+    """Compile `name_expressions` of `source` for `arch`; the resources of each.
 
-    options = ProgramOptions(arch=arch, std="c++17", ptxas_options=["-v"],
-                             include_path=[toolkit.include_dir()] if toolkit.include_dir() else None)
-    log = io.StringIO()
+    The build is gemmcheck.compiler's: the same cubin the GPU backend loads.
+    """
     try:
-        program = Program(source.read_text(), "c++", options=options)
-        code = program.compile("cubin", name_expressions=list(name_expressions), logs=log)
-    except Exception as exc:
-        raise CompileFailed(f"{source.name}: NVRTC could not compile "
-                            f"{', '.join(name_expressions)} for {arch}: {exc}") from None
-    mapping = {(v.decode() if isinstance(v, bytes) else v): k
-               for k, v in code.symbol_mapping.items()}
-    report = parse_ptxas(log.getvalue().rstrip("\x00"), mapping)
+        compiled = compiler.compile_source(source, name_expressions, arch)
+    except compiler.CompileError as exc:
+        raise CompileFailed(str(exc)) from None
+    mapping = {mangled: name for name, mangled in compiled.mangled.items()}
+    report = parse_ptxas(compiled.log, mapping)
     missing = set(name_expressions) - set(report)
     if missing:
         raise CompileFailed(f"{source.name}: ptxas reported nothing for {sorted(missing)}")

@@ -1,4 +1,4 @@
-"""Where the CUDA headers are, and the NVRTC options every compile uses.
+"""Where the CUDA headers (cuda_fp16.h, cuda_bf16.h) are.
 
 CuPy's wheel ships no cuda_fp16.h / cuda_bf16.h; the `nvidia-cuda-runtime`
 wheel (a dependency) or a system CUDA does. cuda-pathfinder finds either.
@@ -17,9 +17,3 @@ def include_dir() -> str | None:
         return None
     return find_nvidia_header_directory("cudart")
 
-
-def nvrtc_options() -> tuple[str, ...]:
-    options = ["-std=c++17"]
-    if include_dir():
-        options.append(f"-I{include_dir()}")
-    return tuple(options)

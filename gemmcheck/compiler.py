@@ -1,0 +1,92 @@
+"""One way to compile a kernel source: NVRTC through cuda.core, to a cubin.
+
+The GPU backend loads exactly these cubins, and the static resource checks read
+ptxas's report of the same compile, so the resource table describes the very
+binary that runs. We do not let CuPy compile: CuPy appends `-ftz=true` to every
+NVRTC compile, which flushes float32 subnormals to zero; nvcc's default (and
+ours) keeps them, as IEEE 754 says.
+
+Builds are cached on disk by (source, options, name expressions, target,
+NVRTC version): a second session pays nothing for an unchanged source.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from gemmcheck import toolkit
+
+# The options every build uses, spelled for cuda.core's ProgramOptions.
+# ftz=False is NVRTC's default too; it is written out because it is a claim the
+# special-value tests rely on.
+BASE_OPTIONS = dict(std="c++17", ftz=False, ptxas_options=["-v"])
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a source; the message carries its log."""
+
+
+@dataclass(frozen=True)
+class Compiled:
+    cubin: bytes
+    mangled: dict[str, str]   # name expression -> mangled symbol
+    log: str                  # NVRTC + ptxas -v output
+    arch: str
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("GEMMCHECK_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "gemmcheck")
+    return Path(root) / "cubin"
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_version() -> str:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    return f"{major}.{minor}"
+
+
+def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str) -> Compiled:
+    """Compile `name_expressions` of `source` for `arch` (e.g. "sm_90"), cached on disk."""
+    text = source.read_text()
+    include = toolkit.include_dir()
+    key = hashlib.sha256(json.dumps(
+        [text, sorted(name_expressions), arch, BASE_OPTIONS, include, nvrtc_version()],
+        sort_keys=True).encode()).hexdigest()[:32]
+    entry = cache_dir() / key
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+        return Compiled((entry / "kernel.cubin").read_bytes(), meta["mangled"], meta["log"], arch)
+    except (OSError, ValueError, KeyError):
+        pass
+    compiled = _compile(source.name, text, name_expressions, arch, include)
+    try:
+        entry.mkdir(parents=True, exist_ok=True)
+        (entry / "kernel.cubin").write_bytes(compiled.cubin)
+        (entry / "meta.json").write_text(json.dumps({"mangled": compiled.mangled, "log": compiled.log}))
+    except OSError:
+        pass  # a read-only cache only costs time
+    return compiled
+
+
+def _compile(name: str, text: str, name_expressions, arch: str, include) -> Compiled:
+    from cuda.core import Program, ProgramOptions
+
+    options = ProgramOptions(arch=arch, include_path=[include] if include else None, **BASE_OPTIONS)
+    log = io.StringIO()
+    try:
+        program = Program(text, "c++", options=options)
+        code = program.compile("cubin", name_expressions=list(name_expressions), logs=log)
+    except Exception as exc:
+        raise CompileError(f"{name}: NVRTC could not compile {', '.join(name_expressions)} "
+                           f"for {arch}: {exc}") from None
+    mangled = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in code.symbol_mapping.items()}
+    return Compiled(bytes(code.code), mangled, log.getvalue().rstrip("\x00"), arch)

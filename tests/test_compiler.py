@@ -1,0 +1,54 @@
+"""gemmcheck.compiler: one NVRTC build, cached on disk, IEEE subnormals kept."""
+
+from pathlib import Path
+
+import pytest
+
+from gemmcheck import compiler, toolkit
+
+SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "reference_tiled.cu"
+NAMES = ("matmul_tiled_guarded<float, 16>",)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMCHECK_CACHE_DIR", str(tmp_path))
+    return tmp_path / "cubin"
+
+
+def test_a_build_is_cached_and_a_broken_cache_entry_is_rebuilt(cache):
+    first = compiler.compile_source(SOURCE, NAMES, "sm_90")
+    assert first.cubin and "matmul_tiled_guarded<float, 16>" in first.mangled
+    (entry,) = cache.iterdir()
+    assert compiler.compile_source(SOURCE, NAMES, "sm_90") == first  # the log too: from disk
+    (entry / "meta.json").write_text("{not json")
+    rebuilt = compiler.compile_source(SOURCE, NAMES, "sm_90")
+    assert (rebuilt.cubin, rebuilt.mangled) == (first.cubin, first.mangled)
+
+
+def test_a_compile_error_names_the_source_and_instantiation(cache, tmp_path):
+    bad = tmp_path / "bad.cu"
+    bad.write_text("template <typename T, int TILE> __global__ void k() { undefined_thing; }\n")
+    with pytest.raises(compiler.CompileError, match=r"bad.cu: NVRTC could not compile k<float, 8> for sm_90"):
+        compiler.compile_source(bad, ("k<float, 8>",), "sm_90")
+
+
+def test_float32_arithmetic_is_built_without_flush_to_zero():
+    # CuPy's own compile adds -ftz=true (fma.rn.ftz.f32); ours must not. The same
+    # options, to PTX through the raw NVRTC API (cuda.core's PTX path wants a driver).
+    from cuda.bindings import nvrtc
+    from cuda.core import ProgramOptions
+
+    options = ProgramOptions(arch="sm_90", include_path=[toolkit.include_dir()], **compiler.BASE_OPTIONS)
+    flags = [b"-arch=compute_90" if o.startswith(b"-arch") else o
+             for o in options.as_bytes("nvrtc") if not o.startswith(b"--ptxas")]
+    err, program = nvrtc.nvrtcCreateProgram(SOURCE.read_bytes(), b"reference_tiled.cu", 0, [], [])
+    nvrtc.nvrtcAddNameExpression(program, NAMES[0].encode())
+    (err,) = nvrtc.nvrtcCompileProgram(program, len(flags), flags)
+    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS
+    err, size = nvrtc.nvrtcGetPTXSize(program)
+    ptx = b" " * size
+    nvrtc.nvrtcGetPTX(program, ptx)
+    text = ptx.decode()
+    assert b"--ftz=false" in flags
+    assert "fma.rn.f32" in text and ".ftz." not in text
