@@ -50,7 +50,9 @@ const profile = mkdtempSync(join(tmpdir(), "gemmcheck-chromium-"));
 const chrome = spawn(browser, ["--headless", "--no-sandbox", "--disable-gpu",
   "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
   "--disable-default-apps", "--hide-scrollbars", `--user-data-dir=${profile}`,
-  "--remote-debugging-port=0", "--window-size=1440,1000", "about:blank"], { stdio: "ignore" });
+  "--remote-debugging-port=0", "--window-size=1440,1000", "about:blank"], { stdio: "ignore", detached: true });
+// Debian's `chromium` is a wrapper script: end the whole process group, not just the wrapper.
+const stopBrowser = () => { try { process.kill(-chrome.pid, "SIGTERM"); } catch {} };
 let port;
 for (let i = 0; i < 100 && !port; i++) {
   await sleep(100);
@@ -171,7 +173,7 @@ if (chosen) {
 writeFileSync(join(outDir, "checks.json"), JSON.stringify(checks, null, 2));
 for (const c of checks) console.log(`${c.ok ? "ok  " : "FAIL"} ${c.view}: ${c.what}${c.detail ? ` (${c.detail})` : ""}`);
 ws.close();
-chrome.kill();
+stopBrowser();
 server.close();
 await sleep(300);
 rmSync(profile, { recursive: true, force: true });
