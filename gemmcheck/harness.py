@@ -50,6 +50,8 @@ class GuardedBuffer:
 
     def inner(self):
         """The device view of the matrix itself (what the kernel gets a pointer to)."""
+        if self.guard == 0:
+            return self.device  # exact-size: the allocation itself, nothing around it
         return self.device[self.guard:self.guard + self.size]
 
     def split(self, flat: np.ndarray):
@@ -89,7 +91,11 @@ class GuardedGemm:
     """One problem on one instantiation: initialize once, run many times."""
 
     def __init__(self, backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray,
-                 *, guard_bits: int | None = None, poison_bits: int | None = None):
+                 *, guard_bits: int | None = None, poison_bits: int | None = None,
+                 guard: int | None = None):
+        """`guard` elements of guard band on each side of every buffer (default: enough
+        for any TILE-rounded overshoot). guard=0 gives exact-size allocations: what
+        compute-sanitizer memcheck needs to see an out-of-bounds access as one."""
         M, K = A.shape
         K2, N = B.shape
         if K != K2:
@@ -101,7 +107,7 @@ class GuardedGemm:
         d = instance.dt
         self.guard_bits = d.guard_bits if guard_bits is None else guard_bits
         self.poison_bits = d.poison_bits if poison_bits is None else poison_bits
-        g = guard_elements(M, N, K, instance.tile)
+        g = guard_elements(M, N, K, instance.tile) if guard is None else guard
         self.A = guarded("A", dt.to_bits(A, d), g, self.guard_bits)
         self.B = guarded("B", dt.to_bits(B, d), g, self.guard_bits)
         self.C = guarded("C", np.full((M, N), self.poison_bits, dtype=d.storage), g, self.guard_bits)

@@ -323,36 +323,6 @@ def _instance(step: Step):
 
 # -- the child side -------------------------------------------------------------------------
 
-class ExactGemm:
-    """A launch on exact-size allocations (no guard bands): what memcheck needs to see
-    an out-of-bounds access as one. C is still poisoned first, so it is initialized."""
-
-    def __init__(self, backend, instance, A, B):
-        from gemmcheck import dtypes as dt
-
-        self.backend, self.instance = backend, instance
-        self.M, self.N, self.K = A.shape[0], B.shape[1], A.shape[1]
-        d = instance.dt
-        self.poison = d.poison_bits
-        self.A = backend.to_device(dt.to_bits(A, d).reshape(-1))
-        self.B = backend.to_device(dt.to_bits(B, d).reshape(-1))
-        self.grid, self.block = instance.launch_shape(self.M, self.N, self.K)
-
-    def run(self):
-        from gemmcheck.harness import Run
-
-        c = np.full(self.M * self.N, self.poison, dtype=self.instance.dt.storage)
-        self.C = self.backend.to_device(c)
-        if self.instance.spec.signature == "square":
-            args = (self.A, self.B, self.C, self.N)
-        else:
-            args = (self.A, self.B, self.C, self.M, self.N, self.K)
-        self.backend.launch(self.instance, self.grid, self.block, args)
-        bits = self.backend.to_host(self.C).reshape(self.M, self.N)
-        return Run(self.instance, self.M, self.N, self.K, self.grid, self.block, bits,
-                   bits == self.poison, {}, {})
-
-
 def _say(word: str, rest: str = "") -> None:
     print(f"{MARK} {word} {rest}".rstrip(), flush=True)
 
@@ -378,6 +348,7 @@ def _make_backend(name: str, exact_allocations: bool):
 def child_main(job_path: str, outdir: str) -> int:
     from gemmcheck import hazards
     from gemmcheck.backends import KernelLaunchError
+    from gemmcheck.harness import GuardedGemm
 
     job = json.loads(Path(job_path).read_text())
     out = Path(outdir)
@@ -396,7 +367,7 @@ def child_main(job_path: str, outdir: str) -> int:
         _say("LAUNCH", str(step.id))
         try:
             if job.get("exact_allocations"):
-                gemm = ExactGemm(backend, instance, *hazards.operands(problem))
+                gemm = GuardedGemm(backend, instance, *hazards.operands(problem), guard=0)
                 obs = hazards.Observation(instance, problem, step.purpose,
                                           [gemm.run() for _ in range(step.repeats)])
             else:

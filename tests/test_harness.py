@@ -85,3 +85,15 @@ def test_square_kernels_get_N_only_and_reject_non_square():
 def test_guard_covers_a_tile_of_rows_past_the_end():
     assert guard_elements(1000, 1000, 1000, 32) >= 32 * 1000 + 32
     assert guard_elements(4, 4, 4, 2) == 1024
+
+
+def test_guard_zero_gives_exact_size_allocations():
+    seen = []
+
+    def record(instance, grid, block, A, B, C, M, N, K):
+        seen.append((A.size, B.size, C.size))
+        correct_product(instance, grid, block, A, B, C, M, N, K)
+    gemm = GuardedGemm(NumpyBackend({"matmul_tiled_guarded": record}), inst(), *operands(5, 7, 3), guard=0)
+    run = gemm.run()
+    assert seen == [(5 * 3, 3 * 7, 5 * 7)]
+    assert run.guard_damage == {"A": 0, "B": 0, "C": 0} and not run.unwritten.any()
