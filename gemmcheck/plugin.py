@@ -252,7 +252,7 @@ def profile(gemm: GemmConfig) -> profiles.Profile:
     return gemm.profile
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def verdicts(gemm: GemmConfig) -> VerdictLog:
     """The session's verdict log: checks record what they found here."""
     return gemm.verdicts
