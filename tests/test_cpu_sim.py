@@ -270,3 +270,38 @@ def test_builds_are_cached_by_source_and_options(tmp_path, monkeypatch):
     source.write_text(source.read_text() + "\n// changed\n")
     changed = build.module(source, [catalog.Instance(spec, "float32", 4)])
     assert changed.build_seconds is not None and changed.path != first.path
+
+
+# -- wiring: the header, gpu_only and perf skips ----------------------------------------
+
+GPU_ONLY_PROBE = """
+import pytest
+
+def test_runs(any_kernel):
+    pass
+
+@pytest.mark.perf
+def test_timed():
+    pass
+"""
+
+
+def test_gpu_only_and_perf_tests_skip_on_cpu_sim_with_the_reason(pytester):
+    pytester.makeconftest((Path(__file__).parent.parent / "conftest.py").read_text())
+    source = Path(__file__).parent / "cpu_sim_kernels" / "probes.cu"
+    (pytester.path / "probes.cu").write_text(source.read_text())
+    (pytester.path / "cat.toml").write_text(
+        '[[kernel]]\nname = "needs_gpu"\nsource = "probes.cu"\nentry = "rotate_sync"\nsignature = "mnk"\n'
+        'policy = "tile2d"\ntiles = [4]\ndtypes = ["float32"]\nexpect = "correct"\ngpu_only = true\n\n'
+        '[[kernel]]\nname = "runs_anywhere"\nsource = "probes.cu"\nentry = "rotate_sync"\nsignature = "mnk"\n'
+        'policy = "tile2d"\ntiles = [4]\ndtypes = ["float32"]\nexpect = "correct"\n')
+    pytester.makepyfile(test_probe=GPU_ONLY_PROBE)
+    result = pytester.runpytest("-rs", "--gemm-catalog", "cat.toml", "--gemm-backend", "cpu-sim")
+    result.stdout.fnmatch_lines(["gemmcheck: backend cpu-sim; device: *; kernels run on cpu-sim",
+                                 "*needs_gpu is gpu_only in its catalog*"])
+    result.assert_outcomes(passed=1, skipped=2)
+    from gemmcheck import device
+
+    ok, why = device.cuda_device()
+    perf_reason = "--gemm-backend cpu-sim: GPU and performance tests run only" if ok else why
+    result.stdout.fnmatch_lines([f"SKIPPED * {perf_reason}*"])
