@@ -70,10 +70,12 @@ taints whole rows of C (from A) and whole columns (from B), and an element is
 finite exactly when row i of A and column j of B are. Counts are computed with
 0/1 matrix products, never with a library's own inf*0 handling.
 
-Subnormals: NVRTC compiles with -ftz=false by default (gemmcheck adds no
---use_fast_math), so subnormal inputs, products and results must be kept, not
-flushed to zero; the ``special`` kind's subnormal row makes a flush visible
-as wrong values. The NaN payload is not judged (GPUs return a canonical NaN);
+Subnormals: gemmcheck builds with -ftz=false (gemmcheck.compiler; NVRTC's
+default, and no fast-math flags), so subnormal inputs, products and results
+must be kept, not flushed to zero; the ``special`` kind's subnormal row makes
+a flush visible as wrong values (and Inf * subnormal, flushed, as a NaN where
+IEEE gives Inf). CuPy's own compile adds -ftz=true: the first H200 run
+showed exactly that flush for float32 and bfloat16. The NaN payload is not judged (GPUs return a canonical NaN);
 only the poison and guard payloads carry meaning: poison means unwritten, a
 guard payload means the element read past an operand's end.
 """
