@@ -16,11 +16,11 @@ from gemmcheck import perf, report, roofline
 from gemmcheck.catalog import Instance
 
 # Fixtures the perf suite parametrizes, and what each gets.
-TIMED = "timed"            # a catalog instantiation to time: references and declared-too-slow kernels
+TIMED = "perf_instance"    # a catalog instantiation to time: references and declared-too-slow kernels
 SIZE = "perf_size"         # N of the N x N x N problem, from the profile's perf_sizes
-CLAIM = "claim"            # (Threshold, N) for a kernel declared correct: it must meet it
-KILL = "kill"              # (Threshold, N) for a kernel declared too_slow: it must fail it
-SLOW = "too_slow_kernel"   # each declared-too-slow instantiation (it must have a threshold)
+CLAIM = "perf_claim"       # (Threshold, N) for a kernel declared correct: it must meet it
+KILL = "perf_kill"        # (Threshold, N) for a kernel declared too_slow: it must fail it
+SLOW = "perf_too_slow"    # each declared-too-slow instantiation (it must have a threshold)
 
 
 @dataclass

@@ -41,16 +41,17 @@ def test_cublas_float32_runs_without_tf32(perf_session, perf_size, gemm):
 
 @pytest.mark.gpu
 @pytest.mark.perf
-def test_throughput(timed, perf_size, perf_session, perf_timing, record_benchmark):
-    if not timed.supports(perf_size, perf_size, perf_size):
-        pytest.skip(f"{timed.id} does not support N={perf_size}")
-    rate = perf.timed_rate(perf_session, timed, perf_size)
-    measured = perf_session.rows[(timed.id, perf_size)].measurement
-    cublas = perf_session.cublas(timed.dtype, perf_size)
+def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_benchmark):
+    if not perf_instance.supports(perf_size, perf_size, perf_size):
+        pytest.skip(f"{perf_instance.id} does not support N={perf_size}")
+    rate = perf.timed_rate(perf_session, perf_instance, perf_size)
+    measured = perf_session.rows[(perf_instance.id, perf_size)].measurement
+    cublas = perf_session.cublas(perf_instance.dtype, perf_size)
     peak = perf_session.device.fp32_peak_tflops
-    intensity = roofline.model_intensity(timed.spec.policy, timed.tile, timed.spec.shared_tiles,
-                                         timed.dt.itemsize)
-    extra = {"tflops": round(rate, 3), "N": perf_size, "dtype": timed.dtype, "tile": timed.tile,
+    intensity = roofline.model_intensity(perf_instance.spec.policy, perf_instance.tile,
+                                         perf_instance.spec.shared_tiles, perf_instance.dt.itemsize)
+    extra = {"tflops": round(rate, 3), "N": perf_size, "dtype": perf_instance.dtype,
+             "tile": perf_instance.tile,
              "spread": round(measured.spread, 4), "input_sets": measured.n_sets,
              "model_flop_per_byte": intensity, "device": perf_session.device.name}
     if isinstance(cublas, perf.Measurement):
@@ -58,9 +59,9 @@ def test_throughput(timed, perf_size, perf_session, perf_timing, record_benchmar
         extra["ratio_to_cublas"] = round(rate / cublas.tflops, 4)
     if peak:
         extra["ratio_to_fp32_peak"] = round(rate / peak, 4)
-    record_benchmark(measured, group=f"{timed.dtype} N={perf_size}", **extra)
+    record_benchmark(measured, group=f"{perf_instance.dtype} N={perf_size}", **extra)
     assert measured.spread <= perf_timing.max_spread, (
-        f"{timed.id} at N={perf_size}: timings too noisy to judge: IQR / median = "
+        f"{perf_instance.id} at N={perf_size}: timings too noisy to judge: IQR / median = "
         f"{measured.spread:.3f} > {perf_timing.max_spread} over {len(measured.times)} launches "
         f"(median {measured.median * 1e3:.3f} ms); is something else using the GPU? "
         f"card: {perf_session.device.describe()}")
@@ -68,8 +69,8 @@ def test_throughput(timed, perf_size, perf_session, perf_timing, record_benchmar
 
 @pytest.mark.gpu
 @pytest.mark.perf
-def test_meets_threshold(claim, perf_session, gemm):
-    threshold, size = claim
+def test_meets_threshold(perf_claim, perf_session, gemm):
+    threshold, size = perf_claim
     try:
         evaluation = perf.judge(perf_session, threshold, size, gemm.specs)
     except perf.Unjudgeable as why:
@@ -79,11 +80,11 @@ def test_meets_threshold(claim, perf_session, gemm):
 
 @pytest.mark.gpu
 @pytest.mark.perf
-def test_too_slow_kernel_fails_its_threshold(kill, perf_session, gemm, verdicts, request):
+def test_too_slow_kernel_fails_its_threshold(perf_kill, perf_session, gemm, verdicts, request):
     # The kill: a kernel declared too_slow must be rejected by the same check that
     # passes the references. If it meets the bar, either it is not slow or the
     # check cannot tell, and this test fails.
-    threshold, size = kill
+    threshold, size = perf_kill
     try:
         evaluation = perf.judge(perf_session, threshold, size, gemm.specs)
     except perf.Unjudgeable as why:
@@ -99,15 +100,15 @@ def test_too_slow_kernel_fails_its_threshold(kill, perf_session, gemm, verdicts,
         f"{threshold.kernel} is declared too_slow but passed: {evaluation.message()}")
 
 
-def test_every_too_slow_kernel_has_a_threshold(too_slow_kernel, gemm, request):
+def test_every_too_slow_kernel_has_a_threshold(perf_too_slow, gemm, request):
     # Needs no GPU (so it carries no gpu or perf marker): a too_slow kernel
     # without a threshold could never be caught.
     thresholds = perf_config(request.config).thresholds.thresholds
     named = [t for t in thresholds if (t.kernel, t.dtype, t.tile) ==
-             (too_slow_kernel.spec.name, too_slow_kernel.dtype, too_slow_kernel.tile)]
+             (perf_too_slow.spec.name, perf_too_slow.dtype, perf_too_slow.tile)]
     sizes = [s for s in gemm.profile.perf_sizes if any(t.applies(s) for t in named)]
     assert named and sizes, (
-        f"{too_slow_kernel.id} is declared too_slow but no threshold in the thresholds file holds it "
+        f"{perf_too_slow.id} is declared too_slow but no threshold in the thresholds file holds it "
         f"at the profile's sizes {list(gemm.profile.perf_sizes)}; add a [[threshold]] it must fail")
 
 
@@ -116,7 +117,7 @@ def test_every_too_slow_kernel_has_a_threshold(too_slow_kernel, gemm, request):
 def test_roofline_and_table_are_reported(perf_session, request):
     # Last in the module: by now the session holds every measurement of this run.
     if not perf_session.rows:
-        pytest.skip("nothing was timed in this run")
+        pytest.skip("nothing was perf_instance in this run")
     written = write_reports(request.config, perf_session)
     attach_summary(request.config, perf_session)
     png = [p for p in written if p.suffix == ".png"]
