@@ -90,7 +90,7 @@ import numpy as np
 
 from gemmcheck import dtypes as dt
 from gemmcheck import report
-from gemmcheck.verdict import Defect, Finding, Verdict
+from gemmcheck.verdict import Defect, Finding, HasFindings, Verdict
 
 U64 = 2.0 ** -53
 WORST_ROWS = 10
@@ -239,7 +239,7 @@ def special_pattern(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarra
 # -- the judgement ---------------------------------------------------------------------------
 
 @dataclass
-class Judgement:
+class Judgement(HasFindings):
     """What the oracle concluded about one run; `.ok` only if nothing was found."""
 
     instance: object                     # catalog.Instance
@@ -259,14 +259,6 @@ class Judgement:
     unwritten: np.ndarray | None = None  # M x N bool: still the poison bits
     reproduction: str = ""
     run: object = None                   # the harness.Run judged (for the report's evidence)
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    @property
-    def defects(self) -> set[Defect]:
-        return {f.defect for f in self.findings}
 
     def worst(self) -> tuple[int, int] | None:
         if self.error_map is None or self.error_map.size == 0:

@@ -39,8 +39,22 @@ class Finding:
     details: dict = field(default_factory=dict)  # detector-specific evidence (JSON-able)
 
 
+class HasFindings:
+    """`.ok` and `.defects` of anything that carries a list of Findings."""
+
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def defects(self) -> set[Defect]:
+        return {f.defect for f in self.findings}
+
+
 @dataclass
-class Verdict:
+class Verdict(HasFindings):
     """What the checks of one test found for one instantiation on one problem."""
 
     kernel: str
@@ -51,14 +65,6 @@ class Verdict:
     problem: str                          # "M33xN17xK65" or a description
     test: str = ""                        # the pytest node id that produced it
     findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    @property
-    def defects(self) -> set[Defect]:
-        return {f.defect for f in self.findings}
 
     def to_json(self) -> dict:
         data = asdict(self)
