@@ -14,6 +14,13 @@ defect class it truly establishes and nothing more:
 - a launch that faults / never returns (gemmcheck.isolation): CRASH / HANG
 - compute-sanitizer racecheck / synccheck / memcheck / initcheck
   (gemmcheck.sanitizer): SHARED_MEMORY_RACE, DIVERGENT_BARRIER, out-of-bounds
+- on the CPU simulator (cpu-sim; observe_simulated): its shared-memory
+  tracking (SHARED_MEMORY_RACE observed, the lockstep direction as a
+  detail), output that depends on the thread schedule (NONDETERMINISM, with
+  the schedule that exposes it), barrier tracking (DIVERGENT_BARRIER),
+  reads of shared memory no thread wrote, AddressSanitizer on exact-size
+  buffers (OUT_OF_BOUNDS_READ / _WRITE naming the buffer), and a crash or
+  a stall of its worker process (CRASH / HANG)
 
 `classify` turns all findings for one instantiation into the most specific
 root cause and says which other findings it explains. Detectors take any
@@ -85,6 +92,8 @@ class Observation:
     runs: list[Run] = field(default_factory=list)      # guards hold the dtype's guard NaN
     control: list[Run] = field(default_factory=list)   # guards hold zeros
     failure: Finding | None = None                     # CRASH / HANG: the launches did not finish
+    reports: list = field(default_factory=list)        # cpu-sim: a LaunchReport per launch
+    address: object = None                             # cpu-sim: an AddressReport (ASan), if run
 
     @property
     def operands(self):
@@ -110,6 +119,57 @@ def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: 
     if control:
         obs.control = [GuardedGemm(backend, instance, A, B, guard_bits=CONTROL_GUARD_BITS).run()]
     return obs
+
+
+# -- observations on the CPU simulator ---------------------------------------------------
+
+SIMULATOR = "cpu-sim"
+# Thread orders each simulated launch runs under: forward first (the buffers keep its
+# result), then orders that expose a missing barrier, lockstep last for the direction.
+SIMULATOR_SCHEDULES = ("forward", "reverse", "shuffle-1", "lockstep")
+
+
+def is_simulator(backend) -> bool:
+    return getattr(backend, "name", None) == SIMULATOR
+
+
+def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats: int = 2,
+                      control: bool = True, purpose: str = "",
+                      schedules=SIMULATOR_SCHEDULES, address_check: bool = False) -> Observation:
+    """`observe` on cpu-sim: every launch under `schedules`, its LaunchReport kept; a
+    crash or stall of the simulator's worker process is CRASH / HANG (the worker is the
+    isolation: this process is unharmed); with `address_check`, one more launch of the
+    AddressSanitizer build on exact-size buffers (skipped after a crash or hang)."""
+    from gemmcheck.backends import KernelLaunchError
+
+    A, B = operands(problem)
+    obs = Observation(instance, problem, purpose)
+    launches = [("runs", None)] * repeats + ([("control", CONTROL_GUARD_BITS)] if control else [])
+    with backend.using_schedules(schedules):
+        for kind, guard_bits in launches:
+            kw = {} if guard_bits is None else {"guard_bits": guard_bits}
+            try:
+                run = GuardedGemm(backend, instance, A, B, **kw).run()
+            except KernelLaunchError as exc:
+                obs.reports.append(backend.last_launch_report)
+                obs.failure = _worker_failure(backend.last_launch_report, exc)
+                return obs
+            obs.reports.append(backend.last_launch_report)
+            getattr(obs, kind).append(run)
+    if address_check:
+        obs.address = backend.address_check(instance, A, B)
+    return obs
+
+
+def _worker_failure(report, exc: Exception) -> Finding:
+    outcome = getattr(report, "outcome", None)
+    if outcome == "hang":
+        return Finding(Defect.HANG, "isolation",
+                       f"the cpu-sim worker process made no progress within its stall timeout and "
+                       f"was killed: {report.failure}", 1, None, {"status": "hang"})
+    what = report.failure if outcome == "crash" else str(exc)
+    return Finding(Defect.CRASH, "isolation", f"the launch failed in the cpu-sim worker process: {what}",
+                   1, None, {"status": outcome or "failed"})
 
 
 # -- plain detectors: each looks at an Observation ---------------------------------------
@@ -241,11 +301,132 @@ PLAIN_DETECTORS = (check_values, check_unwritten, check_out_of_bounds_read,
                    check_out_of_bounds_write, check_input_mutation, check_nondeterminism)
 
 
+# -- simulator detectors: each looks at the cpu-sim LaunchReports of an Observation -----------
+# (They find nothing in an observation from another backend: it has no reports.)
+
+def _direction(report) -> dict[str, int]:
+    """RAW / WAR / WAW counts under the lockstep schedule: the order a warp issuing the same
+    instruction stream would show (the simulator's tracking establishes it in that order)."""
+    run = next((r for r in report.runs if r.schedule == "lockstep"), None)
+    return {k: run.counts.get(k, 0) for k in ("RAW", "WAR", "WAW")} if run else {}
+
+
+def check_shared_conflicts(obs: Observation) -> list[Finding]:
+    """SHARED_MEMORY_RACE (observed): two threads of a block accessed one shared address in
+    one barrier interval, at least one of them writing. The conflict exists in every
+    schedule; its direction is reported as lockstep showed it."""
+    racy = [r for r in obs.reports if r.raw or r.war or r.waw]
+    if not racy:
+        return []
+    worst = max(racy, key=lambda r: r.raw + r.war + r.waw)
+    n = worst.raw + worst.war + worst.waw
+    direction = _direction(worst)
+    shown = ", ".join(f"{k} {v}" for k, v in direction.items() if v)
+    lockstep = (f"; under lockstep (one shared access per thread in turn, as a warp issues "
+                f"them): {shown}" if direction else "")
+    exposing = (f"; the output differs under schedule {worst.exposing_schedule}"
+                if worst.exposing_schedule else "")
+    pairs = sorted((c for c in worst.conflicts if c.kind in ("RAW", "WAR", "WAW")),
+                   key=lambda c: c.schedule != "lockstep")
+    example = pairs[0].describe() if pairs else ""
+    return [Finding(Defect.SHARED_MEMORY_RACE, "shared-tracking",
+                    f"cpu-sim tracked {n} conflicting shared-memory accesses over schedules "
+                    f"{', '.join(worst.schedules)} (two threads, one address, one barrier interval, "
+                    f"at least one write){lockstep}{exposing}" + (f"; e.g. {example}" if example else ""),
+                    n, None, {"raw": worst.raw, "war": worst.war, "waw": worst.waw,
+                              "lockstep": direction, "exposing_schedule": worst.exposing_schedule,
+                              "uninitialized_shared_reads": worst.uninitialized_shared_reads,
+                              "examples": [c.describe() for c in pairs[:4]]})]
+
+
+def check_schedule_dependence(obs: Observation) -> list[Finding]:
+    """NONDETERMINISM: one launch on identical inputs gave different bits under different
+    thread schedules; the first schedule that differs from the first one is named."""
+    dependent = [r for r in obs.reports if r.schedule_dependent]
+    if not dependent:
+        return []
+    report = max(dependent, key=lambda r: max(sum(run.differs.values()) for run in r.runs))
+    run = max(report.runs, key=lambda r: sum(r.differs.values()))
+    n = sum(run.differs.values())
+    return [Finding(Defect.NONDETERMINISM, "schedules",
+                    f"the output depends on the thread schedule: {report.exposing_schedule} first gives "
+                    f"different bits than {report.runs[0].schedule} on identical inputs; "
+                    f"{run.schedule} differs in {n} elements "
+                    f"({', '.join(f'{b}: {k}' for b, k in run.differs.items())})",
+                    n, None, {"exposing_schedule": report.exposing_schedule,
+                              "schedules": list(report.schedules),
+                              "differs": {r.schedule: dict(r.differs) for r in report.runs}})]
+
+
+def check_divergent_barriers(obs: Observation) -> list[Finding]:
+    """DIVERGENT_BARRIER: threads of one block waited at different __syncthreads() calls, or
+    some had exited while others waited (the simulator tracks every barrier exactly)."""
+    divergent = [r for r in obs.reports if r.divergent]
+    if not divergent:
+        return []
+    report = divergent[0]
+    n = sum(run.divergent_barriers for run in report.runs)
+    first = report.divergences[0].describe() if report.divergences else "no detail recorded"
+    return [Finding(Defect.DIVERGENT_BARRIER, "barrier-tracking",
+                    f"cpu-sim: a __syncthreads() is reached by only some threads of a block "
+                    f"({n} divergent barrier(s) over schedules {', '.join(report.schedules)}); "
+                    f"first: {first}", n, None,
+                    {"divergences": [d.describe() for d in report.divergences[:4]]})]
+
+
+def check_uninitialized_shared(obs: Observation) -> list[Finding]:
+    """OUT_OF_BOUNDS_READ: reads of shared memory no thread of the block had written, with no
+    shared-memory conflict to explain them (with one, the race is the reading-too-early)."""
+    if any(r.raw or r.war or r.waw for r in obs.reports):
+        return []
+    reads = [r for r in obs.reports if r.uninitialized_shared_reads]
+    if not reads:
+        return []
+    report = max(reads, key=lambda r: r.uninitialized_shared_reads)
+    example = next((c.describe() for c in report.conflicts if c.kind == "uninitialized"), "")
+    return [Finding(Defect.OUT_OF_BOUNDS_READ, "shared-init",
+                    f"cpu-sim: {report.uninitialized_shared_reads} read(s) of shared memory no thread "
+                    f"of the block had written (outside what the block stored there)"
+                    + (f"; e.g. {example}" if example else ""),
+                    report.uninitialized_shared_reads, None, {})]
+
+
+def check_address_sanitizer(obs: Observation) -> list[Finding]:
+    """OUT_OF_BOUNDS_READ / _WRITE: AddressSanitizer's reports from a launch on exact-size A,
+    B and C, with the buffer and the distance past its end; a crash or stall under it
+    without a report is CRASH / HANG."""
+    report = obs.address
+    if report is None:
+        return []
+    if report.hung:
+        return [Finding(Defect.HANG, "asan", "the AddressSanitizer launch did not finish", 1, None, {})]
+    found, by_class = [], {}
+    for e in report.errors:
+        defect = {"read": Defect.OUT_OF_BOUNDS_READ, "write": Defect.OUT_OF_BOUNDS_WRITE}.get(e.access,
+                                                                                          Defect.CRASH)
+        by_class.setdefault(defect, []).append(e)
+    for defect, errors in by_class.items():
+        e = errors[0]
+        found.append(Finding(defect, "asan", f"AddressSanitizer: {e.describe()}", len(errors), None,
+                             {"buffer": e.buffer, "bytes_past": e.bytes_past, "kind": e.kind,
+                              "frame": e.frame, "access": e.access}))
+    if not found and report.crashed:
+        tail = report.log.strip().splitlines()[-3:]
+        found.append(Finding(Defect.CRASH, "asan", "the AddressSanitizer launch failed without a "
+                             f"report (exit {report.returncode}): {' '.join(tail)}", 1, None, {}))
+    return found
+
+
+SIMULATOR_DETECTORS = (check_shared_conflicts, check_schedule_dependence, check_divergent_barriers,
+                       check_uninitialized_shared, check_address_sanitizer)
+
+
 def detect(obs: Observation) -> list[Finding]:
-    """Every plain detector's findings for one observation (or its CRASH / HANG)."""
+    """Every detector's findings for one observation (or its CRASH / HANG). The simulator's
+    detectors find nothing in an observation without cpu-sim reports."""
     if obs.failure is not None:
         return [obs.failure]
-    return [f for detector in PLAIN_DETECTORS for f in detector(obs)]
+    return [f for detector in PLAIN_DETECTORS + SIMULATOR_DETECTORS for f in detector(obs)]
 
 
 # -- classification ----------------------------------------------------------------------
@@ -282,7 +463,8 @@ RACE_INFERENCE = (
     "(no atomics, no inter-block communication) can then differ between launches only through "
     "a shared-memory race. racecheck observes it directly.")
 # Classes the plain detectors cannot establish on real hardware: a divergent
-# barrier shows only as wrong values there (synccheck establishes it).
+# barrier shows only as wrong values there (synccheck establishes it). The CPU
+# simulator's barrier tracking establishes it without the tool.
 NEEDS_A_TOOL = {Defect.DIVERGENT_BARRIER: "synccheck"}
 
 

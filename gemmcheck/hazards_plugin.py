@@ -43,8 +43,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "crash or hang, or all (default: risky)")
 
 
+def simulated(config: pytest.Config) -> bool:
+    """Whether kernels run on the CPU simulator in this session."""
+    from gemmcheck import backends
+
+    return backends.resolve(_gemm(config).backend_name) == "cpu-sim"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "simulator: uses what only the CPU simulator (cpu-sim) "
+                                       "establishes; skipped with the reason on other backends")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if simulated(config):
+        return
+    skip = pytest.mark.skip(reason="cpu-sim only: this check reads what the CPU simulator establishes "
+                                   "(thread schedules, shared-memory and barrier tracking, "
+                                   "AddressSanitizer); run with --gemm-backend cpu-sim")
+    for item in items:
+        if item.get_closest_marker("simulator"):
+            item.add_marker(skip)
+
+
 def sanitizer_status(config: pytest.Config) -> tuple[str | None, str]:
     """(path of compute-sanitizer or None, why not)."""
+    if simulated(config):
+        return None, f"{kill_matrix.SANITIZER_NOT_APPLICABLE}: {kill_matrix.SANITIZER_ON_SIMULATOR}"
     if config.getoption("gemm_sanitizer") == "off":
         return None, "compute-sanitizer turned off by --gemm-sanitizer off"
     exe = sanitizer.executable()
@@ -130,13 +155,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     matrix = config.stash.get(MATRIX, None)
     if not matrix:
         return
-    settings = matrix["settings"]
-    terminalreporter.section("gemmcheck: kill matrix")
-    for line in kill_matrix.table(matrix["rows"]):
+    settings, rows = matrix["settings"], matrix["rows"]
+    on = kill_matrix.runs_on(rows, settings)
+    terminalreporter.section(f"gemmcheck: kill matrix ({on})")
+    for line in kill_matrix.table(rows):
         terminalreporter.write_line(line)
-    tool = (f"compute-sanitizer {', '.join(settings.tools)}" if settings.sanitizer_exe
-            else f"sanitizer column not run: {settings.sanitizer_note}")
-    terminalreporter.write_line(
-        f"{len(matrix['rows'])} rows in {matrix['seconds']:.1f} s; race stress "
-        f"{'x'.join(map(str, settings.race_sizes))} x {settings.race_repeats} launches; {tool}; "
-        f"written to {MATRIX_JSON}")
+    if rows and all(r.plain.detectors == kill_matrix.SIMULATOR for r in rows):
+        how = (f"simulator detectors on the small problems, schedules {', '.join(settings.schedules)}"
+               f"{', AddressSanitizer' if settings.address_check else ''}; sanitizer column "
+               f"{kill_matrix.SANITIZER_NOT_APPLICABLE} (compute-sanitizer needs a GPU)")
+    else:
+        tool = (f"compute-sanitizer {', '.join(settings.tools)}" if settings.sanitizer_exe
+                else f"sanitizer column not run: {settings.sanitizer_note}")
+        how = (f"race stress {'x'.join(map(str, settings.race_sizes))} x {settings.race_repeats} "
+               f"launches; {tool}")
+    terminalreporter.write_line(f"{len(rows)} rows in {matrix['seconds']:.1f} s on {on}; {how}; "
+                                f"written to {MATRIX_JSON}")

@@ -16,6 +16,17 @@ shows only as wrong values on hardware) needs the tool; without it that row
 is reported as caught but not classified (a skip that says so), never as a
 pass.
 
+On the CPU simulator (cpu-sim) the first column is the *simulator
+detectors*: the same value, poison, guard and input checks, plus what the
+simulator establishes itself: shared-memory conflicts tracked per barrier
+interval (an observed race, with the schedule whose output differs and the
+lockstep direction as a detail), divergent barriers exactly, AddressSanitizer
+on exact-size buffers (out-of-bounds read or write of A, B or C), and a
+crash or stall of its worker process (CRASH / HANG: the worker is the
+isolation). It runs the small problems only (races show at any size under
+its schedules; 1024^3 takes minutes there). The sanitizer column does not
+apply there: compute-sanitizer needs a GPU.
+
 Which instantiations: one per kernel (float32 and TILE 16 where declared,
 else the declared dtype and the TILE nearest 16) keeps the matrix to ~1 s
 of device time per kernel; a defect in the kernel's logic shows in any of
@@ -34,6 +45,11 @@ from gemmcheck.verdict import Defect, Finding
 NOT_IN_MATRIX = {"too_slow": "judged by the performance suite"}
 ISOLATED = ("crash", "hang")
 PREFERRED_DTYPE, PREFERRED_TILE = "float32", 16
+HARDWARE, SIMULATOR = "hardware", "simulator"   # the detector sets a first column can hold
+COLUMN_TITLES = {HARDWARE: "plain detectors", SIMULATOR: "simulator detectors"}
+SANITIZER_NOT_APPLICABLE = "not applicable on cpu-sim"
+SANITIZER_ON_SIMULATOR = ("compute-sanitizer needs a GPU; on cpu-sim the simulator's shared-memory and "
+                          "barrier tracking and AddressSanitizer stand in for it (first column)")
 
 
 def in_matrix(instance: Instance) -> bool:
@@ -75,12 +91,16 @@ class Column:
     note: str = ""                       # why it did not run, or what it could not see
     unrecognized: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # a tool that could not run at all
+    detectors: str = HARDWARE            # which detector set: HARDWARE or SIMULATOR
+    not_applicable: str = ""             # set when the column cannot apply to this backend
 
     @property
     def diagnosis(self) -> hazards.Diagnosis:
         return hazards.classify(self.findings)
 
     def label(self) -> str:
+        if self.not_applicable:
+            return self.not_applicable
         return self.diagnosis.label if self.ran else "not run"
 
     def found(self, *, detector: str | None = None, defect: Defect | None = None) -> list[Finding]:
@@ -89,7 +109,8 @@ class Column:
                 and (defect is None or Defect(f.defect) == defect)]
 
     def to_json(self) -> dict:
-        return {"ran": self.ran, "note": self.note, "diagnosis": self.diagnosis.to_json(),
+        return {"ran": self.ran, "detectors": self.detectors, "applicable": not self.not_applicable,
+                "note": self.note, "diagnosis": self.diagnosis.to_json(),
                 "findings": [{"defect": Defect(f.defect).value, "detector": f.detector,
                               "summary": f.summary, "count": f.count} for f in self.findings],
                 "unrecognized": self.unrecognized, "errors": self.errors}
@@ -122,7 +143,7 @@ class Row:
         if not plain.findings and not (tool.ran and tool.findings):
             return "fail", f"declared {declared.value}, but no detector found anything"
         problems = []
-        if declared in hazards.NEEDS_A_TOOL:
+        if declared in hazards.NEEDS_A_TOOL and plain.detectors == HARDWARE:
             pass  # caught (above) is all the plain column can show
         elif plain.diagnosis.defect != declared:
             problems.append(f"plain detectors classify it as {plain.label()}, declared "
@@ -132,7 +153,7 @@ class Row:
                             f"{declared.value}:\n{tool.diagnosis.explanation}")
         if problems:
             return "fail", "\n".join(problems)
-        if not tool.ran and declared in hazards.NEEDS_A_TOOL:
+        if not tool.ran and declared in hazards.NEEDS_A_TOOL and plain.detectors == HARDWARE:
             return "needs-tool", (f"caught by the plain detectors as {plain.label()}; establishing "
                                   f"{declared.value} needs {hazards.NEEDS_A_TOOL[declared]} "
                                   f"({tool.note})")
@@ -161,6 +182,8 @@ class Settings:
     hang_timeout: float = isolation.STEP_TIMEOUT_S
     isolate_all: bool = False
     log_dir: object = None               # a Path: each tool's raw log is written there
+    schedules: tuple[str, ...] = hazards.SIMULATOR_SCHEDULES  # cpu-sim: each launch runs under these
+    address_check: bool = True           # cpu-sim: one AddressSanitizer launch per row
 
 
 def plain_observations(backend, instance: Instance, settings: Settings) -> list[hazards.Observation]:
@@ -194,8 +217,46 @@ def isolated_observations(instances, settings: Settings) -> dict[str, list[hazar
     return out
 
 
+def simulator_observations(backend, instance: Instance, settings: Settings) -> list[hazards.Observation]:
+    """Observe one instantiation on cpu-sim: the small exposing problems, every launch under
+    `settings.schedules`, AddressSanitizer on the first (ragged) problem. After a crash or a
+    hang the instantiation's other problems are not run (as in an isolated child)."""
+    out = []
+    for n, (purpose, problem) in enumerate(hazards.exposing_problems(instance, race_sizes=())):
+        obs = hazards.observe_simulated(backend, instance, problem, purpose=purpose,
+                                        schedules=settings.schedules,
+                                        address_check=settings.address_check and n == 0)
+        out.append(obs)
+        if obs.failure is not None:
+            break
+    return out
+
+
+def build_simulated(backend, instances, settings: Settings) -> list[Row]:
+    """Every row on cpu-sim: the simulator detectors; the sanitizer column does not apply."""
+    rows = []
+    old_stall = backend.stall_timeout_s
+    backend.stall_timeout_s = settings.hang_timeout
+    try:
+        for inst in instances:
+            t0 = time.monotonic()
+            observations = simulator_observations(backend, inst, settings)
+            findings = [f for obs in observations for f in hazards.detect(obs)]
+            tool = Column(ran=False, note=SANITIZER_ON_SIMULATOR, detectors=SIMULATOR,
+                          not_applicable=SANITIZER_NOT_APPLICABLE)
+            rows.append(Row(inst, Column(_merge(findings), detectors=SIMULATOR), tool,
+                            [f"{obs.purpose}: {obs.problem.id}" for obs in observations],
+                            time.monotonic() - t0))
+    finally:
+        backend.stall_timeout_s = old_stall
+    return rows
+
+
 def build(backend, instances, settings: Settings) -> list[Row]:
-    """Every row of the matrix: plain column first, then (if available) the sanitizer column."""
+    """Every row of the matrix: plain column first, then (if available) the sanitizer column.
+    On cpu-sim, the simulator detectors (build_simulated)."""
+    if hazards.is_simulator(backend):
+        return build_simulated(backend, instances, settings)
     rows: dict[str, Row] = {}
     isolated = [i for i in instances if settings.isolate_all or i.spec.expect in ISOLATED]
     started = time.monotonic()
@@ -265,7 +326,9 @@ def _merge(findings: list[Finding]) -> list[Finding]:
 
 def table(rows: list[Row]) -> list[str]:
     """The matrix as text: one line per row."""
-    header = ("instantiation", "declared", "plain detectors", "with sanitizer", "result", "s")
+    detectors = {r.plain.detectors for r in rows}
+    first = COLUMN_TITLES[detectors.pop()] if len(detectors) == 1 else "first column"
+    header = ("instantiation", "declared", first, "with sanitizer", "result", "s")
     lines = [header]
     for r in rows:
         status, _ = r.outcome()
@@ -275,10 +338,27 @@ def table(rows: list[Row]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
 
 
+def runs_on(rows: list[Row], settings: Settings) -> str:
+    """The backend the rows ran on: the simulator for simulator rows, else the option resolved."""
+    from gemmcheck import backends
+
+    if rows and all(r.plain.detectors == SIMULATOR for r in rows):
+        return "cpu-sim"
+    return backends.resolve(settings.backend_name)
+
+
 def document(rows: list[Row], settings: Settings) -> dict:
+    simulated = bool(rows) and all(r.plain.detectors == SIMULATOR for r in rows)
+    if simulated:
+        tool = f"{SANITIZER_NOT_APPLICABLE}: {SANITIZER_ON_SIMULATOR}"
+        sizes = {"race_sizes": [], "schedules": list(settings.schedules),
+                 "address_check": settings.address_check}
+    else:
+        tool = settings.sanitizer_exe or f"not run: {settings.sanitizer_note}"
+        sizes = {"race_sizes": list(settings.race_sizes), "race_repeats": settings.race_repeats}
     return {"schema": 1,
-            "settings": {"race_sizes": list(settings.race_sizes), "race_repeats": settings.race_repeats,
-                         "backend": settings.backend_name,
-                         "sanitizer": settings.sanitizer_exe or f"not run: {settings.sanitizer_note}",
-                         "tools": list(settings.tools), "hang_timeout_s": settings.hang_timeout},
+            "settings": {**sizes, "backend": runs_on(rows, settings), "backend_option": settings.backend_name,
+                         "detectors": SIMULATOR if simulated else HARDWARE,
+                         "sanitizer": tool, "tools": [] if simulated else list(settings.tools),
+                         "hang_timeout_s": settings.hang_timeout},
             "rows": [r.to_json() for r in rows]}

@@ -1,16 +1,18 @@
 """Barriers: a __syncthreads() that only some threads of a block reach. On hardware it shows
-only as wrong values (on ragged M), never as itself; synccheck names it."""
+only as wrong values (on ragged M), never as itself; synccheck names it. The CPU simulator
+tracks every barrier and names it exactly."""
 
 import pytest
 
 from gemmcheck.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
-pytestmark = pytest.mark.gpu
 divergent = pytest.mark.instances.with_args(declares("divergent_barrier"))
+reference = pytest.mark.instances(lambda i: i.spec.is_reference)
 
 
 @divergent
+@pytest.mark.gpu
 def test_a_divergent_barrier_is_caught_on_hardware_as_wrong_values(matrix_row):
     assert matrix_row.plain.found(defect=Defect.WRONG_VALUES), matrix_row.plain.diagnosis.explanation
     # Honest: the plain detectors do not claim what they cannot see.
@@ -18,6 +20,7 @@ def test_a_divergent_barrier_is_caught_on_hardware_as_wrong_values(matrix_row):
 
 
 @divergent
+@pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_synccheck_names_the_divergent_barrier(matrix_row, sanitizer_exe):
     assert matrix_row.sanitizer.found(detector="synccheck", defect=Defect.DIVERGENT_BARRIER), (
@@ -25,7 +28,24 @@ def test_synccheck_names_the_divergent_barrier(matrix_row, sanitizer_exe):
     assert matrix_row.sanitizer.diagnosis.defect == Defect.DIVERGENT_BARRIER
 
 
-@pytest.mark.instances(lambda i: i.spec.is_reference)
+@reference
+@pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_synccheck_is_silent_on_references(matrix_row, sanitizer_exe):
     assert not matrix_row.sanitizer.found(detector="synccheck"), matrix_row.sanitizer.diagnosis.explanation
+
+
+@divergent
+@pytest.mark.simulator
+def test_the_simulator_names_the_divergent_barrier(matrix_row):
+    found = matrix_row.plain.found(detector="barrier-tracking", defect=Defect.DIVERGENT_BARRIER)
+    assert found, matrix_row.plain.diagnosis.explanation
+    assert "divergent barrier: block" in found[0].summary, found[0].summary
+    assert matrix_row.plain.diagnosis.defect == Defect.DIVERGENT_BARRIER
+    assert matrix_row.plain.diagnosis.basis == "observed"
+
+
+@reference
+@pytest.mark.simulator
+def test_the_simulator_sees_every_barrier_reached_by_every_thread_in_references(matrix_row):
+    assert not matrix_row.plain.found(detector="barrier-tracking"), matrix_row.plain.diagnosis.explanation

@@ -1,14 +1,14 @@
 """Bounds: an out-of-bounds read makes the output depend on what lies outside the operands
 (NaN with NaN guards, finite with zero guards), an out-of-bounds write changes a guard,
-a floor-division grid leaves poison in C; memcheck on exact-size allocations sees the
-accesses themselves. References touch nothing outside their buffers."""
+a floor-division grid leaves poison in C; memcheck on exact-size allocations (on the GPU)
+and AddressSanitizer (on the CPU simulator) see the accesses themselves. References touch
+nothing outside their buffers."""
 
 import pytest
 
 from gemmcheck.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
-pytestmark = pytest.mark.gpu
 reference = pytest.mark.instances(lambda i: i.spec.is_reference)
 
 
@@ -19,6 +19,7 @@ def test_a_declared_out_of_bounds_read_makes_the_output_depend_on_the_guards(mat
 
 
 @pytest.mark.instances.with_args(declares("out_of_bounds_read"))
+@pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_memcheck_sees_the_declared_out_of_bounds_read(matrix_row, sanitizer_exe):
     assert matrix_row.sanitizer.found(detector="memcheck", defect=Defect.OUT_OF_BOUNDS_READ), (
@@ -32,6 +33,7 @@ def test_a_declared_out_of_bounds_write_changes_the_guard_bands(matrix_row):
 
 
 @pytest.mark.instances.with_args(declares("out_of_bounds_write"))
+@pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_memcheck_sees_the_declared_out_of_bounds_write(matrix_row, sanitizer_exe):
     assert matrix_row.sanitizer.found(detector="memcheck", defect=Defect.OUT_OF_BOUNDS_WRITE), (
@@ -52,7 +54,31 @@ def test_references_read_and_write_only_their_own_buffers(matrix_row):
 
 
 @reference
+@pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_memcheck_and_initcheck_are_silent_on_references(matrix_row, sanitizer_exe):
     for tool in ("memcheck", "initcheck"):
         assert not matrix_row.sanitizer.found(detector=tool), matrix_row.sanitizer.diagnosis.explanation
+
+
+@pytest.mark.instances.with_args(declares("out_of_bounds_read"))
+@pytest.mark.simulator
+def test_addresssanitizer_sees_the_declared_out_of_bounds_read_of_an_operand(matrix_row):
+    found = matrix_row.plain.found(detector="asan", defect=Defect.OUT_OF_BOUNDS_READ)
+    assert found, matrix_row.plain.diagnosis.explanation
+    assert found[0].details["buffer"] in ("A", "B"), found[0].summary
+
+
+@pytest.mark.instances.with_args(declares("out_of_bounds_write"))
+@pytest.mark.simulator
+def test_addresssanitizer_sees_the_declared_out_of_bounds_write_of_c(matrix_row):
+    found = matrix_row.plain.found(detector="asan", defect=Defect.OUT_OF_BOUNDS_WRITE)
+    assert found, matrix_row.plain.diagnosis.explanation
+    assert found[0].details["buffer"] == "C", found[0].summary
+
+
+@reference
+@pytest.mark.simulator
+def test_addresssanitizer_is_silent_on_references(matrix_row):
+    assert not matrix_row.plain.found(detector="asan"), matrix_row.plain.diagnosis.explanation
+    assert not matrix_row.plain.found(detector="shared-init"), matrix_row.plain.diagnosis.explanation

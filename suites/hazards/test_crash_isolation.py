@@ -1,5 +1,6 @@
 """Isolation: a kernel that faults is a CRASH and one that never returns a HANG, each in its
-own child process; this process's CUDA context stays healthy and the session goes on."""
+own child process (on cpu-sim, the simulator's worker process); this process's CUDA context
+(or the simulator) stays healthy and the session goes on."""
 
 import pytest
 
@@ -8,8 +9,6 @@ from gemmcheck.kill_matrix import declares
 from gemmcheck.oracle import judge
 from gemmcheck.problems import Problem
 from gemmcheck.verdict import Defect
-
-pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.instances.with_args(declares("crash"))

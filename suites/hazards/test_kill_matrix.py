@@ -1,13 +1,12 @@
 """The kill matrix: every reference is clean, every broken kernel is caught with the defect
-it declares (gemmcheck.kill_matrix says what each column can establish). The matrix is
-printed at the end of the run and written to reports/kill_matrix.json."""
+it declares (gemmcheck.kill_matrix says what each column can establish, on the GPU and on
+the CPU simulator). The matrix is printed at the end of the run and written to
+reports/kill_matrix.json."""
 
 import pytest
 
 from gemmcheck import report
 from gemmcheck.verdict import Verdict
-
-pytestmark = pytest.mark.gpu
 
 
 def test_kill_matrix(matrix_row, verdicts, request):

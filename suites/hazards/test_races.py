@@ -1,30 +1,34 @@
 """Shared-memory races: on hardware a missing barrier shows as output that differs between
 launches on identical exact inputs (at 1024^3, where a WAR race shows on an H200);
-racecheck sees it directly. References give identical bits launch after launch."""
+racecheck sees it directly. References give identical bits launch after launch.
+On the CPU simulator the race shows at small sizes: its tracking sees the conflicting
+accesses, and the output depends on the thread schedule."""
 
 import pytest
 
 from gemmcheck.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
-pytestmark = pytest.mark.gpu
 race = pytest.mark.instances.with_args(declares("shared_memory_race"))
 reference = pytest.mark.instances(lambda i: i.spec.is_reference)
 
 
 @race
+@pytest.mark.gpu
 def test_a_declared_race_makes_launches_on_identical_inputs_differ(matrix_row):
     assert matrix_row.plain.found(defect=Defect.NONDETERMINISM), (
         f"{matrix_row.instance.id}: no launch-to-launch difference on {matrix_row.problems}")
 
 
 @race
+@pytest.mark.gpu
 def test_plain_detectors_infer_the_race_and_say_it_is_inferred(matrix_row):
     diagnosis = matrix_row.plain.diagnosis
     assert (diagnosis.defect, diagnosis.basis) == (Defect.SHARED_MEMORY_RACE, "inferred"), diagnosis.explanation
 
 
 @race
+@pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_racecheck_reports_the_declared_race(matrix_row, sanitizer_exe):
     assert matrix_row.sanitizer.found(detector="racecheck", defect=Defect.SHARED_MEMORY_RACE), (
@@ -32,12 +36,39 @@ def test_racecheck_reports_the_declared_race(matrix_row, sanitizer_exe):
 
 
 @reference
+@pytest.mark.gpu
 def test_references_give_identical_bits_over_repeated_launches_at_race_sizes(matrix_row):
     assert any(p.startswith("race stress") for p in matrix_row.problems), matrix_row.problems
     assert not matrix_row.plain.found(defect=Defect.NONDETERMINISM), matrix_row.plain.diagnosis.explanation
 
 
 @reference
+@pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_racecheck_is_silent_on_references(matrix_row, sanitizer_exe):
     assert not matrix_row.sanitizer.found(detector="racecheck"), matrix_row.sanitizer.diagnosis.explanation
+
+
+@race
+@pytest.mark.simulator
+def test_the_simulator_observes_the_declared_race(matrix_row):
+    found = matrix_row.plain.found(detector="shared-tracking", defect=Defect.SHARED_MEMORY_RACE)
+    assert found, f"{matrix_row.instance.id}: no conflicting shared access on {matrix_row.problems}"
+    diagnosis = matrix_row.plain.diagnosis
+    assert (diagnosis.defect, diagnosis.basis) == (Defect.SHARED_MEMORY_RACE, "observed"), diagnosis.explanation
+    assert any(found[0].details["lockstep"].values()), found[0].summary
+
+
+@race
+@pytest.mark.simulator
+def test_a_declared_race_makes_the_output_depend_on_the_thread_schedule(matrix_row):
+    found = matrix_row.plain.found(detector="schedules", defect=Defect.NONDETERMINISM)
+    assert found, f"{matrix_row.instance.id}: same bits under every schedule on {matrix_row.problems}"
+    assert found[0].details["exposing_schedule"], found[0].summary
+
+
+@reference
+@pytest.mark.simulator
+def test_references_give_identical_bits_under_every_schedule_and_no_shared_conflict(matrix_row):
+    for detector in ("schedules", "shared-tracking", "repeat-launch"):
+        assert not matrix_row.plain.found(detector=detector), matrix_row.plain.diagnosis.explanation
