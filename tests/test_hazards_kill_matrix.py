@@ -137,3 +137,41 @@ def test_a_divergent_barrier_caught_only_by_the_tool_passes_and_without_it_needs
     with_tool = _row("divergent_barrier", plain, tool=plain + [_f(Defect.DIVERGENT_BARRIER, "synccheck")])
     assert with_tool.outcome()[0] == "pass"
     assert _row("divergent_barrier", plain, tool=plain).outcome()[0] == "fail"
+
+
+def _simulated_row(expect, found):
+    row = _row(expect, found)
+    row.plain.detectors = kill_matrix.SIMULATOR
+    row.sanitizer = Column(ran=False, note=kill_matrix.SANITIZER_ON_SIMULATOR, detectors=kill_matrix.SIMULATOR,
+                           not_applicable=kill_matrix.SANITIZER_NOT_APPLICABLE)
+    return row
+
+
+def test_on_the_simulator_its_barrier_tracking_establishes_a_divergent_barrier():
+    established = _simulated_row("divergent_barrier", [_f(Defect.WRONG_VALUES),
+                                                       _f(Defect.DIVERGENT_BARRIER, "barrier-tracking")])
+    assert established.outcome()[0] == "pass"
+    # Only wrong values on the simulator is a failure there, not a "needs the tool" skip.
+    status, why = _simulated_row("divergent_barrier", [_f(Defect.WRONG_VALUES)]).outcome()
+    assert status == "fail" and "classify it as wrong_values, declared divergent_barrier" in why
+
+
+def test_on_the_simulator_the_sanitizer_column_says_not_applicable_and_fails_nothing():
+    rows = [_simulated_row("correct", []), _simulated_row("wrong_values", [_f(Defect.WRONG_VALUES)])]
+    assert [r.outcome()[0] for r in rows] == ["pass", "pass"]
+    assert rows[0].sanitizer.label() == "not applicable on cpu-sim"
+    header, *lines = kill_matrix.table(rows)
+    assert "simulator detectors" in header and "plain detectors" not in header
+    assert all("not applicable on cpu-sim" in line for line in lines)
+    doc = kill_matrix.document(rows, settings())
+    assert doc["settings"]["backend"] == "cpu-sim" and doc["settings"]["detectors"] == "simulator"
+    assert doc["rows"][0]["with_sanitizer"]["applicable"] is False
+    # A reference with a simulator finding still fails.
+    assert _simulated_row("correct", [_f(Defect.SHARED_MEMORY_RACE, "shared-tracking")]).outcome()[0] == "fail"
+
+
+def test_the_hardware_table_and_document_are_unchanged_by_the_simulator_columns():
+    rows = [_row("correct")]
+    assert "plain detectors" in kill_matrix.table(rows)[0]
+    doc = kill_matrix.document(rows, settings())
+    assert doc["settings"]["detectors"] == "hardware" and doc["settings"]["race_sizes"] == [32]

@@ -1,0 +1,182 @@
+"""The hazard detectors that read the CPU simulator's reports, on the real kernels of the
+builtin catalog run on cpu-sim (no GPU needed): each fires on the broken kernel that has
+its defect and stays silent on the references."""
+
+from pathlib import Path
+
+import pytest
+
+from gemmcheck import catalog, hazards
+from gemmcheck.backends import BackendUnavailable
+from gemmcheck.harness import run_once
+from gemmcheck.oracle import judge
+from gemmcheck.verdict import Defect
+
+cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
+
+BUILTIN = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+REFERENCES = [name for name, s in BUILTIN.items() if s.is_reference]
+
+
+@pytest.fixture(scope="module")
+def sim():
+    try:
+        backend = cpu_sim.CpuSimBackend()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    # Every builtin instantiation, as a session prepares them: the same cached build.
+    backend.prepare([i for s in BUILTIN.values() for i in s.instances()])
+    yield backend
+    backend.close()
+
+
+def kernel(name, tile=16):
+    return catalog.Instance(BUILTIN[name], "float32", tile)
+
+
+def problem(inst, purpose="ragged edges"):
+    return dict(hazards.exposing_problems(inst, race_sizes=()))[purpose]
+
+
+def observe(sim, inst, purpose="ragged edges", **kw):
+    return hazards.observe_simulated(sim, inst, problem(inst, purpose), purpose=purpose, **kw)
+
+
+def by_detector(findings, detector):
+    return [f for f in findings if f.detector == detector]
+
+
+# -- shared-memory races -------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, direction", [("broken_no_sync_after_load", "RAW"),
+                                             ("broken_no_sync_after_dot", "WAR")])
+def test_shared_tracking_observes_a_missing_barrier_with_its_lockstep_direction(sim, name, direction):
+    found = hazards.check_shared_conflicts(observe(sim, kernel(name)))
+    assert [f.defect for f in found] == [Defect.SHARED_MEMORY_RACE]
+    lockstep = found[0].details["lockstep"]
+    other = {"RAW": "WAR", "WAR": "RAW"}[direction]
+    # After the load: a thread reads a tile element before its writer's barrier (RAW only);
+    # after the dot product: the next load overwrites what others still read (WAR only).
+    assert lockstep[direction] > 0 and lockstep[other] == 0 and lockstep["WAW"] == 0, lockstep
+    assert f"{direction} {lockstep[direction]}" in found[0].summary
+    assert found[0].details["examples"], found[0].details
+
+
+def test_a_missing_barrier_after_the_dot_makes_the_output_depend_on_the_schedule_at_small_sizes(sim):
+    # On an H200 this race left 64^3 exact in 20 of 20 launches; here the schedule exposes it.
+    obs = observe(sim, kernel("broken_no_sync_after_dot"), "tile-aligned")
+    found = hazards.check_schedule_dependence(obs)
+    assert [f.defect for f in found] == [Defect.NONDETERMINISM]
+    assert found[0].details["exposing_schedule"] in hazards.SIMULATOR_SCHEDULES[1:]
+    assert found[0].count > 0
+    assert hazards.classify(hazards.detect(obs)).label == "shared_memory_race"
+
+
+# -- divergent barriers ----------------------------------------------------------------------
+
+def test_barrier_tracking_names_the_divergent_barrier_on_ragged_m(sim):
+    obs = observe(sim, kernel("broken_divergent_barrier"))
+    found = hazards.check_divergent_barriers(obs)
+    assert [f.defect for f in found] == [Defect.DIVERGENT_BARRIER]
+    assert "broken_tiled.cu:" in found[0].summary
+    diagnosis = hazards.classify(hazards.detect(obs))
+    assert (diagnosis.defect, diagnosis.basis) == (Defect.DIVERGENT_BARRIER, "observed")
+
+
+def test_the_divergent_kernel_has_no_divergent_barrier_when_m_is_a_tile_multiple(sim):
+    # The flaw is `if (row < M) __syncthreads();`: with M a multiple of TILE every thread reaches it.
+    assert not hazards.check_divergent_barriers(observe(sim, kernel("broken_divergent_barrier"), "tile-aligned"))
+
+
+# -- AddressSanitizer --------------------------------------------------------------------------
+
+def test_addresssanitizer_reports_the_unguarded_loads_as_reads_past_an_operand(sim):
+    found = hazards.check_address_sanitizer(observe(sim, kernel("broken_unguarded_loads"), address_check=True))
+    assert [f.defect for f in found] == [Defect.OUT_OF_BOUNDS_READ]
+    assert found[0].details["buffer"] in ("A", "B") and found[0].details["bytes_past"] >= 0
+    assert "past the end of" in found[0].summary
+
+
+def test_addresssanitizer_reports_the_unguarded_store_as_a_write_past_c(sim):
+    found = hazards.check_address_sanitizer(observe(sim, kernel("broken_unguarded_store"), address_check=True))
+    assert [f.defect for f in found] == [Defect.OUT_OF_BOUNDS_WRITE]
+    assert found[0].details["buffer"] == "C"
+
+
+# -- crash and hang: the worker process is the isolation --------------------------------------
+
+def test_a_fault_is_a_crash_and_the_simulator_runs_the_next_kernel_correctly(sim):
+    obs = observe(sim, kernel("broken_faults"), address_check=True)
+    assert obs.failure is not None and obs.address is None   # no ASan launch after a crash
+    assert [(f.defect, f.detector) for f in hazards.detect(obs)] == [(Defect.CRASH, "isolation")]
+    assert "signal" in obs.failure.summary
+    ref = kernel("matmul_tiled_guarded")
+    p = problem(ref)
+    A, B = p.operands()
+    assert judge(run_once(sim, ref, A, B), A, B, exact=True, problem=p).ok
+
+
+def test_a_stalled_launch_is_a_hang(sim):
+    old, sim.stall_timeout_s = sim.stall_timeout_s, 1.0
+    try:
+        obs = observe(sim, kernel("broken_hangs"))
+    finally:
+        sim.stall_timeout_s = old
+    assert [(f.defect, f.detector) for f in hazards.detect(obs)] == [(Defect.HANG, "isolation")]
+    assert "no progress" in obs.failure.summary
+
+
+# -- reads of shared memory nobody wrote ----------------------------------------------------------
+
+SKIPS_PADDING = r"""
+template <typename T, int TILE>
+__global__ void skips_padding(const T* A, const T* B, T* C, int M, int N, int K) {
+    __shared__ T As[TILE][TILE];
+    __shared__ T Bs[TILE][TILE];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;
+    float acc = 0.0f;
+    for (int p = 0; p < (K + TILE - 1) / TILE; ++p) {
+        // The flaw: out-of-range tile elements are skipped instead of set to zero.
+        if (row < M && p * TILE + tx < K) As[ty][tx] = A[row * K + p * TILE + tx];
+        if (col < N && p * TILE + ty < K) Bs[ty][tx] = B[(p * TILE + ty) * N + col];
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k) acc += (float)As[ty][k] * (float)Bs[k][tx];
+        __syncthreads();
+    }
+    if (row < M && col < N) C[row * N + col] = (T)acc;
+}
+"""
+
+
+def test_reads_of_shared_memory_no_thread_wrote_are_reported(sim, tmp_path):
+    (tmp_path / "skips.cu").write_text(SKIPS_PADDING)
+    (tmp_path / "catalog.toml").write_text('''
+[[kernel]]
+name = "skips_padding"
+source = "skips.cu"
+entry = "skips_padding"
+signature = "mnk"
+policy = "tile2d"
+tiles = [8]
+dtypes = ["float32"]
+expect = "out_of_bounds_read"
+''')
+    inst = catalog.load(tmp_path / "catalog.toml")[0].instances()[0]
+    obs = observe(sim, inst)
+    found = hazards.check_uninitialized_shared(obs)
+    assert [f.defect for f in found] == [Defect.OUT_OF_BOUNDS_READ] and found[0].count > 0
+    assert not hazards.check_shared_conflicts(obs)
+
+
+# -- references ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_every_simulator_detector_is_silent_on_references(sim, name):
+    inst = kernel(name) if 16 in BUILTIN[name].tiles else BUILTIN[name].instances()[0]
+    for purpose, p in hazards.exposing_problems(inst, race_sizes=()):
+        obs = hazards.observe_simulated(sim, inst, p, purpose=purpose, address_check=True)
+        assert obs.address is not None and obs.reports
+        for detector in hazards.SIMULATOR_DETECTORS:
+            assert detector(obs) == [], (detector.__name__, purpose, obs.reports[0].summary())
+        assert hazards.detect(obs) == []
