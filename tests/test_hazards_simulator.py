@@ -2,32 +2,20 @@
 builtin catalog run on cpu-sim (no GPU needed): each fires on the broken kernel that has
 its defect and stays silent on the references."""
 
-from pathlib import Path
-
 import pytest
 
 from gemmcheck import catalog, hazards
-from gemmcheck.backends import BackendUnavailable
 from gemmcheck.harness import run_once
 from gemmcheck.oracle import judge
 from gemmcheck.verdict import Defect
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
 
+# The simulator's own fixture: one backend per module, preparing the builds a session uses.
+from test_cpu_sim import sim  # noqa: E402,F401
+
 BUILTIN = {s.name: s for s in catalog.load(catalog.BUILTIN)}
 REFERENCES = [name for name, s in BUILTIN.items() if s.is_reference]
-
-
-@pytest.fixture(scope="module")
-def sim():
-    try:
-        backend = cpu_sim.CpuSimBackend()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
-    # Every builtin instantiation, as a session prepares them: the same cached build.
-    backend.prepare([i for s in BUILTIN.values() for i in s.instances()])
-    yield backend
-    backend.close()
 
 
 def kernel(name, tile=16):
