@@ -502,9 +502,13 @@ class CpuSimBackend(Backend):
 _BUFFER_LINE = re.compile(r"cudasim-buffer (\d+) (0x[0-9a-f]+) (\d+)")
 _ERROR = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
 _ACCESS = re.compile(r"\b(READ|WRITE) of size (\d+) at (0x[0-9a-f]+)")
-_REGION = re.compile(r"(0x[0-9a-f]+) is located (\d+) bytes (to the right|to the left|inside) of (\d+)-byte region "
-                     r"\[(0x[0-9a-f]+),")
-_FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in (.+?) (/\S+|\(\S+\))")
+# libasan before GCC 13 / LLVM 15 says "to the right of" / "to the left of"; later ones
+# "after" / "before".
+_REGION = re.compile(r"(0x[0-9a-f]+) is located (\d+) bytes (to the right of|to the left of|inside of|after|before) "
+                     r"(\d+)-byte region \[(0x[0-9a-f]+),")
+# "#0 0x55c0 in void k<float, 16, (Flaw)5>(float const*, int) /path/k.cu:75": the
+# function is everything up to the last space (template arguments hold spaces and parens).
+_FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in (.+) (\S+)$", re.M)
 _SEGV_ACCESS = re.compile(r"The signal is caused by a (READ|WRITE) memory access")
 
 
@@ -529,9 +533,9 @@ def parse_asan(log: str) -> list[AddressError]:
             start = int(region.group(5), 16)
             buffer = buffers.get(start, (None, None))[0]
             distance = int(region.group(2))
-            if region.group(3) == "to the right":
+            if region.group(3) in ("to the right of", "after"):
                 past = distance
-            elif region.group(3) == "to the left":
+            elif region.group(3) in ("to the left of", "before"):
                 past = -distance
         frames = [f.group(1) for f in _FRAME.finditer(chunk)]
         frame = next((f for f in frames if "cudasim" not in f and "run_" not in f), frames[0] if frames else "?")
