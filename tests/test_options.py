@@ -54,9 +54,10 @@ def test_a_user_catalog_replaces_ours_and_builtin_adds_it_back(probe, tmp_path):
     cat = tmp_path / "mine.toml"
     cat.write_text('[[kernel]]\nname = "mine"\nsource = "k.cu"\nentry = "mine"\nsignature = "mnk"\n'
                    'policy = "tile2d"\ntiles = [8]\ndtypes = ["float32"]\nexpect = "correct"\n')
-    assert collected(probe.runpytest("--co", "-q", "--gemm-catalog", str(cat))) == ["mine-float32-TILE8"]
-    both = collected(probe.runpytest("--co", "-q", "--gemm-catalog", "builtin",
-                                     "--gemm-catalog", str(cat)))
+    # --gemm-catalog=PATH: a bare "--gemm-catalog PATH" is read as a test path by pytest's
+    # first pass when the plugin is not installed (PYTHONPATH=. runs), missing the conftest.
+    assert collected(probe.runpytest("--co", "-q", f"--gemm-catalog={cat}")) == ["mine-float32-TILE8"]
+    both = collected(probe.runpytest("--co", "-q", "--gemm-catalog=builtin", f"--gemm-catalog={cat}"))
     assert "mine-float32-TILE8" in both and "matmul_tiled-float32-TILE32" in both
 
 
