@@ -150,7 +150,9 @@ def write_suite(root: Path) -> Path:
     (root / "suites" / "correctness").mkdir(parents=True, exist_ok=True)
     (root / "suites" / "hazards").mkdir(parents=True, exist_ok=True)
     (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
-    (root / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    # The project's conftest first: it loads the plugin when gemmcheck is not installed.
+    project_conftest = (Path(__file__).resolve().parent.parent / "conftest.py").read_text()
+    (root / "conftest.py").write_text(project_conftest + "\n" + textwrap.dedent(CONFTEST))
     (root / "suites" / "correctness" / "test_values.py").write_text(VALUES)
     (root / "suites" / "hazards" / "test_bounds.py").write_text(BOUNDS)
     return root

@@ -96,7 +96,7 @@ def test_a_bad_thresholds_option_stops_the_run(pytester, tmp_path):
     pytester.makeconftest((Path(__file__).parent.parent / "conftest.py").read_text())
     bad = tmp_path / "t.toml"
     bad.write_text('[[threshold]]\nkernel = "k"\ndtype = "float32"\ntile = 32\nbaseline = "cublas"\n')
-    result = pytester.runpytest("--co", "--gemm-thresholds", str(bad))
+    result = pytester.runpytest("--co", f"--gemm-thresholds={bad}")
     assert result.ret != 0
     assert "--gemm-thresholds:" in result.stderr.str() and "missing required field 'at_least'" in result.stderr.str()
 
