@@ -135,15 +135,20 @@ class Instance:
         return launch.POLICIES[self.spec.policy].shape(M, N, K, self.tile)
 
 
+def read_toml(path: Path, error: type[Exception], what: str) -> dict:
+    """The TOML file at `path` as a dict; `error` names the file and the cause in one line."""
+    if not path.is_file():
+        raise error(f"{path}: {what} file not found")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML: {exc}") from None
+
+
 def load(path: str | Path) -> list[KernelSpec]:
     """Load and validate one catalog file; raise CatalogError with a one-line cause."""
     path = Path(path).resolve()
-    if not path.is_file():
-        raise CatalogError(f"{path}: catalog file not found")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{path}: not valid TOML: {exc}") from None
+    data = read_toml(path, CatalogError, "catalog")
     unknown_top = set(data) - {"kernel"}
     if unknown_top:
         raise CatalogError(f"{path}: unknown top-level keys {sorted(unknown_top)}; "

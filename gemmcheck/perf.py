@@ -25,12 +25,11 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gemmcheck import dtypes as dt
-from gemmcheck import roofline
+from gemmcheck import catalog, roofline
 from gemmcheck.catalog import Instance
 
 BUILTIN_THRESHOLDS = Path(__file__).resolve().parent.parent / "suites" / "performance" / "thresholds.toml"
@@ -98,13 +97,7 @@ _THRESHOLD_FIELDS = {"kernel", "dtype", "tile", "baseline", "baseline_tile", "at
 
 def load_thresholds(path: str | Path) -> Thresholds:
     path = Path(path)
-    if not path.is_file():
-        raise ThresholdError(f"{path}: thresholds file not found")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ThresholdError(f"{path}: not valid TOML: {exc}") from None
-    return parse_thresholds(data, path)
+    return parse_thresholds(catalog.read_toml(path, ThresholdError, "thresholds"), path)
 
 
 def parse_thresholds(data: dict, path: str | Path = "<thresholds>") -> Thresholds:
