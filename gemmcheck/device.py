@@ -16,6 +16,10 @@ def cuda_device() -> tuple[bool, str]:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:
+        if "cudaErrorInsufficientDriver" in str(exc):
+            # What the runtime says on a machine with no NVIDIA driver at all.
+            return False, ("no CUDA device: no NVIDIA driver here, or one too old for this CUDA "
+                           "runtime (cudaErrorInsufficientDriver)")
         return False, f"no CUDA device: {type(exc).__name__}: {exc}"
     if count < 1:
         return False, "no CUDA device: the CUDA runtime reports 0 devices"
