@@ -53,9 +53,6 @@ class Backend(abc.ABC):
         Raises KernelLaunchError naming the kernel, instantiation and shape.
         """
 
-    def release(self) -> None:
-        """Drop cached memory; the backend stays usable."""
-
 
 def launch_error(instance: Instance, grid, block, exc: BaseException) -> KernelLaunchError:
     return KernelLaunchError(

@@ -87,7 +87,3 @@ class CupyBackend(Backend):
             self._cupy.cuda.Device().synchronize()
         except Exception as exc:
             raise launch_error(instance, grid, block, exc) from None
-
-    def release(self) -> None:
-        self._cupy.get_default_memory_pool().free_all_blocks()
-

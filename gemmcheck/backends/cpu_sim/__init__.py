@@ -492,9 +492,6 @@ class CpuSimBackend(Backend):
                 C_bits = np.fromfile(Path(tmp) / "C.bin", dtype=d.storage).reshape(M, N)
         return AddressReport(instance.id, parse_asan(out.stderr), out.returncode, out.stderr, C_bits)
 
-    def release(self) -> None:
-        pass
-
     def close(self) -> None:
         self._worker.stop()
 
