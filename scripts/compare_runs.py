@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Do two runs judge kernels alike? Compare their verdicts.json and kill_matrix.json.
+
+    python scripts/compare_runs.py BEFORE_DIR AFTER_DIR [--counts]
+
+Each directory holds a verdicts.json and, optionally, a kill_matrix.json. Times,
+durations, paths and the generation stamp are ignored. By default finding
+counts are ignored too: a racy kernel's element counts differ from launch to
+launch; what must agree is which defect each detector saw, per check, and each
+instantiation's verdict and status. Exit 0 when they agree, 1 with the
+differences listed otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+
+def _load(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def instances(doc: dict) -> dict[str, tuple]:
+    return {i["instance"]: (i["verdict"], i["status"], tuple(sorted(i["defects"])))
+            for i in doc["instances"]}
+
+
+def checks(doc: dict, counts: bool) -> Counter:
+    out = Counter()
+    for v in doc["verdicts"]:
+        found = tuple(sorted((f["defect"], f["detector"]) + ((f["count"],) if counts else ())
+                             for f in v["findings"]))
+        out[(v["test"], v["instance"], v["problem"], found)] += 1
+    return out
+
+
+def matrix_rows(doc: dict) -> dict[str, tuple]:
+    def column(col: dict | None):
+        if not col:
+            return None
+        return (col.get("ran"), col.get("applicable"), (col.get("diagnosis") or {}).get("defect"))
+    return {r["instance"]: (r["declared"], r["status"], column(r.get("plain")),
+                            column(r.get("with_sanitizer"))) for r in doc["rows"]}
+
+
+def _diff(name: str, before: dict, after: dict) -> list[str]:
+    lines = []
+    for key in sorted(set(before) | set(after), key=str):
+        if before.get(key) != after.get(key):
+            lines.append(f"{name} {key}: before {before.get(key)!r}, after {after.get(key)!r}")
+    return lines
+
+
+def compare(before: Path, after: Path, *, counts: bool = False) -> list[str]:
+    lines: list[str] = []
+    vb, va = _load(before / "verdicts.json"), _load(after / "verdicts.json")
+    if vb is None or va is None:
+        return [f"verdicts.json missing in {before if vb is None else after}"]
+    lines += _diff("instance", instances(vb), instances(va))
+    cb, ca = checks(vb, counts), checks(va, counts)
+    for key in sorted(set(cb) | set(ca), key=str):
+        if cb[key] != ca[key]:
+            lines.append(f"check {key[0]} on {key[2]}: {key[3]} x{cb[key]} before, x{ca[key]} after")
+    kb, ka = _load(before / "kill_matrix.json"), _load(after / "kill_matrix.json")
+    if (kb is None) != (ka is None):
+        lines.append("kill_matrix.json present in one run only")
+    elif kb is not None:
+        lines += _diff("kill-matrix row", matrix_rows(kb), matrix_rows(ka))
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--counts", action="store_true", help="compare finding counts too")
+    args = parser.parse_args(argv)
+    lines = compare(args.before, args.after, counts=args.counts)
+    for line in lines:
+        print(line)
+    print(f"{len(lines)} difference(s)" if lines else "the runs agree (times, paths and counts aside)")
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
