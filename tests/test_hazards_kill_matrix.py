@@ -76,7 +76,7 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
     s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck", "synccheck", "memcheck"),
                  log_dir=tmp_path / "logs")
     rows = kill_matrix.build(matrix_backend(), instances, s)
-    assert "Divergent thread(s) in block" in (tmp_path / "logs" / "synccheck.log").read_text()
+    assert "Divergent thread(s) in block" in (tmp_path / "logs" / "synccheck-divergent-float32-TILE8.log").read_text()
     assert {r.instance.spec.name: r.outcome()[0] for r in rows} == {n: "pass" for n in MATRIX_KERNELS
                                                                    if n != "slow"}
     by_name = {r.instance.spec.name: r for r in rows}
@@ -94,7 +94,7 @@ def _row(expect, plain=(), tool=None, note="needs compute-sanitizer on PATH; not
     return Row(catalog.Instance(spec, "float32", 16), Column(list(plain)), sanitizer, [])
 
 
-def _f(defect, detector="d"):
+def _f(defect, detector="exact-bits"):
     return Finding(defect, detector, f"{detector}: {defect.value}", 1)
 
 
