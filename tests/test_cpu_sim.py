@@ -207,12 +207,12 @@ def test_a_fault_is_a_crash_and_the_next_launch_runs(sim):
 
 def test_a_spinning_thread_is_a_hang_and_the_next_launch_runs(sim):
     A, B = exact_inputs(16, 16, 16)
-    sim.stall_timeout_s = 1.0
+    sim.hang_timeout_s = 1.0
     try:
         with pytest.raises(cpu_sim.SimulatedHang, match=r"block \(0, 0, 0\), thread \(0, 0, 0\)"):
             run_once(sim, catalog.Instance(BUILTIN["broken_hangs"], "float32", 16), A, B)
     finally:
-        sim.stall_timeout_s = 5.0
+        sim.hang_timeout_s = 5.0
     run = run_once(sim, catalog.Instance(BUILTIN["matmul_tiled_guarded"], "float32", 16), A, B)
     assert np.array_equal(run.C, A @ B)
 
