@@ -367,7 +367,10 @@ def child_main(job_path: str, outdir: str) -> int:
         _say("ERROR", json.dumps(f"{type(exc).__name__}: {exc}"))
         return 2
     _say("READY")
+    unbuilt = set()   # instantiations that did not compile: their other steps are not run
     for step in steps:
+        if step.instance_key in unbuilt:
+            continue
         instance = instances[step.id]
         problem = step.problem
         _say("LAUNCH", str(step.id))
@@ -382,6 +385,7 @@ def child_main(job_path: str, outdir: str) -> int:
         except KernelCompileError as exc:
             # This instantiation's verdict; the context is fine, so go on with the next step.
             _say("UNBUILT", f"{step.id} {json.dumps(str(exc))}")
+            unbuilt.add(step.instance_key)
             continue
         except KernelLaunchError as exc:
             # The context is unusable now: report and leave; the parent restarts a child.

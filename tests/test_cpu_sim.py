@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from gemmcheck import catalog
+from gemmcheck import backends, catalog
 from gemmcheck import dtypes as dt
 from gemmcheck.backends import BackendUnavailable
 from gemmcheck.harness import GuardedGemm, run_once
@@ -194,6 +194,33 @@ def test_reference_kernels_give_the_exact_integer_product(sim, inst):
     assert not any(run.guard_damage.values()) and not any(run.inputs_changed.values())
 
 
+# -- capabilities -----------------------------------------------------------------------
+
+CAPABILITIES = (backends.ExploresSchedules, backends.ReportsLaunches, backends.ChecksAddresses,
+                backends.TracksShared)
+
+
+def test_the_simulator_declares_its_extras_as_capabilities(sim):
+    assert all(backends.offers(sim, c) for c in CAPABILITIES)
+    assert all(backends.offers("cpu-sim", c) for c in CAPABILITIES)   # asked before building one
+
+
+def test_other_backends_offer_none_of_them():
+    from fakes import NumpyBackend
+
+    assert not any(backends.offers(NumpyBackend({}), c) for c in CAPABILITIES)
+    assert not any(backends.offers("cupy", c) for c in CAPABILITIES)
+
+
+def test_the_hang_timeout_is_the_option_given_at_creation(sim):
+    assert sim.hang_timeout_s == backends.DEFAULT_HANG_TIMEOUT_S
+    other = backends.create("cpu-sim", hang_timeout_s=2.5)
+    try:
+        assert other.hang_timeout_s == 2.5
+    finally:
+        other.close()
+
+
 # -- faults, hangs, out of bounds ------------------------------------------------------
 
 def test_a_fault_is_a_crash_and_the_next_launch_runs(sim):
@@ -212,7 +239,7 @@ def test_a_spinning_thread_is_a_hang_and_the_next_launch_runs(sim):
         with pytest.raises(cpu_sim.SimulatedHang, match=r"block \(0, 0, 0\), thread \(0, 0, 0\)"):
             run_once(sim, catalog.Instance(BUILTIN["broken_hangs"], "float32", 16), A, B)
     finally:
-        sim.hang_timeout_s = 5.0
+        sim.hang_timeout_s = backends.DEFAULT_HANG_TIMEOUT_S
     run = run_once(sim, catalog.Instance(BUILTIN["matmul_tiled_guarded"], "float32", 16), A, B)
     assert np.array_equal(run.C, A @ B)
 

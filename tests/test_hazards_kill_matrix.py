@@ -175,3 +175,35 @@ def test_the_hardware_table_and_document_are_unchanged_by_the_simulator_columns(
     assert "plain detectors" in kill_matrix.table(rows)[0]
     doc = kill_matrix.document(rows, settings())
     assert doc["settings"]["detectors"] == "hardware" and doc["settings"]["race_sizes"] == [32]
+
+
+@pytest.mark.parametrize("isolate_all", [False, True], ids=["in-process", "isolated"])
+def test_a_row_that_cannot_build_is_its_own_verdict_and_the_good_row_is_judged(
+        tmp_path, monkeypatch, isolate_all):
+    from hazard_stand_ins import unbuildable_backend
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    (tmp_path / "k.cu").write_text("// good\n// unbuildable\n")
+    entries = "".join(f'''
+[[kernel]]
+name = "{name}"
+source = "k.cu"
+entry = "{name}"
+signature = "mnk"
+policy = "tile2d"
+tiles = [8]
+dtypes = ["float32"]
+expect = "correct"
+''' for name in ("unbuildable", "good"))
+    (tmp_path / "catalog.toml").write_text(entries)
+    instances = [i for s in catalog.load(tmp_path / "catalog.toml") for i in s.instances()]
+    s = kill_matrix.Settings(race_sizes=(32,), race_repeats=2, hang_timeout=5, isolate_all=isolate_all,
+                             backend_name="hazard_stand_ins:unbuildable_backend")
+    broken, good = kill_matrix.build(unbuildable_backend(), instances, s)
+    assert good.outcome()[0] == "pass" and len(good.problems) == 3
+    assert broken.plain.diagnosis.defect == Defect.COMPILE_ERROR
+    assert broken.plain.unfinished.detector == "compiler"
+    assert "expected ';'" in broken.plain.unfinished.summary
+    status, why = broken.outcome()
+    assert status == "fail" and "compile_error" in why
+    assert len(broken.problems) == 1   # nothing more was tried after the build failed
