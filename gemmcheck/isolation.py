@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmcheck.detectors import Detector
-from gemmcheck.verdict import Defect, Finding
+from gemmcheck.verdict import Finding
 
 MARK = "@@gemmcheck"
 READY_TIMEOUT_S = 180.0   # imports, CUDA init, compiling (CuPy's cache makes it ~1 s when warm)
