@@ -39,6 +39,8 @@ class Detector(str, enum.Enum):
     BARRIER_TRACKING = "barrier-tracking"  # a __syncthreads() reached by only some threads
     SHARED_INIT = "shared-init"            # reads of shared memory no thread wrote
     ASAN = "asan"                          # AddressSanitizer on exact-size buffers
+    # The performance suite (suites/performance).
+    THROUGHPUT_THRESHOLD = "throughput-threshold"  # slower than its ratio to cuBLAS / the ceiling
 
     @classmethod
     def _missing_(cls, value):

@@ -157,23 +157,35 @@ def matrix_row(request, backend) -> kill_matrix.Row:
 
 
 @pytest.fixture
-def finished_row(matrix_row, request) -> kill_matrix.Row:
+def finished_row(matrix_row) -> kill_matrix.Row:
     """matrix_row, for claims that hold only of launches that finished ("references are
-    clean"): a row whose launches crashed, hung or did not build fails the first such claim
-    (recording the crash / hang / compile_error verdict) and skips the others, naming it.
-    A claim about nothing checked never passes."""
+    clean"). A row whose launches crashed, hung or did not build fails the first such claim
+    (recording the crash / hang / compile_error verdict) and skips the others, naming it
+    (pytest_runtest_call below: a failure of the test, not an error of its setup). A claim
+    about nothing checked never passes."""
+    return matrix_row
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    row = getattr(item, "funcargs", {}).get("finished_row")
+    if row is not None:
+        _require_finished(row, item)
+
+
+def _require_finished(row: kill_matrix.Row, item: pytest.Item) -> None:
     from gemmcheck.verdict import Verdict
 
-    stopped = matrix_row.plain.unfinished
+    stopped = row.plain.unfinished
     if stopped is None:
-        return matrix_row
-    reported = request.config.stash[REPORTED]
-    instance = matrix_row.instance
+        return
+    reported = item.config.stash[REPORTED]
+    instance = row.instance
     if instance.id in reported:
         pytest.skip(f"not checked: {instance.id} {stopped.defect.value}; see {reported[instance.id]}")
-    reported[instance.id] = request.node.nodeid
-    _gemm(request.config).verdicts.record(Verdict.for_instance(
-        instance, "kill matrix: " + "; ".join(matrix_row.problems), [stopped], request.node.nodeid))
+    reported[instance.id] = item.nodeid
+    _gemm(item.config).verdicts.record(Verdict.for_instance(
+        instance, "kill matrix: " + "; ".join(row.problems), [stopped], item.nodeid))
     pytest.fail(f"{stopped.defect.value}: {instance.id} ({instance.name_expression}): nothing about it "
                 f"could be checked: {stopped.summary}", pytrace=False)
 

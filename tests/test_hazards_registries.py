@@ -95,3 +95,20 @@ def test_every_detector_the_hazards_module_names_is_registered():
         "compile_error": Defect.COMPILE_ERROR}
     with pytest.raises(ValueError, match="unknown launch status 'stuck'"):
         hazards.unfinished("stuck", "x")
+
+
+def test_every_detector_name_written_in_the_code_base_is_registered():
+    # Findings are built with literal names in modules other engineers own too (the oracle,
+    # the performance suite): each literal in a Finding(...) call must be a registered name.
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    call = re.compile(r"(?:Finding|_finding)\(\s*[\w.]+,\s*\"([\w-]+)\"")
+    named = {m.group(1): path.name for path in [*root.glob("gemmcheck/**/*.py"), *root.glob("suites/**/*.py")]
+             for m in call.finditer(path.read_text())}
+    named.update({m.group(1): "oracle.py" for m in re.finditer(r"detector, what = \"([\w-]+)\"",
+                                                               (root / "gemmcheck" / "oracle.py").read_text())})
+    assert named, "no literal detector name found: the pattern is stale"
+    unknown = {name: where for name, where in named.items() if name not in {d.value for d in Detector}}
+    assert not unknown, f"detector names no Detector member has: {unknown}"
