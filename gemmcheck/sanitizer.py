@@ -21,7 +21,7 @@ Anything else the tool reports is kept verbatim as `unrecognized`, never dropped
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gemmcheck import device
 from gemmcheck.detectors import SANITIZER_TOOLS, Detector
@@ -213,8 +213,8 @@ class ToolRun:
                   if o.step.instance_key == key and o.finding is not None]
         if failed and not found:
             f = failed[0]
-            found.append(Finding(f.defect, Detector.ISOLATION, f"under {self.tool}: {f.summary}",
-                                 f.count, None, {**f.details, "tool": self.tool}))
+            found.append(replace(f, summary=f"under {self.tool}: {f.summary}",
+                                 details={**f.details, "tool": self.tool}))
         return found
 
 
