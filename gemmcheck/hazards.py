@@ -11,7 +11,8 @@ defect class it truly establishes and nothing more:
 - guard bands changed: OUT_OF_BOUNDS_WRITE
 - A or B changed: INPUT_MUTATION
 - bits differ between launches on identical inputs: NONDETERMINISM
-- a launch that faults / never returns (gemmcheck.isolation): CRASH / HANG
+- a launch that faults / never returns (gemmcheck.isolation), or a kernel that does
+  not build: CRASH / HANG / COMPILE_ERROR, each built by `unfinished` only
 - compute-sanitizer racecheck / synccheck / memcheck / initcheck
   (gemmcheck.sanitizer): SHARED_MEMORY_RACE, DIVERGENT_BARRIER, out-of-bounds
 - on the CPU simulator (cpu-sim; observe_simulated): its shared-memory
@@ -23,8 +24,10 @@ defect class it truly establishes and nothing more:
   a stall of its worker process (CRASH / HANG)
 
 `classify` turns all findings for one instantiation into the most specific
-root cause and says which other findings it explains. Detectors take any
-Backend: the GPU, or a simulator that shuffles thread schedules.
+root cause and says which other findings it explains; the classes, their
+priority and what each explains come from gemmcheck.defects, the detectors'
+names from gemmcheck.detectors. Detectors take any Backend: the GPU, or one
+that offers thread schedules and launch reports (the CPU simulator).
 """
 
 from __future__ import annotations

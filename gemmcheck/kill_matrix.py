@@ -27,6 +27,10 @@ isolation). It runs the small problems only (races show at any size under
 its schedules; 1024^3 takes minutes there). The sanitizer column does not
 apply there: compute-sanitizer needs a GPU.
 
+Each row is built on its own (build_row): a kernel that does not build, crashes or hangs
+gives its row that verdict (COMPILE_ERROR, CRASH, HANG) and touches no other row, so
+rows can be separate tests, spread over processes, and merged afterwards (merge).
+
 Which instantiations: one per kernel (float32 and TILE 16 where declared,
 else the declared dtype and the TILE nearest 16) keeps the matrix to ~1 s
 of device time per kernel; a defect in the kernel's logic shows in any of
