@@ -22,7 +22,7 @@ from gemmcheck import backends, defects, kill_matrix, sanitizer
 ROWS = pytest.StashKey[dict]()            # instance id -> kill_matrix.Row built in this process
 REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test that reported it unfinished
 SETTINGS = pytest.StashKey[object]()      # kill_matrix.Settings, decided once
-STARTED = pytest.StashKey[float]()
+SESSION_STARTED = pytest.StashKey[float]()   # wall clock, to tell this run's worker files
 MATRIX_JSON = Path("reports") / "kill_matrix.json"
 # Fixtures this plugin parametrizes over catalog instantiations.
 MATRIX_ROW = "matrix_row"                 # one per kill-matrix instantiation
@@ -146,12 +146,9 @@ def matrix_settings(config: pytest.Config) -> kill_matrix.Settings:
 def matrix_row(request, backend) -> kill_matrix.Row:
     """The kill-matrix row of the parametrized instantiation, built by the first test of the
     row in this process and kept for the others."""
-    import time
-
     config, instance = request.config, request.param
     rows = config.stash[ROWS]
     if instance.id not in rows:
-        config.stash.setdefault(STARTED, time.monotonic())
         rows[instance.id] = kill_matrix.build_row(backend, instance, matrix_settings(config))
     return rows[instance.id]
 
@@ -205,11 +202,19 @@ def _merged(session: pytest.Session) -> dict:
     """This process's rows plus those pytest-xdist workers wrote (their files are removed)."""
     path = Path(session.config.rootpath) / MATRIX_JSON
     docs = [_document(session.config)]
+    started = session.config.stash.get(SESSION_STARTED, 0.0)
     for part in sorted(path.parent.glob(f"{path.stem}-gw*.json")):
-        docs.append(json.loads(part.read_text()))
+        if part.stat().st_mtime >= started:   # a file an earlier, interrupted run left is not ours
+            docs.append(json.loads(part.read_text()))
         part.unlink()
     order = [i.id for i in matrix_instances(session.config)]
     return kill_matrix.merge(docs, order)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    session.config.stash[SESSION_STARTED] = time.time() - 1
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

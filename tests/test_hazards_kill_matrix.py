@@ -207,3 +207,16 @@ expect = "correct"
     status, why = broken.outcome()
     assert status == "fail" and "compile_error" in why
     assert len(broken.problems) == 1   # nothing more was tried after the build failed
+
+
+def test_rows_written_by_several_workers_merge_into_one_matrix_in_catalog_order(instances):
+    rows = kill_matrix.build(matrix_backend(), [i for i in instances if i.spec.expect not in ("crash", "hang")],
+                             settings())
+    s = settings()
+    first, second = kill_matrix.document(rows[::2], s), kill_matrix.document(rows[1::2], s)
+    merged = kill_matrix.merge([second, {}, first], order=[r.instance.id for r in rows])
+    assert [r["instance"] for r in merged["rows"]] == [r.instance.id for r in rows]
+    assert merged["settings"] == first["settings"]
+    assert kill_matrix.table(merged["rows"]) == kill_matrix.table(rows)
+    assert kill_matrix.merge([first, first])["rows"] == first["rows"]   # a row once
+    assert kill_matrix.merge([{}, {}]) == {}
