@@ -508,7 +508,7 @@ class Diagnosis:
 
     def to_json(self) -> dict:
         return {"defect": self.defect.value if self.defect else None, "basis": self.basis,
-                "established_by": list(self.established_by),
+                "established_by": [str(d) for d in self.established_by],
                 "explains": [d.value for d in self.explains], "also": [d.value for d in self.also],
                 "explanation": self.explanation}
 
