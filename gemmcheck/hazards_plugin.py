@@ -23,6 +23,7 @@ ROWS = pytest.StashKey[dict]()            # instance id -> kill_matrix.Row built
 REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test that reported it unfinished
 SETTINGS = pytest.StashKey[object]()      # kill_matrix.Settings, decided once
 SESSION_STARTED = pytest.StashKey[float]()   # wall clock, to tell this run's worker files
+MATRIX_DOC = pytest.StashKey[dict]()      # the merged kill_matrix.json document, for the summary
 MATRIX_JSON = Path("reports") / "kill_matrix.json"
 # Fixtures this plugin parametrizes over catalog instantiations.
 MATRIX_ROW = "matrix_row"                 # one per kill-matrix instantiation
@@ -233,8 +234,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc, indent=2))
 
-
-MATRIX_DOC = pytest.StashKey[dict]()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
