@@ -24,6 +24,7 @@ REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test t
 SETTINGS = pytest.StashKey[object]()      # kill_matrix.Settings, decided once
 SESSION_STARTED = pytest.StashKey[float]()   # wall clock, to tell this run's worker files
 MATRIX_DOC = pytest.StashKey[dict]()      # the merged kill_matrix.json document, for the summary
+SANITIZER_RUNS = pytest.StashKey[object]()   # kill_matrix.SanitizerRuns shared by the rows
 MATRIX_JSON = Path("reports") / "kill_matrix.json"
 # Fixtures this plugin parametrizes over catalog instantiations.
 MATRIX_ROW = "matrix_row"                 # one per kill-matrix instantiation
@@ -150,8 +151,31 @@ def matrix_row(request, backend) -> kill_matrix.Row:
     config, instance = request.config, request.param
     rows = config.stash[ROWS]
     if instance.id not in rows:
-        rows[instance.id] = kill_matrix.build_row(backend, instance, matrix_settings(config))
+        rows[instance.id] = kill_matrix.build_row(backend, instance, matrix_settings(config),
+                                                  _sanitizer_runs(request, backend))
     return rows[instance.id]
+
+
+def _sanitizer_runs(request, backend) -> kill_matrix.SanitizerRuns | None:
+    """The session's pool of compute-sanitizer runs, when the tool runs. Outside pytest-xdist
+    every row this session will build has its tools started at once (rows' tools run side by
+    side while the plain columns are built); a worker starts each row's when it builds it."""
+    from gemmcheck import hazards
+
+    config = request.config
+    settings = matrix_settings(config)
+    if not settings.sanitizer_exe or hazards.simulates_threads(backend):
+        return None
+    if SANITIZER_RUNS not in config.stash:
+        runs = config.stash[SANITIZER_RUNS] = kill_matrix.SanitizerRuns(settings)
+        if not hasattr(config, "workerinput"):
+            ahead = {item.callspec.params[MATRIX_ROW].id: item.callspec.params[MATRIX_ROW]
+                     for item in request.session.items
+                     if MATRIX_ROW in getattr(getattr(item, "callspec", None), "params", {})}
+            for inst in ahead.values():
+                if inst.spec.expect != "hang":   # a declared hang is not run under the tools
+                    runs.submit(inst)
+    return config.stash[SANITIZER_RUNS]
 
 
 @pytest.fixture
@@ -220,6 +244,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
+    runs = config.stash.get(SANITIZER_RUNS, None)
+    if runs is not None:
+        runs.close()
     path = Path(config.rootpath) / MATRIX_JSON
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker is not None:   # pytest-xdist: the controller merges the workers' files

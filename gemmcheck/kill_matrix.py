@@ -270,14 +270,16 @@ def unfinished(findings) -> Finding | None:
                 None)
 
 
-def build_row(backend, instance: Instance, settings: Settings) -> Row:
+def build_row(backend, instance: Instance, settings: Settings,
+              sanitizer_runs: "SanitizerRuns | None" = None) -> Row:
     """One row of the matrix, on its own: whatever happens to this instantiation (it does not
     build, crashes, hangs) is this row's verdict and touches no other row.
 
     On a backend that simulates threads (cpu-sim) the first column holds the simulator
     detectors and the sanitizer column does not apply; elsewhere the plain detectors (in a
     child for kernels declared crash or hang, or all with `isolate_all`), then the sanitizer
-    column when the tool is there."""
+    column when the tool is there (from `sanitizer_runs`, where rows share a pool that
+    may have started this row's tools ahead)."""
     t0 = time.monotonic()
     if hazards.simulates_threads(backend):
         observations = simulator_observations(backend, instance, settings)
@@ -295,42 +297,88 @@ def build_row(backend, instance: Instance, settings: Settings) -> Row:
     row = Row(instance, Column(_merge(findings), detectors=detectors), tool,
               [f"{obs.purpose}: {obs.problem.id}" for obs in observations])
     if detectors == HARDWARE and settings.sanitizer_exe:
-        row.sanitizer = sanitizer_column(row, settings)
+        row.sanitizer = sanitizer_column(row, settings, sanitizer_runs)
     row.seconds = time.monotonic() - t0
     return row
 
 
 def build(backend, instances, settings: Settings) -> list[Row]:
-    """Every row of the matrix, each built on its own (build_row)."""
-    return [build_row(backend, inst, settings) for inst in instances]
+    """Every row of the matrix, each built on its own (build_row); the sanitizer column's
+    tools for every row start at once, side by side in a small pool."""
+    if not settings.sanitizer_exe or hazards.simulates_threads(backend):
+        return [build_row(backend, inst, settings) for inst in instances]
+    runs = SanitizerRuns(settings)
+    try:
+        for inst in instances:
+            if inst.spec.expect != Defect.HANG.value:   # a declared hang is not run under the tools
+                runs.submit(inst)
+        return [build_row(backend, inst, settings, runs) for inst in instances]
+    finally:
+        runs.close()
 
 
-def sanitizer_column(row: Row, settings: Settings) -> Column:
+def small_problems(instance: Instance, settings: Settings) -> list:
+    """The (purpose, problem) pairs compute-sanitizer runs on: the small exposing problems."""
+    return [(p, q) for p, q in hazards.exposing_problems(instance, settings.race_sizes)
+            if p in hazards.SMALL_PURPOSES]
+
+
+class SanitizerRuns:
+    """compute-sanitizer runs for many rows side by side: a small pool of threads, each
+    waiting on its own child process (the GPU sees several small launches at once, which
+    the tools allow). `submit` starts a row's tools ahead of its test; `results` waits."""
+
+    def __init__(self, settings: Settings, workers: int | None = None) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.settings = settings
+        workers = workers or max(len(settings.tools), min(8, (os.cpu_count() or 2) // 2))
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sanitizer")
+        self._futures: dict = {}
+
+    def submit(self, instance: Instance) -> None:
+        plan = [(instance, small_problems(instance, self.settings))]
+        if not plan[0][1]:
+            return
+        for tool in self.settings.tools:
+            if (instance.id, tool) not in self._futures:
+                self._futures[(instance.id, tool)] = self._pool.submit(self._run, tool, plan)
+
+    def _run(self, tool: str, plan):
+        try:
+            return sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe,
+                                 backend=self.settings.backend_name), None
+        except isolation.IsolationError as exc:
+            return None, f"{tool}: {exc}"
+
+    def results(self, instance: Instance) -> list[tuple]:
+        """[(tool, ToolRun or None, error or None)] for every tool, once they have run."""
+        self.submit(instance)
+        return [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def sanitizer_column(row: Row, settings: Settings, runs: SanitizerRuns | None = None) -> Column:
     """The plain findings of `row` plus compute-sanitizer's: every tool of `settings.tools` on
-    the small problems, the tools' children side by side (a thread per tool, each waiting on
-    its own child process), each tool's raw log written to `settings.log_dir`."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    the small problems, side by side (`runs`, shared by many rows, or a pool of this row's
+    own), each tool's raw log written to `settings.log_dir`."""
     instance = row.instance
     stopped = unfinished(row.plain.findings)
     if stopped is not None and stopped.defect in (Defect.HANG, Defect.COMPILE_ERROR):
         return Column(list(row.plain.findings),
                       note=f"tools not run: the kernel {'hangs' if stopped.defect == Defect.HANG else 'does not build'}")
-    problems = [(p, q) for p, q in hazards.exposing_problems(instance, settings.race_sizes)
-                if p in hazards.SMALL_PURPOSES]
-    if not problems:
+    if not small_problems(instance, settings):
         return Column(list(row.plain.findings), note="tools not run: no small problem fits the kernel")
-    plan = [(instance, problems)]
-
-    def one(tool):
-        try:
-            return tool, sanitizer.run(tool, plan, exe=settings.sanitizer_exe, backend=settings.backend_name), None
-        except isolation.IsolationError as exc:
-            return tool, None, f"{tool}: {exc}"
-
+    own = runs is None
+    runs = SanitizerRuns(settings) if own else runs
+    try:
+        results = runs.results(instance)
+    finally:
+        if own:
+            runs.close()
     found, unrecognized, errors = [], [], []
-    with ThreadPoolExecutor(max_workers=max(1, min(len(settings.tools), os.cpu_count() or 1))) as pool:
-        results = list(pool.map(one, settings.tools))
     for tool, result, error in results:
         if error:
             errors.append(error)
