@@ -332,3 +332,34 @@ def test_gpu_only_and_perf_tests_skip_on_cpu_sim_with_the_reason(pytester):
     ok, why = device.cuda_device()
     perf_reason = "--gemm-backend cpu-sim: GPU and performance tests run only" if ok else why
     result.stdout.fnmatch_lines([f"SKIPPED * {perf_reason}*"])
+
+
+def test_a_source_that_does_not_build_raises_a_fresh_error_on_every_launch():
+    from pathlib import Path
+
+    spec = catalog.KernelSpec(name="does_not_compile", entry="does_not_compile", signature="mnk",
+                              source=Path(__file__).parent / "cpu_sim_kernels" / "does_not_compile.cu",
+                              policy="tile2d", tiles=(4,), dtypes=("float32",), expect="correct")
+    inst = catalog.Instance(spec, "float32", 4)
+    try:
+        sim = cpu_sim.CpuSimBackend()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        A, B = exact_inputs(5, 5, 5)
+        errors = []
+        for _ in range(2):
+            with pytest.raises(backends.KernelCompileError, match="does_not_compile.cu") as caught:
+                run_once(sim, inst, A, B)
+            errors.append(caught.value)
+        assert errors[0] is not errors[1]
+        assert len(list(traceback_frames(errors[1]))) <= len(list(traceback_frames(errors[0])))
+    finally:
+        sim.close()
+
+
+def traceback_frames(exc):
+    tb = exc.__traceback__
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next

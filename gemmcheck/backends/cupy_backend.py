@@ -71,7 +71,8 @@ class CupyBackend(Backend):
         if key not in self._kernels and key not in self._failed:
             self.prepare([instance])
         if key in self._failed:
-            raise self._failed[key]
+            # A fresh exception each time: re-raising the stored one would grow its traceback.
+            raise KernelCompileError(str(self._failed[key])) from None
         return self._kernels[key]
 
     def to_device(self, bits: np.ndarray):

@@ -331,7 +331,9 @@ class CpuSimBackend(Backend):
         if module is None or instance.name_expression not in module.names:
             self.prepare([instance])
         if instance.spec.source in self._failed:
-            raise self._failed[instance.spec.source]
+            # A fresh exception each time: re-raising the stored one would grow its traceback
+            # (and hypothesis' notes) with every launch.
+            raise KernelCompileError(str(self._failed[instance.spec.source])) from None
         return self._modules[instance.spec.source]
 
     # -- memory ------------------------------------------------------------------------
