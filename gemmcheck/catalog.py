@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gemmcheck import defects
 from gemmcheck import dtypes as dt
 from gemmcheck import launch
 
@@ -27,21 +28,7 @@ SHAPES = {
     "any": "any M, N, K >= 1",
 }
 # What a kernel is declared to be: correct, or caught with one defect class.
-# Kept in step with gemmcheck.verdict.Defect (tests/test_catalog.py checks it).
-EXPECTATIONS = (
-    "correct",
-    "wrong_values",
-    "unwritten_output",
-    "out_of_bounds_read",
-    "out_of_bounds_write",
-    "shared_memory_race",
-    "divergent_barrier",
-    "nondeterminism",
-    "input_mutation",
-    "crash",
-    "hang",
-    "too_slow",
-)
+EXPECTATIONS = defects.expectations()
 MAX_THREADS_PER_BLOCK = 1024
 MAX_STATIC_SHARED_BYTES = 48 * 1024
 TEMPLATE_FIELDS = {"T", "TILE"}

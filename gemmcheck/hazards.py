@@ -11,7 +11,8 @@ defect class it truly establishes and nothing more:
 - guard bands changed: OUT_OF_BOUNDS_WRITE
 - A or B changed: INPUT_MUTATION
 - bits differ between launches on identical inputs: NONDETERMINISM
-- a launch that faults / never returns (gemmcheck.isolation): CRASH / HANG
+- a launch that faults / never returns (gemmcheck.isolation), or a kernel that does
+  not build: CRASH / HANG / COMPILE_ERROR, each built by `unfinished` only
 - compute-sanitizer racecheck / synccheck / memcheck / initcheck
   (gemmcheck.sanitizer): SHARED_MEMORY_RACE, DIVERGENT_BARRIER, out-of-bounds
 - on the CPU simulator (cpu-sim; observe_simulated): its shared-memory
@@ -23,8 +24,10 @@ defect class it truly establishes and nothing more:
   a stall of its worker process (CRASH / HANG)
 
 `classify` turns all findings for one instantiation into the most specific
-root cause and says which other findings it explains. Detectors take any
-Backend: the GPU, or a simulator that shuffles thread schedules.
+root cause and says which other findings it explains; the classes, their
+priority and what each explains come from gemmcheck.defects, the detectors'
+names from gemmcheck.detectors. Detectors take any Backend: the GPU, or one
+that offers thread schedules and launch reports (the CPU simulator).
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gemmcheck import oracle
+from gemmcheck import defects, oracle
 from gemmcheck.backends import Backend
 from gemmcheck.catalog import Instance
 from gemmcheck.harness import GuardedGemm, Run
 from gemmcheck.problems import Problem
+from gemmcheck.detectors import Detector
 from gemmcheck.verdict import Defect, Finding
 
 
@@ -121,26 +125,71 @@ def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: 
     return obs
 
 
-# -- observations on the CPU simulator ---------------------------------------------------
+# -- launches that did not finish: CRASH / HANG / COMPILE_ERROR, built here only ----------------
 
-SIMULATOR = "cpu-sim"
+# How a launch ended -> the defect class it establishes ("failed": a launch error that is
+# not a hang, e.g. a fault that left the CUDA context unusable).
+UNFINISHED = {"crash": Defect.CRASH, "failed": Defect.CRASH, "hang": Defect.HANG,
+              "compile_error": Defect.COMPILE_ERROR}
+
+
+def unfinished(status: str, summary: str, *, detector: Detector = Detector.ISOLATION,
+               **details) -> Finding:
+    """The one Finding for a launch that did not finish (every CRASH / HANG / COMPILE_ERROR
+    finding is built here): `status` is a key of UNFINISHED."""
+    if status not in UNFINISHED:
+        raise ValueError(f"unknown launch status {status!r}; use one of {', '.join(UNFINISHED)}")
+    return Finding(UNFINISHED[status], detector, summary, 1, None, {"status": status, **details})
+
+
+def launch_failure(exc: BaseException, report=None) -> Finding:
+    """The Finding for an exception a launch (or its build) raised: a compile error, a hang
+    (KernelHang, or a simulator report that says so) or a crash. `report`: the backend's
+    last launch report, where it offers one (ReportsLaunches)."""
+    from gemmcheck.backends import KernelCompileError, KernelHang
+
+    if isinstance(exc, KernelCompileError):
+        return unfinished("compile_error", f"the kernel did not build: {_first_lines(str(exc))}",
+                          detector=Detector.COMPILER)
+    outcome = getattr(report, "outcome", None)
+    failure = getattr(report, "failure", None)
+    if isinstance(exc, KernelHang) or outcome == "hang":
+        return unfinished("hang", f"the launch did not finish within the hang timeout and was "
+                                  f"stopped: {failure or exc}")
+    return unfinished("crash" if outcome == "crash" else "failed",
+                      f"the launch failed: {failure if outcome == 'crash' else exc}")
+
+
+def _first_lines(text: str, n: int = 12) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines[:n]) + (f"\n... ({len(lines) - n} more lines)" if len(lines) > n else "")
+
+
+# -- observations on a backend that explores thread schedules (the CPU simulator) -------------
+
 # Thread orders each simulated launch runs under: forward first (the buffers keep its
 # result), then orders that expose a missing barrier, lockstep last for the direction.
 SIMULATOR_SCHEDULES = ("forward", "reverse", "shuffle-1", "lockstep")
 
 
-def is_simulator(backend) -> bool:
-    return getattr(backend, "name", None) == SIMULATOR
+def simulates_threads(backend) -> bool:
+    """Whether `backend` offers what the simulator detectors read: thread schedules and a
+    report per launch (gemmcheck.backends capabilities; the CPU simulator does)."""
+    from gemmcheck import backends
+
+    return (backends.offers(backend, backends.ExploresSchedules)
+            and backends.offers(backend, backends.ReportsLaunches))
 
 
 def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats: int = 2,
                       control: bool = True, purpose: str = "",
                       schedules=SIMULATOR_SCHEDULES, address_check: bool = False) -> Observation:
-    """`observe` on cpu-sim: every launch under `schedules`, its LaunchReport kept; a
-    crash or stall of the simulator's worker process is CRASH / HANG (the worker is the
-    isolation: this process is unharmed); with `address_check`, one more launch of the
-    AddressSanitizer build on exact-size buffers (skipped after a crash or hang)."""
-    from gemmcheck.backends import KernelLaunchError
+    """`observe` on a backend that simulates threads: every launch under `schedules`, its
+    LaunchReport kept; a crash, stall or build failure is the observation's `failure`
+    (the simulator's worker process is the isolation: this process is unharmed); with
+    `address_check` (and a backend that ChecksAddresses), one more launch of the
+    AddressSanitizer build on exact-size buffers (skipped after a failure)."""
+    from gemmcheck import backends
 
     A, B = operands(problem)
     obs = Observation(instance, problem, purpose)
@@ -150,26 +199,17 @@ def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats:
             kw = {} if guard_bits is None else {"guard_bits": guard_bits}
             try:
                 run = GuardedGemm(backend, instance, A, B, **kw).run()
-            except KernelLaunchError as exc:
-                obs.reports.append(backend.last_launch_report)
-                obs.failure = _worker_failure(backend.last_launch_report, exc)
+            except (backends.KernelLaunchError, backends.KernelCompileError) as exc:
+                report = backend.last_launch_report
+                if report is not None and not isinstance(exc, backends.KernelCompileError):
+                    obs.reports.append(report)
+                obs.failure = launch_failure(exc, report)
                 return obs
             obs.reports.append(backend.last_launch_report)
             getattr(obs, kind).append(run)
-    if address_check:
+    if address_check and backends.offers(backend, backends.ChecksAddresses):
         obs.address = backend.address_check(instance, A, B)
     return obs
-
-
-def _worker_failure(report, exc: Exception) -> Finding:
-    outcome = getattr(report, "outcome", None)
-    if outcome == "hang":
-        return Finding(Defect.HANG, "isolation",
-                       f"the cpu-sim worker process made no progress within its stall timeout and "
-                       f"was killed: {report.failure}", 1, None, {"status": "hang"})
-    what = report.failure if outcome == "crash" else str(exc)
-    return Finding(Defect.CRASH, "isolation", f"the launch failed in the cpu-sim worker process: {what}",
-                   1, None, {"status": outcome or "failed"})
 
 
 # -- plain detectors: each looks at an Observation ---------------------------------------
@@ -218,7 +258,7 @@ def check_unwritten(obs: Observation) -> list[Finding]:
     where = _first(worst.unwritten)
     rows = np.flatnonzero(worst.unwritten.any(axis=1))
     cols = np.flatnonzero(worst.unwritten.any(axis=0))
-    return [Finding(Defect.UNWRITTEN_OUTPUT, "poison",
+    return [Finding(Defect.UNWRITTEN_OUTPUT, Detector.POISON,
                     f"{n} of {worst.unwritten.size} elements of C still hold the poison bits after "
                     f"the launch (never written); rows {rows[0]}..{rows[-1]}, columns {cols[0]}..{cols[-1]}",
                     n, where, {"rows": [int(rows[0]), int(rows[-1])], "cols": [int(cols[0]), int(cols[-1])]})]
@@ -246,7 +286,7 @@ def check_out_of_bounds_read(obs: Observation) -> list[Finding]:
     if not reads.any():
         return []
     n, where = int(reads.sum()), _first(reads)
-    return [Finding(Defect.OUT_OF_BOUNDS_READ, "guard-swap",
+    return [Finding(Defect.OUT_OF_BOUNDS_READ, Detector.GUARD_SWAP,
                     f"{n} of {reads.size} elements of C are NaN when the guard bands around A and B "
                     f"hold NaN and finite when they hold zeros: the kernel reads outside its operands; "
                     f"first at C{list(where)}", n, where, {"launches": len(obs.runs) + len(obs.control)})]
@@ -267,7 +307,7 @@ def check_out_of_bounds_write(obs: Observation) -> list[Finding]:
     if not hit:
         return []
     text = ", ".join(f"{v} in {k}'s guards" for k, v in hit.items())
-    return [Finding(Defect.OUT_OF_BOUNDS_WRITE, "guard-bands",
+    return [Finding(Defect.OUT_OF_BOUNDS_WRITE, Detector.GUARD_BANDS,
                     f"the kernel wrote outside its output: {text}", sum(hit.values()),
                     None, {"guard_damage": hit})]
 
@@ -278,7 +318,7 @@ def check_input_mutation(obs: Observation) -> list[Finding]:
     if not hit:
         return []
     text = ", ".join(f"{v} elements of {k}" for k, v in hit.items())
-    return [Finding(Defect.INPUT_MUTATION, "input-check", f"the launch changed its inputs: {text}",
+    return [Finding(Defect.INPUT_MUTATION, Detector.INPUT_CHECK, f"the launch changed its inputs: {text}",
                     sum(hit.values()), None, {"inputs_changed": hit})]
 
 
@@ -291,7 +331,7 @@ def check_nondeterminism(obs: Observation) -> list[Finding]:
     if not differs.any():
         return []
     n, where = int(differs.sum()), _first(differs)
-    return [Finding(Defect.NONDETERMINISM, "repeat-launch",
+    return [Finding(Defect.NONDETERMINISM, Detector.REPEAT_LAUNCH,
                     f"{n} of {differs.size} elements of C differ between {len(obs.runs)} launches on "
                     f"identical inputs; first at C{list(where)}", n, where,
                     {"launches": len(obs.runs)})]
@@ -329,7 +369,7 @@ def check_shared_conflicts(obs: Observation) -> list[Finding]:
     pairs = sorted((c for c in worst.conflicts if c.kind in ("RAW", "WAR", "WAW")),
                    key=lambda c: c.schedule != "lockstep")
     example = pairs[0].describe() if pairs else ""
-    return [Finding(Defect.SHARED_MEMORY_RACE, "shared-tracking",
+    return [Finding(Defect.SHARED_MEMORY_RACE, Detector.SHARED_TRACKING,
                     f"cpu-sim tracked {n} conflicting shared-memory accesses over schedules "
                     f"{', '.join(worst.schedules)} (two threads, one address, one barrier interval, "
                     f"at least one write){lockstep}{exposing}" + (f"; e.g. {example}" if example else ""),
@@ -348,7 +388,7 @@ def check_schedule_dependence(obs: Observation) -> list[Finding]:
     report = max(dependent, key=lambda r: max(sum(run.differs.values()) for run in r.runs))
     run = max(report.runs, key=lambda r: sum(r.differs.values()))
     n = sum(run.differs.values())
-    return [Finding(Defect.NONDETERMINISM, "schedules",
+    return [Finding(Defect.NONDETERMINISM, Detector.SCHEDULES,
                     f"the output depends on the thread schedule: {report.exposing_schedule} first gives "
                     f"different bits than {report.runs[0].schedule} on identical inputs; "
                     f"{run.schedule} differs in {n} elements "
@@ -367,7 +407,7 @@ def check_divergent_barriers(obs: Observation) -> list[Finding]:
     report = divergent[0]
     n = sum(run.divergent_barriers for run in report.runs)
     first = report.divergences[0].describe() if report.divergences else "no detail recorded"
-    return [Finding(Defect.DIVERGENT_BARRIER, "barrier-tracking",
+    return [Finding(Defect.DIVERGENT_BARRIER, Detector.BARRIER_TRACKING,
                     f"cpu-sim: a __syncthreads() is reached by only some threads of a block "
                     f"({n} divergent barrier(s) over schedules {', '.join(report.schedules)}); "
                     f"first: {first}", n, None,
@@ -384,7 +424,7 @@ def check_uninitialized_shared(obs: Observation) -> list[Finding]:
         return []
     report = max(reads, key=lambda r: r.uninitialized_shared_reads)
     example = next((c.describe() for c in report.conflicts if c.kind == "uninitialized"), "")
-    return [Finding(Defect.OUT_OF_BOUNDS_READ, "shared-init",
+    return [Finding(Defect.OUT_OF_BOUNDS_READ, Detector.SHARED_INIT,
                     f"cpu-sim: {report.uninitialized_shared_reads} read(s) of shared memory no thread "
                     f"of the block had written (outside what the block stored there)"
                     + (f"; e.g. {example}" if example else ""),
@@ -399,7 +439,7 @@ def check_address_sanitizer(obs: Observation) -> list[Finding]:
     if report is None:
         return []
     if report.hung:
-        return [Finding(Defect.HANG, "asan", "the AddressSanitizer launch did not finish", 1, None, {})]
+        return [unfinished("hang", "the AddressSanitizer launch did not finish", detector=Detector.ASAN)]
     found, by_class = [], {}
     for e in report.errors:
         defect = {"read": Defect.OUT_OF_BOUNDS_READ, "write": Defect.OUT_OF_BOUNDS_WRITE}.get(e.access,
@@ -407,13 +447,13 @@ def check_address_sanitizer(obs: Observation) -> list[Finding]:
         by_class.setdefault(defect, []).append(e)
     for defect, errors in by_class.items():
         e = errors[0]
-        found.append(Finding(defect, "asan", f"AddressSanitizer: {e.describe()}", len(errors), None,
+        found.append(Finding(defect, Detector.ASAN, f"AddressSanitizer: {e.describe()}", len(errors), None,
                              {"buffer": e.buffer, "bytes_past": e.bytes_past, "kind": e.kind,
                               "frame": e.frame, "access": e.access}))
     if not found and report.crashed:
         tail = report.log.strip().splitlines()[-3:]
-        found.append(Finding(Defect.CRASH, "asan", "the AddressSanitizer launch failed without a "
-                             f"report (exit {report.returncode}): {' '.join(tail)}", 1, None, {}))
+        found.append(unfinished("crash", "the AddressSanitizer launch failed without a "
+                                f"report (exit {report.returncode}): {' '.join(tail)}", detector=Detector.ASAN))
     return found
 
 
@@ -431,41 +471,22 @@ def detect(obs: Observation) -> list[Finding]:
 
 # -- classification ----------------------------------------------------------------------
 
-# Most specific first: a root cause above explains the findings listed for it.
-PRIORITY = (
-    Defect.HANG, Defect.CRASH, Defect.DIVERGENT_BARRIER, Defect.OUT_OF_BOUNDS_WRITE,
-    Defect.OUT_OF_BOUNDS_READ, Defect.INPUT_MUTATION, Defect.SHARED_MEMORY_RACE,
-    Defect.UNWRITTEN_OUTPUT, Defect.NONDETERMINISM, Defect.WRONG_VALUES, Defect.TOO_SLOW,
-)
-EXPLAINS = {
-    # A launch that did not finish left nothing to judge; memcheck's invalid
-    # access in it says where it faulted.
-    Defect.HANG: frozenset(PRIORITY) - {Defect.HANG},
-    Defect.CRASH: frozenset({Defect.OUT_OF_BOUNDS_WRITE, Defect.OUT_OF_BOUNDS_READ}),
-    # Threads that skip a barrier read shared tiles others are still writing.
-    Defect.DIVERGENT_BARRIER: frozenset({Defect.SHARED_MEMORY_RACE, Defect.NONDETERMINISM,
-                                         Defect.WRONG_VALUES}),
-    # A store past a row's end lands in the next row, where another thread's
-    # store of that element races with it: wrong and launch-dependent values.
-    Defect.OUT_OF_BOUNDS_WRITE: frozenset({Defect.WRONG_VALUES, Defect.NONDETERMINISM}),
-    Defect.OUT_OF_BOUNDS_READ: frozenset({Defect.WRONG_VALUES}),
-    Defect.INPUT_MUTATION: frozenset({Defect.WRONG_VALUES, Defect.NONDETERMINISM}),
-    Defect.SHARED_MEMORY_RACE: frozenset({Defect.NONDETERMINISM, Defect.WRONG_VALUES}),
-    # With exact inputs at most one of two different outputs is the right one.
-    Defect.NONDETERMINISM: frozenset({Defect.WRONG_VALUES}),
-}
+# From the defect registry (gemmcheck.defects): most specific first, what each root cause
+# explains, and the classes plain detectors cannot establish on real hardware (a divergent
+# barrier shows only as wrong values there; the CPU simulator's barrier tracking
+# establishes it without the tool).
+PRIORITY = defects.priority()
+EXPLAINS = defects.explains()
 # What a race inference must rule out: other ways two launches can differ.
 _GLOBAL_MEMORY_EXPLANATIONS = {Defect.OUT_OF_BOUNDS_WRITE, Defect.INPUT_MUTATION,
-                               Defect.DIVERGENT_BARRIER, Defect.CRASH, Defect.HANG}
+                               Defect.DIVERGENT_BARRIER, Defect.CRASH, Defect.HANG,
+                               Defect.COMPILE_ERROR}
 RACE_INFERENCE = (
     "inferred: launches on identical inputs gave different bits, with no out-of-bounds write and "
     "no input mutation; a tiled GEMM whose threads exchange data only through shared memory "
     "(no atomics, no inter-block communication) can then differ between launches only through "
     "a shared-memory race. racecheck observes it directly.")
-# Classes the plain detectors cannot establish on real hardware: a divergent
-# barrier shows only as wrong values there (synccheck establishes it). The CPU
-# simulator's barrier tracking establishes it without the tool.
-NEEDS_A_TOOL = {Defect.DIVERGENT_BARRIER: "synccheck"}
+NEEDS_A_TOOL = defects.needs_a_tool()
 
 
 @dataclass(frozen=True)
@@ -487,7 +508,7 @@ class Diagnosis:
 
     def to_json(self) -> dict:
         return {"defect": self.defect.value if self.defect else None, "basis": self.basis,
-                "established_by": list(self.established_by),
+                "established_by": [str(d) for d in self.established_by],
                 "explains": [d.value for d in self.explains], "also": [d.value for d in self.also],
                 "explanation": self.explanation}
 

@@ -1,6 +1,12 @@
-"""pytest wiring of the hazards suite: options, the kill matrix fixture, its parametrization,
-its terminal summary and reports/kill_matrix.json. Logic lives in gemmcheck.kill_matrix,
-gemmcheck.hazards, gemmcheck.isolation and gemmcheck.sanitizer.
+"""pytest wiring of the hazards suite: options, the kill matrix row fixture, its
+parametrization, its terminal summary and reports/kill_matrix.json. Logic lives in
+gemmcheck.kill_matrix, gemmcheck.hazards, gemmcheck.isolation and gemmcheck.sanitizer.
+
+Each kill-matrix row is built by the first test that asks for it (matrix_row) and kept for
+the other tests of that row in this process: no fixture computes all rows, a row that
+cannot build or run is that row's verdict, and rows spread over pytest-xdist workers
+(`--dist loadgroup` keeps a row's tests on one worker). Each worker writes the rows it
+built; the controller merges them into one table and one reports/kill_matrix.json.
 """
 
 from __future__ import annotations
@@ -11,14 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import kill_matrix, sanitizer
+from gemmcheck import backends, defects, kill_matrix, sanitizer
 
-MATRIX = pytest.StashKey[dict]()          # "rows", "settings", "seconds" once computed
+ROWS = pytest.StashKey[dict]()            # instance id -> kill_matrix.Row built in this process
+REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test that reported it unfinished
+SETTINGS = pytest.StashKey[object]()      # kill_matrix.Settings, decided once
+SESSION_STARTED = pytest.StashKey[float]()   # wall clock, to tell this run's worker files
+MATRIX_DOC = pytest.StashKey[dict]()      # the merged kill_matrix.json document, for the summary
+SANITIZER_RUNS = pytest.StashKey[object]()   # kill_matrix.SanitizerRuns shared by the rows
 MATRIX_JSON = Path("reports") / "kill_matrix.json"
 # Fixtures this plugin parametrizes over catalog instantiations.
 MATRIX_ROW = "matrix_row"                 # one per kill-matrix instantiation
 EXPOSED_BROKEN = "exposed_broken"         # broken kernels for the correctness suite, as strict xfails
-NOT_FOR_CORRECTNESS = ("crash", "hang", "too_slow")
+NOT_FOR_CORRECTNESS = defects.not_for_correctness()  # left to the hazards and performance suites
 
 
 def _seconds(value: str) -> float:
@@ -37,22 +48,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run compute-sanitizer (racecheck, synccheck, memcheck, initcheck) in the "
                          "hazards suite when it is on PATH; off skips it (default: auto)")
     group.addoption("--gemm-hang-timeout", type=_seconds, metavar="SECONDS",
-                    default=10.0, help="an isolated launch that takes longer is a HANG (default: 10)")
+                    default=backends.DEFAULT_HANG_TIMEOUT_S,
+                    help="a launch that takes longer is a HANG: in an isolated child, in the CPU "
+                         "simulator's worker, or in this process on the GPU (default: 10)")
     group.addoption("--gemm-isolate", choices=("risky", "all"), default="risky", metavar="risky|all",
                     help="which kernels the kill matrix launches in a child process: those declared "
                          "crash or hang, or all (default: risky)")
 
 
 def simulated(config: pytest.Config) -> bool:
-    """Whether kernels run on the CPU simulator in this session."""
-    from gemmcheck import backends
+    """Whether this session's backend simulates threads (schedules and a report per launch:
+    the CPU simulator), asked by capability, not by name."""
+    from gemmcheck import hazards
 
-    return backends.resolve(_gemm(config).backend_name) == "cpu-sim"
+    return hazards.simulates_threads(backends.backend_class(_gemm(config).backend_name))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "simulator: uses what only the CPU simulator (cpu-sim) "
                                        "establishes; skipped with the reason on other backends")
+    if not config.pluginmanager.hasplugin("xdist"):  # kill-matrix rows carry it either way
+        config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's loadgroup grouping")
+    config.stash[ROWS], config.stash[REPORTED] = {}, {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -91,7 +108,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     keep = [m.args[0] for m in metafunc.definition.iter_markers("instances")]
     if MATRIX_ROW in metafunc.fixturenames:
         instances = [i for i in matrix_instances(metafunc.config) if all(p(i) for p in keep)]
-        metafunc.parametrize(MATRIX_ROW, instances, ids=[i.id for i in instances], indirect=True)
+        metafunc.parametrize(MATRIX_ROW, [pytest.param(i, id=i.id, marks=pytest.mark.xdist_group(i.id))
+                                          for i in instances], indirect=True)
     if EXPOSED_BROKEN in metafunc.fixturenames:
         instances = [i for i in matrix_instances(metafunc.config)
                      if not i.spec.is_reference and i.spec.expect not in NOT_FOR_CORRECTNESS
@@ -112,62 +130,156 @@ def sanitizer_exe(request) -> str:
     return exe
 
 
-@pytest.fixture(scope="session")
-def kill_matrix_rows(request, backend) -> dict:
-    """Every kill-matrix row, computed once per session: instance id -> kill_matrix.Row."""
-    config = request.config
-    if MATRIX not in config.stash:
+def matrix_settings(config: pytest.Config) -> kill_matrix.Settings:
+    """The kill matrix's settings, decided once from the options and the profile."""
+    if SETTINGS not in config.stash:
         gc = _gemm(config)
         exe, why = sanitizer_status(config)
-        settings = kill_matrix.Settings(
+        config.stash[SETTINGS] = kill_matrix.Settings(
             race_sizes=gc.profile.race_sizes, race_repeats=gc.profile.race_repeats,
             backend_name=gc.backend_name, sanitizer_exe=exe, sanitizer_note=why,
             hang_timeout=config.getoption("gemm_hang_timeout"),
             isolate_all=config.getoption("gemm_isolate") == "all",
             log_dir=Path(config.rootpath) / "reports" / "sanitizer")
-        import time
-
-        started = time.monotonic()
-        rows = kill_matrix.build(backend, matrix_instances(config), settings)
-        config.stash[MATRIX] = {"rows": rows, "settings": settings,
-                                "seconds": time.monotonic() - started}
-    return {r.instance.id: r for r in config.stash[MATRIX]["rows"]}
+    return config.stash[SETTINGS]
 
 
 @pytest.fixture
-def matrix_row(request, kill_matrix_rows):
-    """The kill-matrix row of the parametrized instantiation."""
-    return kill_matrix_rows[request.param.id]
+def matrix_row(request, backend) -> kill_matrix.Row:
+    """The kill-matrix row of the parametrized instantiation, built by the first test of the
+    row in this process and kept for the others."""
+    config, instance = request.config, request.param
+    rows = config.stash[ROWS]
+    if instance.id not in rows:
+        rows[instance.id] = kill_matrix.build_row(backend, instance, matrix_settings(config),
+                                                  _sanitizer_runs(request, backend))
+    return rows[instance.id]
+
+
+def _sanitizer_runs(request, backend) -> kill_matrix.SanitizerRuns | None:
+    """The session's pool of compute-sanitizer runs, when the tool runs. Outside pytest-xdist
+    every row this session will build has its tools started at once (rows' tools run side by
+    side while the plain columns are built); a worker starts each row's when it builds it."""
+    from gemmcheck import hazards
+
+    config = request.config
+    settings = matrix_settings(config)
+    if not settings.sanitizer_exe or hazards.simulates_threads(backend):
+        return None
+    if SANITIZER_RUNS not in config.stash:
+        runs = config.stash[SANITIZER_RUNS] = kill_matrix.SanitizerRuns(settings)
+        if not hasattr(config, "workerinput"):
+            ahead = {item.callspec.params[MATRIX_ROW].id: item.callspec.params[MATRIX_ROW]
+                     for item in request.session.items
+                     if MATRIX_ROW in getattr(getattr(item, "callspec", None), "params", {})}
+            for inst in ahead.values():
+                if inst.spec.expect != "hang":   # a declared hang is not run under the tools
+                    runs.submit(inst)
+    return config.stash[SANITIZER_RUNS]
+
+
+@pytest.fixture
+def finished_row(matrix_row) -> kill_matrix.Row:
+    """matrix_row, for claims that hold only of launches that finished ("references are
+    clean"). A row whose launches crashed, hung or did not build fails the first such claim
+    (recording the crash / hang / compile_error verdict) and skips the others, naming it
+    (pytest_runtest_call below: a failure of the test, not an error of its setup). A claim
+    about nothing checked never passes."""
+    return matrix_row
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    row = getattr(item, "funcargs", {}).get("finished_row")
+    if row is not None:
+        _require_finished(row, item)
+
+
+def _require_finished(row: kill_matrix.Row, item: pytest.Item) -> None:
+    from gemmcheck.verdict import Verdict
+
+    stopped = row.plain.unfinished
+    if stopped is None:
+        return
+    reported = item.config.stash[REPORTED]
+    instance = row.instance
+    if instance.id in reported:
+        pytest.skip(f"not checked: {instance.id} {stopped.defect.value}; see {reported[instance.id]}")
+    reported[instance.id] = item.nodeid
+    _gemm(item.config).verdicts.record(Verdict.for_instance(
+        instance, "kill matrix: " + "; ".join(row.problems), [stopped], item.nodeid))
+    pytest.fail(f"{stopped.defect.value}: {instance.id} ({instance.name_expression}): nothing about it "
+                f"could be checked: {stopped.summary}", pytrace=False)
+
+
+def _document(config: pytest.Config) -> dict:
+    rows = list(config.stash.get(ROWS, {}).values())
+    if not rows:
+        return {}
+    return kill_matrix.document(rows, matrix_settings(config))
+
+
+def _worker_file(path: Path, worker: str) -> Path:
+    return path.with_name(f"{path.stem}-{worker}.json")
+
+
+def _merged(session: pytest.Session) -> dict:
+    """This process's rows plus those pytest-xdist workers wrote (their files are removed)."""
+    path = Path(session.config.rootpath) / MATRIX_JSON
+    docs = [_document(session.config)]
+    started = session.config.stash.get(SESSION_STARTED, 0.0)
+    for part in sorted(path.parent.glob(f"{path.stem}-gw*.json")):
+        if part.stat().st_mtime >= started:   # a file an earlier, interrupted run left is not ours
+            docs.append(json.loads(part.read_text()))
+        part.unlink()
+    order = [i.id for i in matrix_instances(session.config)]
+    return kill_matrix.merge(docs, order)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    session.config.stash[SESSION_STARTED] = time.time() - 1
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    matrix = session.config.stash.get(MATRIX, None)
-    if not matrix:
+    config = session.config
+    runs = config.stash.get(SANITIZER_RUNS, None)
+    if runs is not None:
+        runs.close()
+    path = Path(config.rootpath) / MATRIX_JSON
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is not None:   # pytest-xdist: the controller merges the workers' files
+        doc = _document(config)
+        if doc:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _worker_file(path, worker).write_text(json.dumps(doc, indent=2))
         return
-    path = Path(session.config.rootpath) / MATRIX_JSON
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = kill_matrix.document(matrix["rows"], matrix["settings"])
-    doc["seconds"] = round(matrix["seconds"], 1)
-    path.write_text(json.dumps(doc, indent=2))
+    doc = _merged(session)
+    config.stash[MATRIX_DOC] = doc
+    if doc:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=2))
+
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
-    matrix = config.stash.get(MATRIX, None)
-    if not matrix:
+    doc = config.stash.get(MATRIX_DOC, None)
+    if not doc:
         return
-    settings, rows = matrix["settings"], matrix["rows"]
-    on = kill_matrix.runs_on(rows, settings)
+    settings, rows = doc["settings"], doc["rows"]
+    on = settings["backend"]
     terminalreporter.section(f"gemmcheck: kill matrix ({on})")
     for line in kill_matrix.table(rows):
         terminalreporter.write_line(line)
-    if rows and all(r.plain.detectors == kill_matrix.SIMULATOR for r in rows):
-        how = (f"simulator detectors on the small problems, schedules {', '.join(settings.schedules)}"
-               f"{', AddressSanitizer' if settings.address_check else ''}; sanitizer column "
+    if settings["detectors"] == kill_matrix.SIMULATOR:
+        how = (f"simulator detectors on the small problems, schedules {', '.join(settings['schedules'])}"
+               f"{', AddressSanitizer' if settings['address_check'] else ''}; sanitizer column "
                f"{kill_matrix.SANITIZER_NOT_APPLICABLE} (compute-sanitizer needs a GPU)")
     else:
-        tool = (f"compute-sanitizer {', '.join(settings.tools)}" if settings.sanitizer_exe
-                else f"sanitizer column not run: {settings.sanitizer_note}")
-        how = (f"race stress {'x'.join(map(str, settings.race_sizes))} x {settings.race_repeats} "
+        tool = (f"compute-sanitizer {', '.join(settings['tools'])}" if not settings["sanitizer"].startswith("not run")
+                else f"sanitizer column {settings['sanitizer']}")
+        how = (f"race stress {'x'.join(map(str, settings['race_sizes']))} x {settings['race_repeats']} "
                f"launches; {tool}")
-    terminalreporter.write_line(f"{len(rows)} rows in {matrix['seconds']:.1f} s on {on}; {how}; "
+    terminalreporter.write_line(f"{len(rows)} rows, {doc['seconds']:.1f} s of row time on {on}; {how}; "
                                 f"written to {MATRIX_JSON}")

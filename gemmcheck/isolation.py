@@ -4,7 +4,8 @@ A kernel that faults leaves its process's CUDA context unusable, and one
 that never returns blocks its process forever. Such launches (catalog
 `expect` crash or hang, and everything under compute-sanitizer) run in a
 child: `python -m gemmcheck.isolation JOB OUTDIR`. The child announces each
-step on stdout (READY, LAUNCH id, DONE id); the parent watches the clock
+step on stdout (READY, LAUNCH id, then DONE id, FAILED id or UNBUILT id: the
+instantiation did not compile); the parent watches the clock
 between them, kills the child's process group when a step overruns, and
 starts a fresh child for the steps left. Child startup costs about a second
 and a half on a warm machine, so steps are batched: one child runs every
@@ -31,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmcheck.verdict import Defect, Finding
+from gemmcheck.detectors import Detector
+from gemmcheck.verdict import Finding
 
 MARK = "@@gemmcheck"
 READY_TIMEOUT_S = 180.0   # imports, CUDA init, compiling (CuPy's cache makes it ~1 s when warm)
@@ -88,12 +90,16 @@ class StepOutcome:
 
     @property
     def finding(self) -> Finding | None:
-        """CRASH or HANG for a launch that did not complete; None otherwise."""
-        if self.status in ("failed", "crash"):
-            return Finding(Defect.CRASH, "isolation", f"the launch failed: {self.message}",
-                           1, None, {"status": self.status})
+        """CRASH, HANG or COMPILE_ERROR for a launch that did not complete; None otherwise."""
+        from gemmcheck import hazards
+
         if self.status == "hang":
-            return Finding(Defect.HANG, "isolation", self.message, 1, None, {"status": self.status})
+            return hazards.unfinished("hang", self.message)
+        if self.status == "compile_error":
+            return hazards.unfinished("compile_error", f"the kernel did not build: {self.message}",
+                                      detector=Detector.COMPILER)
+        if self.status in ("failed", "crash"):
+            return hazards.unfinished(self.status, f"the launch failed: {self.message}")
         return None
 
 
@@ -161,10 +167,10 @@ def supervise(argv, steps, *, ready_timeout: float = READY_TIMEOUT_S,
             current = int(rest)
             outcomes[current] = StepOutcome(by_id[current], "running")
             started, deadline = time.monotonic(), time.monotonic() + step_timeout
-        elif word in ("DONE", "FAILED"):
+        elif word in ("DONE", "FAILED", "UNBUILT"):
             step_id, _, message = rest.partition(" ")
             out = outcomes[int(step_id)]
-            out.status = "ok" if word == "DONE" else "failed"
+            out.status = {"DONE": "ok", "FAILED": "failed", "UNBUILT": "compile_error"}[word]
             out.message = json.loads(message) if message else ""
             out.seconds = time.monotonic() - started
             current, deadline = None, time.monotonic() + step_timeout
@@ -248,7 +254,7 @@ def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: boo
                     out.runs = _load_runs(outdir, step)
                 if out.status != "not_run":
                     outcomes[step.id] = out
-                if out.status in ("failed", "crash", "hang"):
+                if out.status in ("failed", "crash", "hang", "compile_error"):
                     dead.add(step.instance_key)
             still = []
             for step in remaining:
@@ -256,7 +262,7 @@ def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: boo
                     continue
                 if step.instance_key in dead:
                     outcomes[step.id] = StepOutcome(step, "not_run", "an earlier problem of this "
-                                                    "instantiation crashed or hung")
+                                                    "instantiation crashed, hung or did not build")
                 else:
                     still.append(step)
             if len(still) == len(remaining):
@@ -347,7 +353,7 @@ def _make_backend(name: str, exact_allocations: bool):
 
 def child_main(job_path: str, outdir: str) -> int:
     from gemmcheck import hazards
-    from gemmcheck.backends import KernelLaunchError
+    from gemmcheck.backends import KernelCompileError, KernelLaunchError
     from gemmcheck.harness import GuardedGemm
 
     job = json.loads(Path(job_path).read_text())
@@ -361,7 +367,10 @@ def child_main(job_path: str, outdir: str) -> int:
         _say("ERROR", json.dumps(f"{type(exc).__name__}: {exc}"))
         return 2
     _say("READY")
+    unbuilt = set()   # instantiations that did not compile: their other steps are not run
     for step in steps:
+        if step.instance_key in unbuilt:
+            continue
         instance = instances[step.id]
         problem = step.problem
         _say("LAUNCH", str(step.id))
@@ -373,6 +382,11 @@ def child_main(job_path: str, outdir: str) -> int:
             else:
                 obs = hazards.observe(backend, instance, problem, repeats=step.repeats,
                                       control=step.control, purpose=step.purpose)
+        except KernelCompileError as exc:
+            # This instantiation's verdict; the context is fine, so go on with the next step.
+            _say("UNBUILT", f"{step.id} {json.dumps(str(exc))}")
+            unbuilt.add(step.instance_key)
+            continue
         except KernelLaunchError as exc:
             # The context is unusable now: report and leave; the parent restarts a child.
             _say("FAILED", f"{step.id} {json.dumps(str(exc))}")

@@ -27,6 +27,10 @@ isolation). It runs the small problems only (races show at any size under
 its schedules; 1024^3 takes minutes there). The sanitizer column does not
 apply there: compute-sanitizer needs a GPU.
 
+Each row is built on its own (build_row): a kernel that does not build, crashes or hangs
+gives its row that verdict (COMPILE_ERROR, CRASH, HANG) and touches no other row, so
+rows can be separate tests, spread over processes, and merged afterwards (merge).
+
 Which instantiations: one per kernel (float32 and TILE 16 where declared,
 else the declared dtype and the TILE nearest 16) keeps the matrix to ~1 s
 of device time per kernel; a defect in the kernel's logic shows in any of
@@ -35,15 +39,17 @@ its instantiations. The nightly profile runs every instantiation.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
-from gemmcheck import hazards, isolation, sanitizer
+from gemmcheck import defects, hazards, isolation, sanitizer
 from gemmcheck.catalog import Instance
+from gemmcheck.detectors import Detector
 from gemmcheck.verdict import Defect, Finding
 
-NOT_IN_MATRIX = {"too_slow": "judged by the performance suite"}
-ISOLATED = ("crash", "hang")
+NOT_IN_MATRIX = defects.not_in_matrix()   # expect value -> why the matrix leaves it out
+ISOLATED = defects.isolated()             # expect values launched in a child process
 PREFERRED_DTYPE, PREFERRED_TILE = "float32", 16
 HARDWARE, SIMULATOR = "hardware", "simulator"   # the detector sets a first column can hold
 COLUMN_TITLES = {HARDWARE: "plain detectors", SIMULATOR: "simulator detectors"}
@@ -103,15 +109,25 @@ class Column:
             return self.not_applicable
         return self.diagnosis.label if self.ran else "not run"
 
-    def found(self, *, detector: str | None = None, defect: Defect | None = None) -> list[Finding]:
-        """The findings of one detector and/or of one class."""
+    def found(self, *, detector: Detector | str | None = None,
+              defect: Defect | str | None = None) -> list[Finding]:
+        """The findings of one detector and/or of one class. An unknown detector or defect name
+        raises (naming the known ones): a misspelled name must not match nothing and pass."""
+        detector = None if detector is None else Detector(detector)
+        defect = None if defect is None else Defect(defect)
         return [f for f in self.findings if (detector is None or f.detector == detector)
-                and (defect is None or Defect(f.defect) == defect)]
+                and (defect is None or f.defect == defect)]
+
+    @property
+    def unfinished(self) -> Finding | None:
+        """The COMPILE_ERROR / CRASH / HANG finding when the column's launches did not finish."""
+        return unfinished(self.findings)
 
     def to_json(self) -> dict:
         return {"ran": self.ran, "detectors": self.detectors, "applicable": not self.not_applicable,
                 "note": self.note, "diagnosis": self.diagnosis.to_json(),
-                "findings": [{"defect": Defect(f.defect).value, "detector": f.detector,
+                "label": self.label(),
+                "findings": [{"defect": f.defect.value, "detector": f.detector.value,
                               "summary": f.summary, "count": f.count} for f in self.findings],
                 "unrecognized": self.unrecognized, "errors": self.errors}
 
@@ -187,17 +203,29 @@ class Settings:
 
 
 def plain_observations(backend, instance: Instance, settings: Settings) -> list[hazards.Observation]:
-    """Observe one instantiation in this process on every exposing problem."""
+    """Observe one instantiation in this process on every exposing problem. A launch (or
+    build) that fails is the observation's `failure` (COMPILE_ERROR, CRASH or HANG) and the
+    instantiation's other problems are not run."""
+    from gemmcheck.backends import KernelCompileError, KernelLaunchError
+
     out = []
     for purpose, problem in hazards.exposing_problems(instance, settings.race_sizes):
         race = hazards.is_race_stress(purpose)
-        out.append(hazards.observe(backend, instance, problem, purpose=purpose,
-                                   repeats=settings.race_repeats if race else 2, control=not race))
+        try:
+            obs = hazards.observe(backend, instance, problem, purpose=purpose,
+                                  repeats=settings.race_repeats if race else 2, control=not race)
+        except (KernelCompileError, KernelLaunchError) as exc:
+            obs = hazards.Observation(instance, problem, purpose)
+            obs.failure = hazards.launch_failure(exc)
+        out.append(obs)
+        if obs.failure is not None:
+            break
     return out
 
 
 def isolated_observations(instances, settings: Settings) -> dict[str, list[hazards.Observation]]:
-    """Observe instantiations in children: a fault is CRASH, a timeout HANG (one child per failure)."""
+    """Observe instantiations in children: a fault is CRASH, a timeout HANG, a build failure
+    COMPILE_ERROR (one child per failure)."""
     steps, owner = [], {}
     for inst in instances:
         for purpose, problem in hazards.exposing_problems(inst, settings.race_sizes):
@@ -218,9 +246,10 @@ def isolated_observations(instances, settings: Settings) -> dict[str, list[hazar
 
 
 def simulator_observations(backend, instance: Instance, settings: Settings) -> list[hazards.Observation]:
-    """Observe one instantiation on cpu-sim: the small exposing problems, every launch under
-    `settings.schedules`, AddressSanitizer on the first (ragged) problem. After a crash or a
-    hang the instantiation's other problems are not run (as in an isolated child)."""
+    """Observe one instantiation on a backend that simulates threads (cpu-sim): the small
+    exposing problems, every launch under `settings.schedules`, AddressSanitizer on the
+    first (ragged) problem. After a crash, hang or build failure the instantiation's other
+    problems are not run (as in an isolated child)."""
     out = []
     for n, (purpose, problem) in enumerate(hazards.exposing_problems(instance, race_sizes=())):
         obs = hazards.observe_simulated(backend, instance, problem, purpose=purpose,
@@ -232,86 +261,137 @@ def simulator_observations(backend, instance: Instance, settings: Settings) -> l
     return out
 
 
-def build_simulated(backend, instances, settings: Settings) -> list[Row]:
-    """Every row on cpu-sim: the simulator detectors; the sanitizer column does not apply."""
-    rows = []
-    old_stall = backend.stall_timeout_s
-    backend.stall_timeout_s = settings.hang_timeout
-    try:
-        for inst in instances:
-            t0 = time.monotonic()
-            observations = simulator_observations(backend, inst, settings)
-            findings = [f for obs in observations for f in hazards.detect(obs)]
-            tool = Column(ran=False, note=SANITIZER_ON_SIMULATOR, detectors=SIMULATOR,
-                          not_applicable=SANITIZER_NOT_APPLICABLE)
-            rows.append(Row(inst, Column(_merge(findings), detectors=SIMULATOR), tool,
-                            [f"{obs.purpose}: {obs.problem.id}" for obs in observations],
-                            time.monotonic() - t0))
-    finally:
-        backend.stall_timeout_s = old_stall
-    return rows
+def unfinished(findings) -> Finding | None:
+    """The finding that says the row's launches did not finish (COMPILE_ERROR, HANG, CRASH from
+    a build, a child or the simulator's worker), if there is one: then nothing else about
+    the kernel was checked."""
+    detectors = (Detector.ISOLATION, Detector.COMPILER)
+    return next((f for f in findings if f.detector in detectors and f.defect in hazards.UNFINISHED.values()),
+                None)
+
+
+def build_row(backend, instance: Instance, settings: Settings,
+              sanitizer_runs: "SanitizerRuns | None" = None) -> Row:
+    """One row of the matrix, on its own: whatever happens to this instantiation (it does not
+    build, crashes, hangs) is this row's verdict and touches no other row.
+
+    On a backend that simulates threads (cpu-sim) the first column holds the simulator
+    detectors and the sanitizer column does not apply; elsewhere the plain detectors (in a
+    child for kernels declared crash or hang, or all with `isolate_all`), then the sanitizer
+    column when the tool is there (from `sanitizer_runs`, where rows share a pool that
+    may have started this row's tools ahead)."""
+    t0 = time.monotonic()
+    if hazards.simulates_threads(backend):
+        observations = simulator_observations(backend, instance, settings)
+        detectors = SIMULATOR
+        tool = Column(ran=False, note=SANITIZER_ON_SIMULATOR, detectors=SIMULATOR,
+                      not_applicable=SANITIZER_NOT_APPLICABLE)
+    else:
+        detectors = HARDWARE
+        if settings.isolate_all or instance.spec.expect in ISOLATED:
+            observations = isolated_observations([instance], settings)[instance.id]
+        else:
+            observations = plain_observations(backend, instance, settings)
+        tool = Column(ran=False, note=settings.sanitizer_note)
+    findings = [f for obs in observations for f in hazards.detect(obs)]
+    row = Row(instance, Column(_merge(findings), detectors=detectors), tool,
+              [f"{obs.purpose}: {obs.problem.id}" for obs in observations])
+    if detectors == HARDWARE and settings.sanitizer_exe:
+        row.sanitizer = sanitizer_column(row, settings, sanitizer_runs)
+    row.seconds = time.monotonic() - t0
+    return row
 
 
 def build(backend, instances, settings: Settings) -> list[Row]:
-    """Every row of the matrix: plain column first, then (if available) the sanitizer column.
-    On cpu-sim, the simulator detectors (build_simulated)."""
-    if hazards.is_simulator(backend):
-        return build_simulated(backend, instances, settings)
-    rows: dict[str, Row] = {}
-    isolated = [i for i in instances if settings.isolate_all or i.spec.expect in ISOLATED]
-    started = time.monotonic()
-    by_child = isolated_observations(isolated, settings)
-    for inst in instances:
-        t0 = time.monotonic()
-        observations = by_child[inst.id] if inst.id in by_child else plain_observations(backend, inst, settings)
-        findings = [f for obs in observations for f in hazards.detect(obs)]
-        rows[inst.id] = Row(inst, Column(_merge(findings)), Column(ran=False, note=settings.sanitizer_note),
-                            [f"{obs.purpose}: {obs.problem.id}" for obs in observations],
-                            time.monotonic() - t0)
-    if isolated:
-        share = (time.monotonic() - started - sum(r.seconds for r in rows.values())) / len(isolated)
-        for inst in isolated:
-            rows[inst.id].seconds += max(share, 0.0)
-    if settings.sanitizer_exe:
-        _sanitizer_column(rows, instances, settings)
-    return [rows[i.id] for i in instances]
+    """Every row of the matrix, each built on its own (build_row); the sanitizer column's
+    tools for every row start at once, side by side in a small pool."""
+    if not settings.sanitizer_exe or hazards.simulates_threads(backend):
+        return [build_row(backend, inst, settings) for inst in instances]
+    runs = SanitizerRuns(settings)
+    try:
+        for inst in instances:
+            if inst.spec.expect != Defect.HANG.value:   # a declared hang is not run under the tools
+                runs.submit(inst)
+        return [build_row(backend, inst, settings, runs) for inst in instances]
+    finally:
+        runs.close()
 
 
-def _sanitizer_column(rows: dict[str, Row], instances, settings: Settings) -> None:
-    hung = {i.id for i in instances if rows[i.id].plain.diagnosis.defect == Defect.HANG}
-    plan = [(i, [(p, q) for p, q in hazards.exposing_problems(i, settings.race_sizes)
-                 if p in hazards.SMALL_PURPOSES])
-            for i in instances if i.id not in hung]
-    plan = [(i, probs) for i, probs in plan if probs]
-    tool_findings: dict[str, list[Finding]] = {i.id: [] for i, _ in plan}
-    unrecognized: dict[str, list[str]] = {i.id: [] for i, _ in plan}
-    errors: list[str] = []
-    for tool in settings.tools:
-        t0 = time.monotonic()
+def small_problems(instance: Instance, settings: Settings) -> list:
+    """The (purpose, problem) pairs compute-sanitizer runs on: the small exposing problems."""
+    return [(p, q) for p, q in hazards.exposing_problems(instance, settings.race_sizes)
+            if p in hazards.SMALL_PURPOSES]
+
+
+class SanitizerRuns:
+    """compute-sanitizer runs for many rows side by side: a small pool of threads, each
+    waiting on its own child process (the GPU sees several small launches at once, which
+    the tools allow). `submit` starts a row's tools ahead of its test; `results` waits."""
+
+    def __init__(self, settings: Settings, workers: int | None = None) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.settings = settings
+        workers = workers or max(len(settings.tools), min(8, (os.cpu_count() or 2) // 2))
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sanitizer")
+        self._futures: dict = {}
+
+    def submit(self, instance: Instance) -> None:
+        plan = [(instance, small_problems(instance, self.settings))]
+        if not plan[0][1]:
+            return
+        for tool in self.settings.tools:
+            if (instance.id, tool) not in self._futures:
+                self._futures[(instance.id, tool)] = self._pool.submit(self._run, tool, plan)
+
+    def _run(self, tool: str, plan):
         try:
-            result = sanitizer.run(tool, plan, exe=settings.sanitizer_exe, backend=settings.backend_name)
+            return sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe,
+                                 backend=self.settings.backend_name), None
         except isolation.IsolationError as exc:
-            errors.append(f"{tool}: {exc}")
+            return None, f"{tool}: {exc}"
+
+    def results(self, instance: Instance) -> list[tuple]:
+        """[(tool, ToolRun or None, error or None)] for every tool, once they have run."""
+        self.submit(instance)
+        return [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def sanitizer_column(row: Row, settings: Settings, runs: SanitizerRuns | None = None) -> Column:
+    """The plain findings of `row` plus compute-sanitizer's: every tool of `settings.tools` on
+    the small problems, side by side (`runs`, shared by many rows, or a pool of this row's
+    own), each tool's raw log written to `settings.log_dir`."""
+    instance = row.instance
+    stopped = unfinished(row.plain.findings)
+    if stopped is not None and stopped.defect in (Defect.HANG, Defect.COMPILE_ERROR):
+        return Column(list(row.plain.findings),
+                      note=f"tools not run: the kernel {'hangs' if stopped.defect == Defect.HANG else 'does not build'}")
+    if not small_problems(instance, settings):
+        return Column(list(row.plain.findings), note="tools not run: no small problem fits the kernel")
+    own = runs is None
+    runs = SanitizerRuns(settings) if own else runs
+    try:
+        results = runs.results(instance)
+    finally:
+        if own:
+            runs.close()
+    found, unrecognized, errors = [], [], []
+    for tool, result, error in results:
+        if error:
+            errors.append(error)
             continue
-        share = (time.monotonic() - t0) / max(len(plan), 1)
         if settings.log_dir is not None:
             settings.log_dir.mkdir(parents=True, exist_ok=True)
-            (settings.log_dir / f"{tool}.log").write_text(result.log)
-        for inst, _ in plan:
-            tool_findings[inst.id] += result.findings(inst)
-            unrecognized[inst.id] += [f"{tool}: {u}" for u in result.reports[inst.id].unrecognized]
-            rows[inst.id].seconds += share
-        for text in result.unattributed:
-            for inst, _ in plan:
-                unrecognized[inst.id].append(f"{tool} (no kernel named): {text}")
-    for inst in instances:
-        row = rows[inst.id]
-        if inst.id in hung:
-            row.sanitizer = Column(list(row.plain.findings), note="tools not run: the kernel hangs")
-            continue
-        row.sanitizer = Column(_merge(row.plain.findings + tool_findings.get(inst.id, [])),
-                               note=f"{', '.join(settings.tools)} on {', '.join(hazards.SMALL_PURPOSES)}",
-                               unrecognized=unrecognized.get(inst.id, []), errors=list(errors))
+            (settings.log_dir / f"{tool}-{instance.id}.log").write_text(result.log)
+        found += result.findings(instance)
+        unrecognized += [f"{tool}: {u}" for u in result.reports[instance.id].unrecognized]
+        unrecognized += [f"{tool} (no kernel named): {text}" for text in result.unattributed]
+    return Column(_merge(row.plain.findings + found),
+                  note=f"{', '.join(settings.tools)} on {', '.join(hazards.SMALL_PURPOSES)}",
+                  unrecognized=unrecognized, errors=errors)
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
@@ -324,18 +404,32 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return list(best.values())
 
 
-def table(rows: list[Row]) -> list[str]:
-    """The matrix as text: one line per row."""
-    detectors = {r.plain.detectors for r in rows}
+def table(rows) -> list[str]:
+    """The matrix as text: one line per row (Row objects, or rows of a document's JSON)."""
+    rows = [r.to_json() if isinstance(r, Row) else r for r in rows]
+    detectors = {r["plain"]["detectors"] for r in rows}
     first = COLUMN_TITLES[detectors.pop()] if len(detectors) == 1 else "first column"
     header = ("instantiation", "declared", first, "with sanitizer", "result", "s")
     lines = [header]
     for r in rows:
-        status, _ = r.outcome()
-        lines.append((r.instance.id, r.declared.value if r.declared else "correct",
-                      r.plain.label(), r.sanitizer.label(), status, f"{r.seconds:.1f}"))
+        lines.append((r["instance"], r["declared"], r["plain"]["label"], r["with_sanitizer"]["label"],
+                      r["status"], f"{r['seconds']:.1f}"))
     widths = [max(len(line[c]) for line in lines) for c in range(len(header))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
+
+
+def merge(documents, order=()) -> dict:
+    """One document from several (pytest-xdist workers each write the rows they ran): the
+    first document's settings, every row once, in `order` (instance ids) where given."""
+    documents = [d for d in documents if d]
+    if not documents:
+        return {}
+    rows = {r["instance"]: r for d in documents for r in d["rows"]}
+    rank = {inst_id: n for n, inst_id in enumerate(order)}
+    merged = dict(documents[0])
+    merged["rows"] = sorted(rows.values(), key=lambda r: (rank.get(r["instance"], len(rank)), r["instance"]))
+    merged["seconds"] = round(sum(r["seconds"] for r in merged["rows"]), 1)
+    return merged
 
 
 def runs_on(rows: list[Row], settings: Settings) -> str:

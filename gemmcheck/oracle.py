@@ -411,7 +411,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Ju
 
     # 1. Unwritten: still the poison bits.
     if unwritten.any():
-        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poisoned-output", unwritten, inst,
+        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst,
                                  "never written (still the poison bits)"))
         error_map[unwritten] = np.inf
 

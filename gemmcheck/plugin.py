@@ -234,11 +234,12 @@ def gemm(request: pytest.FixtureRequest) -> GemmConfig:
 
 
 @pytest.fixture(scope="session")
-def backend(gemm: GemmConfig) -> backends.Backend:
+def backend(gemm: GemmConfig, request: pytest.FixtureRequest) -> backends.Backend:
     """Where kernels run; skips (with the reason) when the chosen backend cannot run here."""
     if gemm.backend is None and gemm.backend_error is None:
         try:
-            gemm.backend = backends.create(gemm.backend_name)
+            gemm.backend = backends.create(gemm.backend_name,
+                                           hang_timeout_s=request.config.getoption("gemm_hang_timeout"))
             gemm.backend.prepare(gemm.instances("any_kernel"))
         except backends.BackendUnavailable as exc:
             gemm.backend_error = str(exc)

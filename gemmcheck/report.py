@@ -40,6 +40,7 @@ from typing import Iterable
 
 import numpy as np
 
+from gemmcheck import defects
 from gemmcheck.verdict import Defect
 
 # -- is allure recording? ---------------------------------------------------------------------
@@ -416,21 +417,8 @@ class Category:
 CATEGORIES = (
     Category("Broken variant not caught", (), (r"\[XPASS\(strict\)\]",), ("failed",),
              description="a deliberately broken kernel passed: a detector has a gap"),
-    Category("Crash or hang", (Defect.CRASH, Defect.HANG),
-             description="the kernel faulted (its CUDA context is lost) or never returned"),
-    Category("Divergent barrier", (Defect.DIVERGENT_BARRIER,),
-             description="__syncthreads() not reached by every thread of a block"),
-    Category("Shared-memory race", (Defect.SHARED_MEMORY_RACE, Defect.NONDETERMINISM),
-             description="racecheck hazards, or results that change between identical launches"),
-    Category("Out-of-bounds access", (Defect.OUT_OF_BOUNDS_READ, Defect.OUT_OF_BOUNDS_WRITE,
-                                      Defect.INPUT_MUTATION),
-             description="guard bands changed, guard NaNs read into results, inputs written"),
-    Category("Unwritten output", (Defect.UNWRITTEN_OUTPUT,),
-             description="elements of C still hold the poison after the launch"),
-    Category("Wrong values", (Defect.WRONG_VALUES,),
-             description="bits differ from the exact result, or the error breaks the bound"),
-    Category("Performance regression", (Defect.TOO_SLOW,),
-             description="slower than the ratio to cuBLAS or the device ceiling allows"),
+    *(Category(name, defects.in_category(name), description=text)
+      for name, text in defects.CATEGORIES.items()),
     Category("Environment problems", (), (
         r"no CUDA device", r"needs [\w-]+ on PATH", r"not found on PATH", r"BackendUnavailable",
         r"CUDARuntimeError", r"cudaErrorNoDevice", r"out of memory", r"CompileFailed",

@@ -21,12 +21,13 @@ Anything else the tool reports is kept verbatim as `unrecognized`, never dropped
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gemmcheck import device
+from gemmcheck.detectors import SANITIZER_TOOLS, Detector
 from gemmcheck.verdict import Defect, Finding
 
-TOOLS = ("racecheck", "synccheck", "memcheck", "initcheck")
+TOOLS = tuple(t.value for t in SANITIZER_TOOLS)
 ERROR_EXITCODE = 99
 MISSING = "needs compute-sanitizer on PATH; not found"
 STEP_TIMEOUT_S = 120.0
@@ -163,7 +164,7 @@ def parse(tool: str, report_blocks) -> Report:
         hazards = sum(r["hazards"] for r in races)
         accesses = sorted({p["access"].lower() for r in races for p in r["with"]} | {r["access"].lower() for r in races})
         report.findings.append(Finding(
-            Defect.SHARED_MEMORY_RACE, "racecheck",
+            Defect.SHARED_MEMORY_RACE, Detector.RACECHECK,
             f"racecheck reports {len(races)} shared-memory race(s) ({n_err} error(s), "
             f"{len(races) - n_err} warning(s); {hazards} hazards) between {' and '.join(accesses)} "
             f"accesses with no barrier between them; it does not say which came first (RAW vs WAR "
@@ -171,7 +172,7 @@ def parse(tool: str, report_blocks) -> Report:
     if barriers:
         first = barriers[0]
         report.findings.append(Finding(
-            Defect.DIVERGENT_BARRIER, "synccheck",
+            Defect.DIVERGENT_BARRIER, Detector.SYNCCHECK,
             f"synccheck: {first['what']} ({len(barriers)} report(s); first {first['thread']}): "
             f"a __syncthreads() is reached by only some threads of a block", len(barriers), None,
             {"reports": barriers[:8]}))
@@ -179,12 +180,12 @@ def parse(tool: str, report_blocks) -> Report:
         defect = Defect.OUT_OF_BOUNDS_WRITE if direction == "write" else Defect.OUT_OF_BOUNDS_READ
         where = " ".join(items[0]["details"][:4])
         report.findings.append(Finding(
-            defect, "memcheck",
+            defect, Detector.MEMCHECK,
             f"memcheck: {len(items)} invalid {space} {direction}(s) of {items[0]['size']} bytes; "
             f"first: {where}", len(items), None, {"space": space, "reports": items[:8]}))
     if uninit:
         report.findings.append(Finding(
-            Defect.OUT_OF_BOUNDS_READ, "initcheck",
+            Defect.OUT_OF_BOUNDS_READ, Detector.INITCHECK,
             f"initcheck: {len(uninit)} read(s) of uninitialized {uninit[0]['space']} memory; A, B "
             f"and C are all initialized before the launch, so the kernel read outside them",
             len(uninit), None, {"reports": uninit[:8]}))
@@ -212,8 +213,8 @@ class ToolRun:
                   if o.step.instance_key == key and o.finding is not None]
         if failed and not found:
             f = failed[0]
-            found.append(Finding(f.defect, f"isolation ({self.tool})",
-                                 f"under {self.tool}: {f.summary}", f.count, None, f.details))
+            found.append(replace(f, summary=f"under {self.tool}: {f.summary}",
+                                 details={**f.details, "tool": self.tool}))
         return found
 
 

@@ -7,24 +7,10 @@ keeps every verdict for the report (reports/verdicts.json) and the kill matrix.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import asdict, dataclass, field
 
-
-class Defect(str, enum.Enum):
-    """Defect classes. Catalog `expect` values are these names (or 'correct')."""
-
-    WRONG_VALUES = "wrong_values"
-    UNWRITTEN_OUTPUT = "unwritten_output"
-    OUT_OF_BOUNDS_READ = "out_of_bounds_read"
-    OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"
-    SHARED_MEMORY_RACE = "shared_memory_race"
-    DIVERGENT_BARRIER = "divergent_barrier"
-    NONDETERMINISM = "nondeterminism"
-    INPUT_MUTATION = "input_mutation"
-    CRASH = "crash"
-    HANG = "hang"
-    TOO_SLOW = "too_slow"
+from gemmcheck.defects import DEFECTS, Defect, DefectClass  # noqa: F401  (re-exported)
+from gemmcheck.detectors import Detector
 
 
 @dataclass(frozen=True)
@@ -32,11 +18,16 @@ class Finding:
     """One thing one detector saw."""
 
     defect: Defect
-    detector: str                         # "value-check", "guard-bands", "racecheck", ...
+    detector: Detector                    # a name of gemmcheck.detectors.Detector (checked)
     summary: str                          # one line a reviewer can act on
     count: int = 0                        # elements, hazards or launches involved
     where: tuple[int, int] | None = None  # an element (i, j) of C, if the defect has one
     details: dict = field(default_factory=dict)  # detector-specific evidence (JSON-able)
+
+    def __post_init__(self) -> None:
+        # Names, not free strings: an unknown defect or detector raises with the known ones.
+        object.__setattr__(self, "defect", Defect(self.defect))
+        object.__setattr__(self, "detector", Detector(self.detector))
 
 
 class HasFindings:
@@ -69,7 +60,7 @@ class Verdict(HasFindings):
     def to_json(self) -> dict:
         data = asdict(self)
         for f in data["findings"]:
-            f["defect"] = f["defect"].value if isinstance(f["defect"], Defect) else f["defect"]
+            f["defect"], f["detector"] = Defect(f["defect"]).value, Detector(f["detector"]).value
         return data
 
     @classmethod

@@ -136,6 +136,18 @@ def sleeps(instance, grid, block, A, B, C, M, N, K):
     time.sleep(3600)
 
 
+def does_not_build(instance, grid, block, A, B, C, M, N, K):
+    """What a backend raises for an instantiation its compiler rejected."""
+    from gemmcheck.backends import KernelCompileError
+
+    raise KernelCompileError(f"k.cu:3: error: expected ';' before '}}' token ({instance.id})")
+
+
+def unbuildable_backend():
+    """A good kernel and one that does not build, over one backend."""
+    return NumpyBackend({"good": correct_product, "unbuildable": does_not_build})
+
+
 def shared_backend():
     """Two catalog kernels over one function (`shared`), as the sanitizer run test needs."""
     return NumpyBackend({"shared": correct_product})

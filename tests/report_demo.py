@@ -81,7 +81,7 @@ def judge(run, A, B):
     over = (error_map > 1) & ~run.unwritten
     if over.any():
         i, j = map(int, np.argwhere(over)[0])
-        findings.append(Finding(Defect.WRONG_VALUES, "value-check", "error above bound",
+        findings.append(Finding(Defect.WRONG_VALUES, "exact-bits", "error above bound",
                                 int(over.sum()), (i, j)))
     text = (f"{run.instance.id} ({run.instance.name_expression}), M{run.M}xN{run.N}xK{run.K}: "
             f"{int(np.count_nonzero(error_map > 1))} of {error_map.size} elements break the bound")

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from gemmcheck import catalog
+from gemmcheck import backends, catalog
 from gemmcheck import dtypes as dt
 from gemmcheck.backends import BackendUnavailable
 from gemmcheck.harness import GuardedGemm, run_once
@@ -194,6 +194,33 @@ def test_reference_kernels_give_the_exact_integer_product(sim, inst):
     assert not any(run.guard_damage.values()) and not any(run.inputs_changed.values())
 
 
+# -- capabilities -----------------------------------------------------------------------
+
+CAPABILITIES = (backends.ExploresSchedules, backends.ReportsLaunches, backends.ChecksAddresses,
+                backends.TracksShared)
+
+
+def test_the_simulator_declares_its_extras_as_capabilities(sim):
+    assert all(backends.offers(sim, c) for c in CAPABILITIES)
+    assert all(backends.offers("cpu-sim", c) for c in CAPABILITIES)   # asked before building one
+
+
+def test_other_backends_offer_none_of_them():
+    from fakes import NumpyBackend
+
+    assert not any(backends.offers(NumpyBackend({}), c) for c in CAPABILITIES)
+    assert not any(backends.offers("cupy", c) for c in CAPABILITIES)
+
+
+def test_the_hang_timeout_is_the_option_given_at_creation(sim):
+    assert sim.hang_timeout_s == backends.DEFAULT_HANG_TIMEOUT_S
+    other = backends.create("cpu-sim", hang_timeout_s=2.5)
+    try:
+        assert other.hang_timeout_s == 2.5
+    finally:
+        other.close()
+
+
 # -- faults, hangs, out of bounds ------------------------------------------------------
 
 def test_a_fault_is_a_crash_and_the_next_launch_runs(sim):
@@ -207,12 +234,12 @@ def test_a_fault_is_a_crash_and_the_next_launch_runs(sim):
 
 def test_a_spinning_thread_is_a_hang_and_the_next_launch_runs(sim):
     A, B = exact_inputs(16, 16, 16)
-    sim.stall_timeout_s = 1.0
+    sim.hang_timeout_s = 1.0
     try:
         with pytest.raises(cpu_sim.SimulatedHang, match=r"block \(0, 0, 0\), thread \(0, 0, 0\)"):
             run_once(sim, catalog.Instance(BUILTIN["broken_hangs"], "float32", 16), A, B)
     finally:
-        sim.stall_timeout_s = 5.0
+        sim.hang_timeout_s = backends.DEFAULT_HANG_TIMEOUT_S
     run = run_once(sim, catalog.Instance(BUILTIN["matmul_tiled_guarded"], "float32", 16), A, B)
     assert np.array_equal(run.C, A @ B)
 
@@ -305,3 +332,34 @@ def test_gpu_only_and_perf_tests_skip_on_cpu_sim_with_the_reason(pytester):
     ok, why = device.cuda_device()
     perf_reason = "--gemm-backend cpu-sim: GPU and performance tests run only" if ok else why
     result.stdout.fnmatch_lines([f"SKIPPED * {perf_reason}*"])
+
+
+def test_a_source_that_does_not_build_raises_a_fresh_error_on_every_launch():
+    from pathlib import Path
+
+    spec = catalog.KernelSpec(name="does_not_compile", entry="does_not_compile", signature="mnk",
+                              source=Path(__file__).parent / "cpu_sim_kernels" / "does_not_compile.cu",
+                              policy="tile2d", tiles=(4,), dtypes=("float32",), expect="correct")
+    inst = catalog.Instance(spec, "float32", 4)
+    try:
+        sim = cpu_sim.CpuSimBackend()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        A, B = exact_inputs(5, 5, 5)
+        errors = []
+        for _ in range(2):
+            with pytest.raises(backends.KernelCompileError, match="does_not_compile.cu") as caught:
+                run_once(sim, inst, A, B)
+            errors.append(caught.value)
+        assert errors[0] is not errors[1]
+        assert len(list(traceback_frames(errors[1]))) <= len(list(traceback_frames(errors[0])))
+    finally:
+        sim.close()
+
+
+def traceback_frames(exc):
+    tb = exc.__traceback__
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next

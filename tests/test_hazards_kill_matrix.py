@@ -76,7 +76,7 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
     s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck", "synccheck", "memcheck"),
                  log_dir=tmp_path / "logs")
     rows = kill_matrix.build(matrix_backend(), instances, s)
-    assert "Divergent thread(s) in block" in (tmp_path / "logs" / "synccheck.log").read_text()
+    assert "Divergent thread(s) in block" in (tmp_path / "logs" / "synccheck-divergent-float32-TILE8.log").read_text()
     assert {r.instance.spec.name: r.outcome()[0] for r in rows} == {n: "pass" for n in MATRIX_KERNELS
                                                                    if n != "slow"}
     by_name = {r.instance.spec.name: r for r in rows}
@@ -94,7 +94,7 @@ def _row(expect, plain=(), tool=None, note="needs compute-sanitizer on PATH; not
     return Row(catalog.Instance(spec, "float32", 16), Column(list(plain)), sanitizer, [])
 
 
-def _f(defect, detector="d"):
+def _f(defect, detector="exact-bits"):
     return Finding(defect, detector, f"{detector}: {defect.value}", 1)
 
 
@@ -175,3 +175,48 @@ def test_the_hardware_table_and_document_are_unchanged_by_the_simulator_columns(
     assert "plain detectors" in kill_matrix.table(rows)[0]
     doc = kill_matrix.document(rows, settings())
     assert doc["settings"]["detectors"] == "hardware" and doc["settings"]["race_sizes"] == [32]
+
+
+@pytest.mark.parametrize("isolate_all", [False, True], ids=["in-process", "isolated"])
+def test_a_row_that_cannot_build_is_its_own_verdict_and_the_good_row_is_judged(
+        tmp_path, monkeypatch, isolate_all):
+    from hazard_stand_ins import unbuildable_backend
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    (tmp_path / "k.cu").write_text("// good\n// unbuildable\n")
+    entries = "".join(f'''
+[[kernel]]
+name = "{name}"
+source = "k.cu"
+entry = "{name}"
+signature = "mnk"
+policy = "tile2d"
+tiles = [8]
+dtypes = ["float32"]
+expect = "correct"
+''' for name in ("unbuildable", "good"))
+    (tmp_path / "catalog.toml").write_text(entries)
+    instances = [i for s in catalog.load(tmp_path / "catalog.toml") for i in s.instances()]
+    s = kill_matrix.Settings(race_sizes=(32,), race_repeats=2, hang_timeout=5, isolate_all=isolate_all,
+                             backend_name="hazard_stand_ins:unbuildable_backend")
+    broken, good = kill_matrix.build(unbuildable_backend(), instances, s)
+    assert good.outcome()[0] == "pass" and len(good.problems) == 3
+    assert broken.plain.diagnosis.defect == Defect.COMPILE_ERROR
+    assert broken.plain.unfinished.detector == "compiler"
+    assert "expected ';'" in broken.plain.unfinished.summary
+    status, why = broken.outcome()
+    assert status == "fail" and "compile_error" in why
+    assert len(broken.problems) == 1   # nothing more was tried after the build failed
+
+
+def test_rows_written_by_several_workers_merge_into_one_matrix_in_catalog_order(instances):
+    rows = kill_matrix.build(matrix_backend(), [i for i in instances if i.spec.expect not in ("crash", "hang")],
+                             settings())
+    s = settings()
+    first, second = kill_matrix.document(rows[::2], s), kill_matrix.document(rows[1::2], s)
+    merged = kill_matrix.merge([second, {}, first], order=[r.instance.id for r in rows])
+    assert [r["instance"] for r in merged["rows"]] == [r.instance.id for r in rows]
+    assert merged["settings"] == first["settings"]
+    assert kill_matrix.table(merged["rows"]) == kill_matrix.table(rows)
+    assert kill_matrix.merge([first, first], order=[r.instance.id for r in rows])["rows"] == first["rows"]
+    assert kill_matrix.merge([{}, {}]) == {}

@@ -105,11 +105,11 @@ def test_a_fault_is_a_crash_and_the_simulator_runs_the_next_kernel_correctly(sim
 
 
 def test_a_stalled_launch_is_a_hang(sim):
-    old, sim.stall_timeout_s = sim.stall_timeout_s, 1.0
+    old, sim.hang_timeout_s = sim.hang_timeout_s, 1.0
     try:
         obs = observe(sim, kernel("broken_hangs"))
     finally:
-        sim.stall_timeout_s = old
+        sim.hang_timeout_s = old
     assert [(f.defect, f.detector) for f in hazards.detect(obs)] == [(Defect.HANG, "isolation")]
     assert "no progress" in obs.failure.summary
 

@@ -123,3 +123,38 @@ def test_a_child_that_cannot_load_its_backend_raises_isolation_error(stand_in_ca
     with pytest.raises(isolation.IsolationError, match="could not run its job.*ModuleNotFoundError"):
         isolation.run_steps(steps, backend="no_such_module:backend", env=child_env,
                             workdir=tmp_path / "work")
+
+
+# -- in process on the GPU: a launch that never completes is a KernelHang ----------------------
+
+class _NeverDone:
+    """A CUDA event whose work never completes (what a spinning kernel leaves)."""
+
+    done = False
+
+    def __init__(self, **kw):
+        pass
+
+    def record(self):
+        pass
+
+
+class _FakeCupy:
+    class cuda:
+        Event = _NeverDone
+
+
+def test_a_gpu_launch_that_outlives_the_hang_timeout_is_a_kernel_hang():
+    from gemmcheck.backends import KernelHang, KernelLaunchError
+    from gemmcheck.backends.cupy_backend import CupyBackend
+
+    from hazard_stand_ins import instance
+
+    gpu = object.__new__(CupyBackend)   # no device here: only the wait is exercised
+    gpu._cupy, gpu.hang_timeout_s = _FakeCupy, 0.2
+    started = time.monotonic()
+    with pytest.raises(KernelHang, match=r"did not finish within 0.2 s \(--gemm-hang-timeout\)") as caught:
+        gpu._wait(instance(), (1, 1, 1), (4, 4, 1))
+    assert 0.2 <= time.monotonic() - started < 5
+    assert isinstance(caught.value, KernelLaunchError)
+    assert hazards.launch_failure(caught.value).defect == Defect.HANG

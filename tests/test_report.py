@@ -163,7 +163,7 @@ def inst(name, dtype="float32", tile=16):
 def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declares():
     ref, race, oob, idle = (inst("matmul_tiled_guarded"), inst("broken_no_barriers"),
                             inst("broken_unguarded_loads"), inst("broken_floor_grid"))
-    wrong = Finding(Defect.WRONG_VALUES, "value-check", "x", 3, (1, 2), {"ratio": np.float64(7.5)})
+    wrong = Finding(Defect.WRONG_VALUES, "exact-bits", "x", 3, (1, 2), {"ratio": np.float64(7.5)})
     verdicts = [
         Verdict.for_instance(ref, "M4xN4xK4", []),
         Verdict.for_instance(ref, "M33xN17xK65", [wrong]),

@@ -1,12 +1,17 @@
 """Where kernels run. A backend compiles catalog instantiations, moves raw bits
 to and from its memory, and launches; everything else (guards, poison,
 signatures, verdicts) is shared and lives above it (gemmcheck.harness).
+
+Extras a backend may offer beyond `Backend` are declared as capabilities
+(runtime-checkable protocols below) and asked for by capability, never by the
+backend's name: `offers(backend, ExploresSchedules)`. The CPU simulator offers
+all of them; the GPU backend none.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, Iterable, Sequence
+from typing import Any, ContextManager, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -25,10 +30,19 @@ class KernelLaunchError(RuntimeError):
     """A launch failed; names the kernel, its instantiation and the launch shape."""
 
 
+class KernelHang(KernelLaunchError):
+    """A launch did not finish within the backend's hang_timeout_s."""
+
+
+DEFAULT_HANG_TIMEOUT_S = 10.0   # --gemm-hang-timeout's default
+
+
 class Backend(abc.ABC):
     """The few operations a place that runs kernels must provide."""
 
     name: str = "abstract"
+    # A launch that takes longer is a hang (KernelHang); set from --gemm-hang-timeout.
+    hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S
 
     @abc.abstractmethod
     def describe(self) -> str:
@@ -60,6 +74,51 @@ def launch_error(instance: Instance, grid, block, exc: BaseException) -> KernelL
         f"block {tuple(block)} failed: {type(exc).__name__}: {exc}")
 
 
+# -- capabilities: what a backend may offer beyond Backend ------------------------------------
+
+@runtime_checkable
+class ExploresSchedules(Protocol):
+    """Runs each launch under several thread schedules (names such as forward, reverse,
+    shuffle-<seed>, lockstep) and keeps the first schedule's buffers."""
+
+    schedules: tuple[str, ...]
+
+    def using_schedules(self, schedules: Sequence[str]) -> ContextManager: ...
+
+
+@runtime_checkable
+class ReportsLaunches(Protocol):
+    """Leaves a report of what it observed (shared-memory conflicts, barriers, schedule
+    dependence, crash or hang) in `last_launch_report` after every launch, failed or not."""
+
+    last_launch_report: Any
+
+
+@runtime_checkable
+class ChecksAddresses(Protocol):
+    """Launches once on exact-size buffers under an address checker (AddressSanitizer)."""
+
+    def address_check(self, instance: Instance, A: np.ndarray, B: np.ndarray) -> Any: ...
+
+
+@runtime_checkable
+class TracksShared(Protocol):
+    """Tracks shared-memory accesses per barrier interval; `track_shared = False` skips it."""
+
+    track_shared: bool
+
+
+def offers(backend, capability) -> bool:
+    """Whether `backend` (an instance, a Backend class or a registered name) offers `capability`."""
+    if isinstance(backend, str):
+        backend = backend_class(backend)
+    if isinstance(backend, type):
+        members = [m for m in dir(capability) if not m.startswith("_")]
+        members += list(getattr(capability, "__annotations__", {}))
+        return all(hasattr(backend, m) for m in members)
+    return isinstance(backend, capability)
+
+
 # name -> "module:Class"; imported only when chosen, so a missing toolchain for one
 # backend never breaks another.
 REGISTRY = {
@@ -78,12 +137,21 @@ def resolve(name: str) -> str:
     return "cupy" if device.cuda_device()[0] else "cpu-sim"
 
 
-def create(name: str) -> Backend:
-    """The backend called `name`; 'auto' is the GPU when there is one, else the CPU simulator.
-
-    Raises BackendUnavailable with one clear reason when it cannot run here.
-    """
+def backend_class(name: str) -> type:
+    """The Backend class `name` stands for (imports its module; builds nothing)."""
     import importlib
 
     module, cls = REGISTRY[resolve(name)].split(":")
-    return getattr(importlib.import_module(module), cls)()
+    return getattr(importlib.import_module(module), cls)
+
+
+def create(name: str, *, hang_timeout_s: float | None = None) -> Backend:
+    """The backend called `name`; 'auto' is the GPU when there is one, else the CPU simulator.
+    `hang_timeout_s` (default DEFAULT_HANG_TIMEOUT_S): a launch that takes longer is a hang.
+
+    Raises BackendUnavailable with one clear reason when it cannot run here.
+    """
+    backend = backend_class(name)()
+    if hang_timeout_s is not None:
+        backend.hang_timeout_s = float(hang_timeout_s)
+    return backend

@@ -3,13 +3,14 @@ own architecture; CuPy loads them, launches and moves memory."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from gemmcheck import compiler, device
-from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError,
+from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
                                 launch_error)
 from gemmcheck.catalog import Instance
 
@@ -70,7 +71,8 @@ class CupyBackend(Backend):
         if key not in self._kernels and key not in self._failed:
             self.prepare([instance])
         if key in self._failed:
-            raise self._failed[key]
+            # A fresh exception each time: re-raising the stored one would grow its traceback.
+            raise KernelCompileError(str(self._failed[key])) from None
         return self._kernels[key]
 
     def to_device(self, bits: np.ndarray):
@@ -84,6 +86,25 @@ class CupyBackend(Backend):
         converted = tuple(np.int32(a) if isinstance(a, (int, np.integer)) else a for a in args)
         try:
             kernel(tuple(grid), tuple(block), converted)
+            self._wait(instance, grid, block)
             self._cupy.cuda.Device().synchronize()
+        except KernelHang:
+            raise
         except Exception as exc:
             raise launch_error(instance, grid, block, exc) from None
+
+    def _wait(self, instance: Instance, grid, block) -> None:
+        """Poll the launch's completion until hang_timeout_s (--gemm-hang-timeout), so a kernel
+        that never returns is a KernelHang instead of blocking the session in synchronize().
+        (Its CUDA context stays busy: later launches in this process hang too; isolate it.)"""
+        done = self._cupy.cuda.Event(disable_timing=True)
+        done.record()
+        deadline = time.monotonic() + self.hang_timeout_s
+        pause = 1e-5
+        while not done.done:
+            if time.monotonic() > deadline:
+                raise KernelHang(f"{instance.id}: launch of {instance.name_expression} with grid "
+                                 f"{tuple(grid)} block {tuple(block)} did not finish within "
+                                 f"{self.hang_timeout_s:g} s (--gemm-hang-timeout)")
+            time.sleep(pause)
+            pause = min(pause * 2, 1e-3)

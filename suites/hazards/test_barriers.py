@@ -4,6 +4,7 @@ tracks every barrier and names it exactly."""
 
 import pytest
 
+from gemmcheck.detectors import Detector
 from gemmcheck.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
@@ -23,7 +24,7 @@ def test_a_divergent_barrier_is_caught_on_hardware_as_wrong_values(matrix_row):
 @pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_synccheck_names_the_divergent_barrier(matrix_row, sanitizer_exe):
-    assert matrix_row.sanitizer.found(detector="synccheck", defect=Defect.DIVERGENT_BARRIER), (
+    assert matrix_row.sanitizer.found(detector=Detector.SYNCCHECK, defect=Defect.DIVERGENT_BARRIER), (
         matrix_row.sanitizer.to_json())
     assert matrix_row.sanitizer.diagnosis.defect == Defect.DIVERGENT_BARRIER
 
@@ -31,14 +32,14 @@ def test_synccheck_names_the_divergent_barrier(matrix_row, sanitizer_exe):
 @reference
 @pytest.mark.gpu
 @pytest.mark.sanitizer
-def test_synccheck_is_silent_on_references(matrix_row, sanitizer_exe):
-    assert not matrix_row.sanitizer.found(detector="synccheck"), matrix_row.sanitizer.diagnosis.explanation
+def test_synccheck_is_silent_on_references(finished_row, sanitizer_exe):
+    assert not finished_row.sanitizer.found(detector=Detector.SYNCCHECK), finished_row.sanitizer.diagnosis.explanation
 
 
 @divergent
 @pytest.mark.simulator
 def test_the_simulator_names_the_divergent_barrier(matrix_row):
-    found = matrix_row.plain.found(detector="barrier-tracking", defect=Defect.DIVERGENT_BARRIER)
+    found = matrix_row.plain.found(detector=Detector.BARRIER_TRACKING, defect=Defect.DIVERGENT_BARRIER)
     assert found, matrix_row.plain.diagnosis.explanation
     assert "divergent barrier: block" in found[0].summary, found[0].summary
     assert matrix_row.plain.diagnosis.defect == Defect.DIVERGENT_BARRIER
@@ -47,5 +48,5 @@ def test_the_simulator_names_the_divergent_barrier(matrix_row):
 
 @reference
 @pytest.mark.simulator
-def test_the_simulator_sees_every_barrier_reached_by_every_thread_in_references(matrix_row):
-    assert not matrix_row.plain.found(detector="barrier-tracking"), matrix_row.plain.diagnosis.explanation
+def test_the_simulator_sees_every_barrier_reached_by_every_thread_in_references(finished_row):
+    assert not finished_row.plain.found(detector=Detector.BARRIER_TRACKING), finished_row.plain.diagnosis.explanation

@@ -6,6 +6,7 @@ nothing outside their buffers."""
 
 import pytest
 
+from gemmcheck.detectors import Detector
 from gemmcheck.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
@@ -14,7 +15,7 @@ reference = pytest.mark.instances(lambda i: i.spec.is_reference)
 
 @pytest.mark.instances.with_args(declares("out_of_bounds_read"))
 def test_a_declared_out_of_bounds_read_makes_the_output_depend_on_the_guards(matrix_row):
-    assert matrix_row.plain.found(detector="guard-swap", defect=Defect.OUT_OF_BOUNDS_READ), (
+    assert matrix_row.plain.found(detector=Detector.GUARD_SWAP, defect=Defect.OUT_OF_BOUNDS_READ), (
         matrix_row.plain.diagnosis.explanation)
 
 
@@ -22,13 +23,13 @@ def test_a_declared_out_of_bounds_read_makes_the_output_depend_on_the_guards(mat
 @pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_memcheck_sees_the_declared_out_of_bounds_read(matrix_row, sanitizer_exe):
-    assert matrix_row.sanitizer.found(detector="memcheck", defect=Defect.OUT_OF_BOUNDS_READ), (
+    assert matrix_row.sanitizer.found(detector=Detector.MEMCHECK, defect=Defect.OUT_OF_BOUNDS_READ), (
         matrix_row.sanitizer.to_json())
 
 
 @pytest.mark.instances.with_args(declares("out_of_bounds_write"))
 def test_a_declared_out_of_bounds_write_changes_the_guard_bands(matrix_row):
-    assert matrix_row.plain.found(detector="guard-bands", defect=Defect.OUT_OF_BOUNDS_WRITE), (
+    assert matrix_row.plain.found(detector=Detector.GUARD_BANDS, defect=Defect.OUT_OF_BOUNDS_WRITE), (
         matrix_row.plain.diagnosis.explanation)
 
 
@@ -36,35 +37,35 @@ def test_a_declared_out_of_bounds_write_changes_the_guard_bands(matrix_row):
 @pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_memcheck_sees_the_declared_out_of_bounds_write(matrix_row, sanitizer_exe):
-    assert matrix_row.sanitizer.found(detector="memcheck", defect=Defect.OUT_OF_BOUNDS_WRITE), (
+    assert matrix_row.sanitizer.found(detector=Detector.MEMCHECK, defect=Defect.OUT_OF_BOUNDS_WRITE), (
         matrix_row.sanitizer.to_json())
 
 
 @pytest.mark.instances.with_args(declares("unwritten_output"))
 def test_a_declared_unwritten_output_leaves_the_poison_in_c(matrix_row):
-    assert matrix_row.plain.found(detector="poison", defect=Defect.UNWRITTEN_OUTPUT), (
+    assert matrix_row.plain.found(detector=Detector.POISON, defect=Defect.UNWRITTEN_OUTPUT), (
         matrix_row.plain.diagnosis.explanation)
 
 
 @reference
-def test_references_read_and_write_only_their_own_buffers(matrix_row):
+def test_references_read_and_write_only_their_own_buffers(finished_row):
     for defect in (Defect.OUT_OF_BOUNDS_READ, Defect.OUT_OF_BOUNDS_WRITE, Defect.INPUT_MUTATION,
                    Defect.UNWRITTEN_OUTPUT):
-        assert not matrix_row.plain.found(defect=defect), matrix_row.plain.diagnosis.explanation
+        assert not finished_row.plain.found(defect=defect), finished_row.plain.diagnosis.explanation
 
 
 @reference
 @pytest.mark.gpu
 @pytest.mark.sanitizer
-def test_memcheck_and_initcheck_are_silent_on_references(matrix_row, sanitizer_exe):
-    for tool in ("memcheck", "initcheck"):
-        assert not matrix_row.sanitizer.found(detector=tool), matrix_row.sanitizer.diagnosis.explanation
+def test_memcheck_and_initcheck_are_silent_on_references(finished_row, sanitizer_exe):
+    for tool in (Detector.MEMCHECK, Detector.INITCHECK):
+        assert not finished_row.sanitizer.found(detector=tool), finished_row.sanitizer.diagnosis.explanation
 
 
 @pytest.mark.instances.with_args(declares("out_of_bounds_read"))
 @pytest.mark.simulator
 def test_addresssanitizer_sees_the_declared_out_of_bounds_read_of_an_operand(matrix_row):
-    found = matrix_row.plain.found(detector="asan", defect=Defect.OUT_OF_BOUNDS_READ)
+    found = matrix_row.plain.found(detector=Detector.ASAN, defect=Defect.OUT_OF_BOUNDS_READ)
     assert found, matrix_row.plain.diagnosis.explanation
     assert found[0].details["buffer"] in ("A", "B"), found[0].summary
 
@@ -72,13 +73,13 @@ def test_addresssanitizer_sees_the_declared_out_of_bounds_read_of_an_operand(mat
 @pytest.mark.instances.with_args(declares("out_of_bounds_write"))
 @pytest.mark.simulator
 def test_addresssanitizer_sees_the_declared_out_of_bounds_write_of_c(matrix_row):
-    found = matrix_row.plain.found(detector="asan", defect=Defect.OUT_OF_BOUNDS_WRITE)
+    found = matrix_row.plain.found(detector=Detector.ASAN, defect=Defect.OUT_OF_BOUNDS_WRITE)
     assert found, matrix_row.plain.diagnosis.explanation
     assert found[0].details["buffer"] == "C", found[0].summary
 
 
 @reference
 @pytest.mark.simulator
-def test_addresssanitizer_is_silent_on_references(matrix_row):
-    assert not matrix_row.plain.found(detector="asan"), matrix_row.plain.diagnosis.explanation
-    assert not matrix_row.plain.found(detector="shared-init"), matrix_row.plain.diagnosis.explanation
+def test_addresssanitizer_is_silent_on_references(finished_row):
+    assert not finished_row.plain.found(detector=Detector.ASAN), finished_row.plain.diagnosis.explanation
+    assert not finished_row.plain.found(detector=Detector.SHARED_INIT), finished_row.plain.diagnosis.explanation

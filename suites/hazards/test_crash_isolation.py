@@ -4,6 +4,8 @@ own child process (on cpu-sim, the simulator's worker process); this process's C
 
 import pytest
 
+from gemmcheck import kill_matrix
+from gemmcheck.detectors import Detector
 from gemmcheck.harness import run_once
 from gemmcheck.kill_matrix import declares
 from gemmcheck.oracle import judge
@@ -14,7 +16,7 @@ from gemmcheck.verdict import Defect
 @pytest.mark.instances.with_args(declares("crash"))
 def test_a_faulting_kernel_is_a_crash(matrix_row):
     assert matrix_row.plain.diagnosis.defect == Defect.CRASH, matrix_row.plain.diagnosis.explanation
-    assert matrix_row.plain.found(detector="isolation", defect=Defect.CRASH)
+    assert matrix_row.plain.found(detector=Detector.ISOLATION, defect=Defect.CRASH)
 
 
 @pytest.mark.instances.with_args(declares("hang"))
@@ -23,11 +25,12 @@ def test_a_kernel_that_never_returns_is_a_hang(matrix_row, request):
     assert matrix_row.seconds < request.config.getoption("gemm_hang_timeout") + 60
 
 
-def test_this_process_runs_kernels_correctly_after_isolated_crashes_and_hangs(kill_matrix_rows, backend, gemm):
-    isolated = [r for r in kill_matrix_rows.values() if r.instance.spec.expect in ("crash", "hang")]
-    if not isolated:
-        pytest.skip("no kernel in the catalog declares crash or hang")
-    reference = next(i for i in gemm.instances("reference") if i.supports(33, 17, 65))
+@pytest.mark.instances.with_args(lambda i: i.spec.expect in kill_matrix.ISOLATED)
+def test_this_process_runs_kernels_correctly_after_an_isolated_crash_or_hang(matrix_row, backend, gemm):
+    assert matrix_row.plain.unfinished is not None, matrix_row.plain.diagnosis.explanation
+    reference = next((i for i in gemm.instances("reference") if i.supports(33, 17, 65)), None)
+    if reference is None:
+        pytest.skip("no reference kernel in the selection supports a 33x17x65 problem")
     problem = Problem(33, 17, 65, reference.dtype, "exact", 11)
     A, B = problem.operands()
     judgement = judge(run_once(backend, reference, A, B), A, B, exact=True, problem=problem)

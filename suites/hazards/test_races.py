@@ -6,6 +6,7 @@ accesses, and the output depends on the thread schedule."""
 
 import pytest
 
+from gemmcheck.detectors import Detector
 from gemmcheck.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
@@ -31,28 +32,28 @@ def test_plain_detectors_infer_the_race_and_say_it_is_inferred(matrix_row):
 @pytest.mark.gpu
 @pytest.mark.sanitizer
 def test_racecheck_reports_the_declared_race(matrix_row, sanitizer_exe):
-    assert matrix_row.sanitizer.found(detector="racecheck", defect=Defect.SHARED_MEMORY_RACE), (
+    assert matrix_row.sanitizer.found(detector=Detector.RACECHECK, defect=Defect.SHARED_MEMORY_RACE), (
         f"{matrix_row.instance.id}: racecheck silent; sanitizer column: {matrix_row.sanitizer.to_json()}")
 
 
 @reference
 @pytest.mark.gpu
-def test_references_give_identical_bits_over_repeated_launches_at_race_sizes(matrix_row):
-    assert any(p.startswith("race stress") for p in matrix_row.problems), matrix_row.problems
-    assert not matrix_row.plain.found(defect=Defect.NONDETERMINISM), matrix_row.plain.diagnosis.explanation
+def test_references_give_identical_bits_over_repeated_launches_at_race_sizes(finished_row):
+    assert any(p.startswith("race stress") for p in finished_row.problems), finished_row.problems
+    assert not finished_row.plain.found(defect=Defect.NONDETERMINISM), finished_row.plain.diagnosis.explanation
 
 
 @reference
 @pytest.mark.gpu
 @pytest.mark.sanitizer
-def test_racecheck_is_silent_on_references(matrix_row, sanitizer_exe):
-    assert not matrix_row.sanitizer.found(detector="racecheck"), matrix_row.sanitizer.diagnosis.explanation
+def test_racecheck_is_silent_on_references(finished_row, sanitizer_exe):
+    assert not finished_row.sanitizer.found(detector=Detector.RACECHECK), finished_row.sanitizer.diagnosis.explanation
 
 
 @race
 @pytest.mark.simulator
 def test_the_simulator_observes_the_declared_race(matrix_row):
-    found = matrix_row.plain.found(detector="shared-tracking", defect=Defect.SHARED_MEMORY_RACE)
+    found = matrix_row.plain.found(detector=Detector.SHARED_TRACKING, defect=Defect.SHARED_MEMORY_RACE)
     assert found, f"{matrix_row.instance.id}: no conflicting shared access on {matrix_row.problems}"
     diagnosis = matrix_row.plain.diagnosis
     assert (diagnosis.defect, diagnosis.basis) == (Defect.SHARED_MEMORY_RACE, "observed"), diagnosis.explanation
@@ -62,13 +63,13 @@ def test_the_simulator_observes_the_declared_race(matrix_row):
 @race
 @pytest.mark.simulator
 def test_a_declared_race_makes_the_output_depend_on_the_thread_schedule(matrix_row):
-    found = matrix_row.plain.found(detector="schedules", defect=Defect.NONDETERMINISM)
+    found = matrix_row.plain.found(detector=Detector.SCHEDULES, defect=Defect.NONDETERMINISM)
     assert found, f"{matrix_row.instance.id}: same bits under every schedule on {matrix_row.problems}"
     assert found[0].details["exposing_schedule"], found[0].summary
 
 
 @reference
 @pytest.mark.simulator
-def test_references_give_identical_bits_under_every_schedule_and_no_shared_conflict(matrix_row):
-    for detector in ("schedules", "shared-tracking", "repeat-launch"):
-        assert not matrix_row.plain.found(detector=detector), matrix_row.plain.diagnosis.explanation
+def test_references_give_identical_bits_under_every_schedule_and_no_shared_conflict(finished_row):
+    for detector in (Detector.SCHEDULES, Detector.SHARED_TRACKING, Detector.REPEAT_LAUNCH):
+        assert not finished_row.plain.found(detector=detector), finished_row.plain.diagnosis.explanation

@@ -49,14 +49,15 @@ The API for detectors (gemmcheck.hazards)
     ``AddressError`` (access "read"/"write", buffer "A"/"B"/"C", ASan's bug type, bytes
     past the end or before the start, the kernel frame); ``.crashed``, ``.hung``,
     ``.log``.
-``backend.stall_timeout_s`` (default 5): a launch with no scheduler progress for that
-    long is a hang.
+``backend.hang_timeout_s`` (``--gemm-hang-timeout``, default 10): a launch with no
+    scheduler progress for that long is a hang (``SimulatedHang``, a ``KernelHang``).
 ``backend.track_shared`` (default True): False skips shared-memory tracking (and the
     per-block poisoning of shared memory) for speed, ~2x; the schedules still run.
 
 Speed: small shapes. The guarded kernel at TILE 16 takes ~25 ms at 64^3 and ~1 s at
 256^3 per schedule; 1024^3 takes minutes. Races show at any size here, so hazard
-detectors should use small shapes on this backend (``backend.name == "cpu-sim"``).
+detectors should use small shapes on this backend (it offers
+``gemmcheck.backends.ExploresSchedules``: code asks for that, not for the name).
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelLaunchError,
-                                launch_error)
+from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
+                                KernelLaunchError, launch_error)
 from gemmcheck.backends.cpu_sim import build
 from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.catalog import Instance
@@ -91,8 +92,8 @@ class SimulatedCrash(KernelLaunchError):
     """The kernel faulted in the simulator (the worker died); the report says where."""
 
 
-class SimulatedHang(KernelLaunchError):
-    """The kernel made no progress for stall_timeout_s; the worker was killed."""
+class SimulatedHang(KernelHang):
+    """The kernel made no progress for hang_timeout_s; the worker was killed."""
 
 
 class NotSimulated(KernelLaunchError):
@@ -268,7 +269,14 @@ class AddressReport:
 
 
 class CpuSimBackend(Backend):
+    """Offers every capability in gemmcheck.backends: ExploresSchedules, ReportsLaunches,
+    ChecksAddresses, TracksShared (declared here, at class level, so they can be asked
+    for before a backend is built)."""
+
     name = "cpu-sim"
+    schedules: tuple[str, ...] = ("forward",)
+    track_shared: bool = True
+    last_launch_report: "LaunchReport | None" = None
 
     def __init__(self) -> None:
         try:
@@ -276,10 +284,6 @@ class CpuSimBackend(Backend):
             self._worker = wk.Worker(build.worker())
         except build.BuildError as exc:
             raise BackendUnavailable(f"--gemm-backend cpu-sim: {exc}") from None
-        self.schedules: tuple[str, ...] = ("forward",)
-        self.stall_timeout_s = 5.0
-        self.track_shared = True
-        self.last_launch_report: LaunchReport | None = None
         self._wanted: dict[Path, set[Instance]] = defaultdict(set)
         self._modules: dict[Path, build.Module] = {}
         self._failed: dict[Path, KernelCompileError] = {}
@@ -327,7 +331,9 @@ class CpuSimBackend(Backend):
         if module is None or instance.name_expression not in module.names:
             self.prepare([instance])
         if instance.spec.source in self._failed:
-            raise self._failed[instance.spec.source]
+            # A fresh exception each time: re-raising the stored one would grow its traceback
+            # (and hypothesis' notes) with every launch.
+            raise KernelCompileError(str(self._failed[instance.spec.source])) from None
         return self._modules[instance.spec.source]
 
     # -- memory ------------------------------------------------------------------------
@@ -412,7 +418,7 @@ class CpuSimBackend(Backend):
 
     def _run_one(self, module, instance, grid, block, request, fds, schedule, report) -> ScheduleRun:
         try:
-            status, error = self._worker.run(request, fds, self.stall_timeout_s)
+            status, error = self._worker.run(request, fds, self.hang_timeout_s)
         except wk.WorkerDied as died:
             r = died.report
             what = (f"signal {died.signal_number}" if died.signal_number else f"exit code {died.exit_code}")
