@@ -105,9 +105,9 @@ def exact_range(dtype: dt.DType | str, K: int, alpha=1, beta=0) -> int:
         mid = (low + high + 1) // 2
         low, high = (mid, high) if fits(mid) else (low, mid - 1)
     if low < 1:
-        raise ValueError(f"K={K}, alpha={alpha}, beta={beta} are too large for exact {d.name} "
+        raise ValueError(f"K={K} (alpha={alpha}, beta={beta}) is too long for exact {d.name} "
                          f"inputs: even r = 1 exceeds 2^{accumulator(d).significand_bits}; "
-                         f"use a smaller K or alpha/beta")
+                         f"use a smaller K, alpha or beta")
     return low
 
 
