@@ -240,7 +240,7 @@ class GuardedGemm:
         self.B = guarded("B", dt.to_bits(B, d), g, self.guard_bits, layout=layouts["B"], ld=lds["B"])
         self.C = guarded("C", initial_C, g, self.guard_bits, layout=layouts["C"], ld=lds["C"])
         self.initial_C_bits = initial_C
-        for buf in (self.A, self.B):
+        for buf in (self.A, self.B, self.C):   # C: uploaded again (reset) before every run
             buf.device = backend.to_device(buf.bits)
         self.grid, self.block = instance.launch_shape(M, N, K)
 
