@@ -105,7 +105,8 @@ def role_gemm(instance, v, *, alpha=None, beta=None, assumes_tight_ld="", layout
         return dt.from_bits(v[operand][index(operand)], d).astype(np.float64)
     a = float(v.get("alpha", 1)) if alpha is None else alpha
     b = float(v.get("beta", 0)) if beta is None else beta
-    result = a * (read("A") @ read("B"))
-    if b != 0:
-        result = result + b * read("C")
-    v["C"][index("C")] = dt.to_bits(result, d)
+    with np.errstate(invalid="ignore", over="ignore"):
+        result = a * (read("A") @ read("B"))
+        if b != 0:
+            result = result + b * read("C")
+        v["C"][index("C")] = dt.to_bits(result, d)
