@@ -31,6 +31,7 @@ import numpy as np
 from gemmcheck import dtypes as dt
 from gemmcheck.backends import Backend
 from gemmcheck.catalog import Instance
+from gemmcheck.problems import BETA_SCALING, DEFAULT_SCALING, scaling_id
 
 MIN_GUARD = 1024
 LAYOUTS = ("row", "col")
@@ -64,6 +65,41 @@ def padded_leading_dimension(width: int) -> int:
     that assumes ld == width is caught); a multiple of 8 keeps every line 16-byte aligned
     for 2-byte types, so kernels with vector loads that need aligned lines can claim it."""
     return (width // 8 + 1) * 8
+
+
+@dataclass(frozen=True)
+class OperandVariant:
+    """How the operands are passed, beyond the problem's values: tight or padded leading
+    dimensions, and (alpha, beta). The claims run at every variant a kernel takes."""
+
+    leading_dimensions: str
+    alpha: float
+    beta: float
+
+    @property
+    def id(self) -> str:
+        """As test ids show it: ``padded-alpha2-beta-1``."""
+        return f"{self.leading_dimensions}-{scaling_id(self.alpha, self.beta)}"
+
+    def why_not(self, spec) -> str | None:
+        """Why the kernel cannot be run this way (None if it can)."""
+        roles = kernel_roles(spec)
+        if self.leading_dimensions == "padded" and not takes_leading_dimensions(spec):
+            return f"{spec.name} takes no lda/ldb/ldc: padded leading dimensions do not apply"
+        for role, value, neutral in (("alpha", self.alpha, 1), ("beta", self.beta, 0)):
+            if value != neutral and role not in roles:
+                return f"{spec.name} takes no {role}: {role} = {value:g} does not apply"
+        return None
+
+
+OPERAND_VARIANTS = tuple(OperandVariant(ld, *scaling) for ld in LEADING_DIMENSIONS
+                         for scaling in (DEFAULT_SCALING, BETA_SCALING))
+DEFAULT_VARIANT = OPERAND_VARIANTS[0]
+
+
+def takes_operand_variants(instance) -> bool:
+    """Whether the kernel takes any variant beyond tight leading dimensions at (1, 0)."""
+    return any(v.why_not(instance.spec) is None for v in OPERAND_VARIANTS[1:])
 
 
 def launch_arguments(instance: Instance, values: dict) -> tuple:

@@ -4,12 +4,15 @@ Integer inputs small enough that every partial sum is exact in the
 accumulator leave a correct kernel no freedom: whatever its summation order,
 it must store the exact product rounded once, bit for bit. Claimed on the
 shapes derived from each TILE, and on any shape hypothesis finds within the
-kernel's declared support.
+kernel's declared support. Kernels that take leading dimensions or alpha and
+beta make the same claim with padded leading dimensions and at (alpha, beta)
+= (2, -1), where the exact result is alpha A @ B + beta C0.
 """
 
 import pytest
 from hypothesis import given, settings
 
+from gemmcheck.harness import OPERAND_VARIANTS, takes_operand_variants
 from gemmcheck.problems import Problem, tile_shapes
 from gemmcheck.strategies import problems
 
@@ -22,6 +25,19 @@ def test_exact_inputs_give_the_exact_product_bit_for_bit(check, require_in_scope
     M, N, K = tile_shapes(reference.tile)[shape]
     require_in_scope(reference, M, N, K)
     check(reference, Problem(M, N, K, reference.dtype, "exact", SEED))
+
+
+@pytest.mark.instances.with_args(takes_operand_variants)
+@pytest.mark.parametrize("shape", SHAPE_NAMES)
+@pytest.mark.parametrize("variant", OPERAND_VARIANTS[1:], ids=lambda v: v.id)
+def test_exact_inputs_give_the_exact_result_with_padded_ld_and_alpha_beta(check, require_in_scope,
+                                                                          require_variant, reference,
+                                                                          variant, shape):
+    require_variant(reference, variant)
+    M, N, K = tile_shapes(reference.tile)[shape]
+    require_in_scope(reference, M, N, K)
+    check(reference, Problem(M, N, K, reference.dtype, "exact", SEED, variant.alpha, variant.beta),
+          leading_dimensions=variant.leading_dimensions)
 
 
 def test_exact_inputs_give_the_exact_product_on_any_supported_shape(check, searched, profile):
