@@ -214,6 +214,7 @@ class Run:
     beta: float = 0
     C0: np.ndarray | None = None          # (M, N) float64 initial C when beta != 0 (else None: poison)
     leading_dimensions: dict[str, int] = field(default_factory=dict)  # "lda"/"ldb"/"ldc" -> value
+    operands_text: str = ""               # layouts and leading dimensions, when not all row-major and tight
 
     @property
     def C(self) -> np.ndarray:
@@ -286,6 +287,16 @@ class GuardedGemm:
         return cls(backend, instance, *problem.operands(), alpha=problem.alpha, beta=problem.beta, **kw)
 
     @property
+    def operands_text(self) -> str:
+        """'A col-major lda 16 (padded), B row-major ldb 8 (padded), ...'; '' when every
+        operand is row-major and tight (nothing to say)."""
+        bufs = (self.A, self.B, self.C)
+        if all(b.layout == "row" and b.ld == b.width for b in bufs):
+            return ""
+        return ", ".join(f"{b.name} {b.layout}-major {LD_ROLES[b.name]} {b.ld}"
+                         f" ({'padded' if b.ld > b.width else 'tight'})" for b in bufs)
+
+    @property
     def leading_dimensions(self) -> dict[str, int]:
         return {LD_ROLES[buf.name]: buf.ld for buf in (self.A, self.B, self.C)}
 
@@ -314,7 +325,7 @@ class GuardedGemm:
             changed[buf.name] = int(np.count_nonzero(buf.matrix(now) != buf.matrix(buf.bits)))
         return Run(self.instance, self.M, self.N, self.K, self.grid, self.block,
                    c_bits.copy(), c_bits == self.initial_C_bits, damage, changed,
-                   self.alpha, self.beta, self.C0, self.leading_dimensions)
+                   self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text)
 
 
 def run_once(backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray,

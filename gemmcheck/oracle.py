@@ -393,6 +393,8 @@ class Judgement(HasFindings):
             head = report.defect_message(sorted({f.defect for f in self.findings}, key=_order), head)
         lines = [head,
                  f"  judged: {self.bound_text}"]
+        if getattr(self.run, "operands_text", ""):
+            lines.append(f"  operands: {self.run.operands_text}")
         if self.ok:
             lines.append(f"  ok: every element written and within the bound; worst ratio {self.ratio:.3g}")
             return "\n".join(lines)

@@ -247,3 +247,12 @@ def test_arguments_follow_the_kernels_roles_with_alpha_and_beta_in_its_element_t
     assert args[3] == 2 and args[3].dtype == np.float16 and args[8] == -1
     gemm.run()
     assert list(seen) == list(SGEMM_ROLES)
+
+
+def test_the_failure_message_names_layouts_and_padded_leading_dimensions():
+    problem = Problem(5, 6, 7, "float32", "exact", 1, *BETA_SCALING)
+    run, judgement = judged_role(partial(role_gemm, beta=0), role_instance({"A": "col"}), problem, "padded")
+    message = judgement.message()
+    assert "A col-major lda 8 (padded), B row-major ldb 8 (padded), C row-major ldc 8 (padded)" in message
+    assert "alpha = 2, beta = -1" in message and "alpha=2, beta=-1" in message   # bound text, reproduction
+    assert judged_role(role_gemm, role_instance(), Problem(5, 6, 7, "float32", "exact", 1))[0].operands_text == ""
