@@ -199,7 +199,8 @@ class Problem:
 
     def operands(self) -> tuple[np.ndarray, ...]:
         """(A, B), and C0 when beta != 0, as float64 arrays of values exactly representable
-        in the dtype. One random stream per operand: A and B do not depend on beta."""
+        in the dtype. One random stream per operand (C0 has its own fourth stream, so
+        problems at (1, 0) keep the inputs they always had)."""
         streams = [np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(4)]
         A, B = GENERATORS[self.values](self, *streams[:3])
         if not self.reads_C:
