@@ -247,15 +247,11 @@ class GuardedGemm:
                              f" pass C0 exactly when beta != 0 (Problem.operands() gives it)")
         if C0 is not None and np.shape(C0) != (M, N):
             raise ValueError(f"{instance.id}: C0 is {np.shape(C0)}, expected ({M}, {N})")
-        for role, value, neutral in (("alpha", alpha, 1), ("beta", beta, 0)):
-            if value != neutral and role not in roles:
-                raise ValueError(f"{instance.id}: {role}={value!r}, but the kernel takes no {role} "
-                                 f"(roles {', '.join(roles)}); run it at {role}={neutral}")
         if leading_dimensions not in LEADING_DIMENSIONS:
             raise ValueError(f"leading_dimensions={leading_dimensions!r}; use one of {LEADING_DIMENSIONS}")
-        if leading_dimensions == "padded" and not takes_leading_dimensions(spec):
-            raise ValueError(f"{instance.id}: padded leading dimensions need lda/ldb/ldc roles; the "
-                             f"kernel takes {', '.join(roles)}, so only 'tight' applies")
+        why = OperandVariant(leading_dimensions, alpha, beta).why_not(spec)
+        if why:
+            raise ValueError(f"{instance.id}: {why} (its roles: {', '.join(roles)})")
         self.backend, self.instance = backend, instance
         self.M, self.N, self.K = M, N, K
         self.alpha, self.beta = alpha, beta

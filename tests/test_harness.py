@@ -226,11 +226,11 @@ def test_operands_that_do_not_fit_the_kernel_are_refused():
     backend = RoleBackend({"sgemm": role_gemm})
     A, B, C0 = Problem(4, 4, 4, "float32", "exact", 1, *BETA_SCALING).operands()
     plain = role_instance(roles=("A", "B", "C", "M", "N", "K"))
-    with pytest.raises(ValueError, match="padded leading dimensions need lda/ldb/ldc"):
+    with pytest.raises(ValueError, match="takes no lda/ldb/ldc: padded leading dimensions do not apply"):
         GuardedGemm(backend, plain, A, B, leading_dimensions="padded")
-    with pytest.raises(ValueError, match="takes no beta"):
+    with pytest.raises(ValueError, match="takes no beta: beta = -1 does not apply"):
         GuardedGemm(backend, plain, A, B, C0, beta=-1)
-    with pytest.raises(ValueError, match="takes no alpha"):
+    with pytest.raises(ValueError, match="takes no alpha: alpha = 2 does not apply"):
         GuardedGemm(backend, plain, A, B, alpha=2)
     with pytest.raises(ValueError, match="pass C0 exactly when beta != 0"):
         GuardedGemm(backend, role_instance(), A, B, beta=-1)
