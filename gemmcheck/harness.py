@@ -94,7 +94,6 @@ class OperandVariant:
 
 OPERAND_VARIANTS = tuple(OperandVariant(ld, *scaling) for ld in LEADING_DIMENSIONS
                          for scaling in (DEFAULT_SCALING, BETA_SCALING))
-DEFAULT_VARIANT = OPERAND_VARIANTS[0]
 
 
 def takes_operand_variants(instance) -> bool:
