@@ -467,3 +467,17 @@ def test_a_negative_alpha_swaps_the_infinities_and_zero_alpha_makes_them_nan():
     assert neg.all() and not pos.any() and not nan.any()
     nan, pos, neg = special_pattern(A, B, alpha=0)
     assert nan.all() and not pos.any() and not neg.any()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_perfs_output_check_and_the_oracle_judge_by_the_same_bound(dtype):
+    # perf.check_output is to call bound_ratio (one comparison); until then they must agree.
+    from gemmcheck.perf import check_output
+    d = dt.get(dtype)
+    problem = Problem(16, 16, 64, dtype, "normal", 3)
+    A, B = problem.operands()
+    ref, absprod = A @ B, np.abs(A) @ np.abs(B)
+    got = dt.from_bits(dt.to_bits(ref * (1 + 3e-2), d), d).astype(np.float64)
+    ratio = bound_ratio(np, got, ref, absprod, d, 64)
+    assert check_output(np, got, ref, absprod, d, 64).worst_ratio == pytest.approx(float(ratio.max()), rel=1e-12)
+    assert within_bound(np, ref, ref, absprod, d, 64) and not within_bound(np, got, ref, absprod, d, 64)
