@@ -74,7 +74,10 @@ most along any term's path), each term x_t reaches the accumulator's result
 as x_t (1 + theta_t) with |theta_t| <= gamma_n(u_acc), n = K + 1 [alpha != 1]
 + 1 [beta != 0] (Higham, Lemma 3.1 and eq. 3.4: a product of at most n
 factors (1 + delta), |delta| <= u). Multiplying by alpha = 1 and adding
-beta c = 0 are exact, so n = K at (1, 0) and the bound is the one above. So
+beta c = 0 are exact, so n = K at (1, 0) and the bound is the one above. The
+scaling is assumed done in the accumulator type (as cuBLAS does for half
+inputs with float32 compute); an epilogue rounded to float16 first is one
+more rounding than the bound allows and may be reported. So
 
     |S - C_exact| <= gamma_n(u_acc) Q,   Q = |alpha| |A||B| + |beta| |C0|,
 
