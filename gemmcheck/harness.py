@@ -96,9 +96,14 @@ OPERAND_VARIANTS = tuple(OperandVariant(ld, *scaling) for ld in LEADING_DIMENSIO
                          for scaling in (DEFAULT_SCALING, BETA_SCALING))
 
 
+def operand_variants(spec) -> tuple[OperandVariant, ...]:
+    """The variants the kernel can take (tight at (1, 0) always)."""
+    return tuple(v for v in OPERAND_VARIANTS if v.why_not(spec) is None)
+
+
 def takes_operand_variants(instance) -> bool:
     """Whether the kernel takes any variant beyond tight leading dimensions at (1, 0)."""
-    return any(v.why_not(instance.spec) is None for v in OPERAND_VARIANTS[1:])
+    return len(operand_variants(instance.spec)) > 1
 
 
 def launch_arguments(instance: Instance, values: dict) -> tuple:

@@ -11,8 +11,9 @@ with padded leading dimensions and at (alpha, beta) = (2, -1) too.
 
 import pytest
 from hypothesis import given, settings, target
+from hypothesis import strategies as st
 
-from gemmcheck.harness import OPERAND_VARIANTS, takes_operand_variants
+from gemmcheck.harness import OPERAND_VARIANTS, operand_variants, takes_operand_variants
 from gemmcheck.problems import Problem, claimed_shape
 from gemmcheck.strategies import problems
 
@@ -49,5 +50,19 @@ def test_random_inputs_stay_within_the_bound_on_any_supported_shape(check, searc
     def within_bound(problem):
         judgement = check(searched, problem, record=False)
         # Climb toward the worst inputs: a kernel whose error nears its bound is found there.
+        target(float(min(judgement.ratio, 1e9)), label="error / bound")
+    within_bound()
+
+
+@pytest.mark.instances.with_args(takes_operand_variants)
+def test_random_inputs_stay_within_the_bound_in_every_variant_on_any_supported_shape(check, searched, profile):
+    variants = operand_variants(searched.spec)
+    scalings = tuple(dict.fromkeys((v.alpha, v.beta) for v in variants))
+
+    @settings(max_examples=profile.correctness_examples)
+    @given(problem=problems(instance=searched, values=RANDOM_KINDS, max_dim=profile.max_dim, scalings=scalings),
+           leading_dimensions=st.sampled_from(tuple(dict.fromkeys(v.leading_dimensions for v in variants))))
+    def within_bound(problem, leading_dimensions):
+        judgement = check(searched, problem, record=False, leading_dimensions=leading_dimensions)
         target(float(min(judgement.ratio, 1e9)), label="error / bound")
     within_bound()

@@ -11,8 +11,9 @@ beta make the same claim with padded leading dimensions and at (alpha, beta)
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gemmcheck.harness import OPERAND_VARIANTS, takes_operand_variants
+from gemmcheck.harness import OPERAND_VARIANTS, operand_variants, takes_operand_variants
 from gemmcheck.problems import Problem, tile_shapes
 from gemmcheck.strategies import problems
 
@@ -46,3 +47,16 @@ def test_exact_inputs_give_the_exact_product_on_any_supported_shape(check, searc
     def exact_product(problem):
         check(searched, problem, record=False)
     exact_product()
+
+
+@pytest.mark.instances.with_args(takes_operand_variants)
+def test_exact_inputs_give_the_exact_result_in_every_variant_on_any_supported_shape(check, searched, profile):
+    variants = operand_variants(searched.spec)
+    scalings = tuple(dict.fromkeys((v.alpha, v.beta) for v in variants))
+
+    @settings(max_examples=profile.correctness_examples)
+    @given(problem=problems(instance=searched, values=("exact",), max_dim=profile.max_dim, scalings=scalings),
+           leading_dimensions=st.sampled_from(tuple(dict.fromkeys(v.leading_dimensions for v in variants))))
+    def exact_result(problem, leading_dimensions):
+        check(searched, problem, record=False, leading_dimensions=leading_dimensions)
+    exact_result()
