@@ -56,6 +56,11 @@ def get(name: str) -> DType:
         raise ValueError(f"unknown dtype {name!r}; known: {', '.join(DTYPES)}") from None
 
 
+def finfo(dtype: DType):
+    """numpy-style finfo for every gemmcheck dtype (bfloat16 included): the one place it is read."""
+    return ml_dtypes.finfo(dtype.numpy)
+
+
 def to_bits(values: np.ndarray, dtype: DType) -> np.ndarray:
     """Round `values` to `dtype` (round to nearest even) and return the raw bits."""
     return np.ascontiguousarray(np.asarray(values).astype(dtype.numpy)).view(dtype.storage)

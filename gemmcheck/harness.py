@@ -7,6 +7,17 @@ filled with another payloaded NaN (poison_bits) before each launch, so an
 element whose bits still equal the poison was never written. Bits, not
 values, are compared: NaN == NaN is False, and a payload is evidence.
 
+Operands are laid out as the kernel's catalog entry says: row- or
+column-major per operand (``spec.layouts``), with a leading dimension that is
+tight (ld == width) or padded (ld > width, for kernels that take ld roles).
+The padding between lines is filled with the guard pattern too: a kernel that
+assumes ld == width reads it (NaN in its result) or writes it (guard damage).
+
+C = alpha A @ B + beta C0. With beta == 0, C starts as poison and the kernel
+must not read it (BLAS); with beta != 0, C starts as C0, which the problem
+chose so that every correct element changes: an element still holding C0's
+bits was never written.
+
 A GuardedGemm is built once per problem (initialize) and launched as often
 as a detector needs (run); each run returns a Run with what it saw.
 """
@@ -20,8 +31,90 @@ import numpy as np
 from gemmcheck import dtypes as dt
 from gemmcheck.backends import Backend
 from gemmcheck.catalog import Instance
+from gemmcheck.problems import BETA_SCALING, DEFAULT_SCALING, scaling_id
 
 MIN_GUARD = 1024
+LAYOUTS = ("row", "col")
+LEADING_DIMENSIONS = ("tight", "padded")
+LD_ROLES = {"A": "lda", "B": "ldb", "C": "ldc"}
+# The older catalog signatures as role lists (catalog entries with `roles` use theirs).
+SIGNATURE_ROLES = {"square": ("A", "B", "C", "N"), "mnk": ("A", "B", "C", "M", "N", "K")}
+
+
+def kernel_roles(spec) -> tuple[str, ...]:
+    """The kernel's parameters, in order, by role (A, B, C, M, N, K, lda, ldb, ldc, alpha, beta)."""
+    roles = getattr(spec, "roles", None)
+    return tuple(roles) if roles else SIGNATURE_ROLES[spec.signature]
+
+
+def layout(spec, operand: str) -> str:
+    """'row' or 'col': how the kernel reads (A, B) or writes (C) `operand`; row by default."""
+    value = (getattr(spec, "layouts", None) or {}).get(operand, "row")
+    if value not in LAYOUTS:
+        raise ValueError(f"kernel {spec.name!r}: layouts.{operand} = {value!r}; use one of {LAYOUTS}")
+    return value
+
+
+def takes_leading_dimensions(spec) -> bool:
+    """Whether the kernel is passed lda, ldb, ldc (else they can only be tight)."""
+    return any(role in kernel_roles(spec) for role in LD_ROLES.values())
+
+
+def padded_leading_dimension(width: int) -> int:
+    """A leading dimension > width: the next multiple of 8 above it. Always padded (a kernel
+    that assumes ld == width is caught); a multiple of 8 keeps every line 16-byte aligned
+    for 2-byte types, so kernels with vector loads that need aligned lines can claim it."""
+    return (width // 8 + 1) * 8
+
+
+@dataclass(frozen=True)
+class OperandVariant:
+    """How the operands are passed, beyond the problem's values: tight or padded leading
+    dimensions, and (alpha, beta). The claims run at every variant a kernel takes."""
+
+    leading_dimensions: str
+    alpha: float
+    beta: float
+
+    @property
+    def id(self) -> str:
+        """As test ids show it: ``padded-alpha2-beta-1``."""
+        return f"{self.leading_dimensions}-{scaling_id(self.alpha, self.beta)}"
+
+    def why_not(self, spec) -> str | None:
+        """Why the kernel cannot be run this way (None if it can)."""
+        roles = kernel_roles(spec)
+        if self.leading_dimensions == "padded" and not takes_leading_dimensions(spec):
+            return f"{spec.name} takes no lda/ldb/ldc: padded leading dimensions do not apply"
+        for role, value, neutral in (("alpha", self.alpha, 1), ("beta", self.beta, 0)):
+            if value != neutral and role not in roles:
+                return f"{spec.name} takes no {role}: {role} = {value:g} does not apply"
+        return None
+
+
+OPERAND_VARIANTS = tuple(OperandVariant(ld, *scaling) for ld in LEADING_DIMENSIONS
+                         for scaling in (DEFAULT_SCALING, BETA_SCALING))
+
+
+def operand_variants(spec) -> tuple[OperandVariant, ...]:
+    """The variants the kernel can take (tight at (1, 0) always)."""
+    return tuple(v for v in OPERAND_VARIANTS if v.why_not(spec) is None)
+
+
+def takes_operand_variants(instance) -> bool:
+    """Whether the kernel takes any variant beyond tight leading dimensions at (1, 0)."""
+    return len(operand_variants(instance.spec)) > 1
+
+
+def launch_arguments(instance: Instance, values: dict) -> tuple:
+    """The kernel's arguments from role values, in its roles' order.
+
+    Stand-in for gemmcheck.launch.plan (which also converts scalars to the kernel's C
+    types): alpha and beta travel as the instance's element type here.
+    """
+    numpy_type = instance.dt.numpy.type
+    return tuple(numpy_type(values[r]) if r in ("alpha", "beta") else values[r]
+                 for r in kernel_roles(instance.spec))
 
 
 def guard_elements(M: int, N: int, K: int, tile: int) -> int:
@@ -35,7 +128,9 @@ def guard_elements(M: int, N: int, K: int, tile: int) -> int:
 
 @dataclass
 class GuardedBuffer:
-    """A matrix laid out as [guard | rows x cols | guard] in one flat allocation."""
+    """A rows x cols matrix laid out as [guard | lines of ld elements | guard] in one flat
+    allocation; a line is a row (layout 'row') or a column ('col'), and the ld - width
+    elements that end each line are padding, filled with the guard pattern."""
 
     name: str
     rows: int
@@ -43,28 +138,66 @@ class GuardedBuffer:
     guard: int
     bits: np.ndarray          # host copy: the whole flat buffer as it was uploaded
     device: object = None     # the backend's buffer
+    layout: str = "row"
+    ld: int = 0               # elements from one line to the next; 0: tight
+
+    def __post_init__(self):
+        self.ld = self.ld or self.width
+        if self.ld < self.width:
+            raise ValueError(f"{self.name}: leading dimension {self.ld} < width {self.width} "
+                             f"({self.rows} x {self.cols}, {self.layout}-major)")
+
+    @property
+    def lines(self) -> int:
+        return self.rows if self.layout == "row" else self.cols
+
+    @property
+    def width(self) -> int:
+        return self.cols if self.layout == "row" else self.rows
 
     @property
     def size(self) -> int:
         return self.rows * self.cols
 
+    @property
+    def span(self) -> int:
+        """Elements from the matrix's first element to the end of its last line."""
+        return self.lines * self.ld
+
     def inner(self):
         """The device view of the matrix itself (what the kernel gets a pointer to)."""
-        if self.guard == 0:
+        if self.guard == 0 and self.span == len(self.bits):
             return self.device  # exact-size: the allocation itself, nothing around it
-        return self.device[self.guard:self.guard + self.size]
+        return self.device[self.guard:self.guard + self.span]
+
+    def _stored(self, flat: np.ndarray) -> np.ndarray:
+        return flat[self.guard:self.guard + self.span].reshape(self.lines, self.ld)
+
+    def matrix(self, flat: np.ndarray) -> np.ndarray:
+        """The rows x cols matrix of a flat host array of this layout (a view)."""
+        lines = self._stored(flat)[:, :self.width]
+        return lines if self.layout == "row" else lines.T
+
+    def guard_cells(self, flat: np.ndarray) -> np.ndarray:
+        """Every element that must keep the guard pattern: both bands and the padding."""
+        g = self.guard
+        padding = self._stored(flat)[:, self.width:].reshape(-1)
+        return np.concatenate([flat[:g], padding, flat[g + self.span:]])
 
     def split(self, flat: np.ndarray):
         """(front guard, matrix, back guard) of a flat host array of this layout."""
-        g, s = self.guard, self.size
-        return flat[:g], flat[g:g + s].reshape(self.rows, self.cols), flat[g + s:]
+        g = self.guard
+        return flat[:g], self.matrix(flat), flat[g + self.span:]
 
 
-def guarded(name: str, matrix_bits: np.ndarray, guard: int, guard_bits: int) -> GuardedBuffer:
+def guarded(name: str, matrix_bits: np.ndarray, guard: int, guard_bits: int, *,
+            layout: str = "row", ld: int = 0) -> GuardedBuffer:
     rows, cols = matrix_bits.shape
-    flat = np.full(guard + rows * cols + guard, guard_bits, dtype=matrix_bits.dtype)
-    flat[guard:guard + rows * cols] = matrix_bits.reshape(-1)
-    return GuardedBuffer(name, rows, cols, guard, flat)
+    buf = GuardedBuffer(name, rows, cols, guard, np.empty(0, dtype=matrix_bits.dtype),
+                        layout=layout, ld=ld)
+    buf.bits = np.full(guard + buf.span + guard, guard_bits, dtype=matrix_bits.dtype)
+    buf.matrix(buf.bits)[...] = matrix_bits
+    return buf
 
 
 @dataclass
@@ -79,8 +212,13 @@ class Run:
     block: tuple
     C_bits: np.ndarray                    # (M, N) raw bits of the output
     unwritten: np.ndarray                 # (M, N) bool: still the poison pattern
-    guard_damage: dict[str, int] = field(default_factory=dict)    # buffer -> guard elements changed
+    guard_damage: dict[str, int] = field(default_factory=dict)    # buffer -> guard or padding elements changed
     inputs_changed: dict[str, int] = field(default_factory=dict)  # "A"/"B" -> elements changed
+    alpha: float = 1
+    beta: float = 0
+    C0: np.ndarray | None = None          # (M, N) float64 initial C when beta != 0 (else None: poison)
+    leading_dimensions: dict[str, int] = field(default_factory=dict)  # "lda"/"ldb"/"ldc" -> value
+    operands_text: str = ""               # layouts and leading dimensions, when not all row-major and tight
 
     @property
     def C(self) -> np.ndarray:
@@ -91,56 +229,111 @@ class GuardedGemm:
     """One problem on one instantiation: initialize once, run many times."""
 
     def __init__(self, backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray,
-                 *, guard_bits: int | None = None, poison_bits: int | None = None,
+                 C0: np.ndarray | None = None, *, alpha=1, beta=0, leading_dimensions: str = "tight",
+                 guard_bits: int | None = None, poison_bits: int | None = None,
                  guard: int | None = None):
-        """`guard` elements of guard band on each side of every buffer (default: enough
-        for any TILE-rounded overshoot). guard=0 gives exact-size allocations: what
-        compute-sanitizer memcheck needs to see an out-of-bounds access as one."""
+        """`C0`: the initial C, read by the kernel when beta != 0 (required then, refused
+        otherwise). `leading_dimensions`: 'tight' (ld == width) or 'padded' (ld > width;
+        only for kernels that take lda/ldb/ldc). `guard` elements of guard band on each
+        side of every buffer (default: enough for any TILE-rounded overshoot). guard=0
+        gives exact-size allocations: what compute-sanitizer memcheck needs to see an
+        out-of-bounds access as one."""
         M, K = A.shape
         K2, N = B.shape
+        spec = instance.spec
+        roles = kernel_roles(spec)
         if K != K2:
             raise ValueError(f"A is {A.shape} and B is {B.shape}: inner dimensions differ")
-        if instance.spec.signature == "square" and not (M == N == K):
+        if not ({"M", "K"} & set(roles)) and not (M == N == K):
             raise ValueError(f"{instance.id} takes square problems only; got M={M} N={N} K={K}")
+        if (beta != 0) != (C0 is not None):
+            raise ValueError(f"{instance.id}: beta={beta!r} with C0 {'given' if C0 is not None else 'missing'};"
+                             f" pass C0 exactly when beta != 0 (Problem.operands() gives it)")
+        if C0 is not None and np.shape(C0) != (M, N):
+            raise ValueError(f"{instance.id}: C0 is {np.shape(C0)}, expected ({M}, {N})")
+        if leading_dimensions not in LEADING_DIMENSIONS:
+            raise ValueError(f"leading_dimensions={leading_dimensions!r}; use one of {LEADING_DIMENSIONS}")
+        why = OperandVariant(leading_dimensions, alpha, beta).why_not(spec)
+        if why:
+            raise ValueError(f"{instance.id}: {why} (its roles: {', '.join(roles)})")
         self.backend, self.instance = backend, instance
         self.M, self.N, self.K = M, N, K
+        self.alpha, self.beta = alpha, beta
+        self.C0 = None if C0 is None else np.asarray(C0, dtype=np.float64)
         d = instance.dt
         self.guard_bits = d.guard_bits if guard_bits is None else guard_bits
         self.poison_bits = d.poison_bits if poison_bits is None else poison_bits
-        g = guard_elements(M, N, K, instance.tile) if guard is None else guard
-        self.A = guarded("A", dt.to_bits(A, d), g, self.guard_bits)
-        self.B = guarded("B", dt.to_bits(B, d), g, self.guard_bits)
-        self.C = guarded("C", np.full((M, N), self.poison_bits, dtype=d.storage), g, self.guard_bits)
-        for buf in (self.A, self.B):
+        shapes = {"A": (M, K), "B": (K, N), "C": (M, N)}
+        layouts = {name: layout(spec, name) for name in shapes}
+        widths = {name: shape[1] if layouts[name] == "row" else shape[0]
+                  for name, shape in shapes.items()}
+        lds = {name: padded_leading_dimension(w) if leading_dimensions == "padded" else w
+               for name, w in widths.items()}
+        longest = max(M, N, K, *lds.values())
+        g = guard_elements(longest, longest, longest, instance.tile) if guard is None else guard
+        initial_C = (np.full((M, N), self.poison_bits, dtype=d.storage) if self.C0 is None
+                     else dt.to_bits(self.C0, d))
+        self.A = guarded("A", dt.to_bits(A, d), g, self.guard_bits, layout=layouts["A"], ld=lds["A"])
+        self.B = guarded("B", dt.to_bits(B, d), g, self.guard_bits, layout=layouts["B"], ld=lds["B"])
+        self.C = guarded("C", initial_C, g, self.guard_bits, layout=layouts["C"], ld=lds["C"])
+        self.initial_C_bits = initial_C
+        for buf in (self.A, self.B, self.C):   # C: uploaded again (reset) before every run
             buf.device = backend.to_device(buf.bits)
         self.grid, self.block = instance.launch_shape(M, N, K)
 
+    @classmethod
+    def for_problem(cls, backend: Backend, instance: Instance, problem, **kw) -> "GuardedGemm":
+        """A GuardedGemm for a problems.Problem: its operands, alpha and beta."""
+        return cls(backend, instance, *problem.operands(), alpha=problem.alpha, beta=problem.beta, **kw)
+
+    @property
+    def operands_text(self) -> str:
+        """'A col-major lda 16 (padded), B row-major ldb 8 (padded), ...'; '' when every
+        operand is row-major and tight (nothing to say)."""
+        bufs = (self.A, self.B, self.C)
+        if all(b.layout == "row" and b.ld == b.width for b in bufs):
+            return ""
+        return ", ".join(f"{b.name} {b.layout}-major {LD_ROLES[b.name]} {b.ld}"
+                         f" ({'padded' if b.ld > b.width else 'tight'})" for b in bufs)
+
+    @property
+    def leading_dimensions(self) -> dict[str, int]:
+        return {LD_ROLES[buf.name]: buf.ld for buf in (self.A, self.B, self.C)}
+
+    def role_values(self) -> dict:
+        """Every role's value: device views of A, B, C; M, N, K and the leading dimensions
+        as ints; alpha and beta as Python numbers. gemmcheck.launch.plan picks the kernel's."""
+        return {"A": self.A.inner(), "B": self.B.inner(), "C": self.C.inner(),
+                "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
+                "alpha": self.alpha, "beta": self.beta}
+
     def args(self):
-        A, B, C = self.A.inner(), self.B.inner(), self.C.inner()
-        if self.instance.spec.signature == "square":
-            return (A, B, C, self.N)
-        return (A, B, C, self.M, self.N, self.K)
+        return launch_arguments(self.instance, self.role_values())
 
     def run(self) -> Run:
-        """Poison C, launch, and read back what the kernel did to every buffer."""
+        """Reset C (poison, or C0 when beta != 0), launch, and read back what the kernel did
+        to every buffer."""
         self.C.device = self.backend.to_device(self.C.bits)
         self.backend.launch(self.instance, self.grid, self.block, self.args())
         c_flat = self.backend.to_host(self.C.device)
-        front, c_bits, back = self.C.split(c_flat)
-        damage = {"C": int(np.count_nonzero(front != self.guard_bits)
-                           + np.count_nonzero(back != self.guard_bits))}
+        c_bits = self.C.matrix(c_flat)
+        damage = {"C": int(np.count_nonzero(self.C.guard_cells(c_flat) != self.guard_bits))}
         changed = {}
         for buf in (self.A, self.B):
             now = self.backend.to_host(buf.device)
-            was_front, was_inner, was_back = buf.split(buf.bits)
-            n_front, n_inner, n_back = buf.split(now)
-            damage[buf.name] = int(np.count_nonzero(n_front != was_front)
-                                   + np.count_nonzero(n_back != was_back))
-            changed[buf.name] = int(np.count_nonzero(n_inner != was_inner))
+            damage[buf.name] = int(np.count_nonzero(buf.guard_cells(now) != buf.guard_cells(buf.bits)))
+            changed[buf.name] = int(np.count_nonzero(buf.matrix(now) != buf.matrix(buf.bits)))
         return Run(self.instance, self.M, self.N, self.K, self.grid, self.block,
-                   c_bits.copy(), c_bits == self.poison_bits, damage, changed)
+                   c_bits.copy(), c_bits == self.initial_C_bits, damage, changed,
+                   self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text)
 
 
-def run_once(backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray, **kw) -> Run:
+def run_once(backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray,
+             C0: np.ndarray | None = None, **kw) -> Run:
     """Initialize and run a problem once."""
-    return GuardedGemm(backend, instance, A, B, **kw).run()
+    return GuardedGemm(backend, instance, A, B, C0, **kw).run()
+
+
+def run_problem(backend: Backend, instance: Instance, problem, **kw) -> Run:
+    """Initialize and run a problems.Problem once (its operands, alpha and beta)."""
+    return GuardedGemm.for_problem(backend, instance, problem, **kw).run()

@@ -59,13 +59,48 @@ and overflow (a finite reference with an infinite result is reported as Inf
 where none belongs). The ratio |C - C_ref| / bound is reported; a correct
 kernel never exceeds 1.
 
+alpha and beta
+--------------
+C = alpha A @ B + beta C0 (C0 read only when beta != 0). Exact judging needs
+integer alpha and beta (checked): the premise above extends to the sum of the
+K terms alpha a_k b_k and the term beta c, each a multiple of the finest
+quantum among them, bounded by Q = |alpha| P + |beta| |C0|
+(gemmcheck.problems.exact_range proves the generated integers satisfy it).
+
+Bound: in whatever order a kernel forms alpha a_k b_k (product, then alpha:
+two roundings, or alpha times the finished sum: one more rounding of every
+term) and beta c (one rounding), and adds the K + 1 terms (K additions at
+most along any term's path), each term x_t reaches the accumulator's result
+as x_t (1 + theta_t) with |theta_t| <= gamma_n(u_acc), n = K + 1 [alpha != 1]
++ 1 [beta != 0] (Higham, Lemma 3.1 and eq. 3.4: a product of at most n
+factors (1 + delta), |delta| <= u). Multiplying by alpha = 1 and adding
+beta c = 0 are exact, so n = K at (1, 0) and the bound is the one above. The
+scaling is assumed done in the accumulator type (as cuBLAS does for half
+inputs with float32 compute); an epilogue rounded to float16 first is one
+more rounding than the bound allows and may be reported. So
+
+    |S - C_exact| <= gamma_n(u_acc) Q,   Q = |alpha| |A||B| + |beta| |C0|,
+
+and the rest of the derivation goes through with P replaced by Q and K by n:
+the store rounding adds u_out |C_exact| + eta_out, and the float64 reference
+alpha (A @ B) + beta C0 is off by at most gamma_n(u_64) Q.
+
+Unwritten elements when beta != 0: C starts as C0 instead of poison, so an
+unwritten element still holds C0's bits. That only proves "unwritten" if no
+correct result can hold them: ``judge`` checks the premise (exact: the
+expected bits differ from C0's and not both are zeros; bound: |C_ref - C0|
+exceeds the bound) and raises UnchangedElements otherwise
+(gemmcheck.problems chooses C0 so that it holds).
+
 Special values
 --------------
 The expected NaN/Inf pattern follows IEEE 754 on the float64 inputs: the
 product a*b is NaN when either is NaN or one is infinite and the other zero
 (of either sign), +-Inf when one is infinite and the other nonzero; C[i, j] is
 NaN if any product is NaN or products of both infinite signs occur, +-Inf if
-only infinite products of one sign occur, finite otherwise. So a NaN or Inf
+only infinite products of one sign occur, finite otherwise; alpha < 0 swaps
+the infinite signs, alpha = 0 turns Inf into NaN (0 * Inf), and a finite
+beta C0 changes neither. So a NaN or Inf
 taints whole rows of C (from A) and whole columns (from B), and an element is
 finite exactly when row i of A and column j of B are. Counts are computed with
 0/1 matrix products, never with a library's own inf*0 handling.
@@ -100,6 +135,10 @@ class InexactProblem(ValueError):
     """exact=True was asked for inputs whose partial sums are not all exact."""
 
 
+class UnchangedElements(ValueError):
+    """beta != 0 and C0 equals a correct result somewhere: an unwritten element would pass."""
+
+
 # -- the bound ---------------------------------------------------------------------------
 
 def gamma(K: int, u: float) -> float:
@@ -109,9 +148,9 @@ def gamma(K: int, u: float) -> float:
     return K * u / (1 - K * u)
 
 
-def _finfo(d: dt.DType):
-    import ml_dtypes
-    return ml_dtypes.finfo(d.numpy)
+def roundings(K: int, alpha=1, beta=0) -> int:
+    """n: the most roundings any term of alpha A @ B + beta C0 goes through (see above)."""
+    return K + (alpha != 1) + (beta != 0)
 
 
 def output_roundoff(d: dt.DType) -> tuple[float, float]:
@@ -121,12 +160,13 @@ def output_roundoff(d: dt.DType) -> tuple[float, float]:
     """
     if d.accumulator == d.name:
         return 0.0, 0.0
-    return d.unit_roundoff, float(_finfo(d).smallest_subnormal) / 2
+    return d.unit_roundoff, float(dt.finfo(d).smallest_subnormal) / 2
 
 
 @dataclass(frozen=True)
 class Bound:
-    """|C - C_ref| <= coefficient * P_hat + u_out * |C_ref| + eta_out, per element."""
+    """|C - C_ref| <= coefficient * Q_hat + u_out * |C_ref| + eta_out, per element, with
+    Q_hat = |alpha| (|A||B|) + |beta| |C0| computed in float64."""
 
     K: int
     dtype: str
@@ -135,58 +175,106 @@ class Bound:
     eta_out: float
     gamma_acc: float
     gamma_ref: float
+    alpha: float = 1
+    beta: float = 0
 
     @classmethod
-    def for_dtype(cls, d: dt.DType, K: int) -> "Bound":
+    def for_dtype(cls, d: dt.DType, K: int, alpha=1, beta=0) -> "Bound":
         u_acc = dt.get(d.accumulator).unit_roundoff
         u_out, eta_out = output_roundoff(d)
-        return cls(K, d.name, u_acc, u_out, eta_out, gamma(K, u_acc), gamma(K, U64))
+        n = roundings(K, alpha, beta)
+        return cls(K, d.name, u_acc, u_out, eta_out, gamma(n, u_acc), gamma(n, U64), alpha, beta)
+
+    def magnitude(self, xp, absprod, abs_C0=None):
+        """Q_hat = |alpha| absprod + |beta| |C0| (absprod = |A||B|)."""
+        Q = abs(self.alpha) * absprod if self.alpha != 1 else absprod
+        return Q if self.beta == 0 else Q + abs(self.beta) * abs_C0
 
     @property
     def coefficient(self) -> float:
         return (self.gamma_acc + self.gamma_ref) * (1 + self.u_out) / (1 - self.gamma_ref)
 
-    def evaluate(self, P_hat: np.ndarray, C_ref: np.ndarray) -> np.ndarray:
+    def evaluate(self, Q_hat, C_ref, xp=np):
         slack = 1 + 8 * U64
-        return (self.coefficient * P_hat + self.u_out * np.abs(C_ref) + self.eta_out) * slack
+        return (self.coefficient * Q_hat + self.u_out * xp.abs(C_ref) + self.eta_out) * slack
 
     def describe(self) -> str:
         acc = dt.get(self.dtype).accumulator
         out = (f"u_out = 2^{math.log2(self.u_out):.0f} ({self.dtype} output), "
                f"eta_out = {self.eta_out:.3g}" if self.u_out else f"u_out = 0 (accumulates in {acc})")
-        return (f"|C - C_ref| <= (gamma_K(u_acc) + gamma_K(u_64))(1 + u_out)/(1 - gamma_K(u_64)) (|A||B|) "
-                f"+ u_out |C_ref| + eta_out; K = {self.K}, u_acc = 2^{math.log2(self.u_acc):.0f} ({acc}), "
-                f"gamma_K(u_acc) = {self.gamma_acc:.3g}, {out}")
+        if (self.alpha, self.beta) == (1, 0):
+            return (f"|C - C_ref| <= (gamma_K(u_acc) + gamma_K(u_64))(1 + u_out)/(1 - gamma_K(u_64)) (|A||B|) "
+                    f"+ u_out |C_ref| + eta_out; K = {self.K}, u_acc = 2^{math.log2(self.u_acc):.0f} ({acc}), "
+                    f"gamma_K(u_acc) = {self.gamma_acc:.3g}, {out}")
+        n = roundings(self.K, self.alpha, self.beta)
+        return (f"|C - C_ref| <= (gamma_n(u_acc) + gamma_n(u_64))(1 + u_out)/(1 - gamma_n(u_64)) "
+                f"(|alpha||A||B| + |beta||C0|) + u_out |C_ref| + eta_out; alpha = {self.alpha:g}, "
+                f"beta = {self.beta:g}, K = {self.K}, n = {n}, u_acc = 2^{math.log2(self.u_acc):.0f} ({acc}), "
+                f"gamma_n(u_acc) = {self.gamma_acc:.3g}, {out}")
+
+
+def bound_ratio(xp, got, ref, absprod, dtype: dt.DType, K: int, alpha=1, beta=0, abs_C0=None):
+    """|got - ref| / bound per element on any array module (numpy or cupy); inf where got is NaN.
+
+    got: the kernel's output as float64; ref: alpha (A @ B) + beta C0 in float64;
+    absprod: |A| @ |B| in float64; abs_C0: |C0| (needed when beta != 0).
+    The one comparison behind the oracle's bounded judging and perf's output check.
+    """
+    if beta != 0 and abs_C0 is None:
+        raise ValueError(f"bound_ratio: beta={beta!r} needs abs_C0 (|C0|)")
+    b = Bound.for_dtype(dtype, K, alpha, beta)
+    bound = b.evaluate(b.magnitude(xp, absprod, abs_C0), ref, xp)
+    return xp.where(xp.isnan(got), xp.inf, _ratio(xp, xp.abs(got - ref), bound))
+
+
+def within_bound(xp, got, ref, absprod, dtype: dt.DType, K: int, alpha=1, beta=0, abs_C0=None) -> bool:
+    """Whether every element of `got` is within the forward error bound (see bound_ratio)."""
+    return bool(xp.all(bound_ratio(xp, got, ref, absprod, dtype, K, alpha, beta, abs_C0) <= 1))
 
 
 # -- exactness premise -------------------------------------------------------------------
 
-def _quantum_exponents(X: np.ndarray, axis: int) -> np.ndarray:
-    """Per row (axis=1) or column (axis=0): log2 of the largest power of two that divides
-    every finite nonzero entry. +inf where there is none."""
+def _element_quantum_exponents(X: np.ndarray) -> np.ndarray:
+    """Per element: log2 of the largest power of two that divides it; +inf for zero and non-finite."""
     finite = np.isfinite(X) & (X != 0)
     mantissa, exponent = np.frexp(np.where(finite, X, 1.0))
     significand = np.abs(mantissa * 2.0 ** 53).astype(np.int64)
     lowest_bit = significand & -significand
     q = exponent - 53 + np.log2(lowest_bit.astype(np.float64))
-    return np.where(finite, q, np.inf).min(axis=axis)
+    return np.where(finite, q, np.inf)
 
 
-def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType) -> str | None:
-    """Why the partial sums of A @ B are not all exact in d's accumulator (None if they are)."""
+def _quantum_exponents(X: np.ndarray, axis: int) -> np.ndarray:
+    """Per row (axis=1) or column (axis=0): log2 of the largest power of two that divides
+    every finite nonzero entry. +inf where there is none."""
+    return _element_quantum_exponents(X).min(axis=axis)
+
+
+def _is_integer(X: np.ndarray) -> bool:
+    return bool(np.array_equal(np.trunc(X), X))
+
+
+def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta=0,
+                        C0: np.ndarray | None = None) -> str | None:
+    """Why the partial sums of alpha A @ B + beta C0 are not all exact in d's accumulator
+    (None if they are)."""
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if value != int(value):
+            return f"{name}={value!r} is not an integer"
     acc = dt.get(d.accumulator)
     finite_A, finite_B = np.where(np.isfinite(A), A, 0.0), np.where(np.isfinite(B), B, 0.0)
-    if np.array_equal(np.trunc(finite_A), finite_A) and np.array_equal(np.trunc(finite_B), finite_B):
+    C0 = np.zeros((A.shape[0], B.shape[1])) if beta == 0 or C0 is None else np.asarray(C0, np.float64)
+    if _is_integer(finite_A) and _is_integer(finite_B) and _is_integer(C0):
         # Integer inputs (the common case): a quantum of 1 is a safe, cheap lower bound.
-        qa, qb = np.zeros(A.shape[0]), np.zeros(B.shape[1])
+        q = np.zeros((A.shape[0], B.shape[1]))
     else:
-        qa = _quantum_exponents(finite_A, axis=1)
-        qb = _quantum_exponents(finite_B, axis=0)
-    P = np.abs(finite_A) @ np.abs(finite_B)
+        q = (_quantum_exponents(finite_A, axis=1)[:, None] + _quantum_exponents(finite_B, axis=0)[None, :])
+        q = np.minimum(q, _element_quantum_exponents(C0))
+    # Unscaled partial sums are bounded by P too (alpha = 0 still forms them).
+    P = max(abs(alpha), 1) * (np.abs(finite_A) @ np.abs(finite_B)) + abs(beta) * np.abs(C0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        q = qa[:, None] + qb[None, :]
         needed = np.where(P > 0, np.log2(np.where(P > 0, P, 1.0)) - q, -np.inf)
-    emin_sub = math.log2(float(_finfo(acc).smallest_subnormal))
+    emin_sub = math.log2(float(dt.finfo(acc).smallest_subnormal))
     p = acc.significand_bits
     too_big = needed > p
     too_fine = (P > 0) & (q < emin_sub)
@@ -198,24 +286,34 @@ def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType) -> str | None
     return None
 
 
-def exact_reference(A: np.ndarray, B: np.ndarray, d: dt.DType) -> np.ndarray:
-    """The exact product of finite A and B, as float64 (raises InexactProblem if it is not).
+def exact_reference(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta=0,
+                    C0: np.ndarray | None = None) -> np.ndarray:
+    """The exact alpha A @ B + beta C0 of finite A and B, as float64 (raises InexactProblem
+    if it is not exact).
 
     Premise checked: every partial sum is exact in d's accumulator, hence (p <= 53) in
-    float64, so the float64 product is exact in any summation order.
+    float64, so the float64 product, scaled and summed, is exact in any summation order.
     """
-    why = exactness_violation(A, B, d)
+    why = exactness_violation(A, B, d, alpha, beta, C0)
     if why:
         raise InexactProblem(f"exact=True, but the inputs do not make every partial sum exact: "
                              f"{why}; use exact=False (the error bound) for these inputs")
     with np.errstate(invalid="ignore"):
-        return np.where(np.isfinite(A), A, 0.0) @ np.where(np.isfinite(B), B, 0.0)
+        return _scaled(np.where(np.isfinite(A), A, 0.0) @ np.where(np.isfinite(B), B, 0.0),
+                       alpha, beta, C0)
+
+
+def _scaled(product: np.ndarray, alpha, beta, C0):
+    """alpha * product + beta * C0, skipping the neutral steps (so (1, 0) is the product itself)."""
+    result = product if alpha == 1 else alpha * product
+    return result if beta == 0 else result + beta * C0
 
 
 # -- IEEE special values -------------------------------------------------------------------
 
-def special_pattern(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(nan, +inf, -inf) masks of A @ B by IEEE 754 rules (assumes finite products stay finite)."""
+def special_pattern(A: np.ndarray, B: np.ndarray, alpha=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(nan, +inf, -inf) masks of alpha A @ B (+ a finite beta C0) by IEEE 754 rules (assumes
+    finite products stay finite)."""
     M, N = A.shape[0], B.shape[1]
     if np.isfinite(A).all() and np.isfinite(B).all():
         none = np.zeros((M, N), dtype=bool)
@@ -233,7 +331,10 @@ def special_pattern(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarra
     pos_inf = pinf_a @ pos_b + ninf_a @ neg_b + pos_a @ pinf_b + neg_a @ ninf_b
     neg_inf = pinf_a @ neg_b + ninf_a @ pos_b + pos_a @ ninf_b + neg_a @ pinf_b
     nan = (nan_products > 0) | ((pos_inf > 0) & (neg_inf > 0))
-    return nan, (pos_inf > 0) & ~nan, (neg_inf > 0) & ~nan
+    pos, neg = (pos_inf > 0) & ~nan, (neg_inf > 0) & ~nan
+    if alpha == 0:
+        return nan | pos | neg, np.zeros_like(pos), np.zeros_like(neg)
+    return (nan, neg, pos) if alpha < 0 else (nan, pos, neg)
 
 
 # -- the judgement ---------------------------------------------------------------------------
@@ -295,6 +396,8 @@ class Judgement(HasFindings):
             head = report.defect_message(sorted({f.defect for f in self.findings}, key=_order), head)
         lines = [head,
                  f"  judged: {self.bound_text}"]
+        if getattr(self.run, "operands_text", ""):
+            lines.append(f"  operands: {self.run.operands_text}")
         if self.ok:
             lines.append(f"  ok: every element written and within the bound; worst ratio {self.ratio:.3g}")
             return "\n".join(lines)
@@ -367,8 +470,11 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Ju
     `exact`: True to compare bit for bit (the inputs must make every partial sum
     exact; checked, InexactProblem otherwise), False for the forward error bound.
     `problem`: a Problem or label for the message (its seed makes the reproduction).
+    alpha, beta and C0 come from the run (C = alpha A @ B + beta C0; see the module doc).
     """
     inst = run.instance
+    alpha, beta = getattr(run, "alpha", 1), getattr(run, "beta", 0)
+    C0 = getattr(run, "C0", None) if beta != 0 else None
     d = inst.dt
     A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
     M, K = A.shape
@@ -376,25 +482,29 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Ju
     if K != K2 or (run.M, run.N, run.K) != (M, N, K) or run.C_bits.shape != (M, N):
         raise ValueError(f"{inst.id}: shapes disagree: A {A.shape}, B {B.shape}, run M={run.M} "
                          f"N={run.N} K={run.K}, C {run.C_bits.shape}")
-    for name, X in (("A", A), ("B", B)):
+    if beta != 0 and (C0 is None or np.shape(C0) != (M, N) or not np.isfinite(C0).all()):
+        raise ValueError(f"{inst.id}: beta={beta!r} needs a finite C0 of shape ({M}, {N}) in the run")
+    for name, X in (("A", A), ("B", B)) + ((("C0", C0),) if C0 is not None else ()):
         if not _representable(X, d):
             raise ValueError(f"{inst.id}: {name} holds values not representable in {d.name}; "
                              f"pass the inputs as rounded to the dtype (what the kernel read)")
     label = getattr(problem, "label", None) or (str(problem) if problem is not None else f"M{M}xN{N}xK{K} {d.name}")
 
     C = run.C.astype(np.float64)
-    nan_e, pinf_e, ninf_e = special_pattern(A, B)
+    nan_e, pinf_e, ninf_e = special_pattern(A, B, alpha)
     finite_e = ~(nan_e | pinf_e | ninf_e)
+    scaling = "" if (alpha, beta) == (1, 0) else f" (alpha = {alpha:g}, beta = {beta:g})"
     if exact:
-        ref = exact_reference(A, B, d)
+        ref = exact_reference(A, B, d, alpha, beta, C0)
         bound = np.zeros((M, N))
-        bound_text = (f"exact: the exact product rounded once to {d.name}, bit for bit "
+        bound_text = (f"exact: the exact result{scaling} rounded once to {d.name}, bit for bit "
                       f"(+0.0 and -0.0 equal), every partial sum exact in {d.accumulator}")
     else:
-        b = Bound.for_dtype(d, K)
+        b = Bound.for_dtype(d, K, alpha, beta)
         finite_A, finite_B = np.where(np.isfinite(A), A, 0.0), np.where(np.isfinite(B), B, 0.0)
-        ref = finite_A @ finite_B
-        bound = b.evaluate(np.abs(finite_A) @ np.abs(finite_B), ref)
+        ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
+        bound = b.evaluate(b.magnitude(np, np.abs(finite_A) @ np.abs(finite_B),
+                                       None if C0 is None else np.abs(C0)), ref)
         bound_text = b.describe()
     if exact:
         # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer.
@@ -403,16 +513,19 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Ju
         ninf_e |= finite_e & (rounded == -np.inf)
         finite_e &= np.isfinite(rounded)
     expected = np.where(nan_e, np.nan, np.where(pinf_e, np.inf, np.where(ninf_e, -np.inf, ref)))
+    if C0 is not None:
+        _check_every_element_changes(inst, d, C0, ref, bound, finite_e, exact)
 
     findings: list[Finding] = []
     error_map = np.zeros((M, N))
     unwritten = np.asarray(run.unwritten, dtype=bool)
     written = ~unwritten
 
-    # 1. Unwritten: still the poison bits.
+    # 1. Unwritten: still the poison bits (beta != 0: still C0's bits, which no correct result has).
     if unwritten.any():
+        still = "the poison bits" if C0 is None else "C0's bits, which every correct result changes"
         findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst,
-                                 "never written (still the poison bits)"))
+                                 f"never written (still {still})"))
         error_map[unwritten] = np.inf
 
     # 2. NaN/Inf positions.
@@ -446,11 +559,10 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Ju
         same = (run.C_bits == want) | ((C == 0) & (ref == 0))
         wrong = compare & ~same
         error_map[wrong] = np.inf
-        detector, what = "exact-bits", "differ from the exact product rounded once"
+        detector, what = "exact-bits", "differ from the exact result rounded once"
     else:
         err = np.abs(C - ref)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(bound > 0, err / bound, np.where(err > 0, np.inf, 0.0))
+        ratio = _ratio(np, err, bound)
         error_map[compare] = ratio[compare]
         wrong = compare & (err > bound)
         detector, what = "error-bound", "outside the forward error bound"
@@ -461,6 +573,29 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Ju
     return Judgement(inst, label, M, N, K, exact, bound_text, findings,
                      float(error_map.max()) if error_map.size else 0.0, error_map,
                      C, expected, bound, failing, unwritten, reproduction(problem), run)
+
+
+def _ratio(xp, err, bound):
+    """error / bound; 0 / 0 is 0 and anything / 0 is inf."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return xp.where(bound > 0, err / bound, xp.where(err > 0, xp.inf, 0.0))
+
+
+def _check_every_element_changes(inst, d: dt.DType, C0, ref, bound, finite_e, exact: bool) -> None:
+    """The premise of the unwritten check when beta != 0: no correct result holds C0's bits."""
+    if exact:
+        want = dt.to_bits(np.where(finite_e, ref, 0.0), d)
+        rounded = dt.from_bits(want, d)
+        same = (want == dt.to_bits(C0, d)) | ((rounded == 0) & (C0 == 0))
+    else:
+        same = np.abs(ref - C0) <= bound
+    same &= finite_e
+    if same.any():
+        i, j = (int(x) for x in np.argwhere(same)[0])
+        raise UnchangedElements(
+            f"{inst.id}: at {int(same.sum())} elements, first C[{i}, {j}] (C0 = {C0[i, j]!r}, correct "
+            f"result {ref[i, j]!r}), a correct result can equal C0, so an unwritten element would "
+            f"pass; use Problem.operands()'s C0 (it avoids this for beta != 1)")
 
 
 def _finding(defect: Defect, detector: str, mask: np.ndarray, inst, what: str,

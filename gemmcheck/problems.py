@@ -6,24 +6,32 @@ much randomness B used. Every generator returns float64 matrices whose
 values are already exactly representable in the dtype: what the kernel reads
 is what the reference uses.
 
+A problem computes C = alpha * A @ B + beta * C0 (BLAS's GEMM; alpha, beta
+default to 1 and 0). With beta = 0 there is no C0 and the kernel must not read
+C (the BLAS convention: C's old contents may be anything, here a poison NaN).
+With beta != 0, ``operands()`` also gives C0, chosen so that every correct
+output element differs from C0 bit for bit: an element the kernel never wrote
+still holds C0's bits and is seen as unwritten (the oracle checks the premise).
+
 Value kinds:
 
-- ``exact``: integers in [-r, r] with r = ``exact_range(dtype, K)`` chosen so
+- ``exact``: integers in [-r, r] (A, B and C0) with r =
+  ``exact_range(dtype, K, alpha, beta)``, and integer alpha and beta, chosen so
   that every product and every partial sum, in any order, is exactly
-  representable in the accumulator (|partial| <= K r^2 <= 2^p_acc, every
-  integer up to 2^p is representable with p significand bits) and r itself in
-  the input type (r <= 2^p_in; fp16 p = 11, bf16 p = 8). For float16 the
-  result must also stay finite (K r^2 <= 65504). Any summation order then
-  gives the same bits, and the one correct answer is the exact product
-  rounded once to the output dtype. Every row of A and column of B holds a
-  nonzero and the product is never all zero, so an all-zero output can never
-  pass.
+  representable in the accumulator (see exact_range for the proof) and r
+  itself in the input type (r <= 2^p_in; fp16 p = 11, bf16 p = 8). The result
+  must also stay finite in the output type (65504 for float16). Any summation
+  order then gives the same bits, and the one correct answer is the exact
+  result rounded once to the output dtype. Every row of A and column of B
+  holds a nonzero and the product is never all zero, so an all-zero output can
+  never pass.
 - ``normal``, ``uniform``: N(0, 1) and U(-1, 1), rounded to the dtype; judged
   against a forward error bound (gemmcheck.oracle).
 - ``wide``: random sign times 2^U(-E, E): values over many binades, with E
   chosen per dtype and K so that inputs stay normal and the output stays
   finite even if every product has the same sign.
-- ``special``: the exact integers, plus +Inf and NaN in A, -Inf in B, zeros
+- ``special``: the exact integers (C0 too; C0's rows opposite A's subnormal
+  row on the same subnormal grid, so the sum stays exact), plus +Inf and NaN in A, -Inf in B, zeros
   placed so that Inf * 0 occurs (once with -0.0), about 10 % of entries -0.0,
   and one row of A scaled onto the dtype's subnormals (n * smallest
   subnormal, n an integer in [-r, r]): still exact in the accumulator, so the
@@ -35,7 +43,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from gemmcheck import dtypes as dt
@@ -44,9 +51,14 @@ VALUE_KINDS = ("exact", "normal", "uniform", "wide", "special")
 EXACT_KINDS = ("exact", "special")  # judged bit for bit
 
 
-def finfo(dtype: dt.DType):
-    """numpy-style finfo for every gemmcheck dtype (bfloat16 included)."""
-    return ml_dtypes.finfo(dtype.numpy)
+finfo = dt.finfo  # defined once, in gemmcheck.dtypes
+DEFAULT_SCALING = (1, 0)         # (alpha, beta): C = A @ B, C not read
+BETA_SCALING = (2, -1)           # the pair claims also run at, for kernels that take alpha and beta
+
+
+def scaling_id(alpha, beta) -> str:
+    """The test-id part of (alpha, beta): ``alpha2-beta-1``."""
+    return f"alpha{alpha:g}-beta{beta:g}"
 
 
 def accumulator(dtype: dt.DType) -> dt.DType:
@@ -54,44 +66,71 @@ def accumulator(dtype: dt.DType) -> dt.DType:
     return dt.get(dtype.accumulator)
 
 
-def exact_range(dtype: dt.DType | str, K: int) -> int:
-    """The largest r such that integers in [-r, r] make every partial sum exact.
+def _integer(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ValueError(f"{name}={value!r}: exact inputs need an integer {name}")
+    return int(value)
 
-    r <= 2^p_in (r is representable in the input type), K r^2 <= 2^p_acc (every
-    partial sum is an integer of magnitude <= 2^p_acc, so exact in the
-    accumulator, in any order), and K r^2 <= the output's largest finite value
-    (the once-rounded result is finite).
+
+def exact_range(dtype: dt.DType | str, K: int, alpha=1, beta=0) -> int:
+    """The largest r such that integers in [-r, r] for A, B and C0 keep every sum exact.
+
+    Proof. A kernel computes alpha * sum_k a_k b_k + beta * c in some order:
+    products a_k b_k, possibly scaled first (alpha a_k, alpha a_k b_k) or last
+    (alpha * sum), added to each other and to beta c (first, last or anywhere
+    between). Every value it can form on the way is an integer: a sum of a
+    subset of the terms {alpha a_k b_k} and {beta c}, a sum of a subset of
+    {a_k b_k} (before alpha is applied), or one factor (|alpha a_k| <= |alpha| r).
+    Each has magnitude <= |alpha| K r^2 + |beta| r (for |alpha| >= 1, which
+    bounds the unscaled sums too; alpha = 0 gives K r^2 as the bound of those).
+    An integer of magnitude <= 2^p is exact in a type of p significand bits, so
+    if that bound is <= 2^p_acc every intermediate is exact in the accumulator,
+    whatever the order and with or without FMA, and the result is the exact
+    integer, rounded once when stored. Also required: r <= 2^p_in (A, B and C0
+    hold r exactly) and the bound <= the output's largest finite value (the
+    rounded result is finite). `alpha` and `beta` must be integers.
     """
     d = dt.get(dtype) if isinstance(dtype, str) else dtype
+    alpha, beta = abs(_integer("alpha", alpha)), abs(_integer("beta", beta))
     if K < 1:
         raise ValueError(f"K={K} must be >= 1")
-    r_input = 2 ** d.significand_bits
-    r_accumulator = math.isqrt(2 ** accumulator(d).significand_bits // K)
-    r_output = math.isqrt(int(float(finfo(d).max)) // K)
-    r = min(r_input, r_accumulator, r_output)
-    if r < 1:
-        raise ValueError(f"K={K} is too long for exact {d.name} inputs: even K * 1 * 1 "
-                         f"exceeds 2^{accumulator(d).significand_bits}")
-    return r
+    limit = min(2 ** accumulator(d).significand_bits, int(float(finfo(d).max)))
+    scale = max(alpha, 1)
+
+    def fits(r: int) -> bool:
+        return scale * K * r * r + beta * r <= limit
+
+    low, high = 0, min(2 ** d.significand_bits, math.isqrt(limit // K))
+    while low < high:                   # the largest r in [0, high] that fits
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    if low < 1:
+        raise ValueError(f"K={K} (alpha={alpha}, beta={beta}) is too long for exact {d.name} "
+                         f"inputs: even r = 1 exceeds 2^{accumulator(d).significand_bits}; "
+                         f"use a smaller K, alpha or beta")
+    return low
 
 
-def wide_exponent(dtype: dt.DType | str, K: int) -> float:
+def wide_exponent(dtype: dt.DType | str, K: int, alpha=1, beta=0) -> float:
     """E for the ``wide`` kind: |values| in [2^-E, 2^E].
 
-    Inputs stay normal (2^-E >= smallest normal), K * 2^2E stays below half
-    the output's largest finite value, and E <= 16 keeps every product far from
-    the accumulator's underflow and overflow thresholds.
+    Inputs stay normal (2^-E >= smallest normal), n 2^2E stays below half the
+    output's largest finite value, with n = K for C = A @ B and
+    n = |alpha| K (1 + 2 |beta|) with C0 (|C0| <= 2 |alpha| (|A||B|), see
+    ``Problem.operands``), and E <= 16 keeps every product far from the
+    accumulator's underflow and overflow thresholds.
     """
     d = dt.get(dtype) if isinstance(dtype, str) else dtype
     info = finfo(d)
+    n = max(abs(alpha), 1) * K * (1 + 2 * abs(beta))
     by_input = -math.log2(float(info.smallest_normal))
-    by_output = (math.log2(float(info.max)) - 1 - math.log2(K)) / 2
+    by_output = (math.log2(float(info.max)) - 1 - math.log2(n)) / 2
     return max(0.5, min(16.0, by_input, by_output))
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One GEMM: C[M x N] = A[M x K] B[K x N] in `dtype`, values of one kind, from a seed."""
+    """One GEMM: C[M x N] = alpha A[M x K] B[K x N] + beta C0 in `dtype`, values of one kind, from a seed."""
 
     M: int
     N: int
@@ -99,17 +138,29 @@ class Problem:
     dtype: str
     values: str = "exact"
     seed: int = 0
+    alpha: float = 1
+    beta: float = 0
 
     def __post_init__(self):
         for name in ("M", "N", "K"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"Problem: {name}={value!r} must be a positive integer")
-        dt.get(self.dtype)
+        d = dt.get(self.dtype)
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")
         if type(self.seed) is not int or self.seed < 0:
             raise ValueError(f"Problem: seed={self.seed!r} must be a non-negative integer")
+        for name in ("alpha", "beta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"Problem: {name}={value!r} must be a finite number")
+            if float(np.asarray(value, dtype=np.float64).astype(d.numpy)) != value:
+                raise ValueError(f"Problem: {name}={value!r} is not representable in {d.name}; "
+                                 f"use a value the kernel can be passed exactly")
+            if self.exact and value != int(value):
+                raise ValueError(f"Problem: {name}={value!r}: values={self.values!r} is judged bit "
+                                 f"for bit and needs an integer {name}")
 
     @property
     def id(self) -> str:
@@ -117,9 +168,20 @@ class Problem:
         return f"M{self.M}xN{self.N}xK{self.K}"
 
     @property
+    def scaled(self) -> bool:
+        """Whether (alpha, beta) differ from (1, 0)."""
+        return (self.alpha, self.beta) != DEFAULT_SCALING
+
+    @property
+    def reads_C(self) -> bool:
+        """Whether the kernel must read C0 (beta != 0)."""
+        return self.beta != 0
+
+    @property
     def label(self) -> str:
-        """Everything that makes the inputs: ``float16 normal M33xN17xK65 seed 7``."""
-        return f"{self.dtype} {self.values} {self.id} seed {self.seed}"
+        """Everything that makes the inputs: ``float16 normal M33xN17xK65 alpha 2 beta -1 seed 7``."""
+        scaling = f" alpha {self.alpha:g} beta {self.beta:g}" if self.scaled else ""
+        return f"{self.dtype} {self.values} {self.id}{scaling} seed {self.seed}"
 
     @property
     def dt(self) -> dt.DType:
@@ -131,23 +193,30 @@ class Problem:
         return self.values in EXACT_KINDS
 
     def __repr__(self) -> str:
+        scaling = f", alpha={self.alpha!r}, beta={self.beta!r}" if self.scaled else ""
         return (f"Problem(M={self.M}, N={self.N}, K={self.K}, dtype={self.dtype!r}, "
-                f"values={self.values!r}, seed={self.seed})")
+                f"values={self.values!r}, seed={self.seed}{scaling})")
 
-    def operands(self) -> tuple[np.ndarray, np.ndarray]:
-        """(A, B) as float64 arrays holding values exactly representable in the dtype."""
-        streams = [np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(3)]
-        return GENERATORS[self.values](self, *streams)
+    def operands(self) -> tuple[np.ndarray, ...]:
+        """(A, B), and C0 when beta != 0, as float64 arrays of values exactly representable
+        in the dtype. One random stream per operand (C0 has its own fourth stream, so
+        problems at (1, 0) keep the inputs they always had)."""
+        streams = [np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(4)]
+        A, B = GENERATORS[self.values](self, *streams[:3])
+        if not self.reads_C:
+            return A, B
+        return A, B, _initial_C(self, A, B, streams[3])
 
     def exact_product(self) -> np.ndarray:
-        """The exact product of the ``exact`` kind's integers, as int64."""
+        """The exact result alpha A @ B + beta C0 of the ``exact`` kind's integers, as int64."""
         if self.values != "exact":
             raise ValueError(f"{self!r}: exact_product is defined for values='exact' only")
-        A, B = self.operands()
-        return A.astype(np.int64) @ B.astype(np.int64)
+        A, B, *C0 = self.operands()
+        P = int(self.alpha) * (A.astype(np.int64) @ B.astype(np.int64))
+        return P + int(self.beta) * C0[0].astype(np.int64) if C0 else P
 
     def expected_bits(self) -> np.ndarray:
-        """The ``exact`` kind's answer: the exact int64 product rounded once to the dtype."""
+        """The ``exact`` kind's answer: the exact int64 result rounded once to the dtype."""
         return dt.to_bits(self.exact_product().astype(np.float64), self.dt)
 
 
@@ -164,7 +233,7 @@ def _nonzero(rng, r, size) -> np.ndarray:
 
 
 def _exact(p: Problem, rng_a, rng_b, rng_extra):
-    r = exact_range(p.dt, p.K)
+    r = exact_range(p.dt, p.K, p.alpha, p.beta)
     A = _integers(rng_a, (p.M, p.K), r)
     B = _integers(rng_b, (p.K, p.N), r)
     # A nonzero in every row of A and every column of B, at a place fixed by the index.
@@ -189,7 +258,7 @@ def _uniform(p: Problem, rng_a, rng_b, rng_extra):
 
 
 def _wide(p: Problem, rng_a, rng_b, rng_extra):
-    E = wide_exponent(p.dt, p.K)
+    E = wide_exponent(p.dt, p.K, p.alpha, p.beta)
 
     def draw(rng, shape):
         magnitude = np.exp2(rng.uniform(-E, E, shape))
@@ -207,7 +276,7 @@ def _special(p: Problem, rng_a, rng_b, rng):
     if p.M >= 3:
         # One row of A on the subnormals: n * smallest subnormal with |n| < 2^(p-1), so
         # every nonzero entry is subnormal; still exact in the accumulator (|n| <= r).
-        s = min(exact_range(p.dt, p.K), 2 ** (p.dt.significand_bits - 1) - 1)
+        s = min(exact_range(p.dt, p.K, p.alpha, p.beta), 2 ** (p.dt.significand_bits - 1) - 1)
         n = rng.integers(-s, s + 1, size=p.K).astype(np.float64)
         n[rng.integers(p.K)] = _nonzero(rng, s, 1)[0]
         A[r_sub] = np.where(np.signbit(A[r_sub]) & (A[r_sub] == 0), -0.0, n)
@@ -230,6 +299,43 @@ def _special(p: Problem, rng_a, rng_b, rng):
             if len(candidates):
                 X[tuple(candidates[rng.integers(len(candidates))])] = -0.0
     return A, B
+
+
+def _initial_C(p: Problem, A: np.ndarray, B: np.ndarray, rng) -> np.ndarray:
+    """C0 for beta != 0, such that every correct result element differs from C0.
+
+    Exact kinds: integers in [-r, r] (on A's subnormal grid in rows of A that are
+    subnormal, so the sum stays exact); where the exact result, rounded, would
+    equal C0 the element moves by one step, which changes the result by beta steps
+    and C0 by one (so the two part unless beta = 1). Random kinds: the sign makes
+    (beta - 1) C0 agree with alpha A @ B, so C_ref - C0 = alpha A@B + (beta - 1) C0
+    has magnitude >= |beta - 1| |C0|, and |C0| = |alpha| (|A||B|) U(1, 2) keeps that
+    far above the error bound (terms of |alpha||A||B| and |beta||C0| times K u).
+    """
+    d = p.dt
+    finite_A, finite_B = np.where(np.isfinite(A), A, 0.0), np.where(np.isfinite(B), B, 0.0)
+    product = p.alpha * (finite_A @ finite_B)
+    if not p.exact:
+        magnitude = abs(p.alpha) * (np.abs(finite_A) @ np.abs(finite_B)) * rng.uniform(1, 2, product.shape)
+        sign = np.where(product * (p.beta - 1) < 0, -1.0, 1.0)
+        return _rounded(sign * np.where(magnitude > 0, magnitude, 1.0), d)
+    r = exact_range(d, p.K, p.alpha, p.beta)
+    C0 = _integers(rng, (p.M, p.N), r)
+    smallest_normal = float(finfo(d).smallest_normal)
+    step = np.ones((p.M, 1))
+    subnormal_rows = (np.abs(finite_A) < smallest_normal).all(axis=1) & (finite_A != 0).any(axis=1)
+    step[subnormal_rows] = float(finfo(d).smallest_subnormal)
+    C0 *= step
+
+    def unchanged(i, j, c):  # the correct result's bits equal C0's (both zeros count as one)
+        result = product[i, j] + p.beta * c
+        return (result == c) | (dt.to_bits(np.asarray(result), d) == dt.to_bits(np.asarray(c), d))
+    for i, j in np.argwhere(unchanged(np.arange(p.M)[:, None], np.arange(p.N), C0)):
+        for c in (C0[i, j] + step[i, 0], C0[i, j] - step[i, 0]):
+            if abs(c) <= r * step[i, 0] and not unchanged(i, j, c):
+                C0[i, j] = c
+                break
+    return C0
 
 
 GENERATORS = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from gemmcheck.problems import VALUE_KINDS, Problem
+from gemmcheck.problems import DEFAULT_SCALING, VALUE_KINDS, Problem
 
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 37, 61, 67, 97, 127, 131, 257, 509, 521, 1021, 1031, 2039, 4093, 4099)
 MAX_SEED = 2 ** 32 - 1
@@ -98,20 +98,25 @@ def seeds() -> st.SearchStrategy[int]:
     return st.integers(0, MAX_SEED)
 
 
-def problems(*, instance, values=VALUE_KINDS, min_dim: int = 1,
-             max_dim: int) -> st.SearchStrategy[Problem]:
+def problems(*, instance, values=VALUE_KINDS, min_dim: int = 1, max_dim: int,
+             scalings=(DEFAULT_SCALING,)) -> st.SearchStrategy[Problem]:
     """Return a strategy for Problems `instance` declares it supports.
 
     instance: a catalog Instance (its dtype, TILE and declared shapes).
     values: the value kinds to draw from (see gemmcheck.problems.VALUE_KINDS).
     min_dim, max_dim: the inclusive range of every dimension.
-    Shrinks toward small shapes, the first value kind and seed 0.
+    scalings: the (alpha, beta) pairs to draw from (integers for the exact kinds).
+    Shrinks toward small shapes, the first value kind, the first scaling and seed 0.
     """
     if isinstance(values, str) or not values or any(v not in VALUE_KINDS for v in values):
         raise InvalidArgument(f"values={values!r} must be a non-empty sequence of {VALUE_KINDS}")
+    if not scalings or any(len(s) != 2 or any(isinstance(x, bool) or not isinstance(x, (int, float))
+                                              for x in s) for s in scalings):
+        raise InvalidArgument(f"scalings={scalings!r} must be a non-empty sequence of (alpha, beta) pairs")
     return st.builds(
-        lambda shape, kind, seed: Problem(*shape, instance.dtype, kind, seed),
+        lambda shape, kind, seed, scaling: Problem(*shape, instance.dtype, kind, seed, *scaling),
         supported_shapes(instance=instance, min_dim=min_dim, max_dim=max_dim),
         st.sampled_from(tuple(values)),
         seeds(),
+        st.sampled_from(tuple(scalings)),
     )

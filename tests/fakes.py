@@ -45,3 +45,68 @@ def correct_product(instance, grid, block, A, B, C, M, N, K):
     a = dt.from_bits(A, d).reshape(M, K).astype(np.float64)
     b = dt.from_bits(B, d).reshape(K, N).astype(np.float64)
     C[:] = dt.to_bits(a @ b, d).reshape(-1)
+
+
+# -- kernels that take their arguments by role (layouts, leading dimensions, alpha/beta) ----
+
+class RoleSpec:
+    """A catalog entry as the role contract describes it (gemmcheck.catalog gains these
+    fields): parameters by role, operand layouts, a TILE-based launch policy."""
+
+    def __init__(self, name, roles, layouts=None, policy="tile2d", shapes="any"):
+        self.name = self.entry = name
+        self.roles = tuple(roles)
+        self.layouts = dict(layouts or {})
+        self.policy, self.shapes = policy, shapes
+        self.signature = "roles"
+        self.expect = "correct"
+        self.description = ""
+
+    def name_expression(self, dtype, tile):
+        return f"{self.entry}<{dt.get(dtype).c_type}, {tile}>"
+
+    def supports(self, M, N, K, tile):
+        return True
+
+
+SGEMM_ROLES = ("M", "N", "K", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc")
+
+
+class RoleBackend(NumpyBackend):
+    """`kernels` maps an entry name to fn(instance, values) with values a dict of role -> argument,
+    zipped from the kernel's roles and the launch's arguments, as a kernel would see them."""
+
+    name = "numpy-roles-fake"
+
+    def launch(self, instance, grid, block, args):
+        self.launches += 1
+        self.kernels[instance.spec.entry](instance, dict(zip(instance.spec.roles, args)))
+
+
+def role_gemm(instance, v, *, alpha=None, beta=None, assumes_tight_ld="", layouts=None):
+    """C = alpha A B + beta C, every element read and written through the kernel's own
+    indexing: row-major (i, j) at i * ld + j, column-major at j * ld + i, ld from the
+    arguments. The keywords break it the ways the tests need: a fixed alpha or beta
+    (ignoring the argument), ld assumed equal to the width for the operands named in
+    `assumes_tight_ld` ("ABC", "C"), operands read in another layout."""
+    d = instance.dt
+    lay = {**{o: "row" for o in "ABC"}, **instance.spec.layouts, **(layouts or {})}
+    M, N, K = v["M"], v["N"], v["K"]
+    shapes = {"A": (M, K), "B": (K, N), "C": (M, N)}
+
+    def index(operand):
+        rows, cols = shapes[operand]
+        width = cols if lay[operand] == "row" else rows
+        ld = width if operand in assumes_tight_ld else v.get("ld" + operand.lower(), width)
+        i, j = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+        return i * ld + j if lay[operand] == "row" else j * ld + i
+
+    def read(operand):
+        return dt.from_bits(v[operand][index(operand)], d).astype(np.float64)
+    a = float(v.get("alpha", 1)) if alpha is None else alpha
+    b = float(v.get("beta", 0)) if beta is None else beta
+    with np.errstate(invalid="ignore", over="ignore"):
+        result = a * (read("A") @ read("B"))
+        if b != 0:
+            result = result + b * read("C")
+        v["C"][index("C")] = dt.to_bits(result, d)

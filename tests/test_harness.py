@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from gemmcheck import catalog
+from gemmcheck import dtypes as dt
 from gemmcheck.harness import GuardedGemm, guard_elements, run_once
 
 from fakes import NumpyBackend, correct_product
@@ -97,3 +98,161 @@ def test_guard_zero_gives_exact_size_allocations():
     run = gemm.run()
     assert seen == [(5 * 3, 3 * 7, 5 * 7)]
     assert run.guard_damage == {"A": 0, "B": 0, "C": 0} and not run.unwritten.any()
+
+
+# -- layouts, leading dimensions, alpha and beta (kernels that take arguments by role) ------
+
+from functools import partial  # noqa: E402
+
+from gemmcheck.harness import padded_leading_dimension, run_problem  # noqa: E402
+from gemmcheck.oracle import judge  # noqa: E402
+from gemmcheck.problems import BETA_SCALING, DEFAULT_SCALING, Problem  # noqa: E402
+from gemmcheck.verdict import Defect  # noqa: E402
+
+from fakes import SGEMM_ROLES, RoleBackend, RoleSpec, role_gemm  # noqa: E402
+
+LAYOUT_CASES = {"rrr": {}, "ccc": {"A": "col", "B": "col", "C": "col"}, "crc": {"A": "col", "C": "col"},
+                "rcr": {"B": "col"}}
+
+
+def role_instance(layouts=None, roles=SGEMM_ROLES, dtype="float32", tile=4):
+    return catalog.Instance(RoleSpec("sgemm", roles, layouts), dtype, tile)
+
+
+def judged_role(kernel, instance, problem, leading_dimensions="tight"):
+    backend = RoleBackend({"sgemm": kernel})
+    run = run_problem(backend, instance, problem, leading_dimensions=leading_dimensions)
+    A, B = problem.operands()[:2]
+    return run, judge(run, A, B, exact=problem.exact, problem=problem)
+
+
+def defects(judgement):
+    return {f.defect for f in judgement.findings}
+
+
+@pytest.mark.parametrize("scaling", [DEFAULT_SCALING, BETA_SCALING], ids=lambda s: f"alpha{s[0]}-beta{s[1]}")
+@pytest.mark.parametrize("leading_dimensions", ["tight", "padded"])
+@pytest.mark.parametrize("layouts", LAYOUT_CASES, ids=str)
+@pytest.mark.parametrize("values", ["exact", "normal"])
+def test_a_correct_kernel_is_clean_in_every_layout_ld_and_scaling(layouts, leading_dimensions, scaling, values):
+    problem = Problem(5, 6, 7, "float32", values, 3, *scaling)
+    run, judgement = judged_role(role_gemm, role_instance(LAYOUT_CASES[layouts]), problem, leading_dimensions)
+    assert judgement.ok, judgement.message()
+    assert run.guard_damage == {"A": 0, "B": 0, "C": 0} and run.inputs_changed == {"A": 0, "B": 0}
+
+
+@pytest.mark.parametrize("layouts", LAYOUT_CASES, ids=str)
+def test_padded_leading_dimensions_exceed_the_width_and_their_padding_is_guarded(layouts):
+    instance = role_instance(LAYOUT_CASES[layouts])
+    A, B = Problem(5, 6, 7, "float32", "exact", 1).operands()
+    gemm = GuardedGemm(RoleBackend({"sgemm": role_gemm}), instance, A, B, leading_dimensions="padded")
+    values = gemm.role_values()
+    for buf in (gemm.A, gemm.B, gemm.C):
+        ld = values["ld" + buf.name.lower()]
+        assert ld == padded_leading_dimension(buf.width) > buf.width
+        assert ld == buf.ld and buf.width == (buf.cols if buf.layout == "row" else buf.rows)
+        padding = buf.guard_cells(buf.bits)
+        assert padding.size == 2 * buf.guard + buf.lines * (ld - buf.width)
+        assert (padding == gemm.guard_bits).all()
+    assert set(values) == {"A", "B", "C", "M", "N", "K", "lda", "ldb", "ldc", "alpha", "beta"}
+    # A holds the matrix itself where the layout says: element (i, j) at i*lda + j or j*lda + i.
+    a_flat = gemm.A.bits[gemm.A.guard:]
+    i, j = 4, 6
+    at = i * values["lda"] + j if gemm.A.layout == "row" else j * values["lda"] + i
+    assert dt.from_bits(a_flat[at:at + 1], instance.dt)[0] == A[i, j]
+
+
+@pytest.mark.parametrize("layouts", LAYOUT_CASES, ids=str)
+@pytest.mark.parametrize("operands", ["ABC", "A", "B", "C"])
+def test_a_kernel_that_assumes_ld_equals_the_width_is_caught_with_padded_ld_only(layouts, operands):
+    kernel = partial(role_gemm, assumes_tight_ld=operands)
+    instance = role_instance(LAYOUT_CASES[layouts])
+    problem = Problem(5, 6, 7, "float32", "exact", 1)
+    assert judged_role(kernel, instance, problem, "tight")[1].ok
+    run, judgement = judged_role(kernel, instance, problem, "padded")
+    assert not judgement.ok and defects(judgement) <= {Defect.WRONG_VALUES, Defect.UNWRITTEN_OUTPUT}
+    if operands == "C":
+        # Finite results written at i * N + j land in C's padding: out-of-bounds writes.
+        assert run.guard_damage["C"] > 0
+
+
+SCALING_BUGS = {
+    "ignores-beta": partial(role_gemm, beta=0),           # C = alpha A B
+    "ignores-alpha": partial(role_gemm, alpha=1),         # C = A B + beta C
+    "A@B+C0": partial(role_gemm, alpha=1, beta=1),        # C = A B + C0, whatever alpha and beta
+}
+
+
+@pytest.mark.parametrize("values", ["exact", "normal"])
+@pytest.mark.parametrize("bug", SCALING_BUGS)
+def test_a_kernel_that_ignores_alpha_or_beta_is_caught_at_beta_nonzero(bug, values):
+    instance = role_instance()
+    if bug != "A@B+C0":
+        # At (1, 0) ignoring alpha or beta is invisible: the test's own control.
+        assert judged_role(SCALING_BUGS[bug], instance, Problem(5, 6, 7, "float32", values, 3))[1].ok
+    judgement = judged_role(SCALING_BUGS[bug], instance, Problem(5, 6, 7, "float32", values, 3, *BETA_SCALING))[1]
+    assert Defect.WRONG_VALUES in defects(judgement), judgement.message()
+
+
+def test_a_kernel_that_reads_C_when_beta_is_zero_is_caught():
+    # BLAS: with beta = 0, C is not read. C starts as the poison NaN, so 1 * C shows
+    # (as a NaN, or as the poison itself where the NaN payload propagates).
+    judgement = judged_role(partial(role_gemm, beta=1), role_instance(), Problem(5, 6, 7, "float32", "exact", 3))[1]
+    assert not judgement.ok and defects(judgement) <= {Defect.WRONG_VALUES, Defect.UNWRITTEN_OUTPUT}
+
+
+@pytest.mark.parametrize("operand", ["A", "B"])
+def test_a_column_major_operand_read_as_row_major_is_caught(operand):
+    instance = role_instance({operand: "col"})
+    problem = Problem(5, 7, 6, "float32", "exact", 2)   # M <= K <= N: misread indices stay inside
+    assert judged_role(role_gemm, instance, problem)[1].ok
+    judgement = judged_role(partial(role_gemm, layouts={operand: "row"}), instance, problem)[1]
+    assert Defect.WRONG_VALUES in defects(judgement)
+
+
+def test_with_beta_nonzero_an_unwritten_element_keeps_C0_and_is_unwritten_output():
+    def skips_last_row(instance, v):
+        C = v["C"].copy()
+        role_gemm(instance, v)
+        v["C"][(v["M"] - 1) * v["ldc"]:] = C[(v["M"] - 1) * v["ldc"]:]
+    problem = Problem(5, 6, 7, "float32", "exact", 3, *BETA_SCALING)
+    run, judgement = judged_role(skips_last_row, role_instance(), problem)
+    assert run.unwritten.sum() == 6 and run.unwritten[-1].all()
+    assert defects(judgement) == {Defect.UNWRITTEN_OUTPUT}
+    assert "C0's bits" in judgement.message()
+
+
+def test_operands_that_do_not_fit_the_kernel_are_refused():
+    backend = RoleBackend({"sgemm": role_gemm})
+    A, B, C0 = Problem(4, 4, 4, "float32", "exact", 1, *BETA_SCALING).operands()
+    plain = role_instance(roles=("A", "B", "C", "M", "N", "K"))
+    with pytest.raises(ValueError, match="takes no lda/ldb/ldc: padded leading dimensions do not apply"):
+        GuardedGemm(backend, plain, A, B, leading_dimensions="padded")
+    with pytest.raises(ValueError, match="takes no beta: beta = -1 does not apply"):
+        GuardedGemm(backend, plain, A, B, C0, beta=-1)
+    with pytest.raises(ValueError, match="takes no alpha: alpha = 2 does not apply"):
+        GuardedGemm(backend, plain, A, B, alpha=2)
+    with pytest.raises(ValueError, match="pass C0 exactly when beta != 0"):
+        GuardedGemm(backend, role_instance(), A, B, beta=-1)
+    with pytest.raises(ValueError, match="leading_dimensions='wide'"):
+        GuardedGemm(backend, role_instance(), A, B, leading_dimensions="wide")
+
+
+def test_arguments_follow_the_kernels_roles_with_alpha_and_beta_in_its_element_type():
+    seen = {}
+    gemm = GuardedGemm(RoleBackend({"sgemm": lambda instance, v: seen.update(v)}), role_instance(dtype="float16"),
+                       *Problem(4, 5, 6, "float16", "exact", 1, *BETA_SCALING).operands(), alpha=2, beta=-1)
+    args = gemm.args()
+    assert [type(a) for a in args[:3]] == [int, int, int] and args[:3] == (4, 5, 6)
+    assert args[3] == 2 and args[3].dtype == np.float16 and args[8] == -1
+    gemm.run()
+    assert list(seen) == list(SGEMM_ROLES)
+
+
+def test_the_failure_message_names_layouts_and_padded_leading_dimensions():
+    problem = Problem(5, 6, 7, "float32", "exact", 1, *BETA_SCALING)
+    run, judgement = judged_role(partial(role_gemm, beta=0), role_instance({"A": "col"}), problem, "padded")
+    message = judgement.message()
+    assert "A col-major lda 8 (padded), B row-major ldb 8 (padded), C row-major ldc 8 (padded)" in message
+    assert "alpha = 2, beta = -1" in message and "alpha=2, beta=-1" in message   # bound text, reproduction
+    assert judged_role(role_gemm, role_instance(), Problem(5, 6, 7, "float32", "exact", 1))[0].operands_text == ""

@@ -1,6 +1,8 @@
 """The oracle: the bound's arithmetic, the exactness premise, the IEEE special-value
 pattern, and each check firing on a defective stand-in and silent on a correct one."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -350,3 +352,132 @@ def test_inputs_of_the_wrong_shape_are_refused():
     run = run_once(CORRECT, inst(), A, B)
     with pytest.raises(ValueError, match="shapes disagree"):
         judge(run, A[:, :4], B[:4], exact=True)
+
+
+# -- alpha and beta --------------------------------------------------------------------------
+
+from gemmcheck.harness import run_problem  # noqa: E402
+from gemmcheck.oracle import UnchangedElements, bound_ratio, roundings, within_bound  # noqa: E402
+from gemmcheck.problems import BETA_SCALING  # noqa: E402
+
+from fakes import RoleBackend, RoleSpec, SGEMM_ROLES, role_gemm  # noqa: E402
+
+# beta = 1 is not among them: C - C0 = alpha A @ B there, which no choice of C0 keeps
+# away from zero, so the unwritten check's premise cannot be guaranteed (and is refused).
+SCALINGS = [(1, 0), BETA_SCALING, (3, 2), (-2, 3), (0, 3)]
+
+
+def scaled_judged(problem, kernel=role_gemm):
+    instance = catalog.Instance(RoleSpec("sgemm", SGEMM_ROLES), problem.dtype, 4)
+    run = run_problem(RoleBackend({"sgemm": kernel}), instance, problem)
+    A, B = problem.operands()[:2]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return judge(run, A, B, exact=problem.exact, problem=problem)
+
+
+def test_alpha_and_beta_add_a_rounding_each_and_none_at_one_and_zero():
+    assert roundings(64) == roundings(64, 1, 0) == 64
+    assert roundings(64, 2, 0) == roundings(64, 1, -1) == 65 and roundings(64, 2, -1) == 66
+    assert Bound.for_dtype(dt.get("float32"), 64, 2, -1).gamma_acc == gamma(66, 2.0 ** -24)
+    assert Bound.for_dtype(dt.get("float32"), 64) == Bound.for_dtype(dt.get("float32"), 64, 1, 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("order", ["alpha-last", "alpha-per-product", "beta-first"])
+@pytest.mark.parametrize("K", [1, 7, 256, 2048])
+def test_every_order_of_scaling_stays_within_the_bound(dtype, order, K):
+    # What kernels do, in float32: alpha after the sum, alpha on every product, or the
+    # accumulator started from beta * C0. Every one must be inside the bound.
+    d, f = dt.get(dtype), np.float32
+    alpha, beta = 1.5, -0.75
+    rng = np.random.default_rng(K)
+    a, b, c = (dt.from_bits(dt.to_bits(rng.standard_normal(shape), d), d).astype(f)
+               for shape in ((8, K), (K, 8), (8, 8)))
+    products = a[:, :, None] * b[None, :, :]
+    if order == "alpha-last":
+        S = f(alpha) * np.cumsum(products, axis=1, dtype=f)[:, -1, :] + f(beta) * c
+    elif order == "alpha-per-product":
+        S = np.cumsum(f(alpha) * products, axis=1, dtype=f)[:, -1, :] + f(beta) * c
+    else:
+        S = np.cumsum(np.concatenate([(f(beta) * c)[:, None, :], f(alpha) * products], axis=1),
+                      axis=1, dtype=f)[:, -1, :]
+    C = dt.from_bits(dt.to_bits(S.astype(np.float64), d), d).astype(np.float64)
+    A64, B64, C064 = (x.astype(np.float64) for x in (a, b, c))
+    ref = alpha * (A64 @ B64) + beta * C064
+    ratio = bound_ratio(np, C, ref, np.abs(A64) @ np.abs(B64), d, K, alpha, beta, np.abs(C064))
+    assert (ratio <= 1).all()
+    assert within_bound(np, C, ref, np.abs(A64) @ np.abs(B64), d, K, alpha, beta, np.abs(C064))
+    # The same result judged against beta = 0 is outside: the check can fail.
+    assert not within_bound(np, C, alpha * (A64 @ B64), np.abs(A64) @ np.abs(B64), d, K, alpha, 0)
+
+
+def test_bound_ratio_is_inf_at_nan_and_needs_C0_with_beta():
+    d = dt.get("float32")
+    got, ref, absprod = np.array([[np.nan, 1.0]]), np.array([[1.0, 1.0]]), np.array([[1.0, 1.0]])
+    assert list(bound_ratio(np, got, ref, absprod, d, 4)[0]) == [np.inf, 0.0]
+    with pytest.raises(ValueError, match="needs abs_C0"):
+        bound_ratio(np, got, ref, absprod, d, 4, 2, -1)
+
+
+@pytest.mark.parametrize("scaling", SCALINGS, ids=lambda s: f"alpha{s[0]}-beta{s[1]}")
+@pytest.mark.parametrize("kind", VALUE_KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_correct_scaled_kernel_is_judged_correct(dtype, kind, scaling):
+    j = scaled_judged(Problem(9, 7, 33, dtype, kind, 5, *scaling))
+    assert j.ok, j.message()
+
+
+@pytest.mark.parametrize("kind", ["exact", "normal"])
+def test_a_wrong_beta_is_caught_in_every_dtype(kind):
+    for dtype in DTYPES:
+        j = scaled_judged(Problem(9, 7, 33, dtype, kind, 5, *BETA_SCALING), partial(role_gemm, beta=-0.5))
+        assert Defect.WRONG_VALUES in j.defects, dtype
+
+
+def test_exact_judging_refuses_a_non_integer_alpha_and_a_sum_too_long():
+    d = dt.get("float32")
+    A, B = np.ones((2, 3)), np.ones((3, 2))
+    assert "not an integer" in exactness_violation(A, B, d, alpha=0.5)
+    C0 = np.full((2, 2), float(2 ** 24 - 3))
+    assert exactness_violation(A, B, d, 1, 1, C0) is None          # 3 + 2^24 - 3 = 2^24 fits
+    assert "significand bits" in exactness_violation(A, B, d, 1, 3, C0)   # 3 + 3 (2^24 - 3) does not
+    assert "significand bits" in exactness_violation(A, B, d, 2 ** 23, 0)  # 3 * 2^23 does not either
+
+
+def test_C0_that_a_correct_result_equals_is_refused_not_trusted():
+    # beta = 1 and a zero product: the correct result is C0 itself, so an unwritten
+    # element would look written. The oracle refuses to judge rather than pass it.
+    problem = Problem(4, 4, 4, "float32", "exact", 1, 1, 1)
+    A, B, C0 = problem.operands()
+    A[0] = 0.0
+    instance = catalog.Instance(RoleSpec("sgemm", SGEMM_ROLES), "float32", 4)
+    run = run_once(RoleBackend({"sgemm": role_gemm}), instance, A, B, C0, alpha=1, beta=1)
+    with pytest.raises(UnchangedElements, match="a correct result can equal C0"):
+        judge(run, A, B, exact=True)
+    with pytest.raises(UnchangedElements):
+        judge(run, A, B, exact=False)
+
+
+def test_a_negative_alpha_swaps_the_infinities_and_zero_alpha_makes_them_nan():
+    A = np.array([[np.inf, 1.0]])
+    B = np.array([[1.0], [1.0]])
+    nan, pos, neg = special_pattern(A, B)
+    assert pos.all() and not neg.any() and not nan.any()
+    nan, pos, neg = special_pattern(A, B, alpha=-2)
+    assert neg.all() and not pos.any() and not nan.any()
+    nan, pos, neg = special_pattern(A, B, alpha=0)
+    assert nan.all() and not pos.any() and not neg.any()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_perfs_output_check_and_the_oracle_judge_by_the_same_bound(dtype):
+    # perf.check_output is to call bound_ratio (one comparison); until then they must agree.
+    from gemmcheck.perf import check_output
+    d = dt.get(dtype)
+    problem = Problem(16, 16, 64, dtype, "normal", 3)
+    A, B = problem.operands()
+    ref, absprod = A @ B, np.abs(A) @ np.abs(B)
+    got = dt.from_bits(dt.to_bits(ref * (1 + 3e-2), d), d).astype(np.float64)
+    ratio = bound_ratio(np, got, ref, absprod, d, 64)
+    assert check_output(np, got, ref, absprod, d, 64).worst_ratio == pytest.approx(float(ratio.max()), rel=1e-12)
+    assert within_bound(np, ref, ref, absprod, d, 64) and not within_bound(np, got, ref, absprod, d, 64)

@@ -179,3 +179,73 @@ def test_exact_range_refuses_a_K_too_long_to_be_exact():
     with pytest.raises(ValueError, match="too long"):
         exact_range("float32", 2 ** 25)
     assert math.isqrt(2 ** 24 // 4096) == exact_range("float32", 4096)
+
+
+# -- alpha, beta and C0 -------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gemmcheck.problems import BETA_SCALING, scaling_id  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(dtype=st.sampled_from(DTYPES), K=st.integers(1, 10 ** 5), alpha=st.integers(-64, 64),
+       beta=st.integers(-64, 64))
+def test_the_exact_range_with_alpha_and_beta_keeps_every_sum_exact_and_is_the_largest(dtype, K, alpha, beta):
+    d = dt.get(dtype)
+    try:
+        r = exact_range(d, K, alpha, beta)
+    except ValueError as exc:
+        assert "too long" in str(exc)
+        assert max(abs(alpha), 1) * K + abs(beta) > min(2 ** accumulator(d).significand_bits, float(finfo(d).max))
+        return
+    limit = min(2 ** accumulator(d).significand_bits, float(finfo(d).max))
+
+    def worst(r):  # the largest magnitude any partial sum of the K + 1 terms can reach
+        return max(abs(alpha), 1) * K * r * r + abs(beta) * r
+    assert r <= 2 ** d.significand_bits and worst(r) <= limit
+    assert r + 1 > 2 ** d.significand_bits or worst(r + 1) > limit
+    # Replay the worst case in the accumulator's own type: all terms of one sign, in two
+    # orders (beta * C0 first and last); every running sum equals the exact integer one.
+    terms = [abs(alpha) * r * r] * K
+    acc = accumulator(d).numpy
+    for order in ([abs(beta) * r] + terms, terms + [abs(beta) * r]):
+        exact = np.cumsum(np.array(order, dtype=object))
+        assert np.array_equal(np.cumsum(np.array(order, dtype=acc), dtype=acc).astype(object), exact)
+
+
+@pytest.mark.parametrize("kind", VALUE_KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_beta_nonzero_gives_C0_that_every_correct_result_changes(dtype, kind):
+    problem = Problem(9, 7, 33, dtype, kind, 4, *BETA_SCALING)
+    A, B, C0 = problem.operands()
+    assert C0.shape == (9, 7) and np.isfinite(C0).all()
+    assert np.array_equal(dt.from_bits(dt.to_bits(C0, problem.dt), problem.dt).astype(np.float64), C0)
+    finite = np.isfinite(A).all(axis=1)[:, None] & np.isfinite(B).all(axis=0)[None, :]
+    with np.errstate(invalid="ignore"):
+        result = 2 * (np.where(np.isfinite(A), A, 0) @ np.where(np.isfinite(B), B, 0)) - C0
+    rounded = dt.from_bits(dt.to_bits(result, problem.dt), problem.dt).astype(np.float64)
+    assert not (finite & (rounded == C0)).any()
+    assert len(Problem(9, 7, 33, dtype, kind, 4).operands()) == 2   # beta = 0: no C0
+
+
+def test_the_exact_result_includes_alpha_and_beta():
+    problem = Problem(6, 5, 9, "float32", "exact", 2, 3, -2)
+    A, B, C0 = problem.operands()
+    want = 3 * (A.astype(np.int64) @ B.astype(np.int64)) - 2 * C0.astype(np.int64)
+    assert np.array_equal(problem.exact_product(), want)
+
+
+def test_alpha_and_beta_are_checked_and_shown():
+    with pytest.raises(ValueError, match="needs an integer alpha"):
+        Problem(4, 4, 4, "float32", "exact", alpha=0.5)
+    with pytest.raises(ValueError, match="not representable in float16"):
+        Problem(4, 4, 4, "float16", "normal", beta=0.1)
+    with pytest.raises(ValueError, match="finite number"):
+        Problem(4, 4, 4, "float32", "normal", alpha=float("nan"))
+    problem = Problem(4, 4, 4, "float32", "normal", 7, 2, -1)
+    assert problem.label == "float32 normal M4xN4xK4 alpha 2 beta -1 seed 7"
+    assert repr(problem).endswith("seed=7, alpha=2, beta=-1)") and eval(repr(problem)) == problem
+    assert "alpha" not in Problem(4, 4, 4, "float32").label + repr(Problem(4, 4, 4, "float32"))
+    assert scaling_id(*BETA_SCALING) == "alpha2-beta-1"

@@ -28,6 +28,8 @@ GUARDED_16 = catalog.Instance(SPECS["matmul_tiled_guarded"], "float16", 16)
     (lambda: supported_shapes(instance=SEED_16, max_dim=8), "max_dim=8"),
     (lambda: problems(instance=GUARDED_16, values=("gaussian",), max_dim=10), "values=('gaussian',)"),
     (lambda: problems(instance=GUARDED_16, values="exact", max_dim=10), "values='exact'"),
+    (lambda: problems(instance=GUARDED_16, max_dim=10, scalings=()), "scalings=()"),
+    (lambda: problems(instance=GUARDED_16, max_dim=10, scalings=((2,),)), "scalings=((2,),)"),
 ])
 def test_a_bad_argument_is_refused_naming_it_and_its_value(call, message):
     with pytest.raises(InvalidArgument, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -60,6 +62,13 @@ def test_a_square_only_kernel_gets_only_square_tile_multiples(shape):
 def test_problems_carry_the_instance_dtype_and_a_requested_kind(problem):
     assert problem.dtype == "float16" and problem.values in ("normal", "wide")
     assert max(problem.M, problem.N, problem.K) <= 64
+
+
+@settings(max_examples=50, database=None)
+@given(problems(instance=GUARDED_16, values=("exact",), max_dim=32, scalings=((1, 0), (2, -1))))
+def test_problems_carry_a_requested_scaling(problem):
+    assert (problem.alpha, problem.beta) in ((1, 0), (2, -1))
+    assert len(problem.operands()) == (3 if problem.beta else 2)
 
 
 @pytest.mark.parametrize("predicate, smallest", [

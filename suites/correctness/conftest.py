@@ -6,22 +6,23 @@ Logic lives in gemmcheck.problems / oracle / strategies; these only wire it to t
 import pytest
 
 from gemmcheck import catalog
-from gemmcheck.harness import run_once
+from gemmcheck.harness import run_problem
 from gemmcheck.oracle import assert_judgement, judge
 from gemmcheck.verdict import Verdict
 
 
 @pytest.fixture
 def check(backend, verdicts):
-    """check(instance, problem, record=True) -> Judgement: run the problem once, judge it,
+    """check(instance, problem, record=True, leading_dimensions='tight') -> Judgement: run the
+    problem (its alpha, beta and C0 too) once, judge it,
     record the verdict and fail with the oracle's message if anything is wrong.
     With record=False (property tests: one verdict per example would flood the log)
     only a failing judgement is recorded."""
-    def check(instance, problem, *, record: bool = True):
+    def check(instance, problem, *, record: bool = True, leading_dimensions: str = "tight"):
         __tracebackhide__ = True
-        A, B = problem.operands()
-        judgement = judge(run_once(backend, instance, A, B), A, B, exact=problem.exact,
-                          problem=problem)
+        A, B = problem.operands()[:2]
+        run = run_problem(backend, instance, problem, leading_dimensions=leading_dimensions)
+        judgement = judge(run, A, B, exact=problem.exact, problem=problem)
         assert_judgement(judgement, verdicts if (record or not judgement.ok) else None)
         return judgement
     return check
@@ -37,6 +38,17 @@ def require_in_scope():
             pytest.skip(f"out of scope: the kernel declares shapes = '{shapes}' "
                         f"({catalog.SHAPES[shapes]}); this shape is not one")
     return require_in_scope
+
+
+@pytest.fixture
+def require_variant():
+    """require_variant(instance, variant): skip a harness.OperandVariant the kernel cannot
+    take (padded ld without lda/ldb/ldc roles, alpha/beta without those roles), with why."""
+    def require_variant(instance, variant) -> None:
+        why = variant.why_not(instance.spec)
+        if why:
+            pytest.skip(f"does not apply: {why}")
+    return require_variant
 
 
 @pytest.fixture

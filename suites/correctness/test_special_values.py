@@ -8,18 +8,20 @@ elements are still exact, so they are judged bit for bit.
 """
 
 import numpy as np
+import pytest
 
 from gemmcheck import problems as pb
-from gemmcheck.harness import run_once
+from gemmcheck.harness import OPERAND_VARIANTS, run_once, takes_operand_variants
 from gemmcheck.oracle import assert_judgement, judge, special_pattern
 from gemmcheck.problems import Problem, claimed_shape
 
 SEED = 5
 
 
-def special_problem(instance) -> Problem:
+def special_problem(instance, alpha=1, beta=0) -> Problem:
     t = instance.tile
-    return Problem(*claimed_shape(instance, 2 * t + 1, t + 3, t + 2), instance.dtype, "special", SEED)
+    return Problem(*claimed_shape(instance, 2 * t + 1, t + 3, t + 2), instance.dtype, "special", SEED,
+                   alpha, beta)
 
 
 def subnormal_rows(A, dtype) -> list[int]:
@@ -34,6 +36,14 @@ def test_nan_and_inf_propagate_to_the_rows_and_columns_ieee_says(check, referenc
     nan, pos_inf, neg_inf = special_pattern(*problem.operands())
     assert nan.any() and (pos_inf.any() or neg_inf.any()), f"{problem!r} holds no NaN/Inf to propagate"
     check(reference, problem)
+
+
+@pytest.mark.instances.with_args(takes_operand_variants)
+@pytest.mark.parametrize("variant", OPERAND_VARIANTS[1:], ids=lambda v: v.id)
+def test_nan_and_inf_propagate_with_padded_ld_and_alpha_beta(check, require_variant, reference, variant):
+    require_variant(reference, variant)
+    check(reference, special_problem(reference, variant.alpha, variant.beta),
+          leading_dimensions=variant.leading_dimensions)
 
 
 def test_negative_zeros_and_subnormals_are_kept_exactly(backend, reference, verdicts):
