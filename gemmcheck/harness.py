@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gemmcheck import dtypes as dt
+from gemmcheck import launch
 from gemmcheck.backends import Backend
 from gemmcheck.catalog import Instance
 
@@ -100,7 +101,7 @@ class GuardedGemm:
         K2, N = B.shape
         if K != K2:
             raise ValueError(f"A is {A.shape} and B is {B.shape}: inner dimensions differ")
-        if instance.spec.signature == "square" and not (M == N == K):
+        if not {"M", "K"} & set(instance.spec.roles) and not (M == N == K):
             raise ValueError(f"{instance.id} takes square problems only; got M={M} N={N} K={K}")
         self.backend, self.instance = backend, instance
         self.M, self.N, self.K = M, N, K
@@ -115,16 +116,16 @@ class GuardedGemm:
             buf.device = backend.to_device(buf.bits)
         self.grid, self.block = instance.launch_shape(M, N, K)
 
-    def args(self):
-        A, B, C = self.A.inner(), self.B.inner(), self.C.inner()
-        if self.instance.spec.signature == "square":
-            return (A, B, C, self.N)
-        return (A, B, C, self.M, self.N, self.K)
+    def role_values(self) -> dict:
+        """Every role's value: row-major operands with tight leading dimensions, alpha 1, beta 0."""
+        lds = launch.tight_leading_dimensions({}, self.M, self.N, self.K)
+        return {"A": self.A.inner(), "B": self.B.inner(), "C": self.C.inner(),
+                "M": self.M, "N": self.N, "K": self.K, **lds, "alpha": 1, "beta": 0}
 
     def run(self) -> Run:
         """Poison C, launch, and read back what the kernel did to every buffer."""
         self.C.device = self.backend.to_device(self.C.bits)
-        self.backend.launch(self.instance, self.grid, self.block, self.args())
+        self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
         c_flat = self.backend.to_host(self.C.device)
         front, c_bits, back = self.C.split(c_flat)
         damage = {"C": int(np.count_nonzero(front != self.guard_bits)

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from gemmcheck.catalog import Instance
+from gemmcheck.launch import Launch
 
 
 class BackendUnavailable(RuntimeError):
@@ -47,8 +48,8 @@ class Backend(abc.ABC):
         """Copy a buffer back as a numpy array of the same raw bits."""
 
     @abc.abstractmethod
-    def launch(self, instance: Instance, grid, block, args: Sequence[Any]) -> None:
-        """Launch one instantiation and wait for it; ints in `args` are passed as int32.
+    def launch(self, instance: Instance, launch: "Launch") -> None:
+        """Run one planned launch (gemmcheck.launch.plan) and wait for it.
 
         Raises KernelLaunchError naming the kernel, instantiation and shape.
         """

@@ -35,7 +35,7 @@ def require_in_scope():
         if not instance.supports(M, N, K):
             shapes = instance.spec.shapes
             pytest.skip(f"out of scope: the kernel declares shapes = '{shapes}' "
-                        f"({catalog.SHAPES[shapes]}); this shape is not one")
+                        f"({instance.spec.describe_shapes()}); this shape is not one")
     return require_in_scope
 
 
