@@ -39,6 +39,10 @@ class Backend(abc.ABC):
     def prepare(self, instances: Iterable[Instance]) -> None:
         """Compile every instantiation in `instances` (once; later calls reuse the build)."""
 
+    def build_error(self, instance: Instance) -> "KernelCompileError | None":
+        """Why `instance` did not build (after prepare), or None. Backends that build override it."""
+        return None
+
     @abc.abstractmethod
     def to_device(self, bits: np.ndarray) -> Any:
         """Copy a 1-D array of raw bits to the backend's memory; return its buffer."""

@@ -70,6 +70,9 @@ class CupyBackend(Backend):
         self._modules.append(module)
         self._kernels.update(kernels)
 
+    def build_error(self, instance: Instance) -> KernelCompileError | None:
+        return self._failed.get(_key(instance))
+
     def kernel(self, instance: Instance):
         key = _key(instance)
         if key not in self._kernels and key not in self._failed:

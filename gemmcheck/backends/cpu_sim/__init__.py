@@ -331,6 +331,15 @@ class CpuSimBackend(Backend):
                     if result.build_seconds is not None:
                         self.build_seconds[unit[0].name] = result.build_seconds
 
+    def build_error(self, instance: Instance) -> KernelCompileError | None:
+        if instance.spec.gpu_only:
+            return None
+        try:
+            self._module(instance)
+        except KernelCompileError as exc:
+            return exc
+        return None
+
     def _module(self, instance: Instance) -> build.Module:
         if instance.spec.gpu_only:
             raise NotSimulated(f"{instance.id}: the catalog declares it gpu_only (it needs what the CPU "
