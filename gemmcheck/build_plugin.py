@@ -13,6 +13,7 @@ import pytest
 
 from gemmcheck.backends import KernelCompileError
 from gemmcheck.catalog import Instance
+from gemmcheck.verdict import Defect, Finding, Verdict
 
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds"
 COMPILE_ERROR = "compile_error"   # gemmcheck.defects.Defect.COMPILE_ERROR once the registry lands
@@ -48,6 +49,15 @@ def failures(backend, instances) -> list[tuple[Instance, KernelCompileError]]:
         if error is not None:
             out.append((inst, error))
     return out
+
+
+def verdicts_for(failed, test: str) -> list[Verdict]:
+    """One compile_error verdict per instantiation that did not build (once the defect registry has it)."""
+    defect = next((d for d in Defect if d.value == COMPILE_ERROR), None)
+    if defect is None:
+        return []   # until gemmcheck.defects adds COMPILE_ERROR, the failing test is the record
+    return [Verdict.for_instance(inst, "build", [Finding(defect, "compiler", str(error).splitlines()[0])], test)
+            for inst, error in failed]
 
 
 def describe(source: Path, failed, total: int) -> str:

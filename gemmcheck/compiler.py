@@ -12,7 +12,6 @@ NVRTC version): a second session pays nothing for an unchanged source.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import io
@@ -28,6 +27,9 @@ from gemmcheck import cuda_source, toolkit
 # special-value tests rely on.
 MAX_ERROR_LINES = 40   # of a compiler log on the terminal; the whole log goes to the report
 BASE_OPTIONS = dict(std="c++17", ftz=False, ptxas_options=["-v"])
+
+
+_KEEP_ALIVE: list = []
 
 
 class CompileError(RuntimeError):
@@ -110,8 +112,9 @@ def _compile(source: Path, text: str, name_expressions, arch: str, include, defi
         raise CompileError(f"{source.name}: NVRTC could not compile {', '.join(name_expressions)} "
                            f"for {arch}:\n{detail}") from None
     finally:
+        # cuda.core's Program.__dealloc__ raises (and prints a traceback) for a program whose
+        # compile failed; such programs are kept for the session instead of collected.
         if program is not None:
-            with contextlib.suppress(Exception):
-                program.close()
+            _KEEP_ALIVE.append(program)
     mangled = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in code.symbol_mapping.items()}
     return Compiled(bytes(code.code), mangled, log.getvalue().rstrip("\x00"), arch)

@@ -10,8 +10,10 @@ import pytest
 from gemmcheck import build_plugin
 
 
-def test_every_instantiation_of_the_source_builds(backend, kernel_source):
+def test_every_instantiation_of_the_source_builds(backend, kernel_source, verdicts, request):
     failed = build_plugin.failures(backend, kernel_source)
+    for verdict in build_plugin.verdicts_for(failed, request.node.nodeid):
+        verdicts.record(verdict)
     if failed:
         pytest.fail(build_plugin.describe(kernel_source[0].spec.source, failed, len(kernel_source)),
                     pytrace=False)
