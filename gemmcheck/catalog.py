@@ -331,15 +331,16 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
              "or template_args = \"\" for a kernel that is not a template)")
 
     geometry, policy = _geometry(entry, tile_param, fail)
-    default_shapes = "square-tile-multiple" if signature == "square" else "any"
+    square = not {"M", "K"} & set(roles)     # one size argument: N x N operands
+    default_shapes = "square-tile-multiple" if square else "any"
     shapes = entry.get("shapes", default_shapes)
     if shapes not in SHAPES:
         try:
             launch.Expression(shapes)
         except launch.ExpressionError as exc:
             fail(f"shapes: {exc}; or use one of {sorted(SHAPES)}")
-    if signature == "square" and shapes not in ("square-tile-multiple",):
-        fail(f"signature 'square' takes only square problems; set shapes = 'square-tile-multiple'")
+    if square and shapes not in ("square-tile-multiple",):
+        fail(f"a kernel with one size argument takes only square problems; set shapes = 'square-tile-multiple'")
 
     shared_tiles = entry.get("shared_tiles")
     shared_pad = entry.get("shared_pad", 0)
