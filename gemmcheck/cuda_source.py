@@ -24,6 +24,7 @@ random chrono functional memory utility tuple stdexcept exception
 
 _TOKEN = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
 _GLOBAL = re.compile(r"\b__global__\b(?P<between>[^;{}()]*?)\b(?P<name>[A-Za-z_]\w*)\s*\(")
+_LAUNCH_BOUNDS = re.compile(r"\b__launch_bounds__\s*\([^()]*\)")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?[ \t]*(?P<value>\d+)[ \t]*\)?[ \t]*$",
                      re.M)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?P<header>[^>]+)>[^\n]*$", re.M)
@@ -52,7 +53,7 @@ def kernels(text: str) -> list[str]:
     A function-like macro whose body declares ``__global__ void NAME(...)`` with NAME one
     of its parameters declares a kernel at each invocation (``FLAWED_KERNEL(broken_x, ...)``).
     """
-    code = code_only(text)
+    code = _LAUNCH_BOUNDS.sub(lambda m: " " * len(m.group(0)), code_only(text))
     names, generators = [], {}
     for m in _MACRO.finditer(code):
         params = [p.strip() for p in m["params"].split(",")]
@@ -67,7 +68,7 @@ def kernels(text: str) -> list[str]:
             args = [a.strip() for a in call["args"].split(",")]
             if position < len(args) and re.fullmatch(r"[A-Za-z_]\w*", args[position]):
                 names.append(args[position])
-    return list(dict.fromkeys(n for n in names if n not in ("void", "__launch_bounds__")))
+    return list(dict.fromkeys(n for n in names if n != "void"))
 
 
 def missing_kernel(text: str, entry: str, file_name: str) -> str | None:
