@@ -112,6 +112,8 @@ class KernelSpec:
         if self.geometry is None:
             set_("geometry", launch.POLICIES[self.policy or "tile2d"].geometry(self.tile_param))
         set_("_scope", None if self.shapes in SHAPES else launch.Expression(self.shapes))
+        if self.geometry.shared_bytes.text.strip() != "0":
+            set_("gpu_only", True)   # cpu-sim does not model dynamic (extern) shared memory
 
     def __hash__(self):
         return hash((self.name, str(self.source), str(self.catalog)))
