@@ -321,7 +321,14 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         fail(f"'macros' must list parameters to pass as -D NAME=value, got {macros!r}; "
              f"parameters: {sorted(params)}")
 
-    template_args = entry.get("template_args", "{T}, {TILE}")
+    templated = cuda_source.is_template(text, entry["entry"])
+    template_args = entry.get("template_args", "" if templated is False else "{T}, {TILE}")
+    if templated is False and template_args.strip():
+        fail(f"entry '{entry['entry']}' is not a template in {source.name}, but template_args = "
+             f"{template_args!r}; drop template_args (it is then named plainly)")
+    if templated is True and not template_args.strip():
+        fail(f"entry '{entry['entry']}' is a template in {source.name}; give its arguments in template_args, "
+             "e.g. \"{T}, {TILE}\"")
     try:
         fields = {f for _, f, _, _ in string.Formatter().parse(template_args) if f is not None}
     except ValueError as exc:

@@ -71,6 +71,17 @@ def kernels(text: str) -> list[str]:
     return list(dict.fromkeys(n for n in names if n != "void"))
 
 
+def is_template(text: str, entry: str) -> bool | None:
+    """Whether the __global__ function `entry` is a template; None when it is not declared plainly."""
+    code = _LAUNCH_BOUNDS.sub(lambda m: " " * len(m.group(0)), code_only(text))
+    code = _PREPROCESSOR.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)
+    for m in _GLOBAL.finditer(code):
+        if m["name"] == entry:
+            head = code[max(code.rfind(";", 0, m.start()), code.rfind("}", 0, m.start())) + 1:m.start()]
+            return bool(re.search(r"\btemplate\s*<", head))
+    return None
+
+
 def missing_kernel(text: str, entry: str, file_name: str) -> str | None:
     """None when `entry` is a __global__ function of the source; else why, with what is there."""
     found = kernels(text)

@@ -243,7 +243,6 @@ SEED_PUBLISHED = """
 name = "seed"
 source = "tiled_matmuls.cu"
 entry = "matmul_tiled"
-template_args = ""
 args = ["A", "B", "C", "N"]
 policy = "seed"
 dtypes = ["float32"]
@@ -283,3 +282,15 @@ def test_the_example_catalog_loads():
     specs = {s.name: s for s in catalog.load(Path(__file__).resolve().parent.parent / "examples" / "catalog.toml")}
     assert {"sgemm", "sgemm_aligned", "gemm_colmajor", "seed_published"} <= set(specs)
     assert specs["gemm_colmajor"].layouts == {"A": "col", "B": "col", "C": "col"}
+
+
+def test_template_args_must_match_whether_the_entry_is_a_template(write_seed, write_sgemm):
+    path = write_seed(SEED_PUBLISHED + 'template_args = "{T}, {TILE}"\n')
+    with pytest.raises(catalog.CatalogError, match=r"kernel 'seed': entry 'matmul_tiled' is not a template in "
+                                                   r"tiled_matmuls.cu, but template_args = '\{T\}, \{TILE\}'; "
+                                                   r"drop template_args"):
+        catalog.load(path)
+    path = write_sgemm(SGEMM.replace('template_args = "{BM}, {BN}, {BK}, {TM}, {TN}"', 'template_args = ""'))
+    with pytest.raises(catalog.CatalogError, match=r"kernel 'sgemm': entry 'sgemm' is a template in sgemm.cu; "
+                                                   r"give its arguments in template_args"):
+        catalog.load(path)
