@@ -103,13 +103,13 @@ class KernelSpec:
             set_("roles", SIGNATURE_ROLES.get(self.signature, SIGNATURE_ROLES["mnk"]))
         set_("layouts", {name: self.layouts.get(name, "row") for name in launch.POINTER_ROLES})
         params = {k: tuple(v) for k, v in self.params.items()}
-        if self.tiles and self.tile_param not in params:
-            params[self.tile_param] = tuple(self.tiles)
+        if self.tiles and not self.configs:
+            params[self.tile_param] = tuple(self.tiles)   # `tiles` wins, so dataclasses.replace(tiles=) works
         set_("params", params)
         if not self.tiles:
             set_("tiles", tuple(dict.fromkeys(a[self.tile_param] for _, a in self.assignments()
                                               if self.tile_param in a)))
-        if self.geometry is None:
+        if self.policy is not None or self.geometry is None:   # a named policy wins, as tiles do
             set_("geometry", launch.POLICIES[self.policy or "tile2d"].geometry(self.tile_param))
         set_("_scope", None if self.shapes in SHAPES else launch.Expression(self.shapes))
         if self.geometry.shared_bytes.text.strip() != "0":

@@ -294,3 +294,12 @@ def test_template_args_must_match_whether_the_entry_is_a_template(write_seed, wr
     with pytest.raises(catalog.CatalogError, match=r"kernel 'sgemm': entry 'sgemm' is a template in sgemm.cu; "
                                                    r"give its arguments in template_args"):
         catalog.load(path)
+
+
+def test_replacing_tiles_or_policy_of_a_spec_changes_its_instantiations_and_geometry():
+    from dataclasses import replace
+    spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "matmul_tiled_guarded")
+    floor = replace(spec, policy="floor2d", tiles=(8,))
+    assert [i.tile for i in floor.instances()] == [8] * len(spec.dtypes)
+    assert floor.instances()[0].launch_shape(33, 17, 65) == ((2, 4, 1), (8, 8, 1))
+    assert spec.instances()[0].launch_shape(33, 17, 65) == ((17, 33, 1), (1, 1, 1))

@@ -102,6 +102,6 @@ def test_static_shared_memory_over_48k_is_refused_as_the_gpu_would(sim, tmp_path
 
 def test_kernels_with_dynamic_shared_memory_are_not_simulated():
     spec = catalog.KernelSpec(name="dyn", source=catalog.BUILTIN, entry="dyn", signature="mnk",
-                              tiles=(4,), dtypes=("float32",),
+                              tiles=(4,), dtypes=("float32",), policy=None,
                               geometry=catalog.launch.Geometry.of(["1"], ["TILE"], "TILE * 4"))
     assert spec.gpu_only
