@@ -105,3 +105,27 @@ def test_kernels_with_dynamic_shared_memory_are_not_simulated():
                               tiles=(4,), dtypes=("float32",), policy=None,
                               geometry=catalog.launch.Geometry.of(["1"], ["TILE"], "TILE * 4"))
     assert spec.gpu_only
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_column_major_example_honours_padded_leading_dimensions(sim, dtype):
+    inst = next(i for i in EXAMPLES["gemm_colmajor"].instances() if i.dtype == dtype and i.tile == 8)
+    M, N, K, lda, ldb, ldc = 11, 9, 13, 16, 15, 12            # every ld larger than its operand's rows
+    rng = np.random.default_rng(5)
+    A, B, C0 = (rng.integers(-3, 4, shape).astype(np.float64) for shape in ((M, K), (K, N), (M, N)))
+    d = dt.get(dtype)
+
+    def column_major(x, ld):                                    # x[i, j] at i + j * ld, NaN in the padding
+        flat = np.full(ld * x.shape[1], np.nan)
+        for j in range(x.shape[1]):
+            flat[j * ld: j * ld + x.shape[0]] = x[:, j]
+        return sim.to_device(dt.to_bits(flat, d))
+
+    buffers = {"A": column_major(A, lda), "B": column_major(B, ldb), "C": column_major(C0, ldc)}
+    values = {**buffers, "M": M, "N": N, "K": K, "lda": lda, "ldb": ldb, "ldc": ldc, "alpha": -2, "beta": 3}
+    sim.launch(inst, plan(inst, values))
+    flat = dt.from_bits(sim.to_host(buffers["C"]), d).astype(np.float64)
+    got = np.stack([flat[j * ldc: j * ldc + M] for j in range(N)], axis=1)
+    np.testing.assert_array_equal(got, -2 * (A @ B) + 3 * C0)
+    padding = np.concatenate([flat[j * ldc + M:(j + 1) * ldc] for j in range(N)])
+    assert np.isnan(padding).all()                              # nothing written between columns
