@@ -6,7 +6,7 @@ signatures, verdicts) is shared and lives above it (gemmcheck.harness).
 from __future__ import annotations
 
 import abc
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 

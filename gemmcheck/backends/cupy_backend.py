@@ -4,7 +4,7 @@ own architecture; CuPy loads them, launches and moves memory."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 

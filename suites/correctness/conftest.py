@@ -5,7 +5,6 @@ Logic lives in gemmcheck.problems / oracle / strategies; these only wire it to t
 
 import pytest
 
-from gemmcheck import catalog
 from gemmcheck import scope_plugin
 from gemmcheck.harness import run_once
 from gemmcheck.oracle import assert_judgement, judge

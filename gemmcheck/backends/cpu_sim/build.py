@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmcheck import catalog, cuda_source, launch
+from gemmcheck import cuda_source, launch
 
 HERE = Path(__file__).resolve().parent
 INCLUDE = HERE / "include"
