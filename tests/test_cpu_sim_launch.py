@@ -90,12 +90,15 @@ def test_a_broken_instantiation_does_not_stop_good_kernels_of_the_same_file(sim,
 
 
 def test_static_shared_memory_over_48k_is_refused_as_the_gpu_would(sim, tmp_path):
-    text = ("template <typename T, int TILE>\n__global__ void big(const T *A, const T *B, T *C, int M, int N, int K)\n"
-            "{ __shared__ float s[13000]; s[threadIdx.x] = A[0]; __syncthreads(); C[0] = s[0]; }\n")
+    # The array sits in a device function the kernel calls, as the builtin kernels' do.
+    text = ("template <typename T> __device__ void body(const T *A, T *C)\n"
+            "{ __shared__ float s[13000]; s[threadIdx.x] = A[0]; __syncthreads(); C[0] = s[0]; }\n"
+            "template <typename T, int TILE>\n__global__ void big(const T *A, const T *B, T *C, int M, int N, int K)\n"
+            "{ body<T>(A, C); }\n")
     inst = catalog.Instance(_spec(tmp_path, text, "big"), "float32", 4)
     error = sim.build_error(inst)
     assert error is not None and "declares 52000 bytes of static shared memory; CUDA allows 49152" in str(error)
-    small = catalog.Instance(_spec(tmp_path, text.replace("13000", "12288").replace("big", "fits"), "fits"),
+    small = catalog.Instance(_spec(tmp_path, text.replace("13000", "12288").replace("big(", "fits("), "fits"),
                              "float32", 4)
     assert sim.build_error(small) is None
 
@@ -129,3 +132,11 @@ def test_the_column_major_example_honours_padded_leading_dimensions(sim, dtype):
     np.testing.assert_array_equal(got, -2 * (A @ B) + 3 * C0)
     padding = np.concatenate([flat[j * ldc + M:(j + 1) * ldc] for j in range(N)])
     assert np.isnan(padding).all()                              # nothing written between columns
+
+
+def test_the_simulator_attributes_shared_memory_as_ptxas_does_for_the_builtin_kernels(sim):
+    from gemmcheck.backends.cpu_sim import build
+    builtin = [i for s in catalog.load(catalog.BUILTIN) if s.shared_tiles is not None for i in s.instances()]
+    sim.prepare(builtin)
+    found = {i.id: build.static_shared_bytes(sim._module(i), i.name_expression) for i in builtin}
+    assert found == {i.id: i.spec.shared_bytes(i.dtype, i.tile) for i in builtin}

@@ -278,6 +278,61 @@ def asan_runner(source: Path, instances, defines=()) -> tuple[Path, tuple[str, .
 
 
 def static_shared_bytes(module: Module, name_expression: str) -> int:
-    """Bytes of the `__shared__` arrays of one instantiation (its function-local statics)."""
-    prefix = name_expression.replace(" ", "")
-    return sum(a.size for a in module.shared if a.name.replace(" ", "").startswith(prefix + "("))
+    """Bytes of the `__shared__` arrays one instantiation uses, wherever they are declared.
+
+    Arrays often live in a device function the kernel calls (``tiled_guarded_body<...>::As``),
+    so they are found by following the module's code from the instantiation's launcher:
+    every function it reaches, every shared array those functions address.
+    """
+    return _shared_bytes_by_launcher(module.path, module.shared).get(module.index(name_expression), 0)
+
+
+_FUNCTION = re.compile(r"^[0-9a-f]+ <(?P<name>.*)>:$")
+_ADDRESS = re.compile(r"#\s*(?P<address>[0-9a-f]+) <")
+_BRANCH = re.compile(r"\s(?:call|jmp)\s+[0-9a-f]+ <(?P<name>.*)>\s*$")
+_RELOCATION = re.compile(r"^(?P<address>[0-9a-f]+)\s+R_X86_64_\w+\s+(?P<name>.*?)(?:@@?\w+)?(?:\+0x[0-9a-f]+)?\s*$")
+_LAUNCHER = "(anonymous namespace)::cudasim_launch_{}(void* const*, int const*)"
+
+
+def _objdump(*args: str) -> str:
+    out = subprocess.run(["objdump", *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise BuildError(f"objdump {' '.join(args)}: {out.stderr.strip()}")
+    return out.stdout
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_bytes_by_launcher(so: Path, arrays: tuple[SharedArray, ...]) -> dict[int, int]:
+    """{launcher index: bytes of the shared arrays reachable from it}."""
+    # Shared arrays are unique globals reached through the GOT: map slots to their symbols.
+    slots = {int(m["address"], 16): m["name"] for line in _objdump("-R", "-C", str(so)).splitlines()
+             if (m := _RELOCATION.match(line))}
+    by_name = {a.name: a for a in arrays}
+    calls: dict[str, set[str]] = {}
+    uses: dict[str, set[str]] = {}
+    current = None
+    for line in _objdump("-d", "-C", "--no-show-raw-insn", str(so)).splitlines():
+        if (m := _FUNCTION.match(line)):
+            current = re.sub(r" \[clone [^\]]*\]$", "", m["name"])
+            calls.setdefault(current, set())
+            uses.setdefault(current, set())
+        elif current is not None:
+            if (m := _BRANCH.search(line)):
+                calls[current].add(re.sub(r"(@plt)?(\+0x[0-9a-f]+)?$", "", m["name"]))
+            if (m := _ADDRESS.search(line)):
+                address = int(m["address"], 16)
+                array = by_name.get(slots.get(address, "")) or next(
+                    (a for a in arrays if a.start <= address < a.start + a.size), None)
+                if array is not None:
+                    uses[current].add(array.name)
+    out, index = {}, 0
+    while _LAUNCHER.format(index) in calls:
+        seen, todo = set(), [_LAUNCHER.format(index)]
+        while todo:
+            fn = todo.pop()
+            if fn not in seen:
+                seen.add(fn)
+                todo += [c for c in calls.get(fn, ()) if c in calls]
+        out[index] = sum(by_name[n].size for fn in seen for n in uses[fn])
+        index += 1
+    return out
