@@ -82,7 +82,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     if not call.excinfo.errisinstance(KernelCompileError):
         return
+    source = getattr(call.excinfo.value, "source", None)    # set by the backend that built it
     instance = _instance_of(item)
-    where = build_test_id(instance) if instance else BUILD_TEST
+    where = (f"{BUILD_TEST}[{source_id(source)}]" if source else
+             build_test_id(instance) if instance else BUILD_TEST)
     report.outcome = "skipped"
     report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: not compiled: see {where}")

@@ -53,6 +53,7 @@ class CupyBackend(Backend):
                     try:
                         self._compile(source, defines, [name])
                     except KernelCompileError as exc:
+                        exc.source = source   # names the build test that shows the errors
                         self._failed[(source, defines, name)] = exc
 
     def _compile(self, source, defines, names: list[str]) -> None:

@@ -325,6 +325,7 @@ class CpuSimBackend(Backend):
             for unit, results in pool.map(one, sorted(new, key=repr)):
                 for name, result in results.items():
                     if isinstance(result, KernelCompileError):
+                        result.source = unit[0]   # names the build test that shows the errors
                         self._failed[(unit, name)] = result
                         continue
                     self._module_of[(unit, name)] = result
@@ -353,9 +354,11 @@ class CpuSimBackend(Backend):
         shared = build.static_shared_bytes(module, instance.name_expression)
         if shared > MAX_STATIC_SHARED_BYTES:
             # What the GPU refuses, the simulator refuses too (it has no such limit of its own).
-            raise KernelCompileError(
+            error = KernelCompileError(
                 f"{instance.id}: {instance.name_expression} declares {shared} bytes of static shared memory; "
                 f"CUDA allows {MAX_STATIC_SHARED_BYTES} (use dynamic shared memory above 48 KB)")
+            error.source = instance.spec.source
+            raise error
         return module
 
     # -- memory ------------------------------------------------------------------------
