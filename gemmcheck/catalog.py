@@ -7,6 +7,8 @@ the kernel and what to do.
 
 from __future__ import annotations
 
+import itertools
+import re
 import string
 import tomllib
 from dataclasses import dataclass, field
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from gemmcheck import defects
 from gemmcheck import dtypes as dt
-from gemmcheck import launch
+from gemmcheck import cuda_source, launch
 
 BUILTIN = Path(__file__).resolve().parent.parent / "kernels" / "catalog.toml"
 
@@ -29,48 +31,100 @@ SHAPES = {
 }
 # What a kernel is declared to be: correct, or caught with one defect class.
 EXPECTATIONS = defects.expectations()
-MAX_THREADS_PER_BLOCK = 1024
-MAX_STATIC_SHARED_BYTES = 48 * 1024
+MAX_THREADS_PER_BLOCK = launch.MAX_THREADS_PER_BLOCK
+MAX_STATIC_SHARED_BYTES = launch.MAX_STATIC_SHARED_BYTES
 TEMPLATE_FIELDS = {"T", "TILE"}
+# The argument lists the named signatures stand for.
+SIGNATURE_ROLES = {"square": ("A", "B", "C", "N"), "mnk": ("A", "B", "C", "M", "N", "K")}
+LAYOUTS = ("row", "col")
+DEFAULT_TILE = "TILE"
 
 _FIELDS = {
-    "name", "description", "source", "entry", "template_args", "signature", "policy",
-    "tiles", "dtypes", "shapes", "shared_tiles", "shared_pad", "expect", "gpu_only",
+    "name", "description", "source", "entry", "template_args", "signature", "args", "layout", "policy",
+    "grid", "block", "shared_bytes", "tiles", "tile", "params", "configs", "macros", "dtypes", "shapes",
+    "shared_tiles", "shared_pad", "expect", "gpu_only",
 }
-_REQUIRED = ("name", "source", "entry", "signature", "policy", "tiles", "dtypes", "expect")
+_REQUIRED = ("name", "source", "entry", "dtypes", "expect")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
 class CatalogError(ValueError):
     """A catalog file is malformed; the message names the file, the kernel and the fix."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class KernelSpec:
-    """One catalog entry: a kernel template and everything needed to run and judge it."""
+    """One catalog entry: a kernel (template or not) and everything needed to run and judge it.
+
+    Compile-time parameters: ``params`` maps each name to its values (``tiles`` is the
+    value list of the tile parameter); ``configs`` adds named full assignments. Every
+    combination of the value lists, then every config, is one instantiation per dtype.
+    """
 
     name: str
     source: Path
     entry: str
-    signature: str
-    policy: str
-    tiles: tuple[int, ...]
-    dtypes: tuple[str, ...]
-    expect: str
-    template_args: str = "{T}, {TILE}"
-    shapes: str = "any"
-    shared_tiles: int | None = None   # TILE x (TILE + shared_pad) arrays of T in shared memory
+    signature: str = "custom"             # "square" | "mnk" | "custom" (roles listed in `args`)
+    policy: str | None = "tile2d"         # a named geometry, or None when grid/block are given
+    tiles: tuple[int, ...] = ()
+    dtypes: tuple[str, ...] = ("float32",)
+    expect: str = "correct"
+    template_args: str = "{T}, {TILE}"    # "" : the kernel is not a template
+    shapes: str = "any"                   # a named claim or a constraint over M, N, K, parameters
+    shared_tiles: int | None = None       # TILE x (TILE + shared_pad) arrays of T in shared memory
     shared_pad: int = 0
     description: str = ""
-    gpu_only: bool = False            # needs what the CPU simulator does not model
+    gpu_only: bool = False                # needs what the CPU simulator does not model
     catalog: Path = field(default=BUILTIN, compare=False)
+    roles: tuple = ()                     # the kernel's parameters in order: role names or int literals
+    layouts: dict = field(default_factory=dict)          # "A"/"B"/"C" -> "row" | "col"
+    params: dict = field(default_factory=dict)           # name -> tuple of values
+    configs: tuple = ()                   # ((name or None, {param: value}), ...)
+    macros: tuple[str, ...] = ()          # parameters passed as -D NAME=value
+    tile_param: str = DEFAULT_TILE        # the parameter that is the tile edge
+    geometry: launch.Geometry | None = None
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)
+        if not self.roles:
+            set_("roles", SIGNATURE_ROLES.get(self.signature, SIGNATURE_ROLES["mnk"]))
+        set_("layouts", {name: self.layouts.get(name, "row") for name in launch.POINTER_ROLES})
+        params = {k: tuple(v) for k, v in self.params.items()}
+        if self.tiles and not self.configs:
+            params[self.tile_param] = tuple(self.tiles)   # `tiles` wins, so dataclasses.replace(tiles=) works
+        set_("params", params)
+        if not self.tiles:
+            set_("tiles", tuple(dict.fromkeys(a[self.tile_param] for _, a in self.assignments()
+                                              if self.tile_param in a)))
+        if self.policy is not None or self.geometry is None:   # a named policy wins, as tiles do
+            set_("geometry", launch.POLICIES[self.policy or "tile2d"].geometry(self.tile_param))
+        set_("_scope", None if self.shapes in SHAPES else launch.Expression(self.shapes))
+        if self.geometry.shared_bytes.text.strip() != "0":
+            set_("gpu_only", True)   # cpu-sim does not model dynamic (extern) shared memory
+
+    def __hash__(self):
+        return hash((self.name, str(self.source), str(self.catalog)))
+
+    def __eq__(self, other):
+        return isinstance(other, KernelSpec) and self.__dict__ == other.__dict__
 
     @property
     def is_reference(self) -> bool:
         return self.expect == "correct"
 
-    def name_expression(self, dtype: str, tile: int) -> str:
-        """The C++ name of one instantiation: ``matmul_tiled<float, 32>``."""
-        args = self.template_args.format(T=dt.get(dtype).c_type, TILE=tile)
+    def assignments(self) -> list[tuple[str | None, dict[str, int]]]:
+        """(config name or None, parameter values) of every instantiation, in catalog order."""
+        names = list(self.params)
+        product = [(None, dict(zip(names, values)))
+                   for values in itertools.product(*(self.params[n] for n in names))] if names else []
+        return product + [(name, dict(values)) for name, values in self.configs]
+
+    def name_expression(self, dtype: str, tile: int | None = None, params: dict | None = None) -> str:
+        """The C++ name of one instantiation: ``matmul_tiled<float, 32>``, or ``entry`` if not a template."""
+        if not self.template_args.strip():
+            return self.entry
+        values = dict(params if params is not None else {self.tile_param: tile})
+        args = self.template_args.format(T=dt.get(dtype).c_type, **values)
         return f"{self.entry}<{args}>"
 
     def shared_bytes(self, dtype: str, tile: int) -> int | None:
@@ -79,47 +133,91 @@ class KernelSpec:
             return None
         return self.shared_tiles * tile * (tile + self.shared_pad) * dt.get(dtype).itemsize
 
-    def supports(self, M: int, N: int, K: int, tile: int) -> bool:
-        """Whether the kernel claims to be correct on this shape at this TILE."""
-        if self.signature == "square" and not (M == N == K):
-            return False
+    def supports(self, M: int, N: int, K: int, tile: int | None = None, params: dict | None = None) -> bool:
+        """Whether the kernel claims to be correct on this shape at these parameters."""
+        params = dict(params if params is not None else {self.tile_param: tile})
+        tile = params.get(self.tile_param, tile)
+        if "N" in self.roles and not ({"M", "K"} & set(self.roles)) and not (M == N == K):
+            return False   # one size argument: square problems only
+        if self._scope is not None:
+            return self._scope.holds({**params, "M": M, "N": N, "K": K})
         if self.shapes == "square-tile-multiple":
             return M == N == K and M % tile == 0
         if self.shapes == "tile-multiple":
             return M % tile == 0 and N % tile == 0 and K % tile == 0
         return True
 
+    def describe_shapes(self) -> str:
+        return SHAPES.get(self.shapes, self.shapes)
+
     def instances(self) -> list["Instance"]:
-        return [Instance(self, d, t) for d in self.dtypes for t in self.tiles]
+        return [Instance(self, d, params=values, config=name)
+                for d in self.dtypes for name, values in self.assignments()]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Instance:
-    """One instantiation of a kernel: the spec at one dtype and one TILE."""
+    """One instantiation of a kernel: the spec at one dtype and one assignment of its parameters.
+
+    ``Instance(spec, dtype, tile)`` still works: it picks the spec's instantiation at that tile.
+    """
 
     spec: KernelSpec
     dtype: str
-    tile: int
+    tile: int | None = None
+    params: dict | None = None
+    config: str | None = None        # the name of the config it comes from, if any
+
+    def __post_init__(self):
+        params = self.params
+        if params is None:
+            match = [(n, a) for n, a in self.spec.assignments() if a.get(self.spec.tile_param) == self.tile]
+            name, params = match[0] if match else (None, {self.spec.tile_param: self.tile})
+            object.__setattr__(self, "config", name)
+        object.__setattr__(self, "params", dict(params))
+        object.__setattr__(self, "tile", params.get(self.spec.tile_param, self.tile))
+
+    def _key(self):
+        return (self.spec, self.dtype, tuple(sorted(self.params.items())), self.config)
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __eq__(self, other):
+        return isinstance(other, Instance) and self._key() == other._key()
+
+    def __repr__(self):
+        return f"Instance({self.id})"
 
     @property
     def id(self) -> str:
-        """Readable test id: ``matmul_tiled-float32-TILE32``."""
-        return f"{self.spec.name}-{self.dtype}-TILE{self.tile}"
+        """Readable test id: ``matmul_tiled-float32-TILE32``, ``sgemm-float32-BM128_BN128``."""
+        if self.config:
+            suffix = self.config
+        else:
+            suffix = "_".join(f"{k}{v}" for k, v in self.params.items()) or "plain"
+        return f"{self.spec.name}-{self.dtype}-{suffix}"
 
     @property
     def name_expression(self) -> str:
-        return self.spec.name_expression(self.dtype, self.tile)
+        return self.spec.name_expression(self.dtype, params=self.params)
+
+    @property
+    def defines(self) -> tuple[tuple[str, int], ...]:
+        """The -D macros this instantiation is compiled with."""
+        return tuple((name, self.params[name]) for name in self.spec.macros)
 
     @property
     def dt(self) -> dt.DType:
         return dt.get(self.dtype)
 
     def supports(self, M: int, N: int, K: int) -> bool:
-        return self.spec.supports(M, N, K, self.tile)
+        return self.spec.supports(M, N, K, params=self.params)
 
     def launch_shape(self, M: int, N: int, K: int):
-        """(grid, block) for a problem, from the kernel's named launch policy."""
-        return launch.POLICIES[self.spec.policy].shape(M, N, K, self.tile)
+        """(grid, block) for a problem, from the kernel's geometry."""
+        grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K})
+        return grid, block
 
 
 def read_toml(path: Path, error: type[Exception], what: str) -> dict:
@@ -178,31 +276,16 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     for key in _REQUIRED:
         if key not in entry:
             fail(f"missing required field '{key}'")
-    for key in ("name", "source", "entry", "signature", "policy", "expect",
-                "template_args", "shapes", "description"):
+    for key in ("name", "source", "entry", "signature", "policy", "expect", "template_args", "shapes",
+                "description", "tile"):
         if key in entry and not isinstance(entry[key], str):
             fail(f"'{key}' must be a string, got {entry[key]!r}")
 
-    signature = entry["signature"]
-    if signature not in SIGNATURES:
-        fail(f"unknown signature {signature!r}; use one of {sorted(SIGNATURES)}")
-    policy = entry["policy"]
-    if policy not in launch.POLICIES:
-        fail(f"unknown launch policy {policy!r}; use one of {sorted(launch.POLICIES)}")
-    shapes = entry.get("shapes", "square-tile-multiple" if signature == "square" else "any")
-    if shapes not in SHAPES:
-        fail(f"unknown shapes {shapes!r}; use one of {sorted(SHAPES)}")
-    if signature == "square" and shapes not in ("square-tile-multiple",):
-        fail(f"signature 'square' takes only square problems; set shapes = 'square-tile-multiple'")
+    roles, signature = _roles(entry, fail)
+    layouts = _layouts(entry, fail)
     expect = entry["expect"]
     if expect not in EXPECTATIONS:
         fail(f"unknown expect {expect!r}; use 'correct' or a defect: {', '.join(EXPECTATIONS[1:])}")
-
-    tiles = entry["tiles"]
-    if not isinstance(tiles, list) or not tiles or not all(type(t) is int and t >= 1 for t in tiles):
-        fail(f"'tiles' must be a non-empty list of positive integers, got {tiles!r}")
-    if len(set(tiles)) != len(tiles):
-        fail(f"'tiles' lists a TILE twice: {tiles!r}")
     dtype_names = entry["dtypes"]
     if not isinstance(dtype_names, list) or not dtype_names:
         fail(f"'dtypes' must be a non-empty list, got {dtype_names!r}")
@@ -210,14 +293,50 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         if name not in dt.DTYPES:
             fail(f"unknown dtype {name!r}; known: {', '.join(dt.DTYPES)}")
 
-    template_args = entry.get("template_args", "{T}, {TILE}")
+    source = (path.parent / entry["source"]).resolve()
+    if not source.is_file():
+        fail(f"source '{entry['source']}' not found (looked for {source})")
+    text = source.read_text()
+    why = cuda_source.missing_kernel(text, entry["entry"], source.name)
+    if why:
+        fail(why)
+
+    tile_param = entry.get("tile", DEFAULT_TILE)
+    params, configs = _parameters(entry, tile_param, cuda_source.defines(text), fail)
+    macros = entry.get("macros", [])
+    if not isinstance(macros, list) or any(m not in params and not _in_configs(m, configs) for m in macros):
+        fail(f"'macros' must list parameters to pass as -D NAME=value, got {macros!r}; "
+             f"parameters: {sorted(params)}")
+
+    templated = cuda_source.is_template(text, entry["entry"])
+    template_args = entry.get("template_args", "" if templated is False else "{T}, {TILE}")
+    if templated is False and template_args.strip():
+        fail(f"entry '{entry['entry']}' is not a template in {source.name}, but template_args = "
+             f"{template_args!r}; drop template_args (it is then named plainly)")
+    if templated is True and not template_args.strip():
+        fail(f"entry '{entry['entry']}' is a template in {source.name}; give its arguments in template_args, "
+             "e.g. \"{T}, {TILE}\"")
     try:
         fields = {f for _, f, _, _ in string.Formatter().parse(template_args) if f is not None}
     except ValueError as exc:
         fail(f"template_args {template_args!r} is not a valid template: {exc}")
-    if fields - TEMPLATE_FIELDS:
-        fail(f"template_args {template_args!r} uses {sorted(fields - TEMPLATE_FIELDS)}; "
-             "only {T} and {TILE} are substituted")
+    known_fields = {"T", *params, *(k for _, c in configs for k in c)}
+    if fields - known_fields:
+        fail(f"template_args {template_args!r} uses {sorted(fields - known_fields)}; only {{T}} and the "
+             f"parameters {sorted(known_fields - {'T'})} are substituted (set 'tiles', 'params' or 'configs', "
+             "or template_args = \"\" for a kernel that is not a template)")
+
+    geometry, policy = _geometry(entry, tile_param, fail)
+    square = not {"M", "K"} & set(roles)     # one size argument: N x N operands
+    default_shapes = "square-tile-multiple" if square else "any"
+    shapes = entry.get("shapes", default_shapes)
+    if shapes not in SHAPES:
+        try:
+            launch.Expression(shapes)
+        except launch.ExpressionError as exc:
+            fail(f"shapes: {exc}; or use one of {sorted(SHAPES)}")
+    if square and shapes not in ("square-tile-multiple",):
+        fail(f"a kernel with one size argument takes only square problems; set shapes = 'square-tile-multiple'")
 
     shared_tiles = entry.get("shared_tiles")
     shared_pad = entry.get("shared_pad", 0)
@@ -228,28 +347,181 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     if type(gpu_only) is not bool:
         fail(f"'gpu_only' must be true or false, got {gpu_only!r}")
 
-    source = (path.parent / entry["source"]).resolve()
-    if not source.is_file():
-        fail(f"source '{entry['source']}' not found (looked for {source})")
-    text = source.read_text()
-    if entry["entry"] not in text:
-        fail(f"entry '{entry['entry']}' does not appear in {source.name}")
-
     spec = KernelSpec(
         name=entry["name"], source=source, entry=entry["entry"], signature=signature,
-        policy=policy, tiles=tuple(tiles), dtypes=tuple(dtype_names), expect=expect,
+        policy=policy, dtypes=tuple(dtype_names), expect=expect,
         template_args=template_args, shapes=shapes, shared_tiles=shared_tiles,
         shared_pad=shared_pad, description=entry.get("description", ""),
-        gpu_only=gpu_only, catalog=path,
+        gpu_only=gpu_only, catalog=path, roles=roles, layouts=layouts, params=params,
+        configs=tuple(configs), macros=tuple(macros), tile_param=tile_param, geometry=geometry,
     )
-    for tile in spec.tiles:
-        threads = launch.POLICIES[policy].threads_per_block(tile)
-        if threads > MAX_THREADS_PER_BLOCK:
-            fail(f"TILE {tile} gives {threads} threads per block (max {MAX_THREADS_PER_BLOCK}); "
-                 f"drop it from 'tiles'")
+    _check_instantiations(spec, fail)
+    return spec
+
+
+def _roles(entry, fail) -> tuple[tuple, str]:
+    """The kernel's parameters by role, and its signature name ("custom" for an args list)."""
+    if ("args" in entry) == ("signature" in entry):
+        fail("give the kernel's parameters either as args = [\"A\", \"B\", \"C\", \"M\", \"N\", \"K\"] "
+             f"or as signature = one of {sorted(SIGNATURES)}, not both or neither")
+    if "signature" in entry:
+        if entry["signature"] not in SIGNATURES:
+            fail(f"unknown signature {entry['signature']!r}; use one of {sorted(SIGNATURES)} or list 'args'")
+        return SIGNATURE_ROLES[entry["signature"]], entry["signature"]
+    args = entry["args"]
+    if not isinstance(args, list) or not args:
+        fail(f"'args' must be a non-empty list of roles, got {args!r}")
+    for arg in args:
+        if not (arg in launch.ROLES or type(arg) is int):
+            fail(f"args: unknown role {arg!r}; use {', '.join(launch.ROLES)} or an integer literal")
+    named = [a for a in args if isinstance(a, str)]
+    twice = sorted({a for a in named if named.count(a) > 1})
+    if twice:
+        fail(f"args: role(s) {twice} listed twice; each role is one kernel parameter")
+    missing = [r for r in launch.POINTER_ROLES if r not in named]
+    if missing:
+        fail(f"args: no {', '.join(missing)}; a GEMM kernel takes the pointers A, B and C")
+    return tuple(args), "custom"
+
+
+def _layouts(entry, fail) -> dict[str, str]:
+    layouts = entry.get("layout", {})
+    if not isinstance(layouts, dict):
+        fail(f"'layout' must be a table such as {{A = \"col\", B = \"col\", C = \"col\"}}, got {layouts!r}")
+    for name, value in layouts.items():
+        if name not in launch.POINTER_ROLES or value not in LAYOUTS:
+            fail(f"layout: {name} = {value!r}; use A, B or C = \"row\" or \"col\"")
+    return dict(layouts)
+
+
+def _in_configs(name, configs) -> bool:
+    return all(name in values for _, values in configs) and bool(configs)
+
+
+def _parameters(entry, tile_param, source_defines, fail):
+    """({name: values}, [(config name, {name: value})]) with the source's #defines folded in."""
+    params: dict[str, tuple[int, ...]] = {}
+    raw = entry.get("params", {})
+    if not isinstance(raw, dict):
+        fail(f"'params' must be a table of value lists such as {{BM = [64, 128]}}, got {raw!r}")
+    if "tiles" in entry:
+        if tile_param in raw:
+            fail(f"both 'tiles' and params.{tile_param} give the tile's values; keep one")
+        raw = {tile_param: entry["tiles"], **raw}
+    for name, values in raw.items():
+        what = "'tiles'" if name == tile_param and "tiles" in entry else f"params.{name}"
+        if not _IDENTIFIER.fullmatch(name) or name in launch.ROLES or name == "T":
+            fail(f"{what}: {name!r} cannot name a parameter (roles, T and non-identifiers are taken)")
+        if type(values) is int:
+            values = [values]
+        if not isinstance(values, list) or not values or not all(type(v) is int and v >= 1 for v in values):
+            fail(f"{what} must be a non-empty list of positive integers, got {values!r}; "
+                 "an empty list gives no instantiation")
+        if len(set(values)) != len(values):
+            fail(f"{what} lists a value twice: {values!r}")
+        params[name] = tuple(values)
+    configs = []
+    raw_configs = entry.get("configs", [])
+    if not isinstance(raw_configs, list) or ("configs" in entry and not raw_configs):
+        fail(f"'configs' must be a non-empty list of tables such as [{{name = \"128x128\", BM = 128}}], "
+             f"got {raw_configs!r}")
+    for number, config in enumerate(raw_configs, 1):
+        if not isinstance(config, dict):
+            fail(f"configs #{number} must be a table, got {config!r}")
+        name = config.get("name")
+        if name is not None and (not isinstance(name, str) or not re.fullmatch(r"[\w.+-]+", name)):
+            fail(f"configs #{number}: name {name!r} must be letters, digits, _ . + - (it is in test ids)")
+        values = {k: v for k, v in config.items() if k != "name"}
+        if not values or not all(type(v) is int and v >= 1 and _IDENTIFIER.fullmatch(k) for k, v in values.items()):
+            fail(f"configs #{number}: {config!r} must give parameters positive integers")
+        configs.append((name, {**{k: v[0] for k, v in params.items() if len(v) == 1 and k not in values},
+                               **values}))
+    if configs:
+        params = {k: v for k, v in params.items() if len(v) > 1}   # single values were folded into configs
+    for name, value in source_defines.items():
+        given = set(params.get(name, ())) | {c[name] for _, c in configs if name in c}
+        if given and given != {value}:
+            fail(f"the source defines {name} {value} but the catalog gives {name} = {sorted(given)}; "
+                 f"drop {name} from the catalog or make it [{value}]")
+        if name == tile_param and not given:
+            if configs:
+                for _, c in configs:
+                    c[name] = value
+            else:
+                params[name] = (value,)
+    if not params and not configs:
+        fail(f"no value for the tile parameter {tile_param}: set 'tiles', 'params' or 'configs' "
+             f"(or #define {tile_param} in the source)")
+    if any(tile_param not in c for _, c in configs) or (not configs and tile_param not in params):
+        fail(f"the tile parameter {tile_param!r} has no value in every instantiation; give it in 'params', "
+             f"'tiles' or each config, or name another with tile = \"...\"")
+    return params, configs
+
+
+def _geometry(entry, tile_param, fail) -> tuple[launch.Geometry, str | None]:
+    has_policy, has_exprs = "policy" in entry, ("grid" in entry or "block" in entry)
+    if has_policy == has_exprs:
+        fail("give the launch geometry either as policy = one of "
+             f"{sorted(launch.POLICIES)} or as grid = [...] and block = [...], not both or neither")
+    if has_policy:
+        if entry["policy"] not in launch.POLICIES:
+            fail(f"unknown launch policy {entry['policy']!r}; use one of {sorted(launch.POLICIES)} "
+                 "or give grid and block expressions")
+        if "shared_bytes" in entry:
+            fail("shared_bytes goes with grid and block expressions, not with a policy")
+        return launch.POLICIES[entry["policy"]].geometry(tile_param), entry["policy"]
+    exprs = {}
+    for key in ("grid", "block"):
+        value = entry.get(key)
+        if not isinstance(value, list) or not 1 <= len(value) <= 3 or not all(isinstance(v, (str, int)) for v in value):
+            fail(f"'{key}' must be a list of 1 to 3 expressions (x first), got {value!r}")
+        exprs[key] = [str(v) for v in value]
+    shared = entry.get("shared_bytes", "0")
+    if not isinstance(shared, (str, int)):
+        fail(f"'shared_bytes' must be an expression in bytes, got {shared!r}")
+    try:
+        return launch.Geometry.of(exprs["grid"], exprs["block"], str(shared)), None
+    except launch.ExpressionError as exc:
+        fail(f"launch geometry: {exc}")
+
+
+def _check_instantiations(spec: KernelSpec, fail) -> None:
+    """Every instantiation names only known symbols, and its block and shared memory fit a GPU."""
+    for config, values in spec.assignments():
+        where = f"{config or ', '.join(f'{k} {v}' for k, v in values.items())}"
+        known = {*values, *launch.DIMENSIONS}
+        for what, exprs in (("grid", spec.geometry.grid), ("block", spec.geometry.block),
+                            ("shared_bytes", (spec.geometry.shared_bytes,)),
+                            ("shapes", (spec._scope,) if spec._scope else ())):
+            for expr in exprs:
+                if expr.unknown(known) and what == "shapes":
+                    fail(f"unknown shapes {expr.text!r}: neither one of {sorted(SHAPES)} nor a constraint "
+                         f"over M, N, K and the parameters ({', '.join(sorted(values))}): it names "
+                         f"{', '.join(expr.unknown(known))}")
+                if expr.unknown(known):
+                    fail(f"{what}: {expr.text!r} names {', '.join(expr.unknown(known))}, which is not "
+                         f"M, N, K or a parameter ({', '.join(sorted(values))}) at {where}")
+        try:
+            block = spec.geometry.block_dims({**values, "M": 1, "N": 1, "K": 1}) \
+                if not spec.geometry.block[0].names & set(launch.DIMENSIONS) else None
+            shared = spec.geometry.shared_bytes.integer({**values, "M": 1, "N": 1, "K": 1}) \
+                if not spec.geometry.shared_bytes.names & set(launch.DIMENSIONS) else 0
+        except launch.ExpressionError as exc:
+            fail(f"at {where}: {exc}")
+        if block is not None:
+            why = launch.check_block(block)
+            if why:
+                tile = values.get(spec.tile_param)
+                if spec.policy is not None and why.startswith("block") and "per block" in why:
+                    why = (f"{spec.tile_param} {tile} gives {block[0] * block[1] * block[2]} threads per block "
+                           f"(max {MAX_THREADS_PER_BLOCK})")
+                fail(f"{why}; drop {where} from the parameters")
+        why = launch.check_shared(shared)
+        if why:
+            fail(f"{why} at {where}; lower it or drop that instantiation")
+        tile = values.get(spec.tile_param)
         for name in spec.dtypes:
             smem = spec.shared_bytes(name, tile)
             if smem is not None and smem > MAX_STATIC_SHARED_BYTES:
-                fail(f"TILE {tile} {name} needs {smem} bytes of static shared memory "
-                     f"(max {MAX_STATIC_SHARED_BYTES}); drop TILE {tile} or that dtype")
-    return spec
+                fail(f"{spec.tile_param} {tile} {name} needs {smem} bytes of static shared memory "
+                     f"(max {MAX_STATIC_SHARED_BYTES}); drop {spec.tile_param} {tile} or that dtype")

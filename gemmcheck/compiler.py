@@ -20,12 +20,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck import toolkit
+from gemmcheck import cuda_source, toolkit
 
 # The options every build uses, spelled for cuda.core's ProgramOptions.
 # ftz=False is NVRTC's default too; it is written out because it is a claim the
 # special-value tests rely on.
+MAX_ERROR_LINES = 40   # of a compiler log on the terminal; the whole log goes to the report
 BASE_OPTIONS = dict(std="c++17", ftz=False, ptxas_options=["-v"])
+
+
+_KEEP_ALIVE: list = []
 
 
 class CompileError(RuntimeError):
@@ -54,20 +58,26 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str) -> Compiled:
-    """Compile `name_expressions` of `source` for `arch` (e.g. "sm_90"), cached on disk."""
-    text = source.read_text()
+def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
+                   defines: tuple[tuple[str, int], ...] = ()) -> Compiled:
+    """Compile `name_expressions` of `source` for `arch` (e.g. "sm_90"), cached on disk.
+
+    Only the device part is compiled (gemmcheck.cuda_source.device_part): a .cu with a host
+    `main` and <stdio.h> compiles as nvcc would compile it for the device. `defines` are
+    passed as -D NAME=value.
+    """
+    text = cuda_source.device_part(source.read_text(), strip_host_headers=True)
     include = toolkit.include_dir()
     key = hashlib.sha256(json.dumps(
-        [text, sorted(name_expressions), arch, BASE_OPTIONS, include, nvrtc_version()],
-        sort_keys=True).encode()).hexdigest()[:32]
+        [text, str(source), sorted(name_expressions), arch, BASE_OPTIONS, include, list(defines),
+         nvrtc_version()], sort_keys=True).encode()).hexdigest()[:32]
     entry = cache_dir() / key
     try:
         meta = json.loads((entry / "meta.json").read_text())
         return Compiled((entry / "kernel.cubin").read_bytes(), meta["mangled"], meta["log"], arch)
     except (OSError, ValueError, KeyError):
         pass
-    compiled = _compile(source.name, text, name_expressions, arch, include)
+    compiled = _compile(source, text, name_expressions, arch, include, defines)
     try:
         entry.mkdir(parents=True, exist_ok=True)
         (entry / "kernel.cubin").write_bytes(compiled.cubin)
@@ -77,16 +87,34 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str) -
     return compiled
 
 
-def _compile(name: str, text: str, name_expressions, arch: str, include) -> Compiled:
+def first_errors(log: str, limit: int = MAX_ERROR_LINES) -> str:
+    """The first `limit` lines of a compiler log that say something, starting at the first error."""
+    lines = [line.rstrip() for line in log.replace("\x00", "").splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if "error" in line), 0)
+    shown = lines[start:start + limit]
+    more = len(lines) - start - len(shown)
+    return "\n".join(shown + ([f"... ({more} more lines)"] if more > 0 else []))
+
+
+def _compile(source: Path, text: str, name_expressions, arch: str, include, defines) -> Compiled:
     from cuda.core import Program, ProgramOptions
 
-    options = ProgramOptions(arch=arch, include_path=[include] if include else None, **BASE_OPTIONS)
+    # The program's name is the user's path, so NVRTC's errors read file.cu(12), not default_program(12).
+    options = ProgramOptions(name=str(source), arch=arch, include_path=[include] if include else None,
+                             define_macro=[f"{k}={v}" for k, v in defines] or None, **BASE_OPTIONS)
     log = io.StringIO()
+    program = None
     try:
         program = Program(text, "c++", options=options)
         code = program.compile("cubin", name_expressions=list(name_expressions), logs=log)
     except Exception as exc:
-        raise CompileError(f"{name}: NVRTC could not compile {', '.join(name_expressions)} "
-                           f"for {arch}: {exc}") from None
+        detail = first_errors(log.getvalue() or str(exc))
+        raise CompileError(f"{source.name}: NVRTC could not compile {', '.join(name_expressions)} "
+                           f"for {arch}:\n{detail}") from None
+    finally:
+        # cuda.core's Program.__dealloc__ raises (and prints a traceback) for a program whose
+        # compile failed; such programs are kept for the session instead of collected.
+        if program is not None:
+            _KEEP_ALIVE.append(program)
     mangled = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in code.symbol_mapping.items()}
     return Compiled(bytes(code.code), mangled, log.getvalue().rstrip("\x00"), arch)

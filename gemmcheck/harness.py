@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gemmcheck import dtypes as dt
+from gemmcheck import launch
 from gemmcheck.backends import Backend
 from gemmcheck.catalog import Instance
 from gemmcheck.problems import BETA_SCALING, DEFAULT_SCALING, scaling_id
@@ -104,17 +105,6 @@ def operand_variants(spec) -> tuple[OperandVariant, ...]:
 def takes_operand_variants(instance) -> bool:
     """Whether the kernel takes any variant beyond tight leading dimensions at (1, 0)."""
     return len(operand_variants(instance.spec)) > 1
-
-
-def launch_arguments(instance: Instance, values: dict) -> tuple:
-    """The kernel's arguments from role values, in its roles' order.
-
-    Stand-in for gemmcheck.launch.plan (which also converts scalars to the kernel's C
-    types): alpha and beta travel as the instance's element type here.
-    """
-    numpy_type = instance.dt.numpy.type
-    return tuple(numpy_type(values[r]) if r in ("alpha", "beta") else values[r]
-                 for r in kernel_roles(instance.spec))
 
 
 def guard_elements(M: int, N: int, K: int, tile: int) -> int:
@@ -307,14 +297,11 @@ class GuardedGemm:
                 "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
                 "alpha": self.alpha, "beta": self.beta}
 
-    def args(self):
-        return launch_arguments(self.instance, self.role_values())
-
     def run(self) -> Run:
         """Reset C (poison, or C0 when beta != 0), launch, and read back what the kernel did
         to every buffer."""
         self.C.device = self.backend.to_device(self.C.bits)
-        self.backend.launch(self.instance, self.grid, self.block, self.args())
+        self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
         c_flat = self.backend.to_host(self.C.device)
         c_bits = self.C.matrix(c_flat)
         damage = {"C": int(np.count_nonzero(self.C.guard_cells(c_flat) != self.guard_bits))}

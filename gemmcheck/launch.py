@@ -1,30 +1,219 @@
-"""Launch policies: named rules that turn a problem and a TILE into (grid, block).
+"""The one launch path: a catalog instantiation and a problem's values become a Launch.
 
-Catalogs name a policy; nothing is ever eval'd. Grid and block are (x, y, z)
-tuples in CUDA's order: x runs along the columns of C (N), y along its rows (M).
+``plan(instance, values)`` is the only place that orders a kernel's arguments
+(by the roles its catalog entry lists), converts scalars to the kernel's C
+types, and computes grid, block and dynamic shared memory from the entry's
+geometry. Backends only run what it returns: ``backend.launch(instance, launch)``.
+
+Geometry and shape claims are arithmetic over M, N, K and the compile-time
+parameters, read by a small evaluator over Python's ``ast`` with a whitelist
+(never ``eval``). Values are exact fractions while evaluating, so ``/`` is
+allowed where it divides exactly or inside ``ceil``/``floor``; anything else is
+an error naming the expression. Grid and block are (x, y, z) in CUDA's order:
+x runs along the columns of C (N), y along its rows (M).
 """
 
 from __future__ import annotations
 
+import ast
+import math
+import operator
 from dataclasses import dataclass
-from typing import Callable
+from fractions import Fraction
+from typing import Mapping
+
+import numpy as np
 
 Dim3 = tuple[int, int, int]
+
+POINTER_ROLES = ("A", "B", "C")
+INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc")
+SCALAR_ROLES = ("alpha", "beta")
+ROLES = POINTER_ROLES + INT_ROLES + SCALAR_ROLES
+DIMENSIONS = ("M", "N", "K")
+
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_STATIC_SHARED_BYTES = 48 * 1024          # without opting in, on every CUDA device
+MAX_DYNAMIC_SHARED_BYTES = 227 * 1024        # the opt-in limit of sm_90 (H100/H200); backends check their own
 
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+class ExpressionError(ValueError):
+    """An expression is malformed or cannot be evaluated; the message says which and why."""
+
+
+# -- the safe evaluator ------------------------------------------------------------------
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+            ast.Gt: operator.gt, ast.GtE: operator.ge}
+_FUNCTIONS = {"ceil": (1, math.ceil), "floor": (1, math.floor), "min": (None, min), "max": (None, max)}
+_SYMBOLS = "ceil, floor, min, max, + - * / // %, comparisons, and/or/not"
+
+
+@dataclass(frozen=True)
+class Expression:
+    """Arithmetic over named integers: ``ceil(N / BN)``, ``M % BM == 0 and K % BK == 0``."""
+
+    text: str
+
+    def __post_init__(self):
+        tree = _parse(self.text)
+        object.__setattr__(self, "_tree", tree)
+        object.__setattr__(self, "names", frozenset(
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in _FUNCTIONS))
+
+    def value(self, env: Mapping[str, int]):
+        """The exact value (Fraction or bool) with `env` binding every name."""
+        try:
+            return _eval(self._tree.body, env)
+        except ZeroDivisionError:
+            raise ExpressionError(f"{self.text!r} divides by zero with {_bindings(self, env)}") from None
+
+    def integer(self, env: Mapping[str, int]) -> int:
+        """The value as a whole number; a fraction is an error (use ceil, floor or //)."""
+        v = self.value(env)
+        if isinstance(v, bool) or Fraction(v).denominator != 1:
+            raise ExpressionError(f"{self.text!r} is {v} with {_bindings(self, env)}, not a whole number; "
+                                  "write ceil(a / b), floor(a / b) or a // b")
+        return int(v)
+
+    def holds(self, env: Mapping[str, int]) -> bool:
+        return bool(self.value(env))
+
+    def unknown(self, known) -> list[str]:
+        """Names the expression uses that are not in `known`."""
+        return sorted(self.names - set(known))
+
+
+def _bindings(expr: Expression, env) -> str:
+    return ", ".join(f"{n}={env[n]}" for n in sorted(expr.names) if n in env) or "no names"
+
+
+def _parse(text: str) -> ast.Expression:
+    if not isinstance(text, str) or not text.strip():
+        raise ExpressionError(f"expression {text!r} is empty; write arithmetic such as 'ceil(N / BN)'")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ExpressionError(f"{text!r} is not an expression: {exc.msg}") from None
+    for node in ast.walk(tree):
+        ok = isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Name,
+                               ast.Load, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, *_BINARY, *_COMPARE))
+        if isinstance(node, ast.Constant):
+            ok = type(node.value) is int
+        if isinstance(node, ast.Call):
+            ok = (isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS and not node.keywords
+                  and (_FUNCTIONS[node.func.id][0] in (None, len(node.args))) and len(node.args) >= 1)
+        if not ok:
+            raise ExpressionError(f"{text!r}: {ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__}"
+                                  f" is not allowed; use integers, names, {_SYMBOLS}")
+    return tree
+
+
+def _eval(node, env):
+    if isinstance(node, ast.Constant):
+        return Fraction(node.value)
+    if isinstance(node, ast.Name):
+        if node.id not in env:
+            raise ExpressionError(f"unknown name {node.id!r}; known: {', '.join(sorted(env))}")
+        return Fraction(env[node.id])
+    if isinstance(node, ast.BinOp):
+        left, right = _eval(node.left, env), _eval(node.right, env)
+        result = _BINARY[type(node.op)](left, right)
+        return Fraction(result)
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, env)
+        return (not v) if isinstance(node.op, ast.Not) else (-v if isinstance(node.op, ast.USub) else v)
+    if isinstance(node, ast.BoolOp):
+        values = (_eval(v, env) for v in node.values)
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, env)
+        for op, comparator in zip(node.ops, node.comparators):
+            right = _eval(comparator, env)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.Call):
+        fn = _FUNCTIONS[node.func.id][1]
+        return Fraction(fn(*(_eval(a, env) for a in node.args)))
+    raise ExpressionError(f"cannot evaluate {ast.unparse(node)}")  # _parse admits nothing else
+
+
+# -- geometry ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Geometry:
+    """Grid, block (1 to 3 expressions each, x first) and dynamic shared memory in bytes."""
+
+    grid: tuple[Expression, ...]
+    block: tuple[Expression, ...]
+    shared_bytes: Expression = Expression("0")
+
+    @classmethod
+    def of(cls, grid, block, shared_bytes="0") -> "Geometry":
+        return cls(tuple(Expression(g) for g in grid), tuple(Expression(b) for b in block),
+                   Expression(str(shared_bytes)))
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset().union(*(e.names for e in (*self.grid, *self.block, self.shared_bytes)))
+
+    def block_dims(self, env) -> Dim3:
+        return _dim3(self.block, env)
+
+    def evaluate(self, env) -> tuple[Dim3, Dim3, int]:
+        return _dim3(self.grid, env), _dim3(self.block, env), self.shared_bytes.integer(env)
+
+
+def _dim3(exprs, env) -> Dim3:
+    dims = [e.integer(env) for e in exprs] + [1] * (3 - len(exprs))
+    return tuple(dims)  # type: ignore[return-value]
+
+
+def check_block(block: Dim3) -> str | None:
+    """Why CUDA would refuse this block shape, or None."""
+    threads = block[0] * block[1] * block[2]
+    if min(block) < 1:
+        return f"block {block} has {threads} threads; every dimension must be >= 1"
+    if threads > MAX_THREADS_PER_BLOCK:
+        return f"block {block} has {threads} threads per block (max {MAX_THREADS_PER_BLOCK})"
+    for axis, (d, limit) in enumerate(zip(block, MAX_BLOCK_DIMS)):
+        if d > limit:
+            return f"block {block}: dimension {'xyz'[axis]} is {d} (max {limit})"
+    return None
+
+
+def check_shared(shared_bytes: int, limit: int = MAX_DYNAMIC_SHARED_BYTES) -> str | None:
+    if shared_bytes < 0:
+        return f"dynamic shared memory is {shared_bytes} bytes; it must be >= 0"
+    if shared_bytes > limit:
+        return f"{shared_bytes} bytes of dynamic shared memory (the device allows {limit})"
+    return None
+
+
 @dataclass(frozen=True)
 class Policy:
+    """A named geometry: the shorthands catalogs used before expressions."""
+
     name: str
     description: str
-    _grid: Callable[[int, int, int, int], tuple[int, int]]
+    grid: tuple[str, str]
+
+    def geometry(self, tile: str = "TILE") -> Geometry:
+        rename = lambda text: text.replace("TILE", tile)
+        return Geometry.of([rename(g) for g in self.grid], [tile, tile])
 
     def shape(self, M: int, N: int, K: int, tile: int) -> tuple[Dim3, Dim3]:
-        gx, gy = self._grid(M, N, K, tile)
-        return (gx, gy, 1), (tile, tile, 1)
+        grid, block, _ = self.geometry().evaluate({"M": M, "N": N, "K": K, "TILE": tile})
+        return grid, block
 
     def threads_per_block(self, tile: int) -> int:
         return tile * tile
@@ -34,13 +223,84 @@ POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
         Policy("seed", "grid (N / TILE, N / TILE) rounded down, block (TILE, TILE): the seed's host code",
-               lambda M, N, K, t: (N // t, N // t)),
+               ("N // TILE", "N // TILE")),
         Policy("tile2d", "grid (ceil(N / TILE), ceil(M / TILE)), block (TILE, TILE)",
-               lambda M, N, K, t: (ceil_div(N, t), ceil_div(M, t))),
+               ("ceil(N / TILE)", "ceil(M / TILE)")),
         Policy("floor2d", "grid (N / TILE, M / TILE) rounded down, block (TILE, TILE)",
-               lambda M, N, K, t: (N // t, M // t)),
+               ("N // TILE", "M // TILE")),
         Policy("naive", "one thread per output: grid (ceil(N / TILE), ceil(M / TILE)), block (TILE, TILE);"
-               " TILE is only the block edge",
-               lambda M, N, K, t: (ceil_div(N, t), ceil_div(M, t))),
+               " TILE is only the block edge", ("ceil(N / TILE)", "ceil(M / TILE)")),
     )
 }
+
+
+# -- arguments ---------------------------------------------------------------------------
+
+def tight_leading_dimensions(layouts: Mapping[str, str], M: int, N: int, K: int) -> dict[str, int]:
+    """lda, ldb, ldc with no padding: the row length of each operand as stored."""
+    shapes = {"A": (M, K), "B": (K, N), "C": (M, N)}
+    return {f"ld{name.lower()}": (cols if layouts.get(name, "row") == "row" else rows)
+            for name, (rows, cols) in shapes.items()}
+
+
+def scalar_type(instance) -> type:
+    """The C type alpha and beta are passed as: the accumulator type (float, or double for float64)."""
+    return np.float64 if instance.dt.accumulator == "float64" else np.float32
+
+
+def _int32(instance, role, value) -> np.int32:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{instance.id}: argument {role!r} must be an integer, got {value!r}")
+    if not -2**31 <= int(value) < 2**31:
+        raise OverflowError(f"{instance.id}: argument {role!r} = {value} does not fit the kernel's int")
+    return np.int32(value)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything a backend needs for one launch, in the kernel's own argument order."""
+
+    grid: Dim3
+    block: Dim3
+    shared_bytes: int
+    args: tuple
+
+
+class LaunchError(ValueError):
+    """A launch cannot be planned; the message names the kernel, the values and the fix."""
+
+
+def plan(instance, values: Mapping[str, object]) -> Launch:
+    """The Launch of `instance` on a problem: arguments by role, geometry from the catalog.
+
+    `values` maps roles to values: "A", "B", "C" (device buffers), "M", "N", "K",
+    "lda", "ldb", "ldc" (ints), "alpha", "beta" (numbers). M, N and K are always
+    needed (the geometry uses them); other roles only when the kernel lists them.
+    """
+    spec = instance.spec
+    missing = [r for r in (*DIMENSIONS, *(r for r in spec.roles if isinstance(r, str))) if r not in values]
+    if missing:
+        raise LaunchError(f"{instance.id}: no value for {', '.join(dict.fromkeys(missing))}; "
+                          f"the kernel takes {', '.join(map(str, spec.roles))}")
+    env = {**instance.params, **{d: int(values[d]) for d in DIMENSIONS}}
+    try:
+        grid, block, shared = spec.geometry.evaluate(env)
+    except ExpressionError as exc:
+        raise LaunchError(f"{instance.id}: launch geometry: {exc}") from None
+    why = check_block(block) or check_shared(shared)
+    if why is None and min(grid) < 0:
+        why = f"grid {grid} has a negative dimension"
+    if why:
+        raise LaunchError(f"{instance.id} at M={env['M']} N={env['N']} K={env['K']}: {why}")
+    scalar = scalar_type(instance)
+    args = []
+    for role in spec.roles:
+        if isinstance(role, int):
+            args.append(_int32(instance, str(role), role))
+        elif role in POINTER_ROLES:
+            args.append(values[role])
+        elif role in INT_ROLES:
+            args.append(_int32(instance, role, values[role]))
+        else:
+            args.append(scalar(values[role]))
+    return Launch(grid, block, shared, tuple(args))

@@ -16,8 +16,8 @@
 - Thresholds are ratios to those ceilings or to another kernel measured in the
   same run, read from one reviewable TOML file (`load_thresholds`).
 
-Kernels launch through the catalog (Instance.launch_shape, the CuPy backend's
-compiled kernel for Instance.name_expression); nothing here names a kernel.
+Kernels launch through the one launch path (gemmcheck.launch.plan, then the CuPy
+backend's enqueue); nothing here names a kernel.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 from gemmcheck import dtypes as dt
 from gemmcheck import catalog, roofline
 from gemmcheck.catalog import Instance
+from gemmcheck.launch import plan, tight_leading_dimensions
 
 BUILTIN_THRESHOLDS = Path(__file__).resolve().parent.parent / "suites" / "performance" / "thresholds.toml"
 
@@ -413,11 +414,10 @@ class GpuTimer:
         return check_output(cp, sets.to_float64(C), ref, absprod, instance.dt, size)
 
     def _launch(self, instance: Instance, size: int, A, B, C) -> None:
-        grid, block = instance.launch_shape(size, size, size)
-        kernel = self.backend.kernel(instance)
-        n = self._int(size)
-        args = (A, B, C, n) if instance.spec.signature == "square" else (A, B, C, n, n, n)
-        kernel(tuple(grid), tuple(block), args)
+        values = {"A": A, "B": B, "C": C, "M": size, "N": size, "K": size,
+                  **tight_leading_dimensions(instance.spec.layouts, size, size, size),
+                  "alpha": 1, "beta": 0}
+        self.backend.enqueue(instance, plan(instance, values))
 
     @staticmethod
     def _int(value: int):

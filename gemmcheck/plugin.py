@@ -17,7 +17,7 @@ from gemmcheck.verdict import VerdictLog
 
 # Each suite's own hooks (options, summaries, reports) live in its own plugin
 # module; pytest registers these along with this one.
-pytest_plugins = ("gemmcheck.hazards_plugin", "gemmcheck.perf_plugin", "gemmcheck.report_plugin")
+pytest_plugins = ("gemmcheck.hazards_plugin", "gemmcheck.perf_plugin", "gemmcheck.report_plugin", "gemmcheck.build_plugin", "gemmcheck.scope_plugin")
 
 # Fixtures that parametrize over catalog instantiations, and which ones each gets.
 INSTANCE_FIXTURES = {

@@ -63,13 +63,13 @@ def parse_ptxas(log: str, mangled_to_name: dict[str, str]) -> dict[str, Resource
 
 @functools.lru_cache(maxsize=None)
 def compile_report(source: Path, name_expressions: tuple[str, ...],
-                   arch: str = DEFAULT_ARCH) -> dict[str, Resources]:
+                   arch: str = DEFAULT_ARCH, defines: tuple = ()) -> dict[str, Resources]:
     """Compile `name_expressions` of `source` for `arch`; the resources of each.
 
     The build is gemmcheck.compiler's: the same cubin the GPU backend loads.
     """
     try:
-        compiled = compiler.compile_source(source, name_expressions, arch)
+        compiled = compiler.compile_source(source, name_expressions, arch, defines=tuple(defines))
     except compiler.CompileError as exc:
         raise CompileFailed(str(exc)) from None
     mapping = {mangled: name for name, mangled in compiled.mangled.items()}

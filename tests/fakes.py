@@ -30,14 +30,13 @@ class NumpyBackend(Backend):
     def to_host(self, buffer):
         return np.array(buffer, copy=True)
 
-    def launch(self, instance, grid, block, args):
+    def launch(self, instance, launch):
         self.launches += 1
-        if instance.spec.signature == "square":
-            A, B, C, N = args
-            M = K = N
-        else:
-            A, B, C, M, N, K = args
-        self.kernels[instance.spec.entry](instance, grid, block, A, B, C, M, N, K)
+        args = dict(zip(instance.spec.roles, launch.args))
+        N = int(args["N"])
+        M, K = int(args.get("M", N)), int(args.get("K", N))
+        self.kernels[instance.spec.entry](instance, launch.grid, launch.block,
+                                          args["A"], args["B"], args["C"], M, N, K)
 
 
 def correct_product(instance, grid, block, A, B, C, M, N, K):

@@ -226,7 +226,8 @@ def matrix_backend():
 
 def matrix_catalog(directory):
     """A catalog of MATRIX_KERNELS (TILE 4 and 8, float32 and float16), written to `directory`."""
-    (directory / "k.cu").write_text("\n".join(f"// {name}" for name in MATRIX_KERNELS))
+    (directory / "k.cu").write_text("\n".join(f"template <typename T, int TILE> __global__ void {name}();"
+                                               for name in MATRIX_KERNELS))
     entries = "".join(f'''
 [[kernel]]
 name = "{name}"

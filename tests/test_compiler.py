@@ -52,3 +52,34 @@ def test_float32_arithmetic_is_built_without_flush_to_zero():
     text = ptx.decode()
     assert b"--ftz=false" in flags
     assert "fma.rn.f32" in text and ".ftz." not in text
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_the_seeds_published_file_with_host_code_compiles_for_the_device(cache):
+    # <stdio.h>, <cuda_runtime.h> and a host main with cudaMalloc: NVRTC gets the device part only.
+    built = compiler.compile_source(EXAMPLES / "tiled_matmuls.cu", ("matmul_tiled",), "sm_90")
+    assert list(built.mangled) == ["matmul_tiled"] and built.cubin
+
+
+def test_errors_point_at_the_users_file_and_line_and_stop_early(cache, tmp_path):
+    bad = tmp_path / "mine.cu"
+    bad.write_text("#include <stdio.h>\n\n__global__ void k(float *a)\n{\n    a[0] = nope;\n}\n"
+                   "int main() { printf(\"%d\", 1); return 0; }\n")
+    with pytest.raises(compiler.CompileError) as info:
+        compiler.compile_source(bad, ("k",), "sm_90")
+    text = str(info.value)
+    assert f"{bad}(5): error: identifier \"nope\" is undefined" in text
+    assert "default_program" not in text and len(text.splitlines()) <= compiler.MAX_ERROR_LINES + 2
+
+
+def test_macros_are_passed_as_defines(cache, tmp_path):
+    source = tmp_path / "m.cu"
+    source.write_text("__global__ void k(float *a) { __shared__ float s[BM]; s[threadIdx.x] = 1; a[0] = s[0]; }\n")
+    from gemmcheck import resources
+    assert compiler.compile_source(source, ("k",), "sm_90", defines=(("BM", 64),)).cubin
+    with pytest.raises(compiler.CompileError, match="identifier \"BM\" is undefined"):
+        compiler.compile_source(source, ("k",), "sm_90")
+    report = resources.compile_report(source, ("k",), defines=(("BM", 64),))
+    assert report["k"].shared_bytes == 256

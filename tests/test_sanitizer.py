@@ -105,7 +105,7 @@ expect = "{expect}"
 def test_a_tool_run_attributes_reports_to_the_right_kernel(tmp_path, monkeypatch):
     # "racy" and "calm" share one function (as broken_floor_grid shares matmul_tiled_guarded):
     # they must run in different children, or a report could not be told apart.
-    (tmp_path / "k.cu").write_text("// shared\n")
+    (tmp_path / "k.cu").write_text("template <typename T, int TILE> __global__ void shared();\n")
     path = tmp_path / "catalog.toml"
     path.write_text(CATALOG.format(name="calm", expect="correct")
                     + CATALOG.format(name="racy", expect="shared_memory_race"))

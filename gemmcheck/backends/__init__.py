@@ -16,6 +16,7 @@ from typing import Any, ContextManager, Iterable, Protocol, Sequence, runtime_ch
 import numpy as np
 
 from gemmcheck.catalog import Instance
+from gemmcheck.launch import Launch
 
 
 class BackendUnavailable(RuntimeError):
@@ -52,6 +53,10 @@ class Backend(abc.ABC):
     def prepare(self, instances: Iterable[Instance]) -> None:
         """Compile every instantiation in `instances` (once; later calls reuse the build)."""
 
+    def build_error(self, instance: Instance) -> "KernelCompileError | None":
+        """Why `instance` did not build (after prepare), or None. Backends that build override it."""
+        return None
+
     @abc.abstractmethod
     def to_device(self, bits: np.ndarray) -> Any:
         """Copy a 1-D array of raw bits to the backend's memory; return its buffer."""
@@ -61,8 +66,8 @@ class Backend(abc.ABC):
         """Copy a buffer back as a numpy array of the same raw bits."""
 
     @abc.abstractmethod
-    def launch(self, instance: Instance, grid, block, args: Sequence[Any]) -> None:
-        """Launch one instantiation and wait for it; ints in `args` are passed as int32.
+    def launch(self, instance: Instance, launch: "Launch") -> None:
+        """Run one planned launch (gemmcheck.launch.plan) and wait for it.
 
         Raises KernelLaunchError naming the kernel, instantiation and shape.
         """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from gemmcheck import compiler, device
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
                                 launch_error)
 from gemmcheck.catalog import Instance
+from gemmcheck.launch import Launch
 
 
 class CupyBackend(Backend):
@@ -38,36 +39,44 @@ class CupyBackend(Backend):
         return f"cupy on {self._description}"
 
     def prepare(self, instances: Iterable[Instance]) -> None:
-        by_source: dict[Any, set[str]] = defaultdict(set)
+        # One NVRTC compile per source and set of -D macros; instantiations of a template share it.
+        by_unit: dict[tuple, set[str]] = defaultdict(set)
         for inst in instances:
-            key = (inst.spec.source, inst.name_expression)
+            key = _key(inst)
             if key not in self._kernels and key not in self._failed:
-                by_source[inst.spec.source].add(inst.name_expression)
-        for source, names in by_source.items():
+                by_unit[(inst.spec.source, inst.defines)].add(inst.name_expression)
+        for (source, defines), names in by_unit.items():
             try:
-                self._compile(source, sorted(names))
+                self._compile(source, defines, sorted(names))
             except KernelCompileError:
                 # Compile one by one so a broken instantiation fails only its own tests.
                 for name in sorted(names):
                     try:
-                        self._compile(source, [name])
+                        self._compile(source, defines, [name])
                     except KernelCompileError as exc:
-                        self._failed[(source, name)] = exc
+                        exc.source = source   # names the build test that shows the errors
+                        self._failed[(source, defines, name)] = exc
 
-    def _compile(self, source, names: list[str]) -> None:
+    def _compile(self, source, defines, names: list[str]) -> None:
         try:
-            built = compiler.compile_source(source, tuple(names), self.arch)
+            built = compiler.compile_source(source, tuple(names), self.arch, defines=defines)
+        except compiler.CompileError as exc:
+            raise KernelCompileError(str(exc)) from None
+        try:
             module = self._cupy.cuda.function.Module()
             module.load(built.cubin)
-            kernels = {(source, name): module.get_function(built.mangled[name]) for name in names}
+            kernels = {(source, defines, name): module.get_function(built.mangled[name]) for name in names}
         except Exception as exc:
-            raise KernelCompileError(f"{source.name}: compiling {', '.join(names)} for {self.arch} "
+            raise KernelCompileError(f"{source}: loading {', '.join(names)} for {self.arch} "
                                      f"failed: {type(exc).__name__}: {exc}") from None
         self._modules.append(module)
         self._kernels.update(kernels)
 
+    def build_error(self, instance: Instance) -> KernelCompileError | None:
+        return self._failed.get(_key(instance))
+
     def kernel(self, instance: Instance):
-        key = (instance.spec.source, instance.name_expression)
+        key = _key(instance)
         if key not in self._kernels and key not in self._failed:
             self.prepare([instance])
         if key in self._failed:
@@ -81,17 +90,30 @@ class CupyBackend(Backend):
     def to_host(self, buffer) -> np.ndarray:
         return self._cupy.asnumpy(buffer)
 
-    def launch(self, instance: Instance, grid, block, args: Sequence[Any]) -> None:
+    def max_dynamic_shared_bytes(self) -> int:
+        return self._cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+
+    def enqueue(self, instance: Instance, launch: Launch) -> None:
+        """Launch without waiting (timing loops); `launch` comes from gemmcheck.launch.plan."""
         kernel = self.kernel(instance)
-        converted = tuple(np.int32(a) if isinstance(a, (int, np.integer)) else a for a in args)
+        if launch.shared_bytes > STATIC_SHARED_LIMIT:
+            limit = self.max_dynamic_shared_bytes()
+            if launch.shared_bytes > limit:
+                raise launch_error(instance, launch.grid, launch.block, ValueError(
+                    f"{launch.shared_bytes} bytes of dynamic shared memory; this device allows {limit}"))
+            # Above 48 KB a kernel must opt in, once per function.
+            kernel.max_dynamic_shared_size_bytes = launch.shared_bytes
+        kernel(launch.grid, launch.block, launch.args, shared_mem=launch.shared_bytes)
+
+    def launch(self, instance: Instance, launch: Launch) -> None:
         try:
-            kernel(tuple(grid), tuple(block), converted)
-            self._wait(instance, grid, block)
+            self.enqueue(instance, launch)
+            self._wait(instance, launch.grid, launch.block)
             self._cupy.cuda.Device().synchronize()
-        except KernelHang:
+        except (KernelCompileError, KernelHang):
             raise
         except Exception as exc:
-            raise launch_error(instance, grid, block, exc) from None
+            raise launch_error(instance, launch.grid, launch.block, exc) from None
 
     def _wait(self, instance: Instance, grid, block) -> None:
         """Poll the launch's completion until hang_timeout_s (--gemm-hang-timeout), so a kernel
@@ -108,3 +130,10 @@ class CupyBackend(Backend):
                                  f"{self.hang_timeout_s:g} s (--gemm-hang-timeout)")
             time.sleep(pause)
             pause = min(pause * 2, 1e-3)
+
+
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+def _key(instance: Instance) -> tuple:
+    return (instance.spec.source, instance.defines, instance.name_expression)

@@ -72,7 +72,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -81,6 +81,8 @@ from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError,
 from gemmcheck.backends.cpu_sim import build
 from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.catalog import Instance
+from gemmcheck.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan,
+                              tight_leading_dimensions)
 
 RACE_SCHEDULES = ("forward", "reverse", "shuffle-1", "shuffle-2", "lockstep")
 BUFFER_NAMES = ("A", "B", "C")
@@ -284,9 +286,10 @@ class CpuSimBackend(Backend):
             self._worker = wk.Worker(build.worker())
         except build.BuildError as exc:
             raise BackendUnavailable(f"--gemm-backend cpu-sim: {exc}") from None
-        self._wanted: dict[Path, set[Instance]] = defaultdict(set)
-        self._modules: dict[Path, build.Module] = {}
-        self._failed: dict[Path, KernelCompileError] = {}
+        # A build unit is (source, -D macros): one g++ run builds all its wanted instantiations.
+        self._wanted: dict[tuple, set[Instance]] = defaultdict(set)
+        self._module_of: dict[tuple, build.Module] = {}       # (unit, name expression) -> module
+        self._failed: dict[tuple, KernelCompileError] = {}    # (unit, name expression) -> why
         self.build_seconds: dict[str, float] = {}   # source name -> g++ seconds (cache misses only)
 
     def describe(self) -> str:
@@ -295,46 +298,77 @@ class CpuSimBackend(Backend):
     # -- building ----------------------------------------------------------------------
 
     def prepare(self, instances: Iterable[Instance]) -> None:
-        new: set[Path] = set()
+        new: set[tuple] = set()
         for inst in instances:
-            if inst.spec.gpu_only:
+            if inst.spec.gpu_only or _key(inst) in self._module_of or _key(inst) in self._failed:
                 continue
-            module = self._modules.get(inst.spec.source)
-            if module is not None and inst.name_expression in module.names:
-                continue
-            if inst not in self._wanted[inst.spec.source]:
-                self._wanted[inst.spec.source].add(inst)
-                new.add(inst.spec.source)
-        def one(source: Path):
-            unique = {i.name_expression: i for i in self._wanted[source]}
-            try:
-                return source, build.module(source, list(unique.values()))
-            except build.BuildError as exc:
-                return source, KernelCompileError(str(exc))
+            self._wanted[_unit(inst)].add(inst)
+            new.add(_unit(inst))
 
-        # One g++ per source, sources side by side (g++ is single-threaded).
+        def one(unit):
+            source, defines = unit
+            wanted = {i.name_expression: i for i in self._wanted[unit]
+                      if (unit, i.name_expression) not in self._failed}
+            try:
+                module = build.module(source, list(wanted.values()), defines)
+                return unit, {name: module for name in wanted}
+            except build.BuildError as exc:
+                if len(wanted) == 1:
+                    return unit, {name: KernelCompileError(str(exc)) for name in wanted}
+            # One broken instantiation must not take the others of the same file down.
+            results = {}
+            for name, inst in wanted.items():
+                try:
+                    results[name] = build.module(source, [inst], defines)
+                except build.BuildError as exc:
+                    results[name] = KernelCompileError(str(exc))
+            return unit, results
+
+        # One g++ per build unit, units side by side (g++ is single-threaded).
         with ThreadPoolExecutor(max_workers=max(1, min(len(new), os.cpu_count() or 1))) as pool:
-            for source, result in pool.map(one, sorted(new)):
-                if isinstance(result, KernelCompileError):
-                    self._failed[source] = result
-                    continue
-                self._failed.pop(source, None)
-                self._modules[source] = result
-                if result.build_seconds is not None:
-                    self.build_seconds[source.name] = result.build_seconds
+            for unit, results in pool.map(one, sorted(new, key=repr)):
+                for name, result in results.items():
+                    if isinstance(result, KernelCompileError):
+                        result.source = unit[0]   # names the build test that shows the errors
+                        self._failed[(unit, name)] = result
+                        continue
+                    self._module_of[(unit, name)] = result
+                    if result.build_seconds is not None:
+                        self.build_seconds[unit[0].name] = result.build_seconds
+
+    def build_error(self, instance: Instance) -> KernelCompileError | None:
+        if instance.spec.gpu_only:
+            return None
+        try:
+            self._module(instance)
+        except KernelCompileError as exc:
+            return exc
+        return None
 
     def _module(self, instance: Instance) -> build.Module:
         if instance.spec.gpu_only:
             raise NotSimulated(f"{instance.id}: the catalog declares it gpu_only (it needs what the CPU "
                                "simulator does not model); run it with --gemm-backend cupy on a GPU")
-        module = self._modules.get(instance.spec.source)
-        if module is None or instance.name_expression not in module.names:
+        key = _key(instance)
+        if key not in self._module_of and key not in self._failed:
             self.prepare([instance])
-        if instance.spec.source in self._failed:
+        if key in self._failed:
             # A fresh exception each time: re-raising the stored one would grow its traceback
             # (and hypothesis' notes) with every launch.
-            raise KernelCompileError(str(self._failed[instance.spec.source])) from None
-        return self._modules[instance.spec.source]
+            stored = self._failed[key]
+            error = KernelCompileError(str(stored))
+            error.source = getattr(stored, "source", None)
+            raise error from None
+        module = self._module_of[key]
+        shared = build.static_shared_bytes(module, instance.name_expression)
+        if shared > MAX_STATIC_SHARED_BYTES:
+            # What the GPU refuses, the simulator refuses too (it has no such limit of its own).
+            error = KernelCompileError(
+                f"{instance.id}: {instance.name_expression} declares {shared} bytes of static shared memory; "
+                f"CUDA allows {MAX_STATIC_SHARED_BYTES} (use dynamic shared memory above 48 KB)")
+            error.source = instance.spec.source
+            raise error
+        return module
 
     # -- memory ------------------------------------------------------------------------
 
@@ -357,12 +391,19 @@ class CpuSimBackend(Backend):
         finally:
             self.schedules = old
 
-    def launch(self, instance: Instance, grid, block, args: Sequence[Any]) -> None:
+    def launch(self, instance: Instance, launch: Launch) -> None:
         module = self._module(instance)
-        grid, block = tuple(int(g) for g in grid), tuple(int(b) for b in block)
+        grid, block = tuple(int(g) for g in launch.grid), tuple(int(b) for b in launch.block)
+        why = check_block(block)
+        if why:
+            raise launch_error(instance, grid, block, ValueError(why))
+        if launch.shared_bytes:
+            raise NotSimulated(f"{instance.id}: asks for {launch.shared_bytes} bytes of dynamic shared memory "
+                               "(extern __shared__), which cpu-sim does not model; run it on a GPU")
         schedules = tuple(self.schedules) or ("forward",)
-        pointers = [a for a in args if isinstance(a, np.ndarray)]
-        ints = [int(a) for a in args if not isinstance(a, np.ndarray)]
+        by_role = dict(zip(instance.spec.roles, launch.args))
+        pointers = [by_role[name] for name in BUFFER_NAMES]   # slots 0, 1, 2 are A, B, C
+        ints = build.int_slots(instance, launch.args)
         report = LaunchReport(instance.id, grid, block, schedules)
         self.last_launch_report = report
         request = self._request(module, instance, grid, block, pointers, ints)
@@ -469,15 +510,19 @@ class CpuSimBackend(Backend):
         if instance not in wanted:
             wanted.append(instance)
         try:
-            runner, names = build.asan_runner(instance.spec.source, wanted)
+            runner, names = build.asan_runner(instance.spec.source, [i for i in wanted if i.defines == instance.defines],
+                                              instance.defines)
         except build.BuildError as exc:
             raise KernelCompileError(str(exc)) from None
         M, K = A.shape
         N = B.shape[1]
         d = instance.dt
-        grid, block = instance.launch_shape(M, N, K)
-        ints = [N] if instance.spec.signature == "square" else [M, N, K]
         buffers = [dt.to_bits(A, d), dt.to_bits(B, d), np.full((M, N), d.poison_bits, dtype=d.storage)]
+        values = {"A": None, "B": None, "C": None, "M": M, "N": N, "K": K, "alpha": 1, "beta": 0,
+                  **tight_leading_dimensions(instance.spec.layouts, M, N, K)}
+        planned = plan(instance, values)
+        grid, block = planned.grid, planned.block
+        ints = build.int_slots(instance, planned.args)
         with tempfile.TemporaryDirectory(prefix="gemmcheck-asan-") as tmp:
             paths = []
             for name, bits in zip(BUFFER_NAMES, buffers):
@@ -544,3 +589,11 @@ def parse_asan(log: str) -> list[AddressError]:
         frame = next((f for f in frames if "cudasim" not in f and "run_" not in f), frames[0] if frames else "?")
         errors.append(AddressError(acc, buffer, kind, past, size, frame))
     return errors
+
+
+def _unit(instance: Instance) -> tuple:
+    return (instance.spec.source, instance.defines)
+
+
+def _key(instance: Instance) -> tuple:
+    return (_unit(instance), instance.name_expression)

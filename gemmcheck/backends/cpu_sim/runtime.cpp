@@ -41,7 +41,7 @@
 // ---------------------------------------------------------------------------
 enum { KIND_RAW = 1, KIND_WAR = 2, KIND_WAW = 3, KIND_UNINIT = 4 };
 enum { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_SHUFFLE = 2, SCHED_LOCKSTEP = 3 };
-enum { MAX_POINTERS = 8, MAX_INTS = 8, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4 };
+enum { MAX_POINTERS = 8, MAX_INTS = 16, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4 };
 
 struct cs_conflict
 {

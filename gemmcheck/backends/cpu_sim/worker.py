@@ -22,7 +22,7 @@ import numpy as np
 
 KIND_NAMES = {1: "RAW", 2: "WAR", 3: "WAW", 4: "uninitialized"}
 SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2, "lockstep": 3}
-MAX_POINTERS, MAX_INTS, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 8, 1024, 16, 8, 4
+MAX_POINTERS, MAX_INTS, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 16, 1024, 16, 8, 4
 
 
 class Conflict(ctypes.Structure):

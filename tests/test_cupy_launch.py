@@ -1,0 +1,47 @@
+"""The cupy backend launches what plan() gives, opting in to dynamic shared memory above
+48 KB. Checked with a stand-in for CuPy: the GPU run itself is the integrator's."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from gemmcheck import catalog
+from gemmcheck.backends import KernelLaunchError
+from gemmcheck.backends.cupy_backend import CupyBackend
+from gemmcheck.launch import Launch
+
+
+class FakeKernel:
+    def __init__(self):
+        self.calls, self.max_dynamic_shared_size_bytes = [], 0
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        self.calls.append((grid, block, args, shared_mem))
+
+
+@pytest.fixture
+def gpu():
+    backend = object.__new__(CupyBackend)   # no device here: only the launch logic
+    device = SimpleNamespace(attributes={"MaxSharedMemoryPerBlockOptin": 232448}, synchronize=lambda: None)
+    backend._cupy = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: device))
+    backend._failed, backend._kernels = {}, {}
+    spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "matmul_tiled_guarded")
+    instance = spec.instances()[0]
+    kernel = FakeKernel()
+    backend._kernels[(spec.source, instance.defines, instance.name_expression)] = kernel
+    return backend, instance, kernel
+
+
+def test_a_launch_passes_grid_block_arguments_and_shared_memory(gpu):
+    backend, instance, kernel = gpu
+    backend.launch(instance, Launch((2, 3, 1), (16, 16, 1), 1024, ("a", "b", "c", 1, 2, 3)))
+    assert kernel.calls == [((2, 3, 1), (16, 16, 1), ("a", "b", "c", 1, 2, 3), 1024)]
+    assert kernel.max_dynamic_shared_size_bytes == 0      # under 48 KB: no opt-in
+
+
+def test_above_48k_the_kernel_opts_in_and_above_the_device_limit_it_is_refused(gpu):
+    backend, instance, kernel = gpu
+    backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 100_000, ()))
+    assert kernel.max_dynamic_shared_size_bytes == 100_000 and kernel.calls[-1][3] == 100_000
+    with pytest.raises(KernelLaunchError, match="232449 bytes of dynamic shared memory; this device allows 232448"):
+        backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 232_449, ()))
