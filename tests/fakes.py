@@ -2,8 +2,12 @@
 harness and detectors be tested without a GPU. Only for gemmcheck's own tests.
 """
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 
+from gemmcheck import catalog
 from gemmcheck import dtypes as dt
 from gemmcheck.backends import Backend
 
@@ -48,24 +52,17 @@ def correct_product(instance, grid, block, A, B, C, M, N, K):
 
 # -- kernels that take their arguments by role (layouts, leading dimensions, alpha/beta) ----
 
-class RoleSpec:
-    """A catalog entry as the role contract describes it (gemmcheck.catalog gains these
-    fields): parameters by role, operand layouts, a TILE-based launch policy."""
-
-    def __init__(self, name, roles, layouts=None, policy="tile2d", shapes="any"):
-        self.name = self.entry = name
-        self.roles = tuple(roles)
-        self.layouts = dict(layouts or {})
-        self.policy, self.shapes = policy, shapes
-        self.signature = "roles"
-        self.expect = "correct"
-        self.description = ""
-
-    def name_expression(self, dtype, tile):
-        return f"{self.entry}<{dt.get(dtype).c_type}, {tile}>"
-
-    def supports(self, M, N, K, tile):
-        return True
+def RoleSpec(name, roles, layouts=None, policy="tile2d", shapes="any"):
+    """A real catalog entry (gemmcheck.catalog validates it) whose parameters are `roles`,
+    with operand `layouts` and a TILE-based launch policy; its source only declares it."""
+    folder = Path(tempfile.mkdtemp(prefix="gemmcheck-fake-"))
+    (folder / f"{name}.cu").write_text(f"template <typename T, int TILE>\n__global__ void {name}() {{}}\n")
+    entry = {"name": name, "source": f"{name}.cu", "entry": name, "args": list(roles),
+             "layout": dict(layouts or {}), "policy": policy, "tiles": [1, 2, 4, 8, 16, 32],
+             "dtypes": list(dt.DTYPES), "expect": "correct"}
+    if {"M", "K"} & set(roles):
+        entry["shapes"] = shapes
+    return catalog._spec(folder / "catalog.toml", 0, entry)
 
 
 SGEMM_ROLES = ("M", "N", "K", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc")
@@ -77,9 +74,9 @@ class RoleBackend(NumpyBackend):
 
     name = "numpy-roles-fake"
 
-    def launch(self, instance, grid, block, args):
+    def launch(self, instance, launch):
         self.launches += 1
-        self.kernels[instance.spec.entry](instance, dict(zip(instance.spec.roles, args)))
+        self.kernels[instance.spec.entry](instance, dict(zip(instance.spec.roles, launch.args)))
 
 
 def role_gemm(instance, v, *, alpha=None, beta=None, assumes_tight_ld="", layouts=None):

@@ -4,6 +4,7 @@ writes and input mutation are visible in the bits."""
 import numpy as np
 import pytest
 
+from gemmcheck import launch
 from gemmcheck import catalog
 from gemmcheck import dtypes as dt
 from gemmcheck.harness import GuardedGemm, guard_elements, run_once
@@ -238,13 +239,15 @@ def test_operands_that_do_not_fit_the_kernel_are_refused():
         GuardedGemm(backend, role_instance(), A, B, leading_dimensions="wide")
 
 
-def test_arguments_follow_the_kernels_roles_with_alpha_and_beta_in_its_element_type():
+def test_arguments_follow_the_kernels_roles_with_alpha_and_beta_in_its_scalar_type():
     seen = {}
-    gemm = GuardedGemm(RoleBackend({"sgemm": lambda instance, v: seen.update(v)}), role_instance(dtype="float16"),
+    instance = role_instance(dtype="float16")
+    gemm = GuardedGemm(RoleBackend({"sgemm": lambda instance, v: seen.update(v)}), instance,
                        *Problem(4, 5, 6, "float16", "exact", 1, *BETA_SCALING).operands(), alpha=2, beta=-1)
-    args = gemm.args()
-    assert [type(a) for a in args[:3]] == [int, int, int] and args[:3] == (4, 5, 6)
-    assert args[3] == 2 and args[3].dtype == np.float16 and args[8] == -1
+    args = launch.plan(instance, gemm.role_values()).args
+    assert [int(a) for a in args[:3]] == [4, 5, 6]
+    # float16 kernels take float alpha and beta (they accumulate in float)
+    assert args[3] == 2 and args[8] == -1 and np.asarray(args[3]).dtype == np.float32
     gemm.run()
     assert list(seen) == list(SGEMM_ROLES)
 
