@@ -22,8 +22,13 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
-#if defined(__CUDACC__)
+// Rungs 6-7 need <mma.h> (WMMA), whose crt/mma.h part some NVRTC header sets lack: define
+// LADDER_CUDA_CORES_ONLY to compile rungs 1-5 without it.
+#if defined(__CUDACC__) && !defined(LADDER_CUDA_CORES_ONLY)
+#define LADDER_TENSOR_CORES 1
 #include <mma.h>
+#endif
+#if defined(__CUDACC__)
 using ladder_float4 = float4;
 #else
 // The CPU simulator has no CUDA vector types; a 16-byte aligned struct behaves the same.
@@ -560,7 +565,7 @@ sgemm_warptiled(int M, int N, int K, float alpha, const float *A, const float *B
         }
 }
 
-#if defined(__CUDACC__)
+#if defined(LADDER_TENSOR_CORES)
 // ---------------------------------------------------------------------------------------
 // Rungs 6-7: tensor cores (GPU only). T is __half or __nv_bfloat16; alpha, beta and the
 // accumulation are float32. Each warp owns a WM x WN tile of C as (WM / 16) x (WN / 16) WMMA
@@ -838,4 +843,4 @@ gemm_wmma_async(int M, int N, int K, float alpha, const T *A, const T *B, float 
     store_fragments<T, FM, FN>(acc, scratch, C, M, N, row0 + warpRow * WM, col0 + warpCol * WN, alpha, beta,
                                lane);
 }
-#endif  // __CUDACC__
+#endif  // LADDER_TENSOR_CORES

@@ -15,8 +15,12 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
-#if defined(__CUDACC__)
+// The tensor-core twins need <mma.h>; LADDER_CUDA_CORES_ONLY compiles the others without it.
+#if defined(__CUDACC__) && !defined(LADDER_CUDA_CORES_ONLY)
+#define LADDER_TENSOR_CORES 1
 #include <mma.h>
+#endif
+#if defined(__CUDACC__)
 using ladder_float4 = float4;
 #else
 struct alignas(16) ladder_float4 { float x, y, z, w; };
@@ -292,7 +296,7 @@ __global__ void broken_register_tile_unguarded_store(int M, int N, int K, scalar
         }
 }
 
-#if defined(__CUDACC__)
+#if defined(LADDER_TENSOR_CORES)
 namespace ladder_tc
 {
 using namespace nvcuda;
@@ -547,4 +551,4 @@ broken_async_consumed_before_wait(int M, int N, int K, float alpha, const T *A, 
     store_fragments<T, FM, FN>(acc, scratch, C, M, N, row0 + warpRow * WM, col0 + warpCol * WN, alpha, beta,
                                lane);
 }
-#endif  // __CUDACC__
+#endif  // LADDER_TENSOR_CORES

@@ -53,7 +53,7 @@ ACCUMULATOR_U = {"float32": 2.0**-24, "float64": 2.0**-53, "float16": 2.0**-24, 
 SUBNORMAL_HALF = {"float32": 2.0**-150, "float64": 2.0**-1075, "float16": 2.0**-25, "bfloat16": 2.0**-134}
 CHECK_SHAPES = ((1, 1, 1), (64, 64, 64), (33, 17, 65), (129, 131, 77), (256, 256, 256), (100, 264, 40),
                 (300, 136, 520))
-SMALL_SHAPES = ((33, 17, 65), (256, 256, 256))
+SMALL_SHAPES = ((33, 17, 65), (100, 264, 40), (256, 256, 256))
 GUARD = 1 << 16          # elements of guard band on each side of every check operand
 STATIC_SHARED_LIMIT = 48 * 1024
 
@@ -158,21 +158,130 @@ def load_variants(catalog: Path, only: str | None) -> list[Variant]:
     return variants
 
 
-def compile_all(cp, variants: list[Variant]) -> None:
-    by_source: dict[Path, list[Variant]] = {}
+def toolkit_include_with_wmma() -> str | None:
+    """A CUDA include directory holding crt/mma.h (WMMA), which some NVRTC header sets lack."""
+    import glob
+    import os
+    import shutil
+
+    candidates = [os.environ.get(k) for k in ("CUDA_PATH", "CUDA_HOME")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(os.path.realpath(nvcc)).parent.parent))
+    candidates += ["/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    for root in filter(None, candidates):
+        for include in (Path(root) / "include", Path(root) / "targets" / "x86_64-linux" / "include"):
+            if (include / "crt" / "mma.h").is_file():
+                return str(include)
+    return None
+
+
+def groups_of(variants: list[Variant]) -> dict[tuple[Path, bool], list[Variant]]:
+    """Variants by (source, needs tensor cores): each group is compiled as one module."""
+    groups: dict[tuple[Path, bool], list[Variant]] = {}
     for v in variants:
-        by_source.setdefault(v.entry["source_path"], []).append(v)
-    for source, group in by_source.items():
+        groups.setdefault((v.entry["source_path"], bool(v.entry.get("gpu_only"))), []).append(v)
+    return groups
+
+
+ROLE_TYPES = {"M": "int", "N": "int", "K": "int", "alpha": "{S}", "beta": "{S}", "A": "const {T} *",
+              "B": "const {T} *", "C": "{T} *"}
+
+
+def build_cubins(variants: list[Variant], out: Path, arch: str = "sm_90") -> None:
+    """Compile every group ahead of time with nvcc (-cubin) into `out`, with a manifest naming each
+    instantiation's symbol, so that a GPU run (--cubins) spends no time compiling."""
+    import json
+    import subprocess
+
+    out.mkdir(parents=True, exist_ok=True)
+    include = toolkit_include_with_wmma()
+    manifest = []
+    for index, ((source, tensor_cores), group) in enumerate(groups_of(variants).items()):
+        lines = [f'#include "{source.resolve()}"']
+        for expr in sorted({v.name_expression for v in group}):
+            v = next(x for x in group if x.name_expression == expr)
+            T, S, _ = C_TYPES[v.dtype]
+            params = ", ".join(ROLE_TYPES[r].format(T=T, S=S) for r in v.entry["args"])
+            lines.append(f"template __global__ void {expr}({params});")
+        unit = out / f"group{index}.cu"
+        unit.write_text("\n".join(lines) + "\n")
+        cubin = out / f"group{index}.cubin"
+        defines = [] if tensor_cores else ["-DLADDER_CUDA_CORES_ONLY"]
+        subprocess.run(["nvcc", "-std=c++17", f"-arch={arch}", "-cubin", *defines, "-o", str(cubin), str(unit)],
+                       check=True)
+        symbols = subprocess.run(["readelf", "-Ws", "--wide", str(cubin)], check=True, capture_output=True,
+                                 text=True).stdout.split()
+        mangled = [sym for sym in symbols if sym.startswith("_Z")]
+        demangled = subprocess.run(["c++filt"], input="\n".join(mangled), check=True, capture_output=True,
+                                   text=True).stdout.splitlines()
+        names = {}
+        for m, d in zip(mangled, demangled):
+            d = d.removeprefix("void ")
+            if ">(" in d:
+                names[d[:d.index(">(") + 1]] = m
+        wanted = {v.name_expression for v in group}
+        missing = wanted - set(names)
+        if missing:
+            raise SystemExit(f"{cubin}: no symbol for {sorted(missing)[:3]}")
+        manifest.append({"source": source.name, "tensor_cores": tensor_cores, "cubin": cubin.name,
+                         "symbols": {k: names[k] for k in sorted(wanted)}})
+        print(f"built {cubin.name}: {source.name}, {len(wanted)} instantiations", flush=True)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
+def load_cubins(cp, variants: list[Variant], directory: Path) -> list[Variant]:
+    """Attach functions from cubins built by build_cubins; variants without one are dropped (said so)."""
+    import json
+
+    symbols, modules = {}, {}
+    for group in json.loads((directory / "manifest.json").read_text()):
+        module = cp.RawModule(path=str(directory / group["cubin"]))
+        for expr, mangled in group["symbols"].items():
+            symbols[(group["source"], expr)] = (module, mangled)
+    loaded = []
+    for v in variants:
+        key = (v.entry["source_path"].name, v.name_expression)
+        if key not in symbols:
+            print(f"no cubin for {v.name_expression} ({key[0]}): skipped", flush=True)
+            continue
+        module, mangled = symbols[key]
+        v.function = module.get_function(mangled)
+        _, _, shared = v.geometry(4096, 4096, 4096)
+        if shared > STATIC_SHARED_LIMIT:
+            v.function.max_dynamic_shared_size_bytes = shared
+        loaded.append(v)
+    print(f"loaded {len(loaded)} instantiations from {directory}", flush=True)
+    return loaded
+
+
+def compile_all(cp, variants: list[Variant]) -> list[Variant]:
+    """Compile every variant; return those that compiled (a failing group is reported, not fatal).
+
+    The CUDA-core rungs are compiled with -DLADDER_CUDA_CORES_ONLY (no <mma.h> needed), the
+    tensor-core ones (gpu_only entries) with a toolkit include directory that has crt/mma.h."""
+    include = toolkit_include_with_wmma()
+    compiled = []
+    for (source, tensor_cores), group in groups_of(variants).items():
         t0 = time.perf_counter()
         names = sorted({v.name_expression for v in group})
-        module = cp.RawModule(code=source.read_text(), options=("-std=c++17",), name_expressions=names)
-        for v in group:
-            v.function = module.get_function(v.name_expression)
-            _, _, shared = v.geometry(4096, 4096, 4096)
-            if shared > STATIC_SHARED_LIMIT:
-                v.function.max_dynamic_shared_size_bytes = shared
-        print(f"compiled {source.name}: {len(names)} instantiations in {time.perf_counter() - t0:.1f} s",
-              flush=True)
+        options = ("-std=c++17",) + ((f"-I{include}",) if include else ()) if tensor_cores \
+            else ("-std=c++17", "-DLADDER_CUDA_CORES_ONLY")
+        what = f"{source.name} ({'tensor-core' if tensor_cores else 'CUDA-core'}, {len(names)} instantiations)"
+        try:
+            module = cp.RawModule(code=source.read_text(), options=options, name_expressions=names)
+            for v in group:
+                v.function = module.get_function(v.name_expression)
+                _, _, shared = v.geometry(4096, 4096, 4096)
+                if shared > STATIC_SHARED_LIMIT:
+                    v.function.max_dynamic_shared_size_bytes = shared
+        except Exception as exc:
+            lines = [line for line in str(exc).splitlines() if "error" in line][:3] or str(exc).splitlines()[:3]
+            print(f"NOT COMPILED {what} with {options}: " + " | ".join(lines), flush=True)
+            continue
+        compiled += group
+        print(f"compiled {what} in {time.perf_counter() - t0:.1f} s (options {' '.join(options)})", flush=True)
+    return compiled
 
 
 # -- operands ----------------------------------------------------------------------------------
@@ -383,9 +492,16 @@ def main(argv=None) -> int:
     parser.add_argument("--small", action="store_true", help=f"check shapes {SMALL_SHAPES} only")
     parser.add_argument("--profile", action="store_true",
                         help="only launch each selected correct variant once at SIZE^3 (for ncu)")
+    parser.add_argument("--build-cubins", type=Path, metavar="DIR",
+                        help="compile every selected variant with nvcc into DIR and stop (no GPU needed)")
+    parser.add_argument("--cubins", type=Path, metavar="DIR", help="load the cubins of --build-cubins DIR")
     parser.add_argument("--plain", action="store_true",
                         help="no guard bands and no memory pool (for compute-sanitizer memcheck)")
     args = parser.parse_args(argv)
+
+    if args.build_cubins:
+        build_cubins(load_variants(args.catalog, args.only), args.build_cubins)
+        return 0
 
     import cupy as cp
 
@@ -400,7 +516,7 @@ def main(argv=None) -> int:
     variants = load_variants(args.catalog, args.only)
     if args.twins:
         variants = [v for v in variants if not v.correct]
-    compile_all(cp, variants)
+    variants = load_cubins(cp, variants, args.cubins) if args.cubins else compile_all(cp, variants)
     if args.profile:
         for v in variants:
             if v.correct and v.dtype != "float64" and v.supports(args.size, args.size, args.size):
@@ -412,27 +528,39 @@ def main(argv=None) -> int:
     shapes = SMALL_SHAPES if args.small else CHECK_SHAPES
     guard = 0 if args.plain else GUARD
 
-    print("\n== checks (float64 reference, alpha/beta (1, 0) and (2, -1), guard bands) ==", flush=True)
+    def run_checks(selected, title: str) -> int:
+        """Check each variant; the number of verdicts against the catalog's expectation (-1: a launch
+        failed, the CUDA context may be unusable)."""
+        print(f"\n== {title}: float64 reference, alpha/beta (1, 0) and (2, -1), guard bands ==", flush=True)
+        bad = 0
+        for v in selected:
+            out = check(cp, v, shapes, guard)
+            verdict = "clean" if out.clean() else ("FAIL" if v.correct else "caught")
+            if v.correct and not out.clean():
+                bad += 1
+            if not v.correct and out.clean():
+                bad += 1
+                verdict = "NOT CAUGHT"
+            print(f"{verdict:10s} {v.name:44s} {v.config:24s} {v.dtype:9s} expect {v.entry['expect']}: "
+                  f"{out.describe()}", flush=True)
+            if out.failure:
+                print("a launch failed; the CUDA context may be unusable: stopping", flush=True)
+                return -1
+        return bad
+
+    # References first and timed before the twins run: a faulting twin cannot spoil them.
+    failures = run_checks([v for v in variants if v.correct], "checks of the rungs")
+    if failures < 0:
+        return 2
+    if not (args.twins or args.no_timing):
+        failures += time_all(cp, args, variants)
+    twins = run_checks([v for v in variants if not v.correct], "broken twins (each must be caught)")
+    return 2 if twins < 0 else (1 if failures + twins else 0)
+
+
+def time_all(cp, args, variants) -> int:
+    """Time every correct variant against cuBLAS and print the table; the number of failures."""
     failures = 0
-    outcomes = {}
-    for v in variants:
-        out = check(cp, v, shapes, guard)
-        outcomes[id(v)] = out
-        verdict = "clean" if out.clean() else ("FAIL" if v.correct else "caught")
-        if v.correct and not out.clean():
-            failures += 1
-        if not v.correct and out.clean():
-            failures += 1
-            verdict = "NOT CAUGHT"
-        print(f"{verdict:10s} {v.name:44s} {v.config:24s} {v.dtype:9s} expect {v.entry['expect']}: "
-              f"{out.describe()}", flush=True)
-        if out.failure:
-            print("a launch failed; the CUDA context may be unusable: stopping", flush=True)
-            return 2
-
-    if args.twins or args.no_timing:
-        return 1 if failures else 0
-
     print(f"\n== timing at {args.size}^3 (alpha 1, beta 0; median of {args.repeat} after {args.warmup} warm-up;"
           f" CUDA events) ==", flush=True)
     flops = 2.0 * args.size**3
@@ -474,7 +602,7 @@ def main(argv=None) -> int:
         target = 90 if kind == "float32" else 70
         print(f"best {kind}: {what}: {percent:.1f}% of cuBLAS (target {target}%: "
               f"{'met' if percent >= target else 'missed'})")
-    return 1 if failures else 0
+    return failures
 
 
 if __name__ == "__main__":
