@@ -9,7 +9,7 @@
 //   broken_double_buffer_no_barrier      rung 4 without its one barrier per tile      shared_memory_race
 //   broken_vector_load_padded_pitch      rung 3, A read with a row pitch rounded up to 4  out_of_bounds_read
 //   broken_register_tile_unguarded_store rung 2 without the edge guard on its store  out_of_bounds_write
-//   broken_async_consumed_before_wait    rung 7 waiting for one cp.async group too few  wrong_values (GPU only)
+//   broken_async_consumed_before_wait    rung 7 reading the stage just issued, not waited  wrong_values (GPU only)
 //   broken_wmma_fragment_layout          rung 6 with B's fragments read column-major  wrong_values (GPU only)
 
 #include <cuda_fp16.h>
@@ -456,11 +456,12 @@ broken_wmma_fragment_layout(int M, int N, int K, float alpha, const T *A, const 
 }
 
 // ---------------------------------------------------------------------------------------
-// Twin of rung 7 (gemm_wmma_async): consumes a stage before its cp.async group has landed.
+// Twin of rung 7 (gemm_wmma_async): consumes a stage before its cp.async group is waited for.
 // Launch: block 32 * (BM / WM) * (BN / WN), dynamic shared
 // STAGES * (BM * (BK + 8) + BK * (BN + 8)) * sizeof(T) bytes. Claims K % 8 == 0, N % 8 == 0.
-// Tile t is read while its copy may still be in flight (stale or uninitialized shared
-// memory): caught as wrong_values (values also differ from launch to launch).
+// (A first version waited for one group too few, cp_async_wait<STAGES - 1>: on the H200 it
+// gave correct results on small shapes, the copies landing in time: not a usable control.)
+// Caught as wrong_values.
 // ---------------------------------------------------------------------------------------
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES>
 __global__ void __launch_bounds__(32 * (BM / WM) * (BN / WN))
@@ -519,15 +520,17 @@ broken_async_consumed_before_wait(int M, int N, int K, float alpha, const T *A, 
     }
     for (int t = 0; t < tiles; ++t)
     {
-        // FLAW: waits until at most STAGES - 1 groups are pending, one too many: the newest
-        // of them is tile t's own group, so tile t is consumed before its copy is known to
-        // have landed (the correct wait is cp_async_wait<STAGES - 2>()).
-        cp_async_wait<STAGES - 1>();
+        cp_async_wait<STAGES - 2>();
         __syncthreads();
         if (t + STAGES - 1 < tiles)
             issue(t + STAGES - 1);
         cp_async_commit();
-        const T *As = smem + (t % STAGES) * STAGE, *Bs = As + BM * LDA;
+        // FLAW: the math reads the stage the copy above was just issued into (the write stage,
+        // (t + STAGES - 1) % STAGES) instead of tile t's stage (t % STAGES), which the wait
+        // guarantees: an asynchronous copy consumed before its wait. It reads bytes still in
+        // flight, or the tile from STAGES - 1 iterations ahead, or (past the last copy) a stale
+        // stage: wrong values whatever the timing.
+        const T *As = smem + ((t + STAGES - 1) % STAGES) * STAGE, *Bs = As + BM * LDA;
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16)
         {
