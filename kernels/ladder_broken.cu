@@ -9,7 +9,7 @@
 //   broken_double_buffer_no_barrier      rung 4 without its one barrier per tile      shared_memory_race
 //   broken_vector_load_padded_pitch      rung 3, A read with a row pitch rounded up to 4  out_of_bounds_read
 //   broken_register_tile_unguarded_store rung 2 without the edge guard on its store  out_of_bounds_write
-//   broken_async_consumed_before_wait    rung 7 reading the stage just issued, not waited  wrong_values (GPU only)
+//   broken_async_consumed_before_wait    rung 7 reading the stage just issued, not waited  shared_memory_race (GPU only)
 //   broken_wmma_fragment_layout          rung 6 with B's fragments read column-major  wrong_values (GPU only)
 
 #include <cuda_fp16.h>
@@ -461,7 +461,8 @@ broken_wmma_fragment_layout(int M, int N, int K, float alpha, const T *A, const 
 // STAGES * (BM * (BK + 8) + BK * (BN + 8)) * sizeof(T) bytes. Claims K % 8 == 0, N % 8 == 0.
 // (A first version waited for one group too few, cp_async_wait<STAGES - 1>: on the H200 it
 // gave correct results on small shapes, the copies landing in time: not a usable control.)
-// Caught as wrong_values.
+// On the H200 the values are wrong and change from launch to launch (the copies race with the
+// reads): shared_memory_race, inferred from nondeterminism by the plain detectors.
 // ---------------------------------------------------------------------------------------
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES>
 __global__ void __launch_bounds__(32 * (BM / WM) * (BN / WN))
