@@ -2,7 +2,9 @@
 """Check and time the reference ladder (kernels/ladder_catalog.toml) on one GPU with CuPy.
 
 For every kernel, configuration and dtype of the catalog:
-- compile (NVRTC through cupy.RawModule, every instantiation of a source at once);
+- compile (NVRTC through cupy.RawModule, every instantiation of a source at once; the
+  tensor-core rungs need <mma.h>, found through the toolkit's include directory), or load
+  cubins built ahead of time with nvcc (--build-cubins here, --cubins on the GPU machine);
 - check against a float64 product: random inputs, aligned and ragged shapes within the
   kernel's shape claim, (alpha, beta) = (1, 0) with C poisoned (NaN) and (2, -1) with a C0;
   operands between guard bands, so unwritten elements, writes outside C and (in a second
@@ -17,6 +19,8 @@ Prints a table (rung, config, dtype, ms, TFLOP/s, % of cuBLAS) and the twins' fi
     python3 scripts/ladder_bench.py                      # everything
     python3 scripts/ladder_bench.py --only warptiled     # entries whose name contains it
     python3 scripts/ladder_bench.py --twins --plain --small   # for compute-sanitizer runs
+    python3 scripts/ladder_bench.py --build-cubins DIR   # nvcc, no GPU; then on the GPU:
+    python3 scripts/ladder_bench.py --cubins DIR --small
 
 Standalone: needs only CuPy and numpy. It evaluates the catalog's grid / block / shared_bytes /
 shapes expressions with a small AST evaluator of its own (integers, names, + - * / // %,
