@@ -11,6 +11,8 @@
 //   3 sgemm_vectorized       128-bit loads and stores, A tile stored transposed in shared memory
 //   4 sgemm_double_buffered  two shared buffers: the next tile is fetched while this one is used
 //   5 sgemm_warptiled        block -> warp -> thread tiles (plus rung 4's double buffer)
+//   5b sgemm_warptiled_occ   rung 5 with an occupancy bound (launch bounds), one or two shared buffers,
+//                            unguarded 128-bit loads on interior tiles
 //   6 gemm_wmma              float16 / bfloat16 on tensor cores (WMMA), float32 accumulate
 //   7 gemm_wmma_async        rung 6 fed by a multi-stage cp.async pipeline, dynamic shared memory
 // Launch (all rungs): 1-D blocks, grid (ceil(N / BN), ceil(M / BM)). Threads per block and
@@ -545,6 +547,182 @@ sgemm_warptiled(int M, int N, int K, float alpha, const float *A, const float *B
         if (t + 1 < tiles)
             deposit(cur ^ 1);
         __syncthreads();   // WAR on buffer `cur`, RAW on buffer `cur ^ 1`, as in rung 4
+    }
+
+#pragma unroll
+    for (int wm = 0; wm < WMITER; ++wm)
+#pragma unroll
+        for (int m = 0; m < TM; ++m)
+        {
+            const int row = row0 + warpRow * WM + wm * WSUBM + laneRow * TM + m;
+#pragma unroll
+            for (int wn = 0; wn < WNITER; ++wn)
+#pragma unroll
+                for (int n = 0; n < TN; n += 4)
+                {
+                    const int col = col0 + warpCol * WN + wn * WSUBN + laneCol * TN + n;
+                    const float *a = &acc[wm * TM + m][wn * TN + n];
+                    store4(C, M, N, row, col, vecC, ladder_float4{a[0], a[1], a[2], a[3]}, alpha, beta);
+                }
+        }
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Rung 5b: rung 5 tuned for occupancy. Three changes, each a template parameter or
+// uniform branch, the geometry and fallback edges unchanged:
+//  - __launch_bounds__(THREADS, MINBLOCKS): ptxas keeps registers low enough for MINBLOCKS
+//    blocks per SM, so one block's barrier and deposit overlap another block's math;
+//  - BUFS = 2: rung 5's double buffer (one barrier per tile); BUFS = 1: one shared buffer,
+//    the next tile prefetched into registers during the math, deposited between a barrier
+//    pair (half the shared memory);
+//  - tiles wholly inside A or B (and vector-aligned) are fetched with plain 128-bit loads;
+//    edge tiles take rung 3's guarded, zero-filled load4.
+// With TM = TN = 4 the lanes of a warp read 8 and 4 neighbouring float4 groups of A and B
+// per k: no shared bank conflicts. No warp-level primitives.
+// Launch: grid (ceil(N / BN), ceil(M / BM)), block THREADS,
+// static shared BUFS * (BM + BN) * BK * 4 bytes. Every shape.
+// ---------------------------------------------------------------------------------------
+template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int THREADS, int MINBLOCKS, int BUFS>
+__global__ void __launch_bounds__(THREADS, MINBLOCKS)
+sgemm_warptiled_occ(int M, int N, int K, float alpha, const float *A, const float *B, float beta, float *C)
+{
+    constexpr int WARP = 32;
+    static_assert(BUFS == 1 || BUFS == 2, "one or two shared buffers");
+    static_assert((BM / WM) * (BN / WN) * WARP == THREADS, "one warp per WM x WN warp tile");
+    constexpr int WMITER = (WM * WN) / (WARP * TM * TN * WNITER);
+    static_assert(WMITER >= 1 && WMITER * WARP * TM * TN * WNITER == WM * WN, "warp tile must split evenly");
+    constexpr int WSUBM = WM / WMITER, WSUBN = WN / WNITER;
+    static_assert(WSUBN % TN == 0 && (WSUBM / TM) * (WSUBN / TN) == WARP, "a warp's 32 lanes cover a sub-tile");
+    static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0 && BN % 4 == 0 && BM % 4 == 0,
+                  "TM, TN, BK, BM, BN must be multiples of 4 (float4 groups)");
+    static_assert((BM * BK / 4) % THREADS == 0 && (BK * BN / 4) % THREADS == 0,
+                  "every thread loads the same number of float4 groups of A and of B");
+    static_assert(BUFS * (BM + BN) * BK * 4 <= 48 * 1024, "static shared memory over 48 KB");
+    constexpr int LOADS_A = BM * BK / 4 / THREADS, LOADS_B = BK * BN / 4 / THREADS;
+    alignas(16) __shared__ float As[BUFS][BK][BM];
+    alignas(16) __shared__ float Bs[BUFS][BK][BN];
+
+    const int tid = threadIdx.x;
+    const int warp = tid / WARP, lane = tid % WARP;
+    const int warpRow = warp / (BN / WN), warpCol = warp % (BN / WN);
+    const int laneRow = lane / (WSUBN / TN), laneCol = lane % (WSUBN / TN);
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const bool vecA = K % 4 == 0 && aligned16(A);
+    const bool vecB = N % 4 == 0 && aligned16(B);
+    const bool vecC = N % 4 == 0 && aligned16(C);
+    // Block-uniform: this block's rows of A and columns of B are all inside and vector-aligned.
+    const bool innerA = vecA && row0 + BM <= M;
+    const bool innerB = vecB && col0 + BN <= N;
+
+    ladder_float4 nextA[LOADS_A], nextB[LOADS_B];
+    auto fetch = [&](int k0) {
+        const bool wholeK = k0 + BK <= K;
+        if (innerA && wholeK)
+        {
+#pragma unroll
+            for (int l = 0; l < LOADS_A; ++l)
+            {
+                int i = tid + l * THREADS, r = i / (BK / 4), c = (i % (BK / 4)) * 4;
+                nextA[l] = *reinterpret_cast<const ladder_float4 *>(A + (row0 + r) * K + k0 + c);
+            }
+        }
+        else
+        {
+#pragma unroll
+            for (int l = 0; l < LOADS_A; ++l)
+            {
+                int i = tid + l * THREADS, r = i / (BK / 4), c = (i % (BK / 4)) * 4;
+                nextA[l] = load4(A, M, K, row0 + r, k0 + c, vecA);
+            }
+        }
+        if (innerB && wholeK)
+        {
+#pragma unroll
+            for (int l = 0; l < LOADS_B; ++l)
+            {
+                int i = tid + l * THREADS, r = i / (BN / 4), c = (i % (BN / 4)) * 4;
+                nextB[l] = *reinterpret_cast<const ladder_float4 *>(B + (k0 + r) * N + col0 + c);
+            }
+        }
+        else
+        {
+#pragma unroll
+            for (int l = 0; l < LOADS_B; ++l)
+            {
+                int i = tid + l * THREADS, r = i / (BN / 4), c = (i % (BN / 4)) * 4;
+                nextB[l] = load4(B, K, N, k0 + r, col0 + c, vecB);
+            }
+        }
+    };
+    auto deposit = [&](int buf) {
+#pragma unroll
+        for (int l = 0; l < LOADS_A; ++l)
+        {
+            int i = tid + l * THREADS, r = i / (BK / 4), c = (i % (BK / 4)) * 4;
+            As[buf][c + 0][r] = nextA[l].x;
+            As[buf][c + 1][r] = nextA[l].y;
+            As[buf][c + 2][r] = nextA[l].z;
+            As[buf][c + 3][r] = nextA[l].w;
+        }
+#pragma unroll
+        for (int l = 0; l < LOADS_B; ++l)
+        {
+            int i = tid + l * THREADS, r = i / (BN / 4), c = (i % (BN / 4)) * 4;
+            *reinterpret_cast<ladder_float4 *>(&Bs[buf][r][c]) = nextB[l];
+        }
+    };
+
+    float acc[WMITER * TM][WNITER * TN] = {};
+    float regM[WMITER * TM], regN[WNITER * TN];
+    const int tiles = (K + BK - 1) / BK;
+    if (tiles > 0)
+    {
+        fetch(0);
+        deposit(0);
+    }
+    __syncthreads();
+    for (int t = 0; t < tiles; ++t)
+    {
+        const int cur = BUFS == 2 ? (t & 1) : 0;
+        if (t + 1 < tiles)
+            fetch((t + 1) * BK);
+#pragma unroll
+        for (int k = 0; k < BK; ++k)
+        {
+#pragma unroll
+            for (int wm = 0; wm < WMITER; ++wm)
+#pragma unroll
+                for (int m = 0; m < TM; m += 4)
+                {
+                    ladder_float4 v = *reinterpret_cast<const ladder_float4 *>(
+                        &As[cur][k][warpRow * WM + wm * WSUBM + laneRow * TM + m]);
+                    float *d = &regM[wm * TM + m];
+                    d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+                }
+#pragma unroll
+            for (int wn = 0; wn < WNITER; ++wn)
+#pragma unroll
+                for (int n = 0; n < TN; n += 4)
+                {
+                    ladder_float4 v = *reinterpret_cast<const ladder_float4 *>(
+                        &Bs[cur][k][warpCol * WN + wn * WSUBN + laneCol * TN + n]);
+                    float *d = &regN[wn * TN + n];
+                    d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+                }
+#pragma unroll
+            for (int m = 0; m < WMITER * TM; ++m)
+#pragma unroll
+                for (int n = 0; n < WNITER * TN; ++n)
+                    acc[m][n] += regM[m] * regN[n];
+        }
+        if (t + 1 < tiles)   // block-uniform
+        {
+            if (BUFS == 1)
+                __syncthreads();   // WAR: everyone is done reading the one buffer
+            deposit(BUFS == 2 ? cur ^ 1 : 0);
+        }
+        __syncthreads();   // RAW on the buffer just deposited (and, BUFS == 2, WAR on `cur`)
     }
 
 #pragma unroll
