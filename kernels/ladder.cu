@@ -577,18 +577,26 @@ sgemm_warptiled(int M, int N, int K, float alpha, const float *A, const float *B
 //    the next tile prefetched into registers during the math, deposited between a barrier
 //    pair (half the shared memory);
 //  - tiles wholly inside A or B (and vector-aligned) are fetched with plain 128-bit loads;
-//    edge tiles take rung 3's guarded, zero-filled load4.
+//    edge tiles take rung 3's guarded, zero-filled load4;
+//  - APAD pads each k-row of the transposed A tile by APAD floats (0 or 4, keeping float4
+//    alignment): the four scalar stores that transpose a float4 of A hit fewer banks twice
+//    (BK = 8: none; BK = 16: 2-way instead of 4-way);
+//  - EARLY (BUFS = 2 only): the next tile is deposited before the last k step's products
+//    rather than after them, so its shared stores overlap those products.
 // With TM = TN = 4 the lanes of a warp read 8 and 4 neighbouring float4 groups of A and B
 // per k: no shared bank conflicts. No warp-level primitives.
 // Launch: grid (ceil(N / BN), ceil(M / BM)), block THREADS,
-// static shared BUFS * (BM + BN) * BK * 4 bytes. Every shape.
+// static shared BUFS * (BM + APAD + BN) * BK * 4 bytes. Every shape.
 // ---------------------------------------------------------------------------------------
-template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int THREADS, int MINBLOCKS, int BUFS>
+template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, int THREADS, int MINBLOCKS, int BUFS,
+          int APAD, int EARLY>
 __global__ void __launch_bounds__(THREADS, MINBLOCKS)
 sgemm_warptiled_occ(int M, int N, int K, float alpha, const float *A, const float *B, float beta, float *C)
 {
     constexpr int WARP = 32;
     static_assert(BUFS == 1 || BUFS == 2, "one or two shared buffers");
+    static_assert(APAD % 4 == 0 && APAD >= 0, "the padding keeps the A tile's rows 16-byte aligned");
+    static_assert(EARLY == 0 || BUFS == 2, "an early deposit needs a second buffer");
     static_assert((BM / WM) * (BN / WN) * WARP == THREADS, "one warp per WM x WN warp tile");
     constexpr int WMITER = (WM * WN) / (WARP * TM * TN * WNITER);
     static_assert(WMITER >= 1 && WMITER * WARP * TM * TN * WNITER == WM * WN, "warp tile must split evenly");
@@ -598,9 +606,9 @@ sgemm_warptiled_occ(int M, int N, int K, float alpha, const float *A, const floa
                   "TM, TN, BK, BM, BN must be multiples of 4 (float4 groups)");
     static_assert((BM * BK / 4) % THREADS == 0 && (BK * BN / 4) % THREADS == 0,
                   "every thread loads the same number of float4 groups of A and of B");
-    static_assert(BUFS * (BM + BN) * BK * 4 <= 48 * 1024, "static shared memory over 48 KB");
+    static_assert(BUFS * (BM + APAD + BN) * BK * 4 <= 48 * 1024, "static shared memory over 48 KB");
     constexpr int LOADS_A = BM * BK / 4 / THREADS, LOADS_B = BK * BN / 4 / THREADS;
-    alignas(16) __shared__ float As[BUFS][BK][BM];
+    alignas(16) __shared__ float As[BUFS][BK][BM + APAD];
     alignas(16) __shared__ float Bs[BUFS][BK][BN];
 
     const int tid = threadIdx.x;
@@ -710,13 +718,17 @@ sgemm_warptiled_occ(int M, int N, int K, float alpha, const float *A, const floa
                     float *d = &regN[wn * TN + n];
                     d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
                 }
+            // Buffer cur ^ 1 is free since the last barrier: its deposit may go before the
+            // last products of this tile (block-uniform condition, k known at compile time).
+            if (EARLY && k == BK - 1 && t + 1 < tiles)
+                deposit(cur ^ 1);
 #pragma unroll
             for (int m = 0; m < WMITER * TM; ++m)
 #pragma unroll
                 for (int n = 0; n < WNITER * TN; ++n)
                     acc[m][n] += regM[m] * regN[n];
         }
-        if (t + 1 < tiles)   // block-uniform
+        if (!EARLY && t + 1 < tiles)   // block-uniform
         {
             if (BUFS == 1)
                 __syncthreads();   // WAR: everyone is done reading the one buffer
