@@ -584,7 +584,8 @@ sgemm_warptiled(int M, int N, int K, float alpha, const float *A, const float *B
 //  - EARLY (BUFS = 2 only): the next tile is deposited before the last k step's products
 //    rather than after them, so its shared stores overlap those products.
 // With TM = TN = 4 the lanes of a warp read 8 and 4 neighbouring float4 groups of A and B
-// per k: no shared bank conflicts. No warp-level primitives.
+// per k: no shared bank conflicts. No warp-level primitives. H200, 4096^3: fastest at one block
+// per SM; 128x256x16, warp 64x64, 4x4, BUFS 1, APAD 4 reaches 92.8% of cuBLAS SGEMM (catalog).
 // Launch: grid (ceil(N / BN), ceil(M / BM)), block THREADS,
 // static shared BUFS * (BM + APAD + BN) * BK * 4 bytes. Every shape.
 // ---------------------------------------------------------------------------------------
