@@ -1,0 +1,613 @@
+#!/usr/bin/env python3
+"""Check and time the reference ladder (kernels/ladder_catalog.toml) on one GPU with CuPy.
+
+For every kernel, configuration and dtype of the catalog:
+- compile (NVRTC through cupy.RawModule, every instantiation of a source at once; the
+  tensor-core rungs need <mma.h>, found through the toolkit's include directory), or load
+  cubins built ahead of time with nvcc (--build-cubins here, --cubins on the GPU machine);
+- check against a float64 product: random inputs, aligned and ragged shapes within the
+  kernel's shape claim, (alpha, beta) = (1, 0) with C poisoned (NaN) and (2, -1) with a C0;
+  operands between guard bands, so unwritten elements, writes outside C and (in a second
+  launch with NaN guards) reads outside A and B are counted;
+- for the correct rungs, time at SIZE^3 (default 4096) with CUDA events (median of many
+  launches after warm-up) against cuBLAS (cupy.matmul, same dtype, TF32 off), the kernel's
+  last timed output checked too;
+- for the broken twins, report what one launch shows (max error, unwritten elements, C guard
+  damage, reads outside A/B, launch-to-launch differences).
+Prints a table (rung, config, dtype, ms, TFLOP/s, % of cuBLAS) and the twins' findings.
+
+    python3 scripts/ladder_bench.py                      # everything
+    python3 scripts/ladder_bench.py --only warptiled     # entries whose name contains it
+    python3 scripts/ladder_bench.py --twins --plain --small   # for compute-sanitizer runs
+    python3 scripts/ladder_bench.py --build-cubins DIR   # nvcc, no GPU; then on the GPU:
+    python3 scripts/ladder_bench.py --cubins DIR --small
+
+Standalone: needs only CuPy and numpy. It evaluates the catalog's grid / block / shared_bytes /
+shapes expressions with a small AST evaluator of its own (integers, names, + - * / // %,
+ceil, floor, min, max, comparisons, and / or / not); inside gemmcheck, launch.plan does this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+import operator
+import statistics
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+CATALOG_CANDIDATES = (HERE.parent / "kernels" / "ladder_catalog.toml", HERE / "ladder_catalog.toml")
+# dtype -> (C element type, C scalar type of alpha / beta, unit roundoff of the storage type)
+C_TYPES = {
+    "float32": ("float", "float", 2.0**-24),
+    "float64": ("double", "double", 2.0**-53),
+    "float16": ("__half", "float", 2.0**-11),
+    "bfloat16": ("__nv_bfloat16", "float", 2.0**-8),
+}
+ACCUMULATOR_U = {"float32": 2.0**-24, "float64": 2.0**-53, "float16": 2.0**-24, "bfloat16": 2.0**-24}
+# Half the smallest subnormal of the storage type: the absolute rounding error near zero.
+SUBNORMAL_HALF = {"float32": 2.0**-150, "float64": 2.0**-1075, "float16": 2.0**-25, "bfloat16": 2.0**-134}
+CHECK_SHAPES = ((1, 1, 1), (64, 64, 64), (33, 17, 65), (129, 131, 77), (256, 256, 256), (100, 264, 40),
+                (300, 136, 520))
+SMALL_SHAPES = ((33, 17, 65), (100, 264, 40), (256, 256, 256))
+GUARD = 1 << 16          # elements of guard band on each side of every check operand
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+# -- the catalog's expressions -----------------------------------------------------------------
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: Fraction,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_CALLS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max}
+
+
+def evaluate(text: str, env: dict[str, int]):
+    """The value of a catalog expression over `env` (exact: a / b is a Fraction)."""
+
+    def walk(node):
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in env:
+                raise ValueError(f"expression {text!r}: unknown name {node.id!r}; known: {sorted(env)}")
+            return env[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return _BINARY[type(node.op)](walk(node.left), walk(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
+            value = walk(node.operand)
+            return -value if isinstance(node.op, ast.USub) else not value
+        if isinstance(node, ast.BoolOp):
+            values = [walk(v) for v in node.values]
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.Compare):
+            left = walk(node.left)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = walk(right_node)
+                if not _COMPARE[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS:
+            return _CALLS[node.func.id](*(walk(a) for a in node.args))
+        raise ValueError(f"expression {text!r}: {ast.dump(node)[:60]} is not allowed")
+
+    return walk(ast.parse(text, mode="eval"))
+
+
+def integer(text: str, env: dict[str, int]) -> int:
+    value = evaluate(text, env)
+    if Fraction(value).denominator != 1:
+        raise ValueError(f"expression {text!r} is {value} at {env}, not a whole number")
+    return int(value)
+
+
+# -- variants: one kernel entry at one configuration and dtype --------------------------------
+
+@dataclass
+class Variant:
+    entry: dict
+    config: str
+    params: dict[str, int]
+    dtype: str
+    function: object = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.entry["name"]
+
+    @property
+    def correct(self) -> bool:
+        return self.entry["expect"] == "correct"
+
+    @property
+    def name_expression(self) -> str:
+        template_args = self.entry["template_args"].format(T=C_TYPES[self.dtype][0], **self.params)
+        return f"{self.entry['entry']}<{template_args}>"
+
+    def geometry(self, M: int, N: int, K: int):
+        env = {**self.params, "M": M, "N": N, "K": K}
+        grid = tuple(integer(e, env) for e in self.entry["grid"]) + (1,) * (3 - len(self.entry["grid"]))
+        block = tuple(integer(e, env) for e in self.entry["block"]) + (1,) * (3 - len(self.entry["block"]))
+        return grid, block, integer(str(self.entry.get("shared_bytes", "0")), env)
+
+    def supports(self, M: int, N: int, K: int) -> bool:
+        shapes = self.entry.get("shapes", "any")
+        return shapes == "any" or bool(evaluate(shapes, {**self.params, "M": M, "N": N, "K": K}))
+
+
+def load_variants(catalog: Path, only: str | None) -> list[Variant]:
+    data = tomllib.loads(catalog.read_text())
+    variants = []
+    for entry in data["kernel"]:
+        if only and only not in entry["name"]:
+            continue
+        entry["source_path"] = catalog.parent / entry["source"]
+        for config in entry["configs"]:
+            params = {k: v for k, v in config.items() if k != "name"}
+            for dtype in entry["dtypes"]:
+                variants.append(Variant(entry, config.get("name", "default"), params, dtype))
+    return variants
+
+
+def toolkit_include_with_wmma() -> str | None:
+    """A CUDA include directory holding crt/mma.h (WMMA), which some NVRTC header sets lack."""
+    import glob
+    import os
+    import shutil
+
+    candidates = [os.environ.get(k) for k in ("CUDA_PATH", "CUDA_HOME")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(os.path.realpath(nvcc)).parent.parent))
+    candidates += ["/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    for root in filter(None, candidates):
+        for include in (Path(root) / "include", Path(root) / "targets" / "x86_64-linux" / "include"):
+            if (include / "crt" / "mma.h").is_file():
+                return str(include)
+    return None
+
+
+def groups_of(variants: list[Variant]) -> dict[tuple[Path, bool], list[Variant]]:
+    """Variants by (source, needs tensor cores): each group is compiled as one module."""
+    groups: dict[tuple[Path, bool], list[Variant]] = {}
+    for v in variants:
+        groups.setdefault((v.entry["source_path"], bool(v.entry.get("gpu_only"))), []).append(v)
+    return groups
+
+
+ROLE_TYPES = {"M": "int", "N": "int", "K": "int", "alpha": "{S}", "beta": "{S}", "A": "const {T} *",
+              "B": "const {T} *", "C": "{T} *"}
+
+
+def build_cubins(variants: list[Variant], out: Path, arch: str = "sm_90") -> None:
+    """Compile every group ahead of time with nvcc (-cubin) into `out`, with a manifest naming each
+    instantiation's symbol, so that a GPU run (--cubins) spends no time compiling."""
+    import json
+    import subprocess
+
+    out.mkdir(parents=True, exist_ok=True)
+    include = toolkit_include_with_wmma()
+    manifest = []
+    for index, ((source, tensor_cores), group) in enumerate(groups_of(variants).items()):
+        lines = [f'#include "{source.resolve()}"']
+        for expr in sorted({v.name_expression for v in group}):
+            v = next(x for x in group if x.name_expression == expr)
+            T, S, _ = C_TYPES[v.dtype]
+            params = ", ".join(ROLE_TYPES[r].format(T=T, S=S) for r in v.entry["args"])
+            lines.append(f"template __global__ void {expr}({params});")
+        unit = out / f"group{index}.cu"
+        unit.write_text("\n".join(lines) + "\n")
+        cubin = out / f"group{index}.cubin"
+        defines = [] if tensor_cores else ["-DLADDER_CUDA_CORES_ONLY"]
+        subprocess.run(["nvcc", "-std=c++17", f"-arch={arch}", "-cubin", *defines, "-o", str(cubin), str(unit)],
+                       check=True)
+        symbols = subprocess.run(["readelf", "-Ws", "--wide", str(cubin)], check=True, capture_output=True,
+                                 text=True).stdout.split()
+        mangled = [sym for sym in symbols if sym.startswith("_Z")]
+        demangled = subprocess.run(["c++filt"], input="\n".join(mangled), check=True, capture_output=True,
+                                   text=True).stdout.splitlines()
+        names = {}
+        for m, d in zip(mangled, demangled):
+            d = d.removeprefix("void ")
+            if ">(" in d:
+                names[d[:d.index(">(") + 1]] = m
+        wanted = {v.name_expression for v in group}
+        missing = wanted - set(names)
+        if missing:
+            raise SystemExit(f"{cubin}: no symbol for {sorted(missing)[:3]}")
+        manifest.append({"source": source.name, "tensor_cores": tensor_cores, "cubin": cubin.name,
+                         "symbols": {k: names[k] for k in sorted(wanted)}})
+        print(f"built {cubin.name}: {source.name}, {len(wanted)} instantiations", flush=True)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
+def load_cubins(cp, variants: list[Variant], directory: Path) -> list[Variant]:
+    """Attach functions from cubins built by build_cubins; variants without one are dropped (said so)."""
+    import json
+
+    symbols, modules = {}, {}
+    for group in json.loads((directory / "manifest.json").read_text()):
+        module = cp.RawModule(path=str(directory / group["cubin"]))
+        for expr, mangled in group["symbols"].items():
+            symbols[(group["source"], expr)] = (module, mangled)
+    loaded = []
+    for v in variants:
+        key = (v.entry["source_path"].name, v.name_expression)
+        if key not in symbols:
+            print(f"no cubin for {v.name_expression} ({key[0]}): skipped", flush=True)
+            continue
+        module, mangled = symbols[key]
+        v.function = module.get_function(mangled)
+        _, _, shared = v.geometry(4096, 4096, 4096)
+        if shared > STATIC_SHARED_LIMIT:
+            v.function.max_dynamic_shared_size_bytes = shared
+        loaded.append(v)
+    print(f"loaded {len(loaded)} instantiations from {directory}", flush=True)
+    return loaded
+
+
+def compile_all(cp, variants: list[Variant]) -> list[Variant]:
+    """Compile every variant; return those that compiled (a failing group is reported, not fatal).
+
+    The CUDA-core rungs are compiled with -DLADDER_CUDA_CORES_ONLY (no <mma.h> needed), the
+    tensor-core ones (gpu_only entries) with a toolkit include directory that has crt/mma.h."""
+    include = toolkit_include_with_wmma()
+    compiled = []
+    for (source, tensor_cores), group in groups_of(variants).items():
+        t0 = time.perf_counter()
+        names = sorted({v.name_expression for v in group})
+        options = ("-std=c++17",) + ((f"-I{include}",) if include else ()) if tensor_cores \
+            else ("-std=c++17", "-DLADDER_CUDA_CORES_ONLY")
+        what = f"{source.name} ({'tensor-core' if tensor_cores else 'CUDA-core'}, {len(names)} instantiations)"
+        try:
+            module = cp.RawModule(code=source.read_text(), options=options, name_expressions=names)
+            for v in group:
+                v.function = module.get_function(v.name_expression)
+                _, _, shared = v.geometry(4096, 4096, 4096)
+                if shared > STATIC_SHARED_LIMIT:
+                    v.function.max_dynamic_shared_size_bytes = shared
+        except Exception as exc:
+            lines = [line for line in str(exc).splitlines() if "error" in line][:3] or str(exc).splitlines()[:3]
+            print(f"NOT COMPILED {what} with {options}: " + " | ".join(lines), flush=True)
+            continue
+        compiled += group
+        print(f"compiled {what} in {time.perf_counter() - t0:.1f} s (options {' '.join(options)})", flush=True)
+    return compiled
+
+
+# -- operands ----------------------------------------------------------------------------------
+
+def to_bfloat16_bits(xp, values):
+    """float32 values -> bfloat16 bits (round to nearest even), on numpy or cupy arrays."""
+    u = xp.ascontiguousarray(values, dtype=xp.float32).view(xp.uint32)
+    return ((u + (((u >> 16) & 1) + 0x7FFF)) >> 16).astype(xp.uint16)
+
+
+def from_bfloat16_bits(xp, bits):
+    return (bits.astype(xp.uint32) << 16).view(xp.float32)
+
+
+def storage(xp, dtype: str, values):
+    """Values (float64) rounded to `dtype`, as the array the kernel reads (bfloat16: uint16 bits)."""
+    if dtype == "bfloat16":
+        return to_bfloat16_bits(xp, values.astype(xp.float32))
+    return values.astype(getattr(xp, dtype))
+
+
+def as_float64(xp, dtype: str, array):
+    if dtype == "bfloat16":
+        return from_bfloat16_bits(xp, array).astype(xp.float64)
+    return array.astype(xp.float64)
+
+
+def scalar(dtype: str, value: float):
+    return np.float64(value) if C_TYPES[dtype][1] == "double" else np.float32(value)
+
+
+def launch(v: Variant, M: int, N: int, K: int, alpha, beta, A, B, C) -> None:
+    grid, block, shared = v.geometry(M, N, K)
+    v.function(grid, block, (np.int32(M), np.int32(N), np.int32(K), scalar(v.dtype, alpha), A, B,
+                             scalar(v.dtype, beta), C), shared_mem=shared)
+
+
+class Guarded:
+    """A matrix in the middle of one allocation, between `guard` elements of `fill` on each side."""
+
+    def __init__(self, cp, dtype: str, values: np.ndarray, guard: int, fill: float):
+        host = storage(np, dtype, values.reshape(-1))
+        fill_bits = storage(np, dtype, np.array([fill]))
+        flat = np.concatenate([np.repeat(fill_bits, guard), host, np.repeat(fill_bits, guard)])
+        self.device = cp.asarray(flat)
+        self.guard, self.size, self.dtype = guard, host.size, dtype
+        self.view = self.device[guard:guard + host.size]
+        self.fill_bits = fill_bits
+
+    def values(self, cp):
+        return cp.asnumpy(as_float64(cp, self.dtype, self.view))
+
+    def guard_damage(self, cp) -> int:
+        flat = cp.asnumpy(self.device)
+        g, f = self.guard, self.fill_bits.view(np.uint8)
+        bands = np.concatenate([flat[:g], flat[g + self.size:]])
+        return int(np.count_nonzero(bands.view(np.uint8).reshape(len(bands), -1) != f))
+
+
+@dataclass
+class Outcome:
+    max_error: float = 0.0
+    worst_ratio: float = 0.0        # error / bound
+    unwritten: int = 0
+    guard_damage: int = 0
+    outside_reads: int = 0
+    nondeterministic: int = 0
+    failure: str = ""
+
+    def clean(self) -> bool:
+        return not (self.failure or self.worst_ratio > 1 or self.unwritten or self.guard_damage
+                    or self.outside_reads or self.nondeterministic)
+
+    def describe(self) -> str:
+        if self.failure:
+            return self.failure
+        return (f"max err {self.max_error:.3g} (x{self.worst_ratio:.2g} of bound), unwritten {self.unwritten}, "
+                f"C guard damage {self.guard_damage}, reads outside A/B {self.outside_reads}, "
+                f"differs on repeat {self.nondeterministic}")
+
+
+def check_one(cp, v: Variant, M: int, N: int, K: int, alpha: float, beta: float, seed: int, guard: int,
+              out: Outcome) -> None:
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((M, K))
+    B = rng.standard_normal((K, N))
+    C0 = rng.standard_normal((M, N))
+    # The reference uses the inputs as the kernel sees them (rounded to the dtype).
+    Ar, Br, C0r = (as_float64(np, v.dtype, storage(np, v.dtype, x)) for x in (A, B, C0))
+    ref = alpha * (Ar @ Br) + beta * C0r
+    u_out, u_acc = C_TYPES[v.dtype][2], ACCUMULATOR_U[v.dtype]
+    # Higham-type bound on the accumulation (tensor cores may truncate: 2x), plus the rounding
+    # of the output to its type (relative, or absolute in the subnormal range).
+    accumulation = 2 * (K + 2) * u_acc * (abs(alpha) * (np.abs(Ar) @ np.abs(Br)) + abs(beta) * np.abs(C0r))
+    bound = accumulation + u_out * (np.abs(ref) + accumulation) + SUBNORMAL_HALF[v.dtype] + 1e-300
+    dA = Guarded(cp, v.dtype, Ar, guard, 0.0)
+    dB = Guarded(cp, v.dtype, Br, guard, 0.0)
+    dC = Guarded(cp, v.dtype, C0r if beta else np.full((M, N), np.nan), guard, np.nan)
+    launch(v, M, N, K, alpha, beta, dA.view, dB.view, dC.view)
+    cp.cuda.Device().synchronize()
+    got = dC.values(cp).reshape(M, N)
+    first_bits = cp.asnumpy(dC.device).view(np.uint8).copy()   # bits: NaN != NaN as floats
+    nan = np.isnan(got)
+    out.unwritten += int(np.count_nonzero(nan)) if beta == 0 else 0
+    err = np.where(nan, np.inf, np.abs(got - ref))
+    if err.size:
+        out.max_error = max(out.max_error, float(err.max()))
+        out.worst_ratio = max(out.worst_ratio, float((err / bound).max()))
+    out.guard_damage += dC.guard_damage(cp)
+    # Repeat on the same inputs: a correct kernel gives the same bits.
+    dC2 = Guarded(cp, v.dtype, C0r if beta else np.full((M, N), np.nan), guard, np.nan)
+    launch(v, M, N, K, alpha, beta, dA.view, dB.view, dC2.view)
+    cp.cuda.Device().synchronize()
+    second_bits = cp.asnumpy(dC2.device).view(np.uint8)
+    out.nondeterministic += int(np.count_nonzero((second_bits != first_bits).reshape(len(dC2.device), -1).any(1)))
+    if guard:
+        # NaN guard bands around A and B: new NaNs in C come from reads outside A or B.
+        nA = Guarded(cp, v.dtype, Ar, guard, np.nan)
+        nB = Guarded(cp, v.dtype, Br, guard, np.nan)
+        dC3 = Guarded(cp, v.dtype, C0r if beta else np.zeros((M, N)), guard, np.nan)
+        launch(v, M, N, K, alpha, beta, nA.view, nB.view, dC3.view)
+        cp.cuda.Device().synchronize()
+        out.outside_reads += int(np.count_nonzero(np.isnan(dC3.values(cp)) & ~nan.reshape(-1)))
+
+
+def check(cp, v: Variant, shapes, guard: int) -> Outcome:
+    out = Outcome()
+    try:
+        for i, (M, N, K) in enumerate(shapes):
+            if not v.supports(M, N, K):
+                continue
+            for alpha, beta in ((1.0, 0.0), (2.0, -1.0)):
+                check_one(cp, v, M, N, K, alpha, beta, seed=1000 + i, guard=guard, out=out)
+    except Exception as exc:  # a faulting twin poisons the context: report and stop there
+        out.failure = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    return out
+
+
+# -- timing ------------------------------------------------------------------------------------
+
+def random_operands(cp, dtype: str, size: int, seed: int):
+    g = cp.random.default_rng(seed)
+    A = g.standard_normal((size, size), dtype=cp.float32)
+    B = g.standard_normal((size, size), dtype=cp.float32)
+    if dtype == "bfloat16":
+        return to_bfloat16_bits(cp, A), to_bfloat16_bits(cp, B), cp.zeros((size, size), cp.uint16)
+    return A.astype(dtype), B.astype(dtype), cp.zeros((size, size), dtype)
+
+
+def gpu_times(cp, fn, repeat: int, warmup: int) -> list[float]:
+    """Per-launch device times in ms (CUDA events around each launch), after warm-up."""
+    for _ in range(warmup):
+        fn()
+    starts = [cp.cuda.Event() for _ in range(repeat)]
+    ends = [cp.cuda.Event() for _ in range(repeat)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    ends[-1].synchronize()
+    return [cp.cuda.get_elapsed_time(s, e) for s, e in zip(starts, ends)]
+
+
+def cublas_ms(cp, dtype: str, size: int, repeat: int, warmup: int):
+    """Median ms of cupy.matmul on the same dtype and shape, float32 with TF32 off; None if not offered."""
+    from cupy._core import _routines_linalg as linalg
+
+    if dtype == "bfloat16":
+        return None   # numpy / CuPy have no bfloat16 matmul; compared with the float16 ceiling
+    A, B, C = random_operands(cp, dtype, size, seed=7)
+    f32 = np.dtype(np.float32)
+    previous = linalg.get_compute_type(f32)
+    linalg.set_compute_type(f32, linalg.COMPUTE_TYPE_DEFAULT)   # full FP32: no TF32 tensor cores
+    try:
+        return statistics.median(gpu_times(cp, lambda: cp.matmul(A, B, out=C), repeat, warmup))
+    finally:
+        linalg.set_compute_type(f32, previous)
+
+
+def time_variant(cp, v: Variant, size: int, repeat: int, warmup: int):
+    """(median ms, spread %, ratio error/bound of the last timed output)."""
+    A, B, C = random_operands(cp, v.dtype, size, seed=11)
+    times = gpu_times(cp, lambda: launch(v, size, size, size, 1.0, 0.0, A, B, C), repeat, warmup)
+    cp.cuda.Device().synchronize()
+    # The last timed launch's output against a float64 product (on the device).
+    Af, Bf, Cf = (as_float64(cp, v.dtype, x) for x in (A, B, C))
+    ref = Af @ Bf
+    accumulation = 2 * (size + 2) * ACCUMULATOR_U[v.dtype] * (cp.abs(Af) @ cp.abs(Bf))
+    bound = accumulation + C_TYPES[v.dtype][2] * (cp.abs(ref) + accumulation) + SUBNORMAL_HALF[v.dtype] + 1e-300
+    ratio = float(cp.nan_to_num(cp.abs(Cf - ref) / bound, nan=float("inf")).max())
+    median = statistics.median(times)
+    spread = 100 * (np.percentile(times, 90) - np.percentile(times, 10)) / median
+    return median, spread, ratio
+
+
+# -- main --------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--catalog", type=Path, default=next((p for p in CATALOG_CANDIDATES if p.exists()), None),
+                        metavar="PATH", help="ladder catalog (default: kernels/ladder_catalog.toml)")
+    parser.add_argument("--only", metavar="TEXT", help="entries whose name contains TEXT")
+    parser.add_argument("--size", type=int, default=4096, metavar="N", help="timing size N^3 (default 4096)")
+    parser.add_argument("--repeat", type=int, default=30, metavar="R", help="timed launches (default 30)")
+    parser.add_argument("--warmup", type=int, default=5, metavar="W", help="warm-up launches (default 5)")
+    parser.add_argument("--twins", action="store_true", help="broken twins only")
+    parser.add_argument("--no-timing", action="store_true", help="check only")
+    parser.add_argument("--small", action="store_true", help=f"check shapes {SMALL_SHAPES} only")
+    parser.add_argument("--profile", action="store_true",
+                        help="only launch each selected correct variant once at SIZE^3 (for ncu)")
+    parser.add_argument("--build-cubins", type=Path, metavar="DIR",
+                        help="compile every selected variant with nvcc into DIR and stop (no GPU needed)")
+    parser.add_argument("--cubins", type=Path, metavar="DIR", help="load the cubins of --build-cubins DIR")
+    parser.add_argument("--plain", action="store_true",
+                        help="no guard bands and no memory pool (for compute-sanitizer memcheck)")
+    args = parser.parse_args(argv)
+
+    if args.build_cubins:
+        build_cubins(load_variants(args.catalog, args.only), args.build_cubins)
+        return 0
+
+    import cupy as cp
+
+    if args.plain:
+        cp.cuda.set_allocator(None)
+    device = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(device.id)
+    print(f"device: {props['name'].decode()} (sm_{props['major']}{props['minor']}, "
+          f"{props['multiProcessorCount']} SMs), CuPy {cp.__version__}, CUDA runtime "
+          f"{cp.cuda.runtime.runtimeGetVersion()}", flush=True)
+
+    variants = load_variants(args.catalog, args.only)
+    if args.twins:
+        variants = [v for v in variants if not v.correct]
+    variants = load_cubins(cp, variants, args.cubins) if args.cubins else compile_all(cp, variants)
+    if args.profile:
+        for v in variants:
+            if v.correct and v.dtype != "float64" and v.supports(args.size, args.size, args.size):
+                A, B, C = random_operands(cp, v.dtype, args.size, seed=11)
+                launch(v, args.size, args.size, args.size, 1.0, 0.0, A, B, C)
+                cp.cuda.Device().synchronize()
+                print(f"launched {v.name_expression} at {args.size}^3", flush=True)
+        return 0
+    shapes = SMALL_SHAPES if args.small else CHECK_SHAPES
+    guard = 0 if args.plain else GUARD
+
+    def run_checks(selected, title: str) -> int:
+        """Check each variant; the number of verdicts against the catalog's expectation (-1: a launch
+        failed, the CUDA context may be unusable)."""
+        print(f"\n== {title}: float64 reference, alpha/beta (1, 0) and (2, -1), guard bands ==", flush=True)
+        bad = 0
+        for v in selected:
+            out = check(cp, v, shapes, guard)
+            verdict = "clean" if out.clean() else ("FAIL" if v.correct else "caught")
+            if v.correct and not out.clean():
+                bad += 1
+            if not v.correct and out.clean():
+                bad += 1
+                verdict = "NOT CAUGHT"
+            print(f"{verdict:10s} {v.name:44s} {v.config:24s} {v.dtype:9s} expect {v.entry['expect']}: "
+                  f"{out.describe()}", flush=True)
+            if out.failure:
+                print("a launch failed; the CUDA context may be unusable: stopping", flush=True)
+                return -1
+        return bad
+
+    # References first and timed before the twins run: a faulting twin cannot spoil them.
+    failures = run_checks([v for v in variants if v.correct], "checks of the rungs")
+    if failures < 0:
+        return 2
+    if not (args.twins or args.no_timing):
+        failures += time_all(cp, args, variants)
+    twins = run_checks([v for v in variants if not v.correct], "broken twins (each must be caught)")
+    return 2 if twins < 0 else (1 if failures + twins else 0)
+
+
+def time_all(cp, args, variants) -> int:
+    """Time every correct variant against cuBLAS and print the table; the number of failures."""
+    failures = 0
+    print(f"\n== timing at {args.size}^3 (alpha 1, beta 0; median of {args.repeat} after {args.warmup} warm-up;"
+          f" CUDA events) ==", flush=True)
+    flops = 2.0 * args.size**3
+    ceilings = {}
+    for dtype in ("float32", "float16"):
+        ms = cublas_ms(cp, dtype, args.size, args.repeat, args.warmup)
+        ceilings[dtype] = ms
+        print(f"cuBLAS {dtype}: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s", flush=True)
+    ceilings["bfloat16"] = ceilings["float16"]
+    rows = []
+    for v in variants:
+        if not v.correct or v.dtype == "float64" or not v.supports(args.size, args.size, args.size):
+            continue
+        if v.dtype in ("float16", "bfloat16") and v.entry["entry"].startswith("sgemm_"):
+            continue   # the CUDA-core rungs are timed in float32
+        ms, spread, ratio = time_variant(cp, v, args.size, args.repeat, args.warmup)
+        tflops = flops / ms / 1e9
+        percent = 100 * ceilings[v.dtype] / ms
+        rows.append((v, ms, tflops, percent, spread, ratio))
+        print(f"{v.name:26s} {v.config:24s} {v.dtype:9s} {ms:8.3f} ms {tflops:7.1f} TFLOP/s {percent:6.1f}% of cuBLAS "
+              f"{'float16' if v.dtype == 'bfloat16' else v.dtype}  (p10-p90 {spread:.1f}%, last output "
+              f"x{ratio:.2g} of bound{'' if ratio <= 1 else ' FAIL'})", flush=True)
+        failures += ratio > 1
+    again = {d: cublas_ms(cp, d, args.size, args.repeat, args.warmup) for d in ("float32", "float16")}
+    print("cuBLAS again (drift): " + ", ".join(f"{d} {flops / ms / 1e9:.1f} TFLOP/s" for d, ms in again.items()))
+
+    print("\n| rung | config | dtype | ms | TFLOP/s | % of cuBLAS |\n| --- | --- | --- | ---: | ---: | ---: |")
+    for d in ("float32", "float16"):
+        print(f"| cuBLAS (cupy.matmul{', TF32 off' if d == 'float32' else ''}) | - | {d} | {ceilings[d]:.3f} | "
+              f"{flops / ceilings[d] / 1e9:.1f} | 100 |")
+    for v, ms, tflops, percent, _, _ in rows:
+        print(f"| {v.name} | {v.config} | {v.dtype} | {ms:.3f} | {tflops:.1f} | {percent:.1f} |")
+    best = {}
+    for v, ms, tflops, percent, _, _ in rows:
+        kind = "float32" if v.dtype == "float32" else "tensor-core"
+        if kind not in best or percent > best[kind][1]:
+            best[kind] = (f"{v.name} {v.config} {v.dtype}", percent)
+    for kind, (what, percent) in best.items():
+        target = 90 if kind == "float32" else 70
+        print(f"best {kind}: {what}: {percent:.1f}% of cuBLAS (target {target}%: "
+              f"{'met' if percent >= target else 'missed'})")
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())
