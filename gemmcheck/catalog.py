@@ -414,8 +414,9 @@ def _parameters(entry, tile_param, source_defines, fail):
             fail(f"{what}: {name!r} cannot name a parameter (roles, T and non-identifiers are taken)")
         if type(values) is int:
             values = [values]
-        if not isinstance(values, list) or not values or not all(type(v) is int and v >= 1 for v in values):
-            fail(f"{what} must be a non-empty list of positive integers, got {values!r}; "
+        if not isinstance(values, list) or not values or not all(type(v) is int and v >= (name == tile_param) for v in values):
+            fail(f"{what} must be a non-empty list of {'positive' if name == tile_param else 'non-negative'} "
+                 f"integers, got {values!r}; "
                  "an empty list gives no instantiation")
         if len(set(values)) != len(values):
             fail(f"{what} lists a value twice: {values!r}")
@@ -432,8 +433,10 @@ def _parameters(entry, tile_param, source_defines, fail):
         if name is not None and (not isinstance(name, str) or not re.fullmatch(r"[\w.+-]+", name)):
             fail(f"configs #{number}: name {name!r} must be letters, digits, _ . + - (it is in test ids)")
         values = {k: v for k, v in config.items() if k != "name"}
-        if not values or not all(type(v) is int and v >= 1 and _IDENTIFIER.fullmatch(k) for k, v in values.items()):
-            fail(f"configs #{number}: {config!r} must give parameters positive integers")
+        if not values or not all(type(v) is int and v >= (k == tile_param) and _IDENTIFIER.fullmatch(k)
+                                 for k, v in values.items()):
+            fail(f"configs #{number}: {config!r} must give parameters non-negative integers "
+                 f"(the tile parameter {tile_param} a positive one)")
         configs.append((name, {**{k: v[0] for k, v in params.items() if len(v) == 1 and k not in values},
                                **values}))
     if configs:

@@ -23,8 +23,10 @@ class FakeKernel:
 def gpu():
     backend = object.__new__(CupyBackend)   # no device here: only the launch logic
     device = SimpleNamespace(attributes={"MaxSharedMemoryPerBlockOptin": 232448}, synchronize=lambda: None)
-    backend._cupy = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: device))
+    finished = SimpleNamespace(record=lambda: None, done=True)   # the launch has completed
+    backend._cupy = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: device, Event=lambda **kw: finished))
     backend._failed, backend._kernels = {}, {}
+    backend.hang_timeout_s = 10.0
     spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "matmul_tiled_guarded")
     instance = spec.instances()[0]
     kernel = FakeKernel()

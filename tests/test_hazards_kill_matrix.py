@@ -183,7 +183,9 @@ def test_a_row_that_cannot_build_is_its_own_verdict_and_the_good_row_is_judged(
     from hazard_stand_ins import unbuildable_backend
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    (tmp_path / "k.cu").write_text("// good\n// unbuildable\n")
+    (tmp_path / "k.cu").write_text("".join(
+        f"template <typename T, int TILE> __global__ void {n}(const T *A, const T *B, T *C, int M, int N, int K) {{}}\n"
+        for n in ("good", "unbuildable")))
     entries = "".join(f'''
 [[kernel]]
 name = "{name}"
