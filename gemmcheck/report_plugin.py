@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,7 @@ class _State:
 
 
 STATE = pytest.StashKey[_State]()
+STARTED = pytest.StashKey[float]()   # when the session started: older worker files are stale
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,40 +56,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "under the rootdir)")
 
 
-def _nested_in_recording_session() -> bool:
-    """allure_commons' plugin manager is process-global: a session started inside another
-    (pytester's in-process runs) must not write into the outer session's results."""
-    if report.allure_commons is None:
-        return False
-    from allure_commons.logger import AllureFileLogger
-
-    return any(isinstance(p, AllureFileLogger)
-               for p in report.allure_commons.plugin_manager.get_plugins())
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     # Runs before allure-pytest's pytest_configure, which reads --alluredir.
-    has_allure = config.pluginmanager.hasplugin("allure_pytest") and report.allure is not None
-    nested = _nested_in_recording_session()
+    has_allure = config.pluginmanager.hasplugin("allure_pytest") and report.installed()
+    nested = report.nested_in_recording_session()
     opt = config.option
     if has_allure and not nested and getattr(opt, "allure_report_dir", None) is None:
         opt.allure_report_dir = str(config.rootpath / DEFAULT_RESULTS)
         # One run, one report (trends live in the HTML history); under pytest-xdist only the
         # controller cleans, or the workers would delete each other's results.
         opt.clean_alluredir = not hasattr(config, "workerinput")
-    recording = bool(has_allure and not nested and getattr(opt, "allure_report_dir", None))
     verdicts = Path(opt.gemm_verdicts) if opt.gemm_verdicts else config.rootpath / DEFAULT_VERDICTS
+    _refuse_unwritable(config, verdicts)
+    recording = bool(has_allure and not nested and getattr(opt, "allure_report_dir", None))
     state = _State(recording, verdicts)
     if recording:
         state.results_dir = Path(opt.allure_report_dir).resolve()
     config.stash[STATE] = state
-    report._recording.append(recording)
+    report.start_session(recording)
+
+
+def _refuse_unwritable(config: pytest.Config, verdicts: Path) -> None:
+    """A report path the run cannot write is a usage error now, not a traceback after every test."""
+    why = report.unwritable_file(verdicts)
+    if why:
+        raise pytest.UsageError(f"--gemm-verdicts {verdicts}: cannot write there ({why}); "
+                                "give a writable path")
+    alluredir = getattr(config.option, "allure_report_dir", None)
+    why = report.unwritable_dir(Path(alluredir)) if alluredir else None
+    if why:
+        raise pytest.UsageError(f"--alluredir {alluredir}: cannot write there ({why}); "
+                                "give a writable directory")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if STATE in config.stash and report._recording:
-        report._recording.pop()
+    if STATE in config.stash:
+        report.end_session()
 
 
 def _instance(item: pytest.Item) -> tuple[str, Instance] | None:
@@ -160,6 +165,7 @@ def pytest_runtest_setup(item: pytest.Item):
 
 
 def _start(item: pytest.Item) -> None:
+    report.start_test()
     state = item.config.stash[STATE]
     found = _instance(item)
     if found:
@@ -208,20 +214,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report.attach_text("reproduce", _reproduce_command(item))
     found = _instance(item)
     if found:
-        names = {a.name for a in _current_attachments()}
-        if not any(n.startswith("kernel source") for n in names):
+        if not any(n.startswith("kernel source") for n in report.attached_names()):
             report.attach_instance_evidence(found[1])
-
-
-def _current_attachments():
-    try:
-        listener = report.allure_commons.plugin_manager.get_plugin("allure_listener") or next(
-            p for p in report.allure_commons.plugin_manager.get_plugins()
-            if type(p).__name__ == "AllureListener")
-        result = listener.allure_logger.get_test(None)
-        return list(result.attachments) if result else []
-    except Exception:
-        return []
 
 
 _REPRODUCE = re.compile(r"^(?:E\s+)?.*(@reproduce_failure\(.*?\)|@seed\(\d+\)|"
@@ -284,7 +278,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     worker = getattr(config, "workerinput", {}).get("workerid")
     verdicts = gemm.verdicts.verdicts
     if worker is None and not verdicts:
-        verdicts = _worker_verdicts(state.verdicts_path, session)
+        verdicts = report.read_worker_verdicts(state.verdicts_path, session.config.stash[STARTED])
     if verdicts or state.ran_instances:
         from gemmcheck import device
 
@@ -295,45 +289,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
                       "catalogs": [str(c) for c in gemm.catalogs],
                       "exit_status": int(exitstatus)})
         if worker is not None:   # pytest-xdist: the controller merges the workers' files
-            report.write_verdicts(_worker_file(state.verdicts_path, worker), document)
+            report.write_verdicts(report.worker_file(state.verdicts_path, worker), document)
             return
         report.write_verdicts(state.verdicts_path, document)
         state.summary = document["instances"]
         if state.recording:
-            report.allure.global_attach(
-                "\n".join(report.verdict_table(document["instances"])) + "\n",
-                name="verdict summary", attachment_type=report.AttachmentType.TEXT)
-
-
-def _worker_file(path: Path, worker: str) -> Path:
-    return path.with_name(f"{path.stem}-{worker}.json")
-
-
-def _worker_verdicts(path: Path, session: pytest.Session) -> list:
-    """The verdicts pytest-xdist workers wrote in this session (removing their files)."""
-    import json
-    import time
-
-    from gemmcheck.verdict import Defect, Finding, Verdict
-
-    started = getattr(session, "_gemm_report_started", time.time())
-    out = []
-    for part in sorted(path.parent.glob(f"{path.stem}-gw*.json")):
-        if part.stat().st_mtime < started:
-            continue
-        for v in json.loads(part.read_text())["verdicts"]:
-            findings = [Finding(**{**f, "defect": Defect(f["defect"]),
-                                   "where": tuple(f["where"]) if f["where"] else None})
-                        for f in v.pop("findings")]
-            out.append(Verdict(**v, findings=findings))
-        part.unlink()
-    return out
+            report.attach_session_text("verdict summary",
+                                       "\n".join(report.verdict_table(document["instances"])) + "\n")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    import time
-
-    session._gemm_report_started = time.time() - 1
+    session.config.stash[STARTED] = time.time() - 1
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

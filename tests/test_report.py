@@ -172,7 +172,7 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
         Verdict.for_instance(oob, "M33", [wrong]),
     ]
     doc = json.loads(json.dumps(report.verdicts_document([ref, race, oob, idle], verdicts),
-                                default=report._json_default))
+                                default=report.json_default))
     assert set(doc) == {"schema_version", "generated", "run", "instances", "verdicts"}
     rows = {r["instance"]: r for r in doc["instances"]}
     assert set(rows[ref.id]) == {"kernel", "instance", "name_expression", "dtype", "tile", "expect",
@@ -191,21 +191,18 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
 
 def test_the_controller_merges_the_verdicts_xdist_workers_wrote(tmp_path):
     import time
-    from types import SimpleNamespace
-
-    from gemmcheck.report_plugin import _worker_file, _worker_verdicts
 
     race = inst("broken_no_barriers")
     found = Verdict.for_instance(race, "M64", [Finding(Defect.SHARED_MEMORY_RACE, "racecheck", "y", 9, (1, 2))])
     path = tmp_path / "verdicts.json"
     for worker, verdicts in (("gw0", [found]), ("gw1", [Verdict.for_instance(race, "M4", [])])):
-        report.write_verdicts(_worker_file(path, worker), report.verdicts_document([race], verdicts))
+        report.write_verdicts(report.worker_file(path, worker), report.verdicts_document([race], verdicts))
     stale = tmp_path / "verdicts-gw7.json"
     report.write_verdicts(stale, report.verdicts_document([race], [found]))
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
-    merged = _worker_verdicts(path, SimpleNamespace(_gemm_report_started=time.time() - 60))
+    merged = report.read_worker_verdicts(path, since=time.time() - 60)
     assert [v.problem for v in merged] == ["M64", "M4"] and merged[0].findings == found.findings
-    assert not _worker_file(path, "gw0").exists() and stale.exists()
+    assert not report.worker_file(path, "gw0").exists() and stale.exists()
 
 
 # -- categories -------------------------------------------------------------------------------
@@ -364,7 +361,9 @@ def test_without_allure_the_run_is_the_same_and_writes_no_results(tmp_path):
 
 
 def test_attachments_are_no_ops_when_allure_is_not_recording(monkeypatch):
-    monkeypatch.setattr(report, "allure_commons", None)
+    from gemmcheck.report import attach
+
+    monkeypatch.setattr(attach, "allure_commons", None)
     assert not report.active()
     report.attach_judgement(object(), object())        # would raise if it touched them
     report.attach_png("x", b"not a png")
@@ -406,3 +405,33 @@ def test_strip_analytics_removes_exactly_the_tag():
             '\n    </script>\n    <script>window.allure = {}</script></body>')
     assert report.strip_analytics(page) == ('<body><div id="app"></div>\n    <script>window.allure = {}'
                                             '</script></body>')
+
+
+# -- report paths -------------------------------------------------------------------------------
+
+@pytest.fixture
+def probe_run(pytester):
+    # The project's conftest loads the plugin when it is not installed (PYTHONPATH=.).
+    pytester.makeconftest((Path(__file__).parent.parent / "conftest.py").read_text())
+    pytester.makepyfile(test_probe="def test_probe():\n    pass\n")
+    return pytester
+
+
+@pytest.mark.parametrize("option, shown", [
+    ("--gemm-verdicts=/proc/nope/verdicts.json", "--gemm-verdicts /proc/nope/verdicts.json: cannot write there"),
+    ("--alluredir=/proc/nope", "--alluredir /proc/nope: cannot write there"),
+])
+def test_an_unwritable_report_path_is_a_usage_error_before_any_test_runs(probe_run, option, shown):
+    result = probe_run.runpytest(option, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and shown in errors[0], result.stderr.lines
+    assert "test_probe" not in result.stdout.str() and "passed" not in result.stdout.str()
+
+
+def test_a_writable_report_path_is_accepted(probe_run, tmp_path):
+    verdicts = tmp_path / "deep" / "er" / "verdicts.json"
+    result = probe_run.runpytest(f"--gemm-verdicts={verdicts}", f"--alluredir={tmp_path / 'results'}",
+                                 "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
