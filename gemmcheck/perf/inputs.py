@@ -1,0 +1,65 @@
+"""The inputs the performance suite times on: Problems, rotated so caches stay cold.
+
+Each set's A and B are exactly what ``problems.Problem(N, N, N, dtype, "uniform",
+seed).operands()`` gives (one definition of how inputs are made: generated on
+the host in float64, exact in the dtype, uploaded as raw bits); set i uses seed
+``seed + i``. Enough sets rotate that the others hold >= 2 x L2 between two uses
+of one set (``n_input_sets``), so no launch finds its operands cached.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gemmcheck import dtypes as dt
+from gemmcheck.problems import Problem
+
+VALUES = "uniform"   # U(-1, 1) rounded to the dtype: judged against the oracle's bound
+
+
+def n_input_sets(set_bytes: int, l2_bytes: int, *, factor: int = 2) -> int:
+    """Sets to rotate so the others hold >= factor x L2 between two uses of one set."""
+    if set_bytes <= 0 or l2_bytes < 0:
+        raise ValueError(f"set_bytes must be positive and l2_bytes non-negative, got {set_bytes}, {l2_bytes}")
+    return max(2, 1 + math.ceil(factor * l2_bytes / set_bytes))
+
+
+class InputSets:
+    """Rotating (A, B, C) sets for one dtype and size on the array module ``xp`` (CuPy, or numpy
+    in tests). Buffers hold raw bits (``dtype.storage``), as every backend launches them."""
+
+    def __init__(self, xp, dtype: dt.DType, size: int, l2_bytes: int, seed: int) -> None:
+        self.xp, self.dtype, self.size, self.seed = xp, dtype, size, seed
+        self.n_sets = n_input_sets(3 * size * size * dtype.itemsize, l2_bytes)
+        self.problems = [Problem(size, size, size, dtype.name, VALUES, seed + i) for i in range(self.n_sets)]
+        self.sets = []
+        self._operands64 = []
+        for problem in self.problems:
+            A, B = problem.operands()
+            self._operands64.append((A, B))
+            C = xp.zeros((size, size), dtype=dtype.storage)
+            self.sets.append((xp.asarray(dt.to_bits(A, dtype)), xp.asarray(dt.to_bits(B, dtype)), C))
+        self._references: dict[int, tuple] = {}
+
+    def poison(self, index: int) -> None:
+        """Fill set ``index``'s C with the poison bits, so an element the launch does not write shows."""
+        self.sets[index][2].fill(self.dtype.poison_bits)
+
+    def to_float64(self, bits):
+        """Raw bits of the dtype as float64 values (bfloat16 widened by a shift: exact)."""
+        xp = self.xp
+        if self.dtype.name == "bfloat16":
+            return xp.left_shift(bits.astype(xp.uint32), xp.uint32(16)).view(xp.float32).astype(xp.float64)
+        return bits.view(self.dtype.numpy).astype(xp.float64)
+
+    def as_values(self, bits):
+        """The buffer as cupy.matmul should see it: the dtype's values, not raw bits."""
+        return bits.view(self.dtype.numpy)
+
+    def reference(self, index: int = 0):
+        """(C_ref, |A||B|) for set ``index``, in float64 on ``xp``; computed once per set."""
+        if index not in self._references:
+            xp = self.xp
+            A, B = (xp.asarray(x) for x in self._operands64[index])
+            self._references[index] = (A @ B, xp.abs(A) @ xp.abs(B))
+        return self._references[index]

@@ -1,0 +1,218 @@
+"""Timing as careful as nvbench, on made-up samples (no GPU): the stopping rule by noise,
+the clock filter, interleaving, and the table that shows them."""
+
+import itertools
+import math
+
+import pytest
+
+from gemmcheck import catalog, perf
+from gemmcheck.perf import sampling, summary
+from gemmcheck.perf.sampling import Sample, StoppingRule
+
+
+def sampler(times, clocks=None):
+    """A sampler replaying ``times`` (cycled) with SM clocks ``clocks`` (cycled, or None)."""
+    t = itertools.cycle(times)
+    c = itertools.cycle(clocks) if clocks else itertools.repeat(None)
+    return lambda: Sample(next(t), next(c))
+
+
+class FakeClock:
+    """Wall time that advances by ``step`` seconds every time it is read."""
+
+    def __init__(self, step=0.0):
+        self.now, self.step = 0.0, step
+
+    def __call__(self):
+        self.now += self.step
+        return self.now
+
+
+def run(samplers, rule, reference=None, ratio=0.75, step=0.0):
+    return sampling.sample_interleaved(samplers, rule, reference_mhz=reference, min_clock_ratio=ratio,
+                                       clock=FakeClock(step))
+
+
+# -- the stopping rule ---------------------------------------------------------------------------
+
+def test_quiet_samples_stop_at_the_minimum_count_as_converged():
+    got = run({"k": sampler([1.000e-3, 1.001e-3, 0.999e-3])}, StoppingRule(min_samples=10))
+    assert got.stop == sampling.CONVERGED and len(got.series["k"].kept) == 10
+    assert got.series["k"].noise <= 0.005
+
+
+def test_noisy_samples_keep_sampling_until_the_cap():
+    noisy = [1e-3, 1.2e-3, 0.8e-3, 1.1e-3]          # stdev / mean ~ 16 %
+    got = run({"k": sampler(noisy)}, StoppingRule(min_samples=10, max_samples=200))
+    assert got.stop == sampling.SAMPLE_CAP and got.series["k"].taken == 200
+    assert got.series["k"].noise > 0.1
+
+
+def test_a_series_that_quiets_down_converges_after_the_noise_drops():
+    # Four samples 2 % off, then steady ones: the rule keeps going until the steady ones
+    # bring the relative standard deviation under 0.5 % (64 samples), not at a fixed count.
+    times = [1e-3 * (1.02 if i % 2 else 0.98) for i in range(4)] + [1e-3] * 1000
+    it = iter(times)
+    got = run({"k": lambda: Sample(next(it))}, StoppingRule(min_samples=10, max_samples=1000))
+    n = len(got.series["k"].kept)
+    assert got.stop == sampling.CONVERGED and 60 <= n <= 70
+    assert sampling.relative_noise(times[:n]) <= 0.005 < sampling.relative_noise(times[:n - 1])
+
+
+def test_the_time_cap_stops_a_noisy_measurement():
+    got = run({"k": sampler([1e-3, 2e-3])}, StoppingRule(min_samples=2, max_samples=10**6, max_seconds=5.0),
+              step=0.5)
+    assert got.stop == sampling.TIME_CAP and got.seconds >= 5.0 and got.series["k"].taken < 20
+
+
+def test_every_series_must_be_quiet_before_sampling_stops():
+    got = run({"cublas": sampler([1e-3]), "kernel": sampler([1e-3, 1.3e-3])},
+              StoppingRule(min_samples=5, max_samples=50))
+    assert got.stop == sampling.SAMPLE_CAP                     # the noisy kernel holds both
+    assert got.series["cublas"].taken == got.series["kernel"].taken == 50
+
+
+def test_the_rule_rejects_settings_that_cannot_work():
+    for bad in (dict(max_noise=0), dict(min_samples=1), dict(min_samples=20, max_samples=10), dict(max_seconds=0)):
+        with pytest.raises(ValueError, match="StoppingRule"):
+            StoppingRule(**bad)
+
+
+def test_relative_noise_is_stdev_over_mean():
+    assert sampling.relative_noise([1.0, 3.0]) == pytest.approx(math.sqrt(2) / 2)
+    assert sampling.relative_noise([2.0]) == math.inf
+
+
+# -- interleaving ---------------------------------------------------------------------------------
+
+def test_kernel_and_cublas_samples_alternate_so_drift_hits_both():
+    order = []
+
+    def taking(label):
+        def take():
+            order.append(label)
+            return Sample(1e-3)
+        return take
+
+    run({"cublas": taking("cublas"), "kernel": taking("kernel")}, StoppingRule(min_samples=4))
+    assert order == ["cublas", "kernel"] * 4
+
+
+def test_a_drift_shows_equally_in_both_series():
+    # The card slows down by 1 % per round: both series see the same clocks.
+    rounds = itertools.count()
+    slow = {"v": 1.0}
+
+    def kernel():
+        slow["v"] = 1 + 0.01 * next(rounds)
+        return Sample(2e-3 * slow["v"])
+
+    got = run({"cublas": lambda: Sample(1e-3 * slow["v"]), "kernel": kernel}, StoppingRule(min_samples=5,
+                                                                                           max_samples=40))
+    ratios = [k / c for k, c in zip(got.series["kernel"].times[1:], got.series["cublas"].times[1:])]
+    assert all(r == pytest.approx(2.0, rel=0.011) for r in ratios)
+
+
+# -- the clock filter -----------------------------------------------------------------------------
+
+def test_samples_below_75_percent_of_the_reference_clock_are_dropped_and_counted():
+    # 1980 MHz reference: 1400 MHz is 71 % (dropped, and slow), 1500 MHz is 76 % (kept).
+    times = [1e-3, 1.4e-3, 1e-3, 1e-3]
+    clocks = [1980, 1400, 1500, 1980]
+    got = run({"k": sampler(times, clocks)}, StoppingRule(min_samples=9), reference=1980)
+    series = got.series["k"]
+    assert got.stop == sampling.CONVERGED
+    assert len(series.dropped) == 3 and all(s.clock_mhz == 1400 for s in series.dropped)
+    assert 1.4e-3 not in series.times
+    m = perf.Measurement.from_series(series, 4096, got.stop, flops=2 * 4096**3, reference_mhz=1980)
+    assert m.dropped == 3 and m.clock_mhz == 1980 and len(m.times) == 9
+
+
+def test_the_same_samples_without_the_filter_are_too_noisy():
+    times, clocks = [1e-3, 1.4e-3, 1e-3, 1e-3], [1980, 1400, 1500, 1980]
+    got = run({"k": sampler(times, clocks)}, StoppingRule(min_samples=9, max_samples=60), reference=None)
+    assert got.stop == sampling.SAMPLE_CAP and not got.series["k"].dropped
+
+
+def test_unknown_clocks_drop_nothing():
+    assert not sampling.throttled(Sample(1e-3, None), 1980, 0.75)
+    assert not sampling.throttled(Sample(1e-3, 100), None, 0.75)
+    assert sampling.throttled(Sample(1e-3, 1484), 1980, 0.75)
+    assert not sampling.throttled(Sample(1e-3, 1485), 1980, 0.75)
+
+
+def test_a_card_that_throttles_every_sample_says_so():
+    got = run({"k": sampler([1e-3], [500])}, StoppingRule(min_samples=2, max_samples=20), reference=1980)
+    with pytest.raises(ValueError, match="every one of 20 samples ran below the clock threshold"):
+        perf.Measurement.from_series(got.series["k"], 4096, got.stop, reference_mhz=1980)
+
+
+def test_a_sample_without_a_positive_time_is_an_error():
+    with pytest.raises(ValueError, match="k: a device time must be positive and finite, got 0.0"):
+        run({"k": sampler([0.0])}, StoppingRule())
+
+
+# -- the table shows clocks, noise, cold caches and an honest model roof -------------------------
+
+def _session():
+    class Clock:
+        reference_mhz, why_not = 1980.0, None
+
+    class Timer:
+        timing = perf.Timing()
+        device = perf.Device("Made-up GPU", (9, 0), 132, 1.98e9, 60 * 2**20)
+        clock = Clock()
+
+        def copy(self, n):
+            return perf.Measurement("copy", 2**30, (0.5e-3,) * 5, bytes_moved=2 * 2**30)
+
+    return perf.PerfSession(Timer(), repeats=5)
+
+
+def _row(instance, tflops, size=4096, clocks=(1980.0,), dropped=0, last_ok=True, impossible=None):
+    seconds = 2 * size**3 / (tflops * 1e12)
+    m = perf.Measurement(instance.id, size, (seconds,) * 5, flops=2 * size**3, n_sets=2,
+                         clocks_mhz=clocks * 5, dropped=dropped, reference_mhz=1980.0, stop=sampling.CONVERGED)
+    cublas = perf.Measurement("cublas-float32", size, (2 * size**3 / 50.5e12,) * 5, flops=2 * size**3, n_sets=2,
+                              clocks_mhz=clocks * 5, stop=sampling.CONVERGED)
+    good = perf.Check(0.01, 0, (0, 0))
+    last = good if last_ok else perf.Check(math.inf, 4096 * 4096, (0, 0))
+    return perf.Row(m, instance, good, last, cublas, impossible)
+
+
+def test_summary_table_shows_the_timing_evidence_and_an_honest_model_roof():
+    specs = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+    naive = catalog.Instance(specs["matmul_naive"], "float32", 32)
+    tiled = catalog.Instance(specs["matmul_tiled"], "float32", 32)
+    cheat = catalog.Instance(specs["cheat_skips_repeats"], "float32", 32)
+    session = _session()
+    session.rows = {(naive.id, 4096): _row(naive, 6.15, dropped=2),
+                    (tiled.id, 4096): _row(tiled, 8.8),
+                    (cheat.id, 4096): _row(cheat, 5000.0, last_ok=False, impossible="too fast")}
+    session._pool_cublas("float32", 4096, session.rows[(tiled.id, 4096)].cublas, None)
+    header, rows, foot = summary.summary_rows(session)
+    by_kernel = {r[0]: dict(zip(header, r)) for r in rows}
+    naive_row = by_kernel[naive.id]
+    # The naive kernel is far above the seed's DRAM-only model roof: said in words, not as 570 %.
+    assert naive_row["% of model roof"] == perf_roofline_exceeded()
+    assert naive_row["SM MHz"] == "1980" and naive_row["samples"] == "5 (-2 throttled)"
+    assert naive_row["cold caches"] == "rotating 2 input sets" and naive_row["stop"] == "converged"
+    assert naive_row["% cuBLAS"] == "12.2" and naive_row["noise"] == "0.00%"
+    assert by_kernel[cheat.id]["TFLOP/s"] == "refused"
+    assert "wrong on last launch" in by_kernel[cheat.id]["% of model roof"]
+    for r in rows:
+        for column in ("% cuBLAS", "% FP32 peak", "% of model roof"):
+            cell = dict(zip(header, r))[column]
+            assert not (cell[:1].isdigit() and float(cell) > 100 and column == "% of model roof"), r
+    text = "\n".join(foot)
+    assert "DRAM-only intensity model (no cache reuse counted)" in text
+    assert "below 75% of 1980 MHz are dropped as throttled" in text
+    assert "until noise (stdev / mean) <= 0.5%" in text and "last timed launch's output is checked" in text
+    png_points = summary.roofline_png(session)   # the refused kernel is not plotted as a real point
+    assert png_points[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def perf_roofline_exceeded():
+    from gemmcheck import roofline
+    return roofline.MODEL_EXCEEDED
