@@ -83,7 +83,7 @@ class SmClock:
     NVML, ``why_not`` says why and ``now_mhz()`` gives None.
     """
 
-    def __init__(self, device_id: int = 0) -> None:
+    def __init__(self, device_id: int = 0, pci_bus_id: str | None = None) -> None:
         self.reference_mhz: float | None = None
         self.why_not: str | None = None
         self._nvml = self._handle = None
@@ -94,7 +94,10 @@ class SmClock:
             return
         try:
             pynvml.nvmlInit()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_id)
+            # NVML numbers devices its own way (CUDA_VISIBLE_DEVICES does not apply): find the
+            # CUDA device by its PCI bus id when it is known.
+            self._handle = (pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id) if pci_bus_id
+                            else pynvml.nvmlDeviceGetHandleByIndex(device_id))
         except Exception as exc:   # pynvml.NVMLError: no driver, no permission
             self.why_not = f"NVML unavailable ({type(exc).__name__}: {exc})"
             return

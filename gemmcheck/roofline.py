@@ -219,8 +219,9 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
         grid = [lo_x * (hi_x / lo_x) ** (i / 200) for i in range(201)]
         roof = [min(peak_tflops or math.inf, x * bandwidth_tbs) for x in grid]
         ax.plot(grid, roof, color="black", linewidth=2,
-                label=f"roof: copy bandwidth {bandwidth_tbs:.2f} TB/s"
-                      + (f", FP32 peak {peak_tflops:.1f} TFLOP/s" if peak_tflops else ""))
+                label=f"model roof: copy bandwidth {bandwidth_tbs:.2f} TB/s x model intensity"
+                      + (f", FP32 peak {peak_tflops:.1f} TFLOP/s" if peak_tflops else "")
+                      + " (a point above the slope: caches reuse more than the model counts)")
     elif peak_tflops:
         ax.axhline(peak_tflops, color="black", linewidth=2, label=f"FP32 peak {peak_tflops:.1f} TFLOP/s")
     styles = ["tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:gray"]
@@ -231,7 +232,8 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
         ax.scatter([p.intensity], [p.tflops], marker=markers[i % len(markers)], s=55, zorder=3,
                    label=f"{p.label}: {p.tflops:.2f} TFLOP/s at {p.intensity:g} FLOP/B")
     ax.set_xlim(lo_x, hi_x)
-    ax.set_xlabel("arithmetic intensity, the seed's model (FLOP / byte of global input traffic)")
+    ax.set_xlabel("arithmetic intensity from the seed's DRAM-only model, no cache reuse counted "
+                  "(FLOP / byte of global input traffic): a model, not a measurement")
     ax.set_ylabel("TFLOP/s (device-event time, median)")
     ax.set_title(title or "roofline")
     ax.grid(True, which="both", alpha=0.3)

@@ -216,3 +216,40 @@ def test_summary_table_shows_the_timing_evidence_and_an_honest_model_roof():
 def perf_roofline_exceeded():
     from gemmcheck import roofline
     return roofline.MODEL_EXCEEDED
+
+
+# -- the SM clock reader (NVML), with a stand-in for pynvml ---------------------------------------
+
+def test_the_sm_clock_reader_prefers_the_default_applications_clock_and_falls_back_to_the_max(monkeypatch):
+    import sys
+    import types
+
+    from gemmcheck import device
+
+    calls = {}
+
+    def fake(default=None):
+        m = types.ModuleType("pynvml")
+        m.NVML_CLOCK_SM = 1
+        m.nvmlInit = lambda: None
+        m.nvmlDeviceGetHandleByPciBusId = lambda bus: calls.setdefault("bus", bus)
+        m.nvmlDeviceGetHandleByIndex = lambda i: calls.setdefault("index", i)
+
+        def default_clock(handle, kind):
+            if default is None:
+                raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+            return default
+        m.nvmlDeviceGetDefaultApplicationsClock = default_clock
+        m.nvmlDeviceGetMaxClockInfo = lambda handle, kind: 1980
+        m.nvmlDeviceGetClockInfo = lambda handle, kind: 1410
+        return m
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake(default=1755))
+    clock = device.SmClock(0, "0000:19:00.0")
+    assert (clock.reference_mhz, clock.now_mhz(), clock.why_not, calls) == (1755.0, 1410.0, None,
+                                                                          {"bus": "0000:19:00.0"})
+    monkeypatch.setitem(sys.modules, "pynvml", fake(default=None))
+    assert device.SmClock(3).reference_mhz == 1980.0 and calls["index"] == 3
+    monkeypatch.setitem(sys.modules, "pynvml", None)     # not installed
+    missing = device.SmClock(0)
+    assert missing.now_mhz() is None and "nvidia-ml-py is not installed" in missing.why_not

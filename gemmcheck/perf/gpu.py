@@ -52,7 +52,7 @@ class GpuTimer:
         self.timing = timing
         device_id = cupy.cuda.Device().id
         self.device = device.properties(device_id)
-        self.clock = device.SmClock(device_id)
+        self.clock = device.SmClock(device_id, cupy.cuda.Device(device_id).pci_bus_id)
         self._inputs: dict[tuple[str, int], InputSets] = {}
 
     # Inputs -----------------------------------------------------------------------------------
