@@ -6,31 +6,16 @@ Logic lives in gemmcheck.report; this module only wires it to pytest.
 
 from __future__ import annotations
 
-import re
-import shlex
 import time
 from pathlib import Path
 
 import pytest
 
 from gemmcheck import report
-from gemmcheck.catalog import Instance
 
 DEFAULT_RESULTS = Path("reports") / "allure-results"
 DEFAULT_VERDICTS = Path("reports") / "verdicts.json"
-INSTANCE_PARAMS = ("reference", "broken", "any_kernel")
-
-# Suite directory -> allure feature; and how much a failure there matters.
-FEATURES = {"compile": "compile", "correctness": "correctness", "hazards": "hazards",
-            "performance": "performance"}
-SEVERITY = {"correctness": "critical", "hazards": "critical", "compile": "normal",
-            "performance": "minor", "harness": "minor"}
-# Stories that read better than the test's name; any other test's story is its name in words.
-STORIES = {
-    "test_worked_example_bit_for_bit": "exact result: the seed's worked example",
-    "test_partial_sums_after_the_first_phase": "exact result: the seed's worked example",
-    "test_seed_matrix_is_the_exact_product": "exact result: the seed's worked example",
-}
+INSTANCE_PARAMS = report.INSTANCE_PARAMS
 
 
 class _State:
@@ -95,53 +80,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         report.end_session()
 
 
-def _instance(item: pytest.Item) -> tuple[str, Instance] | None:
-    """The catalog instantiation a test runs on: whichever parameter holds an Instance
-    (reference, broken, any_kernel, and the hazards suite's own, direct or indirect)."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return None
-    names = [n for n in INSTANCE_PARAMS if n in callspec.params]
-    names += [n for n in callspec.params if n not in INSTANCE_PARAMS]
-    for name in names:
-        if isinstance(callspec.params[name], Instance):
-            return name, callspec.params[name]
-    return None
-
-
-def feature_of(nodeid: str) -> str:
-    parts = nodeid.split("::")[0].split("/")
-    if "suites" in parts and parts.index("suites") + 1 < len(parts) - 1:
-        suite = parts[parts.index("suites") + 1]
-        return FEATURES.get(suite, suite)
-    return "harness"
-
-
-def story_of(function_name: str) -> str:
-    if function_name in STORIES:
-        return STORIES[function_name]
-    return re.sub(r"^test_", "", function_name).replace("_", " ")
-
-
-def labels_for(item: pytest.Item) -> list[tuple[str, str]]:
-    """(label, value) pairs for one test: epic, feature, story, severity, tags, kernel."""
-    feature = feature_of(item.nodeid)
-    name = getattr(item, "originalname", item.name.split("[")[0])
-    labels = [("epic", "gemmcheck"), ("feature", feature), ("story", story_of(name))]
-    found = _instance(item)
-    severity = SEVERITY.get(feature, "normal")
-    if found:
-        fixture, inst = found
-        if fixture == "broken" or (fixture == "any_kernel" and not inst.spec.is_reference):
-            severity = "normal"   # a broken variant is caught, or a detector has a gap
-        labels += [("tag", inst.dtype), ("tag", f"TILE{inst.tile}"),
-                   ("tag", "reference" if inst.spec.is_reference else "broken variant"),
-                   ("kernel", inst.spec.name), ("instantiation", inst.id),
-                   ("expect", inst.spec.expect)]
-    labels.append(("severity", severity))
-    return labels
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # tryfirst: before allure-pytest selects by label (--allure-features correctness works).
@@ -150,7 +88,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     for item in items:
         have = {m.kwargs.get("label_type") for m in item.iter_markers("allure_label")}
-        for name, value in labels_for(item):
+        for name, value in report.labels_for(item):
             if name in have and name in ("severity", "feature", "story", "epic"):
                 continue   # the test's own @allure.* decorator wins
             item.add_marker(pytest.mark.allure_label(value, label_type=name))
@@ -167,7 +105,7 @@ def pytest_runtest_setup(item: pytest.Item):
 def _start(item: pytest.Item) -> None:
     report.start_test()
     state = item.config.stash[STATE]
-    found = _instance(item)
+    found = report.instance_of(item)
     if found:
         state.ran_instances = True
     state.verdicts_seen = len(_verdict_log(item.config).verdicts) if _verdict_log(item.config) else 0
@@ -208,52 +146,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     notes = getattr(call.excinfo.value, "__notes__", []) if call.excinfo else []
     sections = [text for _, text in rep.sections]   # hypothesis prints the example to stdout
-    repro = _hypothesis_reproduction("\n".join([*notes, rep.longreprtext, *sections]))
+    repro = report.hypothesis_reproduction("\n".join([*notes, rep.longreprtext, *sections]))
     if repro:
         report.attach_hypothesis_reproduction(repro)
-    report.attach_text("reproduce", _reproduce_command(item))
-    found = _instance(item)
+    report.attach_text("reproduce", report.reproduce_command(item.nodeid, item.config.rootpath,
+                                                                _gemm(item.config)))
+    found = report.instance_of(item)
     if found:
         if not any(n.startswith("kernel source") for n in report.attached_names()):
             report.attach_instance_evidence(found[1])
-
-
-_REPRODUCE = re.compile(r"^(?:E\s+)?.*(@reproduce_failure\(.*?\)|@seed\(\d+\)|"
-                        r"--hypothesis-seed=\d+).*$", re.M)
-
-
-def _hypothesis_reproduction(text: str) -> str:
-    """The falsifying example (up to its closing parenthesis) and the @reproduce_failure line
-    from hypothesis's report."""
-    lines = [re.sub(r"^E\s{1,3}", "", line) for line in text.splitlines()]
-    parts: list[str] = []
-    for k, line in enumerate(lines):
-        if re.match(r"\s*(?:Falsifying (?:explicit )?example|Failing test case):", line):
-            block, depth = [], 0
-            for follow in lines[k:]:
-                block.append(follow)
-                depth += follow.count("(") - follow.count(")")
-                if depth <= 0:
-                    break
-            parts.append("\n".join(block).strip())
-    parts += [m.group(0).strip() for m in _REPRODUCE.finditer("\n".join(lines))]
-    return "\n".join(dict.fromkeys(parts))
-
-
-def _reproduce_command(item: pytest.Item) -> str:
-    gemm = _gemm(item.config)
-    cmd = ["pytest", item.nodeid]
-    if gemm:
-        cmd += ["--gemm-profile", gemm.profile.name, "--gemm-backend", gemm.backend_name]
-        for catalog in gemm.catalogs:
-            cmd += ["--gemm-catalog", "builtin" if catalog == _builtin() else str(catalog)]
-    return (f"# from the repository root ({item.config.rootpath})\n" + shlex.join(cmd) + "\n")
-
-
-def _builtin():
-    from gemmcheck import catalog
-
-    return catalog.BUILTIN
 
 
 def _gemm(config: pytest.Config):

@@ -13,7 +13,6 @@ import pytest
 
 import report_demo
 from gemmcheck import catalog, report
-from gemmcheck.report_plugin import _hypothesis_reproduction, feature_of, story_of
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 SPECS = {s.name: s for s in catalog.load(catalog.BUILTIN)}
@@ -249,12 +248,11 @@ def test_a_broken_variant_that_passed_is_a_detector_gap():
 def test_the_instantiation_is_found_under_any_parameter_name():
     from types import SimpleNamespace
 
-    from gemmcheck.report_plugin import _instance
 
     race = inst("broken_no_barriers")
     item = SimpleNamespace(callspec=SimpleNamespace(params={"size": 1024, "matrix_row": race}))
-    assert _instance(item) == ("matrix_row", race)
-    assert _instance(SimpleNamespace()) is None
+    assert report.instance_of(item) == ("matrix_row", race)
+    assert report.instance_of(SimpleNamespace()) is None
 
 
 def test_defect_message_refuses_a_defect_that_does_not_exist():
@@ -328,20 +326,20 @@ def test_properties_escape_what_would_break_a_line():
 
 
 def test_labels_come_from_the_suite_directory_and_the_test_name():
-    assert feature_of("suites/hazards/test_races.py::test_x[a]") == "hazards"
-    assert feature_of("tests/test_report.py::test_x") == "harness"
-    assert story_of("test_every_output_element_is_written") == "every output element is written"
+    assert report.feature_of("suites/hazards/test_races.py::test_x[a]") == "hazards"
+    assert report.feature_of("tests/test_report.py::test_x") == "harness"
+    assert report.story_of("test_every_output_element_is_written") == "every output element is written"
 
 
 def test_the_hypothesis_reproduction_is_cut_from_its_report():
     text = ("E   wrong_values: x\nFalsifying example: test_f(\n    M=3,\n)\n"
             "You can reproduce this example by temporarily adding @reproduce_failure('6.1', b'AAE=') "
             "as a decorator on your test case\nother\n")
-    got = _hypothesis_reproduction(text)
+    got = report.hypothesis_reproduction(text)
     assert "Falsifying example: test_f(\n    M=3,\n)" in got and "@reproduce_failure('6.1', b'AAE=')" in got
-    got = _hypothesis_reproduction("Failing test case: test_f(\n    x=11,\n)\nExplanation:")
+    got = report.hypothesis_reproduction("Failing test case: test_f(\n    x=11,\n)\nExplanation:")
     assert got == "Failing test case: test_f(\n    x=11,\n)"
-    assert _hypothesis_reproduction("AssertionError: plain") == ""
+    assert report.hypothesis_reproduction("AssertionError: plain") == ""
 
 
 # -- without allure ---------------------------------------------------------------------------

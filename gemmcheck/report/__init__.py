@@ -11,6 +11,8 @@ One module per job; this package re-exports their public names, so
 - categories   defect categories and the message prefix they match
 - environment  environment.properties, executor.json (CI), write_result_metadata
 - verdicts     reports/verdicts.json, its table, pytest-xdist worker files
+- labels       allure feature / story / severity / tags, the instantiation a test runs on
+- reproduce    the hypothesis example and the command that reruns a failed test
 - paths        is a report path writable (checked before any test runs)
 - validate     is an allure-results directory well formed
 - html         the HTML build (Allure 3 CLI); ``python -m gemmcheck.report`` (__main__)
@@ -46,7 +48,10 @@ from gemmcheck.report.evidence import attach_instance_evidence, attach_judgement
 from gemmcheck.report.jsonable import json_default
 from gemmcheck.report.heatmap import heatmap_png, worst_elements_csv
 from gemmcheck.report.html import ANALYTICS, ROOT, allure_cli, allure_config, build_html, strip_analytics
+from gemmcheck.report.labels import (
+    FEATURES, INSTANCE_PARAMS, SEVERITY, STORIES, feature_of, instance_of, labels_for, story_of)
 from gemmcheck.report.paths import unwritable_dir, unwritable_file
+from gemmcheck.report.reproduce import hypothesis_reproduction, reproduce_command
 from gemmcheck.report.source import kernel_source_excerpt, resource_report
 from gemmcheck.report.validate import validate_results
 from gemmcheck.report.verdicts import (
