@@ -239,7 +239,7 @@ def test_timing_inputs_are_the_problems_own_operands_exact_in_the_dtype(name):
     from gemmcheck.problems import Problem
 
     sets = perf.InputSets(np, dt.get(name), 64, l2_bytes=64 * 64 * 8 * 4, seed=7)
-    assert len(sets.sets) == sets.n_sets >= 2
+    assert len(sets.sets) == sets.n_sets + 1 and sets.n_sets >= 2 and sets.check_set == sets.n_sets
     for i, (A, B, C) in enumerate(sets.sets):
         want_A, want_B = Problem(64, 64, 64, name, "uniform", 7 + i).operands()
         assert np.array_equal(sets.to_float64(A), want_A) and np.array_equal(sets.to_float64(B), want_B)

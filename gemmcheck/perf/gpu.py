@@ -1,7 +1,8 @@
 """Timing on the GPU (CuPy): kernels interleaved with cuBLAS, the copy bandwidth.
 
 Each sample, outside the timed region: the next input set in the rotation
-(cold caches), its C filled with the poison bits. Inside: a CUDA event, the
+(cold caches), its C filled with the poison bits. The first launch is checked
+on a set outside the rotation, so the last timed one runs on other inputs. Inside: a CUDA event, the
 launch, a CUDA event; then the SM clock (NVML). A kernel and cuBLAS on the
 same shape are sampled in turn (gemmcheck.perf.sampling) until the noise
 rule stops them; the output of the kernel's *last* timed launch is checked
@@ -120,9 +121,11 @@ class GpuTimer:
                                            reference_mhz=self.clock.reference_mhz,
                                            min_clock_ratio=self.timing.min_clock_ratio)
 
-    def check(self, instance: Instance, size: int, index: int = 0) -> Check:
-        """Launch once on set ``index`` (C poisoned first) and compare with the float64 reference."""
+    def check(self, instance: Instance, size: int, index: int | None = None) -> Check:
+        """Launch once on set ``index`` (default: the check set, never timed), C poisoned first,
+        and compare with the float64 reference."""
         sets = self.inputs(instance.dtype, size)
+        index = sets.check_set if index is None else index
         sets.poison(index)
         A, B, C = sets.sets[index]
         self._launch(instance, size, A, B, C)
@@ -143,7 +146,7 @@ class GpuTimer:
         try:
             cublas = self._cublas_launcher(sets)
             with self._tf32_off():
-                cublas(0)     # does cupy.matmul take this dtype at all?
+                cublas(sets.check_set)     # does cupy.matmul take this dtype at all?
             samplers["cublas"] = self._sampler(sets, cublas, cycle)
         except Exception as exc:  # e.g. a CuPy without this dtype in matmul
             cublas_error = f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"

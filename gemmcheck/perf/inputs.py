@@ -4,7 +4,10 @@ Each set's A and B are exactly what ``problems.Problem(N, N, N, dtype, "uniform"
 seed).operands()`` gives (one definition of how inputs are made: generated on
 the host in float64, exact in the dtype, uploaded as raw bits); set i uses seed
 ``seed + i``. Enough sets rotate that the others hold >= 2 x L2 between two uses
-of one set (``n_input_sets``), so no launch finds its operands cached.
+of one set (``n_input_sets``), so no launch finds its operands cached. One more
+set (``check_set``), never timed, is the one the first launch is checked on: the
+last timed launch always runs on other inputs, so a kernel that replays its
+first result cannot pass both checks.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ def n_input_sets(set_bytes: int, l2_bytes: int, *, factor: int = 2) -> int:
 
 class InputSets:
     """Rotating (A, B, C) sets for one dtype and size on the array module ``xp`` (CuPy, or numpy
-    in tests). Buffers hold raw bits (``dtype.storage``), as every backend launches them."""
+    in tests): ``sets[:n_sets]`` rotate, ``sets[check_set]`` is for the first check. Buffers hold
+    raw bits (``dtype.storage``), as every backend launches them."""
 
     def __init__(self, xp, dtype: dt.DType, size: int, l2_bytes: int, seed: int) -> None:
         self.xp, self.dtype, self.size, self.seed = xp, dtype, size, seed
         self.n_sets = n_input_sets(3 * size * size * dtype.itemsize, l2_bytes)
-        self.problems = [Problem(size, size, size, dtype.name, VALUES, seed + i) for i in range(self.n_sets)]
+        self.check_set = self.n_sets          # the extra set, outside the rotation
+        self.problems = [Problem(size, size, size, dtype.name, VALUES, seed + i) for i in range(self.n_sets + 1)]
         self.sets = []
         self._operands64 = []
         for problem in self.problems:
