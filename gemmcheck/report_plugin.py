@@ -181,14 +181,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if worker is None and not verdicts:
         verdicts = report.read_worker_verdicts(state.verdicts_path, session.config.stash[STARTED])
     if verdicts or state.ran_instances:
-        from gemmcheck import device
-
-        document = report.verdicts_document(
-            gemm.instances("any_kernel"), verdicts,
-            run_info={"profile": gemm.profile.name, "backend": gemm.backend_name,
-                      "device": device.cuda_device()[1],
-                      "catalogs": [str(c) for c in gemm.catalogs],
-                      "exit_status": int(exitstatus)})
+        document = report.verdicts_document(gemm.instances("any_kernel"), verdicts,
+                                            run_info=report.run_info(gemm, exitstatus))
         if worker is not None:   # pytest-xdist: the controller merges the workers' files
             report.write_verdicts(report.worker_file(state.verdicts_path, worker), document)
             return
@@ -208,18 +202,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     rows = state.summary if state is not None else None
     if not rows:
         return
-    checked = [r for r in rows if r["status"] != "not_checked"]
     terminalreporter.section("gemmcheck: verdicts")
-    if not checked:
-        terminalreporter.write_line(f"no instantiation was checked ({len(rows)} selected); "
-                                    "see the skip reasons above")
-    else:
-        for line in report.verdict_table(checked):
-            terminalreporter.write_line(line)
-        unexpected = [r["instance"] for r in checked if r["status"] == "unexpected"]
-        terminalreporter.write_line(
-            f"{len(checked)} instantiations checked, {len(unexpected)} not as the catalog declares"
-            + (f": {', '.join(unexpected)}" if unexpected else ""))
+    for line in report.summary_lines(rows):
+        terminalreporter.write_line(line)
     terminalreporter.write_line(f"verdicts: {state.verdicts_path}")
     if state.results_dir is not None:
         terminalreporter.write_line(f"allure results: {state.results_dir} "

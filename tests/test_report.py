@@ -433,3 +433,17 @@ def test_a_writable_report_path_is_accepted(probe_run, tmp_path):
                                  "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=1)
+
+
+def test_the_terminal_summary_counts_what_is_not_as_declared():
+    rows = [{"instance": "a-float32-TILE16", "kernel": "a", "dtype": "float32", "tile": 16, "expect": "correct",
+             "verdict": "correct", "defects": {}, "checks": 3, "status": "as_expected"},
+            {"instance": "b-float32-TILE16", "kernel": "b", "dtype": "float32", "tile": 16,
+             "expect": "wrong_values", "verdict": "correct", "defects": {}, "checks": 2, "status": "unexpected"},
+            {"instance": "c-float32-TILE16", "kernel": "c", "dtype": "float32", "tile": 16, "expect": "correct",
+             "verdict": "not_checked", "defects": {}, "checks": 0, "status": "not_checked"}]
+    lines = report.summary_lines(rows)
+    assert len(lines) == 4 and lines[0].split() == ["instantiation", "expect", "verdict", "checks", "status"]
+    assert lines[-1] == "2 instantiations checked, 1 not as the catalog declares: b-float32-TILE16"
+    assert report.summary_lines(rows[2:]) == ["no instantiation was checked (1 selected); see the skip "
+                                              "reasons above"]

@@ -110,3 +110,22 @@ def read_worker_verdicts(path: Path, since: float) -> list:
         part.unlink()
     return out
 
+
+def run_info(gemm, exitstatus) -> dict:
+    """The "run" object of verdicts.json: what selected and ran the kernels."""
+    from gemmcheck import device
+
+    return {"profile": gemm.profile.name, "backend": gemm.backend_name,
+            "device": device.cuda_device()[1], "catalogs": [str(c) for c in gemm.catalogs],
+            "exit_status": int(exitstatus)}
+
+
+def summary_lines(rows: list[dict]) -> list[str]:
+    """The terminal summary: the table of checked instantiations and how many are not as declared."""
+    checked = [r for r in rows if r["status"] != "not_checked"]
+    if not checked:
+        return [f"no instantiation was checked ({len(rows)} selected); see the skip reasons above"]
+    unexpected = [r["instance"] for r in checked if r["status"] == "unexpected"]
+    return verdict_table(checked) + [
+        f"{len(checked)} instantiations checked, {len(unexpected)} not as the catalog declares"
+        + (f": {', '.join(unexpected)}" if unexpected else "")]
