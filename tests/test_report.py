@@ -447,3 +447,17 @@ def test_the_terminal_summary_counts_what_is_not_as_declared():
     assert lines[-1] == "2 instantiations checked, 1 not as the catalog declares: b-float32-TILE16"
     assert report.summary_lines(rows[2:]) == ["no instantiation was checked (1 selected); see the skip "
                                               "reasons above"]
+
+
+def test_the_one_table_formatter_aligns_words_left_and_numbers_right():
+    from gemmcheck.tables import format_table
+
+    lines = format_table(("kernel", "N", "TFLOP/s", "note"),
+                         [("matmul_naive-float32-TILE32", 4096, "6.15", ""),
+                          ("cuBLAS float32", 4096, "50.50", "model exceeded")])
+    assert lines == ["kernel                       N     TFLOP/s  note",
+                     "matmul_naive-float32-TILE32  4096     6.15",
+                     "cuBLAS float32               4096    50.50  model exceeded"]
+    assert format_table(("a", "b"), [("1", "x")], align_numbers=False) == ["a  b", "1  x"]
+    with pytest.raises(ValueError, match=r"table row 1 has 1 cells, the header 2"):
+        format_table(("a", "b"), [("only",)])
