@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+
 class DeviceClock:
     """A clock for pytest-benchmark that advances only by measured device time.
 
