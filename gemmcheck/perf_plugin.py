@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import perf, report
+from gemmcheck import device, perf, report
 from gemmcheck.perf import selection, summary
 
 # Fixtures the perf suite parametrizes, and what each gets.
@@ -29,6 +29,7 @@ class PerfConfig:
     reports: Path
     session: perf.PerfSession | None = None
     skip_reason: str | None = None
+    ncu: str | None = None      # ncu's path with --gemm-ncu
 
 
 PERF_CONFIG = pytest.StashKey[PerfConfig]()
@@ -39,6 +40,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gemm-thresholds", metavar="PATH", default=None,
                     help="performance thresholds TOML (default: gemmcheck's "
                          "suites/performance/thresholds.toml)")
+    group.addoption("--gemm-ncu", action="store_true", default=False,
+                    help="also measure each timed kernel's DRAM bytes with Nsight Compute (ncu on PATH; "
+                         "one extra profiled launch per kernel) for the roofline's measured point "
+                         "(default: off)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,8 +52,12 @@ def pytest_configure(config: pytest.Config) -> None:
         thresholds = perf.load_thresholds(path)
     except perf.ThresholdError as exc:
         raise pytest.UsageError(f"--gemm-thresholds: {exc}") from None
+    ncu = device.tool("ncu") if config.option.gemm_ncu else None
+    if config.option.gemm_ncu and ncu is None:
+        raise pytest.UsageError("--gemm-ncu needs ncu (Nsight Compute) on PATH; not found. "
+                                "Add it to PATH or drop the flag.")
     reports = Path(config.rootpath) / "reports"
-    config.stash[PERF_CONFIG] = PerfConfig(thresholds, reports / "performance")
+    config.stash[PERF_CONFIG] = PerfConfig(thresholds, reports / "performance", ncu=ncu)
     # pytest-benchmark keeps saved runs in ./.benchmarks unless told otherwise; ours
     # belong under reports/. Its own configure runs after this one (trylast).
     if getattr(config.option, "benchmark_storage", None) == "file://./.benchmarks":
@@ -125,7 +134,7 @@ def perf_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
                               "does not time kernels")
         else:
             timer = perf.GpuTimer(backend, pc.thresholds.timing)
-            pc.session = perf.PerfSession(timer, _gemm(request.config).profile.perf_repeats)
+            pc.session = perf.PerfSession(timer, _gemm(request.config).profile.perf_repeats, ncu=pc.ncu)
             pc.session.copy()   # the memory roof, measured first, on an idle card
     if pc.session is None:
         pytest.skip(pc.skip_reason)

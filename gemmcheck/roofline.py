@@ -196,7 +196,7 @@ class Point:
 
 
 def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float | None,
-         ceilings: dict[str, float] | None = None, title: str = "") -> bytes:
+         ceilings: dict[str, float] | None = None, title: str = "", measured: list[Point] = ()) -> bytes:
     """A log-log roofline as PNG bytes: each kernel a point at its model intensity,
     the memory roof (bandwidth x intensity) and the FP32 peak as lines, and each
     measured ceiling (e.g. cuBLAS per dtype, in TFLOP/s) as a dashed horizontal line."""
@@ -208,7 +208,7 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
     if not points:
         raise ValueError("nothing to plot: no measured kernels")
     ceilings = ceilings or {}
-    xs = [p.intensity for p in points]
+    xs = [p.intensity for p in [*points, *measured]]
     lo_x = min(xs + [0.1]) / 2
     hi_x = max(xs + [64.0] + ([peak_tflops / bandwidth_tbs * 4] if peak_tflops and bandwidth_tbs else []))
     fig = Figure(figsize=(12, 8), dpi=100)
@@ -231,6 +231,9 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
     for i, p in enumerate(points):
         ax.scatter([p.intensity], [p.tflops], marker=markers[i % len(markers)], s=55, zorder=3,
                    label=f"{p.label}: {p.tflops:.2f} TFLOP/s at {p.intensity:g} FLOP/B")
+    for p in measured:   # the same kernel at the intensity ncu measured: hollow, so the two read apart
+        ax.scatter([p.intensity], [p.tflops], marker="o", s=70, zorder=3, facecolors="none",
+                   edgecolors="black", label=f"{p.label}: measured {p.intensity:.1f} FLOP/B (DRAM bytes)")
     ax.set_xlim(lo_x, hi_x)
     ax.set_xlabel("arithmetic intensity from the seed's DRAM-only model, no cache reuse counted "
                   "(FLOP / byte of global input traffic): a model, not a measurement")

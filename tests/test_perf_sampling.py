@@ -253,3 +253,50 @@ def test_the_sm_clock_reader_prefers_the_default_applications_clock_and_falls_ba
     monkeypatch.setitem(sys.modules, "pynvml", None)     # not installed
     missing = device.SmClock(0)
     assert missing.now_mhz() is None and "nvidia-ml-py is not installed" in missing.why_not
+
+
+# -- the measured roofline point (ncu), on ncu's CSV as it prints it -----------------------------
+
+NCU_CSV = [
+    "==PROF== Connected to process 4242 (/usr/bin/python3.11)",
+    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+    '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"',
+    '"0","4242","python3.11","127.0.0.1","matmul_naive","1","7","(32, 32, 1)","(128, 128, 1)","0","9.0",'
+    '"Command line profiler metrics","dram__bytes_read.sum","byte","1,073,741,824"',
+    '"0","4242","python3.11","127.0.0.1","matmul_naive","1","7","(32, 32, 1)","(128, 128, 1)","0","9.0",'
+    '"Command line profiler metrics","dram__bytes_write.sum","byte","67108864"',
+]
+
+
+def test_ncu_csv_gives_the_dram_bytes_read_plus_written():
+    from gemmcheck.perf import ncu
+
+    assert ncu.parse(NCU_CSV) == 1_073_741_824 + 67_108_864
+    assert ncu.parse(NCU_CSV[:3]) is None          # the write counter missing: no point, not half of one
+    assert ncu.parse(["==PROF== Disconnected"]) is None
+    argv = ncu.command("/opt/ncu", "matmul_tiled")
+    assert argv[0] == "/opt/ncu" and "regex:^matmul_tiled$" in argv and "base" in argv
+
+
+def test_without_ncu_there_is_no_measured_point_and_the_table_says_why(monkeypatch):
+    from gemmcheck import device
+    from gemmcheck.perf import ncu
+
+    monkeypatch.setattr(device, "tool", lambda name: None)
+    spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "matmul_naive")
+    assert ncu.dram_bytes(catalog.Instance(spec, "float32", 32), 64) == (None, "ncu not found on PATH")
+
+
+def test_the_measured_point_shows_in_the_table_next_to_the_model():
+    specs = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+    naive = catalog.Instance(specs["matmul_naive"], "float32", 32)
+    session = _session()
+    session.ncu = "/opt/ncu"
+    row = _row(naive, 6.15)
+    row.dram_bytes = 2 * 4096**3 / 41.0                 # 41 FLOP per DRAM byte, measured
+    session.rows = {(naive.id, 4096): row}
+    header, rows, foot = summary.summary_rows(session)
+    cells = dict(zip(header, rows[0]))
+    assert cells["model FLOP/B"] == "0.25" and cells["DRAM FLOP/B (ncu)"] == "41.0"
+    assert any("the measured point of the roofline" in line for line in foot)
+    assert summary.roofline_png(session)[:8] == b"\x89PNG\r\n\x1a\n"

@@ -349,3 +349,16 @@ def test_selection_finds_refusals_only_for_selected_instances():
         ("cheat_skips_repeats-float32-TILE32-N2048", cheat.id), ("cheat_skips_repeats-float32-TILE32-N4096", cheat.id)]
     assert selection.refusal_cases([], thresholds, (4096,)) == []
     assert cheat not in selection.timed_instances([cheat], thresholds)   # declared wrong: not a throughput row
+
+
+def test_asking_for_ncu_without_ncu_on_path_stops_the_run(pytester, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("PATH", str(pytester.path))     # nothing named ncu there
+    pytester.makeconftest((Path(__file__).parent.parent / "conftest.py").read_text())
+    result = pytester.runpytest("--co", "--gemm-ncu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--gemm-ncu needs ncu (Nsight Compute) on PATH; not found" in result.stderr.str()
+    (pytester.path / "ncu").write_text("#!/bin/sh\n")
+    (pytester.path / "ncu").chmod(0o755)
+    assert pytester.runpytest("--co", "--gemm-ncu").ret == pytest.ExitCode.NO_TESTS_COLLECTED

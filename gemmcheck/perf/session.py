@@ -64,6 +64,8 @@ class Row:
     last: Check | None = None                # the last timed launch's output
     cublas: Measurement | None = None        # cuBLAS sampled in turn with this kernel
     impossible: str | None = None            # why the time is faster than the roofline allows
+    dram_bytes: float | None = None          # measured by ncu (--gemm-ncu), one cold launch
+    dram_note: str = ""                      # why there is no measured point
 
 
 @dataclass
@@ -75,6 +77,7 @@ class PerfSession:
     rows: dict[tuple[str, int], Row] = field(default_factory=dict)
     _cublas: dict[tuple[str, int], Measurement | str] = field(default_factory=dict)
     _copy: Measurement | None = None
+    ncu: str | None = None         # ncu's path when the measured roofline point is wanted (--gemm-ncu)
 
     @property
     def device(self) -> DeviceProperties:
@@ -89,8 +92,13 @@ class PerfSession:
             else:
                 timed = self.timer.timed(instance, size, self.repeats)
                 self._pool_cublas(instance.dtype, size, timed.cublas, timed.cublas_error)
-                self.rows[key] = Row(timed.kernel, instance, check, timed.last, timed.cublas,
-                                     self._impossible(instance, size, timed.kernel))
+                row = Row(timed.kernel, instance, check, timed.last, timed.cublas,
+                          self._impossible(instance, size, timed.kernel))
+                if self.ncu and row.last.ok and not row.impossible:
+                    from gemmcheck.perf import ncu
+
+                    row.dram_bytes, row.dram_note = ncu.dram_bytes(instance, size, exe=self.ncu)
+                self.rows[key] = row
         return self.rows[key]
 
     def _impossible(self, instance: Instance, size: int, m: Measurement) -> str | None:

@@ -20,7 +20,7 @@ from gemmcheck.perf.session import PerfSession, Row
 from gemmcheck.tables import format_table
 
 HEADER = ("kernel", "N", "TFLOP/s", "noise", "samples", "stop", "SM MHz", "cold caches", "% cuBLAS",
-          "% FP32 peak", "model FLOP/B", "model roof", "% of model roof")
+          "% FP32 peak", "model FLOP/B", "model roof", "% of model roof", "DRAM FLOP/B (ncu)")
 
 
 def _intensity(row: Row) -> float:
@@ -34,16 +34,21 @@ def _timing_cells(m: Measurement) -> tuple[str, ...]:
     return (f"{m.tflops:.2f}", f"{100 * m.noise:.2f}%", samples, m.stop or "-", clock, m.cold_caches())
 
 
+def _measured_intensity(row: Row, size: int) -> float | None:
+    return roofline.gemm_flops(size, size, size) / row.dram_bytes if row.dram_bytes else None
+
+
 def _kernel_row(session: PerfSession, label: str, size: int, row: Row) -> tuple[str, ...]:
     m = row.measurement
     if m is None:
         return (label, str(size), "wrong", *["-"] * 9,
-                f"first launch: {row.check.worst_ratio:.3g} x bound, {row.check.nans} NaN")
+                f"first launch: {row.check.worst_ratio:.3g} x bound, {row.check.nans} NaN", "-")
     if row.last is not None and not row.last.ok:
         verdict = f"wrong on last launch: {row.last.worst_ratio:.3g} x bound, {row.last.nans} NaN"
-        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 4, verdict)
+        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 4, verdict, "-")
     if row.impossible:
-        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 4, "impossible: beats the roofline")
+        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 4, "impossible: beats the roofline",
+                "-")
     cublas = row.cublas or session.cublas_measurements().get((row.instance.dtype, size))
     pct_cublas = f"{100 * m.tflops / cublas.tflops:.1f}" if cublas else "n/a"
     peak = session.device.fp32_peak_tflops
@@ -51,8 +56,9 @@ def _kernel_row(session: PerfSession, label: str, size: int, row: Row) -> tuple[
     roof = session.roof()
     model = (f"{roof.attainable(intensity):.1f}", roofline.model_roof_cell(m.tflops, roof.attainable(intensity))) \
         if roof else ("-", "-")
+    measured = _measured_intensity(row, size)
     return (label, str(size), *_timing_cells(m), pct_cublas, f"{100 * m.tflops / peak:.1f}" if peak else "n/a",
-            f"{intensity:g}", *model)
+            f"{intensity:g}", *model, f"{measured:.1f}" if measured else "-")
 
 
 def summary_rows(session: PerfSession) -> tuple[tuple[str, ...], list[tuple[str, ...]], list[str]]:
@@ -62,7 +68,7 @@ def summary_rows(session: PerfSession) -> tuple[tuple[str, ...], list[tuple[str,
     peak = session.device.fp32_peak_tflops
     for (dtype, size), m in sorted(session.cublas_measurements().items(), key=lambda kv: (kv[0][1], kv[0][0])):
         rows.append((f"cuBLAS {dtype}", str(size), *_timing_cells(m), "100.0",
-                     f"{100 * m.tflops / peak:.1f}" if peak else "n/a", "-", "-", "-"))
+                     f"{100 * m.tflops / peak:.1f}" if peak else "n/a", "-", "-", "-", "-"))
     return HEADER, rows, footer(session)
 
 
@@ -91,6 +97,14 @@ def footer(session: PerfSession) -> list[str]:
                  "between two uses of a set; C is poisoned before each sample and the last timed "
                  "launch's output is checked")
     lines.append(f"TF32: {TF32}")
+    if session.ncu:
+        lines.append("DRAM FLOP/B (ncu): FLOPs / the DRAM bytes ncu measured on one cold launch "
+                     "(dram__bytes_read.sum + dram__bytes_write.sum): the measured point of the roofline")
+        for (label, size), row in sorted(session.rows.items()):
+            if row.dram_note:
+                lines.append(f"{label} N={size}: no measured point: {row.dram_note}")
+    else:
+        lines.append("DRAM FLOP/B (ncu): not measured (pass --gemm-ncu with ncu on PATH)")
     for (dtype, size), why in sorted(session.cublas_missing().items()):
         lines.append(f"cuBLAS {dtype} N={size}: not measured: {why}")
     return lines
@@ -107,11 +121,13 @@ def roofline_png(session: PerfSession) -> bytes | None:
               if row.measurement is not None and (row.last is None or row.last.ok) and not row.impossible]
     if not points:
         return None
+    measured = [roofline.Point(f"{label} N{size} (ncu)", _measured_intensity(row, size), row.measurement.tflops)
+                for (label, size), row in sorted(session.rows.items()) if _measured_intensity(row, size)]
     ceilings = {f"cuBLAS {d} N{s}": m.tflops for (d, s), m in session.cublas_measurements().items()}
     roof = session.roof()
     return roofline.plot(points, peak_tflops=session.device.fp32_peak_tflops,
                          bandwidth_tbs=roof.bandwidth_tbs if roof else None, ceilings=ceilings,
-                         title=f"roofline: {session.device.name}")
+                         title=f"roofline: {session.device.name}", measured=measured)
 
 
 def _measurement_json(m: Measurement) -> dict:
@@ -131,6 +147,9 @@ def document(session: PerfSession) -> dict:
         if r.cublas is not None:
             out["interleaved_cublas_tflops"] = r.cublas.tflops
         out["impossible"] = r.impossible
+        out["dram_bytes_ncu"] = r.dram_bytes
+        if r.dram_note:
+            out["dram_note"] = r.dram_note
         return out
 
     return {
