@@ -23,7 +23,8 @@ TIMEOUT_S = 300.0
 def command(exe: str, entry: str) -> list[str]:
     """ncu's options: the DRAM byte counters of the first launch of ``entry``, as CSV in bytes."""
     return [exe, "--metrics", ",".join(METRICS), "--csv", "--print-units", "base",
-            "--kernel-name-base", "function", "--kernel-name", f"regex:^{re.escape(entry)}$",
+            # the function name, with or without its template arguments (matmul_tiled<float, 32>)
+            "--kernel-name-base", "function", "--kernel-name", f"regex:^{re.escape(entry)}(<.*)?$",
             "--launch-count", "1", "--target-processes", "all"]
 
 
