@@ -6,30 +6,16 @@ Logic lives in gemmcheck.report; this module only wires it to pytest.
 
 from __future__ import annotations
 
-import re
-import shlex
+import time
 from pathlib import Path
 
 import pytest
 
 from gemmcheck import report
-from gemmcheck.catalog import Instance
 
 DEFAULT_RESULTS = Path("reports") / "allure-results"
 DEFAULT_VERDICTS = Path("reports") / "verdicts.json"
-INSTANCE_PARAMS = ("reference", "broken", "any_kernel")
-
-# Suite directory -> allure feature; and how much a failure there matters.
-FEATURES = {"compile": "compile", "correctness": "correctness", "hazards": "hazards",
-            "performance": "performance"}
-SEVERITY = {"correctness": "critical", "hazards": "critical", "compile": "normal",
-            "performance": "minor", "harness": "minor"}
-# Stories that read better than the test's name; any other test's story is its name in words.
-STORIES = {
-    "test_worked_example_bit_for_bit": "exact result: the seed's worked example",
-    "test_partial_sums_after_the_first_phase": "exact result: the seed's worked example",
-    "test_seed_matrix_is_the_exact_product": "exact result: the seed's worked example",
-}
+INSTANCE_PARAMS = report.INSTANCE_PARAMS
 
 
 class _State:
@@ -45,6 +31,7 @@ class _State:
 
 
 STATE = pytest.StashKey[_State]()
+STARTED = pytest.StashKey[float]()   # when the session started: older worker files are stale
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,87 +41,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "under the rootdir)")
 
 
-def _nested_in_recording_session() -> bool:
-    """allure_commons' plugin manager is process-global: a session started inside another
-    (pytester's in-process runs) must not write into the outer session's results."""
-    if report.allure_commons is None:
-        return False
-    from allure_commons.logger import AllureFileLogger
-
-    return any(isinstance(p, AllureFileLogger)
-               for p in report.allure_commons.plugin_manager.get_plugins())
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     # Runs before allure-pytest's pytest_configure, which reads --alluredir.
-    has_allure = config.pluginmanager.hasplugin("allure_pytest") and report.allure is not None
-    nested = _nested_in_recording_session()
+    has_allure = config.pluginmanager.hasplugin("allure_pytest") and report.installed()
+    nested = report.nested_in_recording_session()
     opt = config.option
     if has_allure and not nested and getattr(opt, "allure_report_dir", None) is None:
         opt.allure_report_dir = str(config.rootpath / DEFAULT_RESULTS)
         # One run, one report (trends live in the HTML history); under pytest-xdist only the
         # controller cleans, or the workers would delete each other's results.
         opt.clean_alluredir = not hasattr(config, "workerinput")
-    recording = bool(has_allure and not nested and getattr(opt, "allure_report_dir", None))
     verdicts = Path(opt.gemm_verdicts) if opt.gemm_verdicts else config.rootpath / DEFAULT_VERDICTS
+    _refuse_unwritable(config, verdicts)
+    recording = bool(has_allure and not nested and getattr(opt, "allure_report_dir", None))
     state = _State(recording, verdicts)
     if recording:
         state.results_dir = Path(opt.allure_report_dir).resolve()
     config.stash[STATE] = state
-    report._recording.append(recording)
+    report.start_session(recording)
+
+
+def _refuse_unwritable(config: pytest.Config, verdicts: Path) -> None:
+    """A report path the run cannot write is a usage error now, not a traceback after every test."""
+    why = report.unwritable_file(verdicts)
+    if why:
+        raise pytest.UsageError(f"--gemm-verdicts {verdicts}: cannot write there ({why}); "
+                                "give a writable path")
+    alluredir = getattr(config.option, "allure_report_dir", None)
+    why = report.unwritable_dir(Path(alluredir)) if alluredir else None
+    if why:
+        raise pytest.UsageError(f"--alluredir {alluredir}: cannot write there ({why}); "
+                                "give a writable directory")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if STATE in config.stash and report._recording:
-        report._recording.pop()
-
-
-def _instance(item: pytest.Item) -> tuple[str, Instance] | None:
-    """The catalog instantiation a test runs on: whichever parameter holds an Instance
-    (reference, broken, any_kernel, and the hazards suite's own, direct or indirect)."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return None
-    names = [n for n in INSTANCE_PARAMS if n in callspec.params]
-    names += [n for n in callspec.params if n not in INSTANCE_PARAMS]
-    for name in names:
-        if isinstance(callspec.params[name], Instance):
-            return name, callspec.params[name]
-    return None
-
-
-def feature_of(nodeid: str) -> str:
-    parts = nodeid.split("::")[0].split("/")
-    if "suites" in parts and parts.index("suites") + 1 < len(parts) - 1:
-        suite = parts[parts.index("suites") + 1]
-        return FEATURES.get(suite, suite)
-    return "harness"
-
-
-def story_of(function_name: str) -> str:
-    if function_name in STORIES:
-        return STORIES[function_name]
-    return re.sub(r"^test_", "", function_name).replace("_", " ")
-
-
-def labels_for(item: pytest.Item) -> list[tuple[str, str]]:
-    """(label, value) pairs for one test: epic, feature, story, severity, tags, kernel."""
-    feature = feature_of(item.nodeid)
-    name = getattr(item, "originalname", item.name.split("[")[0])
-    labels = [("epic", "gemmcheck"), ("feature", feature), ("story", story_of(name))]
-    found = _instance(item)
-    severity = SEVERITY.get(feature, "normal")
-    if found:
-        fixture, inst = found
-        if fixture == "broken" or (fixture == "any_kernel" and not inst.spec.is_reference):
-            severity = "normal"   # a broken variant is caught, or a detector has a gap
-        labels += [("tag", inst.dtype), ("tag", f"TILE{inst.tile}"),
-                   ("tag", "reference" if inst.spec.is_reference else "broken variant"),
-                   ("kernel", inst.spec.name), ("instantiation", inst.id),
-                   ("expect", inst.spec.expect)]
-    labels.append(("severity", severity))
-    return labels
+    if STATE in config.stash:
+        report.end_session()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -145,7 +88,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     for item in items:
         have = {m.kwargs.get("label_type") for m in item.iter_markers("allure_label")}
-        for name, value in labels_for(item):
+        for name, value in report.labels_for(item):
             if name in have and name in ("severity", "feature", "story", "epic"):
                 continue   # the test's own @allure.* decorator wins
             item.add_marker(pytest.mark.allure_label(value, label_type=name))
@@ -160,8 +103,9 @@ def pytest_runtest_setup(item: pytest.Item):
 
 
 def _start(item: pytest.Item) -> None:
+    report.start_test()
     state = item.config.stash[STATE]
-    found = _instance(item)
+    found = report.instance_of(item)
     if found:
         state.ran_instances = True
     state.verdicts_seen = len(_verdict_log(item.config).verdicts) if _verdict_log(item.config) else 0
@@ -202,64 +146,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     notes = getattr(call.excinfo.value, "__notes__", []) if call.excinfo else []
     sections = [text for _, text in rep.sections]   # hypothesis prints the example to stdout
-    repro = _hypothesis_reproduction("\n".join([*notes, rep.longreprtext, *sections]))
+    repro = report.hypothesis_reproduction("\n".join([*notes, rep.longreprtext, *sections]))
     if repro:
         report.attach_hypothesis_reproduction(repro)
-    report.attach_text("reproduce", _reproduce_command(item))
-    found = _instance(item)
+    report.attach_text("reproduce", report.reproduce_command(item.nodeid, item.config.rootpath,
+                                                                _gemm(item.config)))
+    found = report.instance_of(item)
     if found:
-        names = {a.name for a in _current_attachments()}
-        if not any(n.startswith("kernel source") for n in names):
+        if not any(n.startswith("kernel source") for n in report.attached_names()):
             report.attach_instance_evidence(found[1])
-
-
-def _current_attachments():
-    try:
-        listener = report.allure_commons.plugin_manager.get_plugin("allure_listener") or next(
-            p for p in report.allure_commons.plugin_manager.get_plugins()
-            if type(p).__name__ == "AllureListener")
-        result = listener.allure_logger.get_test(None)
-        return list(result.attachments) if result else []
-    except Exception:
-        return []
-
-
-_REPRODUCE = re.compile(r"^(?:E\s+)?.*(@reproduce_failure\(.*?\)|@seed\(\d+\)|"
-                        r"--hypothesis-seed=\d+).*$", re.M)
-
-
-def _hypothesis_reproduction(text: str) -> str:
-    """The falsifying example (up to its closing parenthesis) and the @reproduce_failure line
-    from hypothesis's report."""
-    lines = [re.sub(r"^E\s{1,3}", "", line) for line in text.splitlines()]
-    parts: list[str] = []
-    for k, line in enumerate(lines):
-        if re.match(r"\s*(?:Falsifying (?:explicit )?example|Failing test case):", line):
-            block, depth = [], 0
-            for follow in lines[k:]:
-                block.append(follow)
-                depth += follow.count("(") - follow.count(")")
-                if depth <= 0:
-                    break
-            parts.append("\n".join(block).strip())
-    parts += [m.group(0).strip() for m in _REPRODUCE.finditer("\n".join(lines))]
-    return "\n".join(dict.fromkeys(parts))
-
-
-def _reproduce_command(item: pytest.Item) -> str:
-    gemm = _gemm(item.config)
-    cmd = ["pytest", item.nodeid]
-    if gemm:
-        cmd += ["--gemm-profile", gemm.profile.name, "--gemm-backend", gemm.backend_name]
-        for catalog in gemm.catalogs:
-            cmd += ["--gemm-catalog", "builtin" if catalog == _builtin() else str(catalog)]
-    return (f"# from the repository root ({item.config.rootpath})\n" + shlex.join(cmd) + "\n")
-
-
-def _builtin():
-    from gemmcheck import catalog
-
-    return catalog.BUILTIN
 
 
 def _gemm(config: pytest.Config):
@@ -284,56 +179,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     worker = getattr(config, "workerinput", {}).get("workerid")
     verdicts = gemm.verdicts.verdicts
     if worker is None and not verdicts:
-        verdicts = _worker_verdicts(state.verdicts_path, session)
+        verdicts = report.read_worker_verdicts(state.verdicts_path, session.config.stash[STARTED])
     if verdicts or state.ran_instances:
-        from gemmcheck import device
-
-        document = report.verdicts_document(
-            gemm.instances("any_kernel"), verdicts,
-            run_info={"profile": gemm.profile.name, "backend": gemm.backend_name,
-                      "device": device.cuda_device()[1],
-                      "catalogs": [str(c) for c in gemm.catalogs],
-                      "exit_status": int(exitstatus)})
+        document = report.verdicts_document(gemm.instances("any_kernel"), verdicts,
+                                            run_info=report.run_info(gemm, exitstatus))
         if worker is not None:   # pytest-xdist: the controller merges the workers' files
-            report.write_verdicts(_worker_file(state.verdicts_path, worker), document)
+            report.write_verdicts(report.worker_file(state.verdicts_path, worker), document)
             return
         report.write_verdicts(state.verdicts_path, document)
         state.summary = document["instances"]
         if state.recording:
-            report.allure.global_attach(
-                "\n".join(report.verdict_table(document["instances"])) + "\n",
-                name="verdict summary", attachment_type=report.AttachmentType.TEXT)
-
-
-def _worker_file(path: Path, worker: str) -> Path:
-    return path.with_name(f"{path.stem}-{worker}.json")
-
-
-def _worker_verdicts(path: Path, session: pytest.Session) -> list:
-    """The verdicts pytest-xdist workers wrote in this session (removing their files)."""
-    import json
-    import time
-
-    from gemmcheck.verdict import Defect, Finding, Verdict
-
-    started = getattr(session, "_gemm_report_started", time.time())
-    out = []
-    for part in sorted(path.parent.glob(f"{path.stem}-gw*.json")):
-        if part.stat().st_mtime < started:
-            continue
-        for v in json.loads(part.read_text())["verdicts"]:
-            findings = [Finding(**{**f, "defect": Defect(f["defect"]),
-                                   "where": tuple(f["where"]) if f["where"] else None})
-                        for f in v.pop("findings")]
-            out.append(Verdict(**v, findings=findings))
-        part.unlink()
-    return out
+            report.attach_session_text("verdict summary",
+                                       "\n".join(report.verdict_table(document["instances"])) + "\n")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    import time
-
-    session._gemm_report_started = time.time() - 1
+    session.config.stash[STARTED] = time.time() - 1
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -341,18 +202,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     rows = state.summary if state is not None else None
     if not rows:
         return
-    checked = [r for r in rows if r["status"] != "not_checked"]
     terminalreporter.section("gemmcheck: verdicts")
-    if not checked:
-        terminalreporter.write_line(f"no instantiation was checked ({len(rows)} selected); "
-                                    "see the skip reasons above")
-    else:
-        for line in report.verdict_table(checked):
-            terminalreporter.write_line(line)
-        unexpected = [r["instance"] for r in checked if r["status"] == "unexpected"]
-        terminalreporter.write_line(
-            f"{len(checked)} instantiations checked, {len(unexpected)} not as the catalog declares"
-            + (f": {', '.join(unexpected)}" if unexpected else ""))
+    for line in report.summary_lines(rows):
+        terminalreporter.write_line(line)
     terminalreporter.write_line(f"verdicts: {state.verdicts_path}")
     if state.results_dir is not None:
         terminalreporter.write_line(f"allure results: {state.results_dir} "

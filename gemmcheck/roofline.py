@@ -10,6 +10,16 @@ reuses every loaded element TILE times (I = TILE / itemsize, TILE / 4 for
 float32). Under a roofline with memory bandwidth BW and compute peak P a
 kernel of intensity I can reach at most min(P, I x BW): memory-bound left of
 the ridge point P / BW, compute-bound right of it.
+
+That model counts DRAM traffic only, as if no cache kept anything between two
+tiles: it is a *model* roof, not a bound. L1 and L2 reuse loads far more than
+it counts (the naive kernel reaches 5-7x its model roof on an H200), so a
+kernel above its model roof is shown as "model exceeded", never as > 100 %
+(``model_roof_cell``). The bounds no kernel can beat are the device's: the
+highest FLOP rate any unit of the SM reaches for the dtype (tensor cores
+included, ``peak_tflops``) and the copy bandwidth over the bytes a GEMM must
+move at least (``min_bytes``); ``impossible`` refuses a time faster than both
+allow.
 """
 
 from __future__ import annotations
@@ -32,6 +42,19 @@ FP32_LANES_PER_SM = {
 }
 
 
+# The highest dense FLOP rate per SM per clock any unit reaches for inputs of a dtype
+# (tensor cores included: TF32 for float32, FP64 tensor cores for float64), from
+# NVIDIA's architecture whitepapers (V100, A100, H100 dense rates / SMs / boost clock).
+# A time faster than this allows is impossible. Unknown pairs give None: no compute
+# bound is claimed there, only the memory one.
+PEAK_FLOP_PER_CLOCK_PER_SM = {
+    (7, 0): {"float64": 64, "float32": 128, "float16": 1024},
+    (8, 0): {"float64": 128, "float32": 1024, "float16": 2048, "bfloat16": 2048},
+    (9, 0): {"float64": 256, "float32": 2048, "float16": 4096, "bfloat16": 4096},
+}
+IMPOSSIBLE_SLACK = 0.10   # clocks and bandwidth are read, not exact: refuse only 10 % past a bound
+
+
 def gemm_flops(M: int, N: int, K: int) -> int:
     """2MNK: one multiply and one add per (i, j, k)."""
     return 2 * M * N * K
@@ -49,6 +72,42 @@ def fp32_peak_tflops(sm_count: int, clock_hz: float, capability: tuple[int, int]
     if lanes is None:
         return None
     return sm_count * lanes * 2 * clock_hz / 1e12
+
+
+def peak_tflops(sm_count: int, clock_hz: float, capability: tuple[int, int], dtype: str) -> float | None:
+    """The highest rate any unit of the device reaches for this dtype (tensor cores included),
+    or None when the table does not know the pair."""
+    per_clock = PEAK_FLOP_PER_CLOCK_PER_SM.get(tuple(capability), {}).get(dtype)
+    return None if per_clock is None else sm_count * per_clock * clock_hz / 1e12
+
+
+def min_bytes(M: int, N: int, K: int, itemsize: int) -> int:
+    """The least a GEMM with beta = 0 must move: read A and B once, write C once."""
+    return (M * K + K * N + M * N) * itemsize
+
+
+def impossible(seconds: float, *, flops: float, nbytes: float, peak_tflops: float | None,
+               bandwidth_tbs: float | None, slack: float = IMPOSSIBLE_SLACK) -> str | None:
+    """Why ``seconds`` is faster than the device allows (a sentence), or None when it is possible.
+
+    The fastest possible time is max(flops / peak, bytes / bandwidth); a time below
+    (1 - slack) x that is refused. A bound whose number is unknown (None) is not applied.
+    """
+    reasons = []
+    if peak_tflops:
+        floor = flops / (peak_tflops * 1e12)
+        if seconds < (1 - slack) * floor:
+            reasons.append(f"{flops / seconds / 1e12:.1f} TFLOP/s exceeds the device's peak "
+                           f"{peak_tflops:.1f} TFLOP/s (needs >= {floor * 1e6:.1f} us)")
+    if bandwidth_tbs:
+        floor = nbytes / (bandwidth_tbs * 1e12)
+        if seconds < (1 - slack) * floor:
+            reasons.append(f"moving at least {nbytes / 2**20:.0f} MiB at {nbytes / seconds / 1e12:.2f} TB/s "
+                           f"exceeds the copy bandwidth {bandwidth_tbs:.2f} TB/s (needs >= {floor * 1e6:.1f} us)")
+    if not reasons:
+        return None
+    return (f"{seconds * 1e6:.1f} us is faster than the roofline allows: " + "; ".join(reasons)
+            + "; a kernel this fast skipped work or replayed a cached result")
 
 
 def reuse_factor(policy: str, tile: int, shared_tiles: int | None) -> int:
@@ -82,6 +141,16 @@ class Roof:
     def bound(self, intensity: float) -> str:
         """'memory' or 'compute': which roof is lower at this intensity."""
         return "memory" if intensity * self.bandwidth_tbs < self.peak_tflops else "compute"
+
+
+MODEL_EXCEEDED = "model exceeded: caches reuse more than the model counts"
+
+
+def model_roof_cell(achieved_tflops: float, model_roof_tflops: float) -> str:
+    """A kernel's share of its model roof as a table cell: a percentage up to 100, and past it
+    the reason, never a percentage above 100 (the model is not a bound)."""
+    share = 100 * achieved_tflops / model_roof_tflops
+    return f"{share:.1f}" if share <= 100 else MODEL_EXCEEDED
 
 
 def ratio(value: float, baseline: float) -> float:
@@ -127,7 +196,7 @@ class Point:
 
 
 def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float | None,
-         ceilings: dict[str, float] | None = None, title: str = "") -> bytes:
+         ceilings: dict[str, float] | None = None, title: str = "", measured: list[Point] = ()) -> bytes:
     """A log-log roofline as PNG bytes: each kernel a point at its model intensity,
     the memory roof (bandwidth x intensity) and the FP32 peak as lines, and each
     measured ceiling (e.g. cuBLAS per dtype, in TFLOP/s) as a dashed horizontal line."""
@@ -139,7 +208,7 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
     if not points:
         raise ValueError("nothing to plot: no measured kernels")
     ceilings = ceilings or {}
-    xs = [p.intensity for p in points]
+    xs = [p.intensity for p in [*points, *measured]]
     lo_x = min(xs + [0.1]) / 2
     hi_x = max(xs + [64.0] + ([peak_tflops / bandwidth_tbs * 4] if peak_tflops and bandwidth_tbs else []))
     fig = Figure(figsize=(12, 8), dpi=100)
@@ -150,8 +219,9 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
         grid = [lo_x * (hi_x / lo_x) ** (i / 200) for i in range(201)]
         roof = [min(peak_tflops or math.inf, x * bandwidth_tbs) for x in grid]
         ax.plot(grid, roof, color="black", linewidth=2,
-                label=f"roof: copy bandwidth {bandwidth_tbs:.2f} TB/s"
-                      + (f", FP32 peak {peak_tflops:.1f} TFLOP/s" if peak_tflops else ""))
+                label=f"model roof: copy bandwidth {bandwidth_tbs:.2f} TB/s x model intensity"
+                      + (f", FP32 peak {peak_tflops:.1f} TFLOP/s" if peak_tflops else "")
+                      + " (a point above the slope: caches reuse more than the model counts)")
     elif peak_tflops:
         ax.axhline(peak_tflops, color="black", linewidth=2, label=f"FP32 peak {peak_tflops:.1f} TFLOP/s")
     styles = ["tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:gray"]
@@ -161,8 +231,12 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
     for i, p in enumerate(points):
         ax.scatter([p.intensity], [p.tflops], marker=markers[i % len(markers)], s=55, zorder=3,
                    label=f"{p.label}: {p.tflops:.2f} TFLOP/s at {p.intensity:g} FLOP/B")
+    for p in measured:   # the same kernel at the intensity ncu measured: hollow, so the two read apart
+        ax.scatter([p.intensity], [p.tflops], marker="o", s=70, zorder=3, facecolors="none",
+                   edgecolors="black", label=f"{p.label}: measured {p.intensity:.1f} FLOP/B (DRAM bytes)")
     ax.set_xlim(lo_x, hi_x)
-    ax.set_xlabel("arithmetic intensity, the seed's model (FLOP / byte of global input traffic)")
+    ax.set_xlabel("arithmetic intensity from the seed's DRAM-only model, no cache reuse counted "
+                  "(FLOP / byte of global input traffic): a model, not a measurement")
     ax.set_ylabel("TFLOP/s (device-event time, median)")
     ax.set_title(title or "roofline")
     ax.grid(True, which="both", alpha=0.3)

@@ -94,3 +94,42 @@ def test_roofline_plot_without_a_bandwidth_still_draws_the_peak():
 def test_roofline_plot_of_nothing_is_an_error():
     with pytest.raises(ValueError, match="nothing to plot"):
         roofline.plot([], peak_tflops=1.0, bandwidth_tbs=1.0)
+
+
+# -- the bounds no kernel can beat, and the model roof that a kernel can -------------------------
+
+def test_peak_per_dtype_counts_tensor_cores_and_is_unknown_where_the_table_is_silent():
+    # H100/H200 dense: TF32 2048, FP16/BF16 4096, FP64 (tensor) 256 FLOP per SM per clock.
+    assert roofline.peak_tflops(132, 1.83e9, (9, 0), "float16") == pytest.approx(989.4, abs=0.1)
+    assert roofline.peak_tflops(132, 1.83e9, (9, 0), "float32") == pytest.approx(494.7, abs=0.1)
+    assert roofline.peak_tflops(108, 1.41e9, (8, 0), "float64") == pytest.approx(19.5, abs=0.05)
+    assert roofline.peak_tflops(80, 1.53e9, (7, 0), "bfloat16") is None
+    assert roofline.peak_tflops(100, 1e9, (12, 0), "float32") is None
+
+
+def test_min_bytes_reads_each_operand_once_and_writes_c_once():
+    assert roofline.min_bytes(4096, 4096, 4096, 4) == 3 * 4096 * 4096 * 4
+    assert roofline.min_bytes(2, 3, 5, 2) == (2 * 5 + 5 * 3 + 2 * 3) * 2
+
+
+@pytest.mark.parametrize("seconds, peak, bandwidth, refused, says", [
+    (0.10e-3, 500.0, None, True, "exceeds the device's peak 500.0 TFLOP/s"),   # compute bound
+    (0.30e-3, 500.0, None, False, None),                                      # 0.275 ms is the floor
+    (0.26e-3, 500.0, None, False, None),                                      # within the 10 % slack
+    (0.02e-3, None, 4.0, True, "exceeds the copy bandwidth 4.00 TB/s"),       # memory bound only
+    (0.02e-3, None, None, False, None),                                       # nothing known: no claim
+])
+def test_an_impossible_time_is_refused_and_a_possible_one_is_not(seconds, peak, bandwidth, refused, says):
+    flops, nbytes = 2 * 4096**3, 3 * 4096 * 4096 * 4      # 137.4 GFLOP, 192 MiB
+    why = roofline.impossible(seconds, flops=flops, nbytes=nbytes, peak_tflops=peak, bandwidth_tbs=bandwidth)
+    assert (why is not None) == refused, why
+    if refused:
+        assert says in why and "skipped work or replayed a cached result" in why
+
+
+def test_the_model_roof_is_never_shown_above_100_percent():
+    assert roofline.model_roof_cell(8.0, 16.0) == "50.0"
+    assert roofline.model_roof_cell(16.0, 16.0) == "100.0"
+    # The naive kernel on the H200: 6.15 TFLOP/s against a model roof of 0.25 x 4.3 = 1.07.
+    assert roofline.model_roof_cell(6.15, 1.07) == roofline.MODEL_EXCEEDED
+    assert "%" not in roofline.MODEL_EXCEEDED and "caches reuse more" in roofline.MODEL_EXCEEDED

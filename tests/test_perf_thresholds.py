@@ -2,6 +2,7 @@
 the cause; and judging a claim gives the right verdict and message (on made-up rates)."""
 
 import copy
+import math
 import tomllib
 
 import pytest
@@ -109,10 +110,12 @@ def test_sizes_a_claim_applies_to():
 # -- judging a claim: made-up rates through the real PerfSession and judge() ---------------
 
 class FakeTimer:
-    """Stands in for perf.GpuTimer: each instantiation runs at a rate from a table."""
+    """Stands in for perf.GpuTimer: each instantiation runs at a rate from a table, its first
+    launch's output is wrong for ids in ``wrong``, its last timed launch's for ids in ``wrong_last``."""
 
-    def __init__(self, rates, cublas=None, wrong=()):
-        self.rates, self.cublas_rates, self.wrong = rates, cublas or {}, set(wrong)
+    def __init__(self, rates, cublas=None, wrong=(), wrong_last=()):
+        self.rates, self.cublas_rates = rates, cublas or {}
+        self.wrong, self.wrong_last = set(wrong), set(wrong_last)
         self.timing = perf.Timing(tiles=(16, 32))
         self.device = perf.Device("Made-up GPU", (9, 0), 132, 1.98e9, 60 * 2**20)
         self.launched = []
@@ -126,9 +129,14 @@ class FakeTimer:
             return perf.Check(worst_ratio=7.5, nans=0, where=(33, 65))
         return perf.Check(worst_ratio=0.01, nans=0, where=(0, 0))
 
-    def kernel(self, instance, size, n_repeat):
+    def timed(self, instance, size, n_repeat):
         self.launched.append(instance.id)
-        return self._measurement(instance.id, size, self.rates[instance.id])
+        last = (perf.Check(worst_ratio=math.inf, nans=0, where=(40, 7)) if instance.id in self.wrong_last
+                else perf.Check(worst_ratio=0.02, nans=0, where=(0, 0)))
+        cublas = (self._measurement(f"cublas-{instance.dtype}", size, self.cublas_rates[instance.dtype])
+                  if instance.dtype in self.cublas_rates else None)
+        return perf.Timed(self._measurement(instance.id, size, self.rates[instance.id]), cublas,
+                          None if cublas else f"cupy.matmul has no {instance.dtype}", last)
 
     def cublas(self, dtype, size, n_repeat):
         if dtype not in self.cublas_rates:
@@ -144,8 +152,8 @@ H200_RATES = {"matmul_tiled-float32-TILE32": 8.8, "matmul_tiled-float32-TILE16":
               "slow_tiled-float32-TILE32": 2.4}
 
 
-def _judge(threshold, rates=H200_RATES, cublas={"float32": 50.5}, wrong=()):
-    timer = FakeTimer(rates, cublas, wrong)
+def _judge(threshold, rates=H200_RATES, cublas={"float32": 50.5}, wrong=(), wrong_last=()):
+    timer = FakeTimer(rates, cublas, wrong, wrong_last)
     session = perf.PerfSession(timer, repeats=5)
     return perf.judge(session, threshold, 4096, catalog.load(catalog.BUILTIN)), timer
 
@@ -222,21 +230,23 @@ def test_enough_input_sets_rotate_to_defeat_l2(set_bytes, l2, expected):
     assert n == 2 or (n - 2) * set_bytes < 2 * l2  # and no more sets than needed
 
 
-# -- inputs and the check before timing, with numpy standing in for CuPy --------------------
+# -- inputs and the check of the output, with numpy standing in for CuPy --------------------
 
 @pytest.mark.parametrize("name", list(dt.DTYPES))
-def test_timing_inputs_are_random_never_zero_and_exact_in_the_dtype(name):
+def test_timing_inputs_are_the_problems_own_operands_exact_in_the_dtype(name):
     import numpy as np
 
-    sets = perf._InputSets(np, dt.get(name), 64, l2_bytes=64 * 64 * 8 * 4, seed=7)
-    assert len(sets.sets) == sets.n_sets >= 2
-    A0, B0, _ = sets.sets[0]
-    A1 = sets.sets[1][0]
-    values = sets.to_float64(A0)
-    assert np.all((np.abs(values) >= 0.5) & (np.abs(values) <= 1.0))
-    assert 0.3 < np.mean(values > 0) < 0.7                     # both signs
-    assert not np.array_equal(A0, A1) and not np.array_equal(A0, B0)  # sets differ
-    assert np.array_equal(dt.to_bits(values, dt.get(name)), A0.view(dt.get(name).storage))  # exact
+    from gemmcheck.problems import Problem
+
+    sets = perf.InputSets(np, dt.get(name), 64, l2_bytes=64 * 64 * 8 * 4, seed=7)
+    assert len(sets.sets) == sets.n_sets + 1 and sets.n_sets >= 2 and sets.check_set == sets.n_sets
+    for i, (A, B, C) in enumerate(sets.sets):
+        want_A, want_B = Problem(64, 64, 64, name, "uniform", 7 + i).operands()
+        assert np.array_equal(sets.to_float64(A), want_A) and np.array_equal(sets.to_float64(B), want_B)
+        assert A.dtype == dt.get(name).storage and C.shape == (64, 64)
+    assert not np.array_equal(sets.sets[0][0], sets.sets[1][0])     # sets differ
+    sets.poison(1)
+    assert np.all(sets.sets[1][2] == dt.get(name).poison_bits) and not np.any(sets.sets[0][2])
 
 
 @pytest.mark.parametrize("name", list(dt.DTYPES))
@@ -244,9 +254,9 @@ def test_the_check_passes_a_correct_product_and_catches_a_wrong_or_unwritten_one
     import numpy as np
 
     d = dt.get(name)
-    sets = perf._InputSets(np, d, 48, l2_bytes=0, seed=3)
+    sets = perf.InputSets(np, d, 48, l2_bytes=0, seed=3)
     A, B, _ = sets.sets[0]
-    ref, absprod = sets.reference()
+    ref, absprod = sets.reference(0)
     # A correct kernel in the dtype: accumulate in the accumulator type, round once.
     acc = dt.get(d.accumulator).numpy
     product = (sets.to_float64(A).astype(acc) @ sets.to_float64(B).astype(acc)).astype(np.float64)
@@ -263,3 +273,92 @@ def test_the_check_passes_a_correct_product_and_catches_a_wrong_or_unwritten_one
     unwritten[5, 6] = np.nan
     missing = perf.check_output(np, unwritten, ref, absprod, d, 48)
     assert not missing.ok and missing.nans == 1 and missing.where == (5, 6)
+
+    other = sets.reference(1)[0]                      # another set's answer: a replayed result
+    assert not perf.check_output(np, correct, other, absprod, d, 48).ok
+
+
+# -- the last timed launch and the roofline ------------------------------------------------------
+
+def test_a_kernel_wrong_on_its_last_timed_launch_is_refused():
+    with pytest.raises(perf.WrongOutput, match=r"correct on its first launch, wrong on its last timed "
+                                                r"launch \(launch 5 of the timing loop\): worst .* inf x"):
+        _judge(perf.Threshold("matmul_tiled", "float32", 32, "cublas", 0.14),
+               wrong_last={"matmul_tiled-float32-TILE32"})
+    passing, _ = _judge(perf.Threshold("matmul_tiled", "float32", 32, "cublas", 0.14))   # same, both right
+    assert passing.ok
+
+
+def test_a_time_faster_than_the_roofline_is_refused_as_impossible():
+    # H200 float32: 132 SMs x 2048 FLOP/clock (TF32 tensor cores) x 1.98 GHz = 535.3 TFLOP/s at most.
+    fast = dict(H200_RATES, **{"matmul_tiled-float32-TILE32": 5000.0})
+    with pytest.raises(perf.ImpossibleTime, match="faster than the roofline allows: 5000.0 TFLOP/s exceeds "
+                                                  "the device's peak 535.3 TFLOP/s"):
+        _judge(perf.Threshold("matmul_tiled", "float32", 32, "cublas", 0.14), rates=fast)
+    near = dict(H200_RATES, **{"matmul_tiled-float32-TILE32": 500.0})              # fast, but possible
+    evaluation, _ = _judge(perf.Threshold("matmul_tiled", "float32", 32, "cublas", 0.14), rates=near)
+    assert evaluation.ok
+
+
+def test_the_cublas_baseline_is_the_series_sampled_with_the_kernel():
+    timer = FakeTimer(H200_RATES, {"float32": 50.5})
+    session = perf.PerfSession(timer, repeats=5)
+    specs = catalog.load(catalog.BUILTIN)
+    perf.judge(session, perf.Threshold("matmul_tiled", "float32", 32, "cublas", 0.14), 4096, specs)
+    perf.judge(session, perf.Threshold("matmul_tiled", "float32", 16, "cublas", 0.13), 4096, specs)
+    pooled = session.cublas("float32", 4096)
+    assert len(pooled.times) == 10                 # both kernels' interleaved cuBLAS samples, pooled
+    assert session.rows[("matmul_tiled-float32-TILE32", 4096)].cublas.tflops == pytest.approx(50.5)
+
+
+# -- refusals: positive controls named in the thresholds file ------------------------------------
+
+def test_the_builtin_refusals_name_declared_defective_kernels():
+    refusals = perf.load_thresholds(perf.BUILTIN_THRESHOLDS).refusals
+    specs = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+    assert refusals, "the thresholds file names no positive control for the timing checks"
+    for r in refusals:
+        assert specs[r.kernel].expect == "wrong_values" and r.tile in specs[r.kernel].tiles
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"dtype": "float32", "tile": 32}, "missing required field 'kernel'"),
+    ({"kernel": "k", "dtype": "float8", "tile": 32}, "unknown dtype 'float8'"),
+    ({"kernel": "k", "dtype": "float32", "tile": 0}, "'tile' must be a positive integer, got 0"),
+    ({"kernel": "k", "dtype": "float32", "tile": 32, "speed": 1}, "unknown field(s) ['speed']"),
+])
+def test_a_bad_refusal_is_reported_with_its_cause(entry, message):
+    with pytest.raises(perf.ThresholdError, match=re_escape(f"refuse #1: {message}")):
+        perf.parse_thresholds({"refuse": [entry]})
+
+
+def re_escape(text):
+    import re
+    return re.escape(text)
+
+
+def test_selection_finds_refusals_only_for_selected_instances():
+    from gemmcheck.catalog import Instance
+    from gemmcheck.perf import selection
+
+    specs = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+    thresholds = perf.load_thresholds(perf.BUILTIN_THRESHOLDS)
+    cheat = Instance(specs["cheat_skips_repeats"], "float32", 32)
+    cases = selection.refusal_cases([cheat], thresholds, (2048, 4096))
+    assert [(c.id, i.id) for c, i in cases] == [
+        ("cheat_skips_repeats-float32-TILE32-N2048", cheat.id), ("cheat_skips_repeats-float32-TILE32-N4096", cheat.id)]
+    assert selection.refusal_cases([], thresholds, (4096,)) == []
+    assert cheat not in selection.timed_instances([cheat], thresholds)   # declared wrong: not a throughput row
+
+
+def test_asking_for_ncu_without_ncu_on_path_stops_the_run(pytester, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("PATH", str(pytester.path))     # nothing named ncu there
+    pytester.makeconftest((Path(__file__).parent.parent / "conftest.py").read_text())
+    result = pytester.runpytest("--co", "--gemm-ncu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--gemm-ncu needs ncu (Nsight Compute) on PATH; not found" in result.stderr.str()
+    (pytester.path / "ncu").write_text("#!/bin/sh\n")
+    (pytester.path / "ncu").chmod(0o755)
+    assert pytester.runpytest("--co", "--gemm-ncu").ret == pytest.ExitCode.NO_TESTS_COLLECTED

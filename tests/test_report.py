@@ -13,7 +13,6 @@ import pytest
 
 import report_demo
 from gemmcheck import catalog, report
-from gemmcheck.report_plugin import _hypothesis_reproduction, feature_of, story_of
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 SPECS = {s.name: s for s in catalog.load(catalog.BUILTIN)}
@@ -172,7 +171,7 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
         Verdict.for_instance(oob, "M33", [wrong]),
     ]
     doc = json.loads(json.dumps(report.verdicts_document([ref, race, oob, idle], verdicts),
-                                default=report._json_default))
+                                default=report.json_default))
     assert set(doc) == {"schema_version", "generated", "run", "instances", "verdicts"}
     rows = {r["instance"]: r for r in doc["instances"]}
     assert set(rows[ref.id]) == {"kernel", "instance", "name_expression", "dtype", "tile", "expect",
@@ -191,21 +190,18 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
 
 def test_the_controller_merges_the_verdicts_xdist_workers_wrote(tmp_path):
     import time
-    from types import SimpleNamespace
-
-    from gemmcheck.report_plugin import _worker_file, _worker_verdicts
 
     race = inst("broken_no_barriers")
     found = Verdict.for_instance(race, "M64", [Finding(Defect.SHARED_MEMORY_RACE, "racecheck", "y", 9, (1, 2))])
     path = tmp_path / "verdicts.json"
     for worker, verdicts in (("gw0", [found]), ("gw1", [Verdict.for_instance(race, "M4", [])])):
-        report.write_verdicts(_worker_file(path, worker), report.verdicts_document([race], verdicts))
+        report.write_verdicts(report.worker_file(path, worker), report.verdicts_document([race], verdicts))
     stale = tmp_path / "verdicts-gw7.json"
     report.write_verdicts(stale, report.verdicts_document([race], [found]))
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
-    merged = _worker_verdicts(path, SimpleNamespace(_gemm_report_started=time.time() - 60))
+    merged = report.read_worker_verdicts(path, since=time.time() - 60)
     assert [v.problem for v in merged] == ["M64", "M4"] and merged[0].findings == found.findings
-    assert not _worker_file(path, "gw0").exists() and stale.exists()
+    assert not report.worker_file(path, "gw0").exists() and stale.exists()
 
 
 # -- categories -------------------------------------------------------------------------------
@@ -252,12 +248,11 @@ def test_a_broken_variant_that_passed_is_a_detector_gap():
 def test_the_instantiation_is_found_under_any_parameter_name():
     from types import SimpleNamespace
 
-    from gemmcheck.report_plugin import _instance
 
     race = inst("broken_no_barriers")
     item = SimpleNamespace(callspec=SimpleNamespace(params={"size": 1024, "matrix_row": race}))
-    assert _instance(item) == ("matrix_row", race)
-    assert _instance(SimpleNamespace()) is None
+    assert report.instance_of(item) == ("matrix_row", race)
+    assert report.instance_of(SimpleNamespace()) is None
 
 
 def test_defect_message_refuses_a_defect_that_does_not_exist():
@@ -331,20 +326,20 @@ def test_properties_escape_what_would_break_a_line():
 
 
 def test_labels_come_from_the_suite_directory_and_the_test_name():
-    assert feature_of("suites/hazards/test_races.py::test_x[a]") == "hazards"
-    assert feature_of("tests/test_report.py::test_x") == "harness"
-    assert story_of("test_every_output_element_is_written") == "every output element is written"
+    assert report.feature_of("suites/hazards/test_races.py::test_x[a]") == "hazards"
+    assert report.feature_of("tests/test_report.py::test_x") == "harness"
+    assert report.story_of("test_every_output_element_is_written") == "every output element is written"
 
 
 def test_the_hypothesis_reproduction_is_cut_from_its_report():
     text = ("E   wrong_values: x\nFalsifying example: test_f(\n    M=3,\n)\n"
             "You can reproduce this example by temporarily adding @reproduce_failure('6.1', b'AAE=') "
             "as a decorator on your test case\nother\n")
-    got = _hypothesis_reproduction(text)
+    got = report.hypothesis_reproduction(text)
     assert "Falsifying example: test_f(\n    M=3,\n)" in got and "@reproduce_failure('6.1', b'AAE=')" in got
-    got = _hypothesis_reproduction("Failing test case: test_f(\n    x=11,\n)\nExplanation:")
+    got = report.hypothesis_reproduction("Failing test case: test_f(\n    x=11,\n)\nExplanation:")
     assert got == "Failing test case: test_f(\n    x=11,\n)"
-    assert _hypothesis_reproduction("AssertionError: plain") == ""
+    assert report.hypothesis_reproduction("AssertionError: plain") == ""
 
 
 # -- without allure ---------------------------------------------------------------------------
@@ -364,7 +359,9 @@ def test_without_allure_the_run_is_the_same_and_writes_no_results(tmp_path):
 
 
 def test_attachments_are_no_ops_when_allure_is_not_recording(monkeypatch):
-    monkeypatch.setattr(report, "allure_commons", None)
+    from gemmcheck.report import attach
+
+    monkeypatch.setattr(attach, "allure_commons", None)
     assert not report.active()
     report.attach_judgement(object(), object())        # would raise if it touched them
     report.attach_png("x", b"not a png")
@@ -406,3 +403,61 @@ def test_strip_analytics_removes_exactly_the_tag():
             '\n    </script>\n    <script>window.allure = {}</script></body>')
     assert report.strip_analytics(page) == ('<body><div id="app"></div>\n    <script>window.allure = {}'
                                             '</script></body>')
+
+
+# -- report paths -------------------------------------------------------------------------------
+
+@pytest.fixture
+def probe_run(pytester):
+    # The project's conftest loads the plugin when it is not installed (PYTHONPATH=.).
+    pytester.makeconftest((Path(__file__).parent.parent / "conftest.py").read_text())
+    pytester.makepyfile(test_probe="def test_probe():\n    pass\n")
+    return pytester
+
+
+@pytest.mark.parametrize("option, shown", [
+    ("--gemm-verdicts=/proc/nope/verdicts.json", "--gemm-verdicts /proc/nope/verdicts.json: cannot write there"),
+    ("--alluredir=/proc/nope", "--alluredir /proc/nope: cannot write there"),
+])
+def test_an_unwritable_report_path_is_a_usage_error_before_any_test_runs(probe_run, option, shown):
+    result = probe_run.runpytest(option, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and shown in errors[0], result.stderr.lines
+    assert "test_probe" not in result.stdout.str() and "passed" not in result.stdout.str()
+
+
+def test_a_writable_report_path_is_accepted(probe_run, tmp_path):
+    verdicts = tmp_path / "deep" / "er" / "verdicts.json"
+    result = probe_run.runpytest(f"--gemm-verdicts={verdicts}", f"--alluredir={tmp_path / 'results'}",
+                                 "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+
+
+def test_the_terminal_summary_counts_what_is_not_as_declared():
+    rows = [{"instance": "a-float32-TILE16", "kernel": "a", "dtype": "float32", "tile": 16, "expect": "correct",
+             "verdict": "correct", "defects": {}, "checks": 3, "status": "as_expected"},
+            {"instance": "b-float32-TILE16", "kernel": "b", "dtype": "float32", "tile": 16,
+             "expect": "wrong_values", "verdict": "correct", "defects": {}, "checks": 2, "status": "unexpected"},
+            {"instance": "c-float32-TILE16", "kernel": "c", "dtype": "float32", "tile": 16, "expect": "correct",
+             "verdict": "not_checked", "defects": {}, "checks": 0, "status": "not_checked"}]
+    lines = report.summary_lines(rows)
+    assert len(lines) == 4 and lines[0].split() == ["instantiation", "expect", "verdict", "checks", "status"]
+    assert lines[-1] == "2 instantiations checked, 1 not as the catalog declares: b-float32-TILE16"
+    assert report.summary_lines(rows[2:]) == ["no instantiation was checked (1 selected); see the skip "
+                                              "reasons above"]
+
+
+def test_the_one_table_formatter_aligns_words_left_and_numbers_right():
+    from gemmcheck.tables import format_table
+
+    lines = format_table(("kernel", "N", "TFLOP/s", "note"),
+                         [("matmul_naive-float32-TILE32", 4096, "6.15", ""),
+                          ("cuBLAS float32", 4096, "50.50", "model exceeded")])
+    assert lines == ["kernel                       N     TFLOP/s  note",
+                     "matmul_naive-float32-TILE32  4096     6.15",
+                     "cuBLAS float32               4096    50.50  model exceeded"]
+    assert format_table(("a", "b"), [("1", "x")], align_numbers=False) == ["a  b", "1  x"]
+    with pytest.raises(ValueError, match=r"table row 1 has 1 cells, the header 2"):
+        format_table(("a", "b"), [("only",)])

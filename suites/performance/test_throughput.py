@@ -1,16 +1,18 @@
 """How fast each kernel is, against what this card can do, measured in this run.
 
-Every rate is the median of CUDA-event times (gemmcheck.perf); every claim is a
-ratio to cuBLAS, to the FP32 peak or to another kernel measured in the same
-run, read from suites/performance/thresholds.toml. The terminal summary prints
-the table and writes reports/performance/ (summary.txt, perf.json, roofline.png).
+Every rate is the median of CUDA-event times, sampled in turn with cuBLAS until
+the noise is <= 0.5 % (gemmcheck.perf); a rate counts only when the output of
+the first and of the last timed launch is right and the time is possible
+under the roofline. Every claim is a ratio to cuBLAS, to the FP32 peak or to
+another kernel measured in the same run, read from
+suites/performance/thresholds.toml. The terminal summary prints the table and
+writes reports/performance/ (summary.txt, perf.json, roofline.png).
 """
 
 import pytest
 
 from gemmcheck import perf, roofline
 from gemmcheck.catalog import Instance
-from gemmcheck.perf_plugin import attach_summary, perf_config, write_reports
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 @pytest.mark.gpu
@@ -45,8 +47,9 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
     if not perf_instance.supports(perf_size, perf_size, perf_size):
         pytest.skip(f"{perf_instance.id} does not support N={perf_size}")
     rate = perf.timed_rate(perf_session, perf_instance, perf_size)
-    measured = perf_session.rows[(perf_instance.id, perf_size)].measurement
-    cublas = perf_session.cublas(perf_instance.dtype, perf_size)
+    row = perf_session.rows[(perf_instance.id, perf_size)]
+    measured = row.measurement
+    cublas = row.cublas or perf_session.cublas(perf_instance.dtype, perf_size)   # sampled in turn with it
     peak = perf_session.device.fp32_peak_tflops
     intensity = roofline.model_intensity(perf_instance.spec.policy, perf_instance.tile,
                                          perf_instance.spec.shared_tiles, perf_instance.dt.itemsize)
@@ -59,18 +62,21 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
         extra["ratio_to_cublas"] = round(rate / cublas.tflops, 4)
     if peak:
         extra["ratio_to_fp32_peak"] = round(rate / peak, 4)
+    if measured.clock_mhz is not None:
+        extra["sm_clock_mhz"] = round(measured.clock_mhz)
+    extra.update(noise=round(measured.noise, 5), stop=measured.stop, dropped_throttled=measured.dropped)
     record_benchmark(measured, group=f"{perf_instance.dtype} N={perf_size}", **extra)
-    assert measured.spread <= perf_timing.max_spread, (
-        f"{perf_instance.id} at N={perf_size}: timings too noisy to judge: IQR / median = "
-        f"{measured.spread:.3f} > {perf_timing.max_spread} over {len(measured.times)} launches "
-        f"(median {measured.median * 1e3:.3f} ms); is something else using the GPU? "
+    assert measured.noise <= perf_timing.max_spread, (
+        f"{perf_instance.id} at N={perf_size}: timings too noisy to judge: stdev / mean = "
+        f"{measured.noise:.4f} > {perf_timing.max_spread} after {len(measured.times)} samples "
+        f"({measured.stop}; median {measured.median * 1e3:.3f} ms); is something else using the GPU? "
         f"card: {perf_session.device.describe()}")
 
 
 @pytest.mark.gpu
 @pytest.mark.perf
 def test_meets_threshold(perf_claim, perf_session, gemm):
-    threshold, size = perf_claim
+    threshold, size = perf_claim.claim, perf_claim.size
     try:
         evaluation = perf.judge(perf_session, threshold, size, gemm.specs)
     except perf.Unjudgeable as why:
@@ -84,7 +90,7 @@ def test_too_slow_kernel_fails_its_threshold(perf_kill, perf_session, gemm, verd
     # The kill: a kernel declared too_slow must be rejected by the same check that
     # passes the references. If it meets the bar, either it is not slow or the
     # check cannot tell, and this test fails.
-    threshold, size = perf_kill
+    threshold, size = perf_kill.claim, perf_kill.size
     try:
         evaluation = perf.judge(perf_session, threshold, size, gemm.specs)
     except perf.Unjudgeable as why:
@@ -100,10 +106,10 @@ def test_too_slow_kernel_fails_its_threshold(perf_kill, perf_session, gemm, verd
         f"{threshold.kernel} is declared too_slow but passed: {evaluation.message()}")
 
 
-def test_every_too_slow_kernel_has_a_threshold(perf_too_slow, gemm, request):
+def test_every_too_slow_kernel_has_a_threshold(perf_too_slow, gemm, perf_thresholds):
     # Needs no GPU (so it carries no gpu or perf marker): a too_slow kernel
     # without a threshold could never be caught.
-    thresholds = perf_config(request.config).thresholds.thresholds
+    thresholds = perf_thresholds.thresholds
     named = [t for t in thresholds if (t.kernel, t.dtype, t.tile) ==
              (perf_too_slow.spec.name, perf_too_slow.dtype, perf_too_slow.tile)]
     sizes = [s for s in gemm.profile.perf_sizes if any(t.applies(s) for t in named)]
@@ -114,11 +120,44 @@ def test_every_too_slow_kernel_has_a_threshold(perf_too_slow, gemm, request):
 
 @pytest.mark.gpu
 @pytest.mark.perf
-def test_roofline_and_table_are_reported(perf_session, request):
+def test_a_kernel_that_replays_results_on_repeats_is_refused(perf_refusal, perf_session, verdicts, request):
+    # The positive control of the timing checks: a kernel correct on its first launch
+    # that skips its work on later ones (state in __device__ memory) must be refused by
+    # the check of the last timed launch, and its time by the roofline.
+    case, instance = perf_refusal
+    with pytest.raises(perf.WrongOutput) as caught:
+        perf.timed_rate(perf_session, instance, case.size)
+    row = perf_session.rows[(instance.id, case.size)]
+    verdicts.record(Verdict.for_instance(instance, f"M{case.size}xN{case.size}xK{case.size}", [
+        Finding(Defect.WRONG_VALUES, "value-check", str(caught.value),
+                details={"launch": "first" if row.measurement is None else "last timed"})], request.node.nodeid))
+    if row.measurement is not None:   # timed: its first launch was right, as a cheat's is
+        assert "wrong on its last timed launch" in str(caught.value), caught.value
+        assert row.impossible, (
+            f"{instance.id}: {row.measurement.tflops:.1f} TFLOP/s in {row.measurement.median * 1e6:.1f} us "
+            "was not refused by the roofline check, though it skips the work")
+
+
+def test_every_refusal_names_a_kernel_declared_defective(perf_thresholds, gemm):
+    # Needs no GPU: a positive control declared correct would make the refusal a false alarm.
+    specs = {s.name: s for s in gemm.specs}
+    for refusal in perf_thresholds.refusals:
+        spec = specs.get(refusal.kernel)
+        if spec is None:
+            continue   # another catalog: the report header names the orphan
+        assert spec.expect != "correct" and (refusal.dtype, refusal.tile) in (
+            (d, t) for d in spec.dtypes for t in spec.tiles), (
+            f"thresholds file: [[refuse]] {refusal.id}: the catalog declares {spec.name} "
+            f"expect={spec.expect!r}, dtypes {list(spec.dtypes)}, tiles {list(spec.tiles)}; a refusal must "
+            "name a declared-defective instantiation")
+
+
+@pytest.mark.gpu
+@pytest.mark.perf
+def test_roofline_and_table_are_reported(perf_session, perf_reports):
     # Last in the module: by now the session holds every measurement of this run.
     if not perf_session.rows:
-        pytest.skip("nothing was perf_instance in this run")
-    written = write_reports(request.config, perf_session)
-    attach_summary(request.config, perf_session)
+        pytest.skip("nothing was timed in this run")
+    written = perf_reports(perf_session)
     png = [p for p in written if p.suffix == ".png"]
     assert png and png[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"no roofline PNG among {written}"

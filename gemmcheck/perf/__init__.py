@@ -1,0 +1,29 @@
+"""Timing on the device, and the ceilings to compare against, measured in the same run.
+
+One module per job; this package re-exports their public names
+(``from gemmcheck import perf; perf.judge(...)``):
+
+- thresholds   the thresholds file: Timing, Threshold, Refusal, load_thresholds
+- sampling     when to stop (noise <= 0.5 %, caps), which samples count (SM clock), interleaving
+- inputs       Problem-generated input sets, rotated so caches stay cold
+- measurement  Measurement (times, clocks, stop reason), the output check (the oracle's bound)
+- gpu          GpuTimer: kernels interleaved with cuBLAS, the copy bandwidth (CuPy)
+- session      PerfSession, timed_rate (first + last launch checked, impossible times refused), judge
+- clock        DeviceClock: pytest-benchmark stats from device-event times
+- summary      the table, perf.json and the roofline PNG
+
+Device properties come from gemmcheck.device; the roofline arithmetic from gemmcheck.roofline.
+"""
+
+from gemmcheck.device import DeviceProperties as Device
+from gemmcheck.perf.clock import DEVICE_CLOCK, DeviceClock
+from gemmcheck.perf.gpu import TF32, GpuTimer, Timed
+from gemmcheck.perf.inputs import InputSets, n_input_sets
+from gemmcheck.perf.measurement import Check, Measurement, check_output
+from gemmcheck.perf.sampling import Sample, StoppingRule, sample_interleaved
+from gemmcheck.perf.session import (
+    Evaluation, ImpossibleTime, PerfSession, Row, Unjudgeable, WrongOutput, evaluate, judge, timed_rate,
+    xdist_workers)
+from gemmcheck.perf.thresholds import (
+    BUILTIN_THRESHOLDS, CUBLAS, FP32_PEAK, Refusal, Threshold, ThresholdError, Thresholds, Timing,
+    load_thresholds, parse_thresholds)

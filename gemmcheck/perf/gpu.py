@@ -1,0 +1,219 @@
+"""Timing on the GPU (CuPy): kernels interleaved with cuBLAS, the copy bandwidth.
+
+Each sample, outside the timed region: the next input set in the rotation
+(cold caches), its C filled with the poison bits. The first launch is checked
+on a set outside the rotation, so the last timed one runs on other inputs. Inside: a CUDA event, the
+launch, a CUDA event; then the SM clock (NVML). A kernel and cuBLAS on the
+same shape are sampled in turn (gemmcheck.perf.sampling) until the noise
+rule stops them; the output of the kernel's *last* timed launch is checked
+against the float64 reference, so a kernel correct once and wrong on repeats
+fails. cuBLAS runs with TF32 off (see TF32).
+
+Kernels launch through the catalog (``_launch``: one small function, the only
+place perf builds a kernel's arguments); nothing here names a kernel.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from gemmcheck import device, roofline
+from gemmcheck import dtypes as dt
+from gemmcheck.catalog import Instance
+from gemmcheck.launch import plan, tight_leading_dimensions
+from gemmcheck.perf import sampling
+from gemmcheck.perf.inputs import InputSets
+from gemmcheck.perf.measurement import Check, Measurement, check_output
+from gemmcheck.perf.thresholds import Timing
+
+TF32 = ("off: cuBLAS float32 runs with CuPy's COMPUTE_TYPE_DEFAULT (full FP32, no TF32 tensor cores), "
+        "pinned for the ceiling measurement whatever CUPY_TF32 says")
+
+
+@dataclass
+class Timed:
+    """A kernel timed interleaved with cuBLAS on the same shape and input sets."""
+
+    kernel: Measurement
+    cublas: Measurement | None
+    cublas_error: str | None       # why there is no cuBLAS series (e.g. no matmul for the dtype)
+    last: Check                    # the output of the kernel's last timed launch
+
+
+class GpuTimer:
+    """Measures kernels, cuBLAS and copies on the current CUDA device (CuPy)."""
+
+    SEED = 20240605
+
+    def __init__(self, backend, timing: Timing) -> None:
+        import cupy
+
+        self.cupy = cupy
+        self.backend = backend
+        self.timing = timing
+        device_id = cupy.cuda.Device().id
+        self.device = device.properties(device_id)
+        self.clock = device.SmClock(device_id, cupy.cuda.Device(device_id).pci_bus_id)
+        self._inputs: dict[tuple, InputSets] = {}
+
+    # Inputs -----------------------------------------------------------------------------------
+
+    def inputs(self, dtype_name: str, size: int, layouts=None) -> InputSets:
+        """Input sets for one dtype and size, laid out as the kernel reads them (cuBLAS times
+        the same buffers: the same work whatever the layout)."""
+        layouts = {o: l for o, l in (layouts or {}).items() if l != "row"}
+        key = (dtype_name, size, tuple(sorted(layouts.items())))
+        if key not in self._inputs:
+            self._inputs[key] = InputSets(self.cupy, dt.get(dtype_name), size, self.device.l2_bytes,
+                                          seed=self.SEED + 1000 * size + list(dt.DTYPES).index(dtype_name),
+                                          layouts=layouts)
+        return self._inputs[key]
+
+    def release(self, keep=()) -> None:
+        for key in list(self._inputs):
+            if key not in keep:
+                del self._inputs[key]
+        self.cupy.get_default_memory_pool().free_all_blocks()
+
+    # One launch -------------------------------------------------------------------------------
+
+    def _launch(self, instance: Instance, size: int, A, B, C) -> None:
+        """The one place perf launches a catalog kernel: the one launch path (launch.plan), queued
+        without a wait (backend.enqueue) so back-to-back samples measure the kernel alone."""
+        values = {"A": A, "B": B, "C": C, "M": size, "N": size, "K": size,
+                  **tight_leading_dimensions(instance.spec.layouts, size, size, size),
+                  "alpha": 1, "beta": 0}
+        self.backend.enqueue(instance, plan(instance, values))
+
+    def _cublas_launcher(self, sets: InputSets):
+        views = [tuple(sets.as_values(x) for x in s) for s in sets.sets]
+
+        def launch(index: int) -> None:
+            A, B, C = views[index]
+            self.cupy.matmul(A, B, out=C)
+        return launch
+
+    # Sampling ---------------------------------------------------------------------------------
+
+    def _sampler(self, sets: InputSets, launch, cycle):
+        """A sampler for gemmcheck.perf.sampling: next set, poison its C, time one launch."""
+        cp = self.cupy
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+
+        def take() -> sampling.Sample:
+            index = next(cycle)
+            sets.poison(index)
+            start.record()
+            launch(index)
+            end.record()
+            end.synchronize()
+            seconds = cp.cuda.get_elapsed_time(start, end) / 1e3
+            return sampling.Sample(seconds, self.clock.now_mhz(), index)
+        return take
+
+    def _rule(self, min_samples: int) -> sampling.StoppingRule:
+        t = self.timing
+        return sampling.StoppingRule(t.max_noise, max(2, min_samples), max(t.max_samples, min_samples),
+                                     t.max_seconds)
+
+    def _sample(self, samplers, min_samples: int) -> sampling.Sampled:
+        for _ in range(self.timing.warmup):
+            for take in samplers.values():
+                take()
+        return sampling.sample_interleaved(samplers, self._rule(min_samples),
+                                           reference_mhz=self.clock.reference_mhz,
+                                           min_clock_ratio=self.timing.min_clock_ratio)
+
+    def check(self, instance: Instance, size: int, index: int | None = None) -> Check:
+        """Launch once on set ``index`` (default: the check set, never timed), C poisoned first,
+        and compare with the float64 reference."""
+        sets = self.inputs(instance.dtype, size, instance.spec.layouts)
+        index = sets.check_set if index is None else index
+        sets.poison(index)
+        A, B, C = sets.sets[index]
+        self._launch(instance, size, A, B, C)
+        self.cupy.cuda.Device().synchronize()
+        return self._judge(sets, index)
+
+    def _judge(self, sets: InputSets, index: int) -> Check:
+        ref, absprod = sets.reference(index)
+        return check_output(self.cupy, sets.result(index), ref, absprod, sets.dtype, sets.size)
+
+    def timed(self, instance: Instance, size: int, min_samples: int) -> Timed:
+        """The kernel and cuBLAS (same dtype, shape and input sets) sampled in turn."""
+        sets = self.inputs(instance.dtype, size, instance.spec.layouts)
+        cycle = itertools.cycle(range(sets.n_sets))
+        flops = roofline.gemm_flops(size, size, size)
+        samplers = {}
+        cublas_error = None
+        try:
+            cublas = self._cublas_launcher(sets)
+            with self._tf32_off():
+                cublas(sets.check_set)     # does cupy.matmul take this dtype at all?
+            samplers["cublas"] = self._sampler(sets, cublas, cycle)
+        except Exception as exc:  # e.g. a CuPy without this dtype in matmul
+            cublas_error = f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
+        samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, *sets.sets[i]), cycle)
+        with self._tf32_off():
+            sampled = self._sample(samplers, min_samples)
+        ref = self.clock.reference_mhz
+        series = sampled.series
+        kernel = Measurement.from_series(series["kernel"], size, sampled.stop, flops=flops,
+                                         n_sets=sets.n_sets, reference_mhz=ref, label=instance.id)
+        base = (Measurement.from_series(series["cublas"], size, sampled.stop, flops=flops, n_sets=sets.n_sets,
+                                        reference_mhz=ref, label=f"cublas-{instance.dtype}")
+                if "cublas" in series else None)
+        self.cupy.cuda.Device().synchronize()
+        return Timed(kernel, base, cublas_error, self._judge(sets, series["kernel"].last.set_index))
+
+    def cublas(self, dtype_name: str, size: int, min_samples: int) -> Measurement:
+        """cupy.matmul alone on the same dtype and shape, TF32 off (see TF32)."""
+        sets = self.inputs(dtype_name, size)
+        cycle = itertools.cycle(range(sets.n_sets))
+        with self._tf32_off():
+            sampled = self._sample({f"cublas-{dtype_name}": self._sampler(sets, self._cublas_launcher(sets), cycle)},
+                                   min_samples)
+        return Measurement.from_series(sampled.series[f"cublas-{dtype_name}"], size, sampled.stop,
+                                       flops=roofline.gemm_flops(size, size, size), n_sets=sets.n_sets,
+                                       reference_mhz=self.clock.reference_mhz)
+
+    def copy(self, min_samples: int) -> Measurement:
+        """Device-to-device copy of a buffer 16 x L2 (at least 256 MiB): read + write bytes / time."""
+        cp = self.cupy
+        nbytes = max(256 * 2**20, 16 * self.device.l2_bytes)
+        src = cp.ones(nbytes // 4, dtype=cp.float32)
+        dst = cp.empty_like(src)
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+
+        def take() -> sampling.Sample:
+            start.record()
+            dst.data.copy_from_device_async(src.data, nbytes)
+            end.record()
+            end.synchronize()
+            return sampling.Sample(cp.cuda.get_elapsed_time(start, end) / 1e3, self.clock.now_mhz())
+
+        try:
+            sampled = self._sample({"copy": take}, min_samples)
+            return Measurement.from_series(sampled.series["copy"], nbytes, sampled.stop,
+                                           bytes_moved=2 * nbytes, reference_mhz=self.clock.reference_mhz)
+        finally:
+            del src, dst
+
+    def _tf32_off(self):
+        """cuBLAS float32 at full FP32 for the duration (restored after)."""
+        import contextlib
+
+        import numpy as np
+        from cupy._core import _routines_linalg as linalg
+
+        @contextlib.contextmanager
+        def pinned():
+            f32 = np.dtype(np.float32)
+            previous = linalg.get_compute_type(f32)
+            linalg.set_compute_type(f32, linalg.COMPUTE_TYPE_DEFAULT)
+            try:
+                yield
+            finally:
+                linalg.set_compute_type(f32, previous)
+        return pinned()

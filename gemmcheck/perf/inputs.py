@@ -1,0 +1,84 @@
+"""The inputs the performance suite times on: Problems, rotated so caches stay cold.
+
+Each set's A and B are exactly what ``problems.Problem(N, N, N, dtype, "uniform",
+seed).operands()`` gives (one definition of how inputs are made: generated on
+the host in float64, exact in the dtype, uploaded as raw bits); set i uses seed
+``seed + i``. Enough sets rotate that the others hold >= 2 x L2 between two uses
+of one set (``n_input_sets``), so no launch finds its operands cached. One more
+set (``check_set``), never timed, is the one the first launch is checked on: the
+last timed launch always runs on other inputs, so a kernel that replays its
+first result cannot pass both checks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gemmcheck import dtypes as dt
+from gemmcheck.problems import Problem
+
+VALUES = "uniform"   # U(-1, 1) rounded to the dtype: judged against the oracle's bound
+
+
+def n_input_sets(set_bytes: int, l2_bytes: int, *, factor: int = 2) -> int:
+    """Sets to rotate so the others hold >= factor x L2 between two uses of one set."""
+    if set_bytes <= 0 or l2_bytes < 0:
+        raise ValueError(f"set_bytes must be positive and l2_bytes non-negative, got {set_bytes}, {l2_bytes}")
+    return max(2, 1 + math.ceil(factor * l2_bytes / set_bytes))
+
+
+class InputSets:
+    """Rotating (A, B, C) sets for one dtype and size on the array module ``xp`` (CuPy, or numpy
+    in tests): ``sets[:n_sets]`` rotate, ``sets[check_set]`` is for the first check. Buffers hold
+    raw bits (``dtype.storage``), as every backend launches them."""
+
+    def __init__(self, xp, dtype: dt.DType, size: int, l2_bytes: int, seed: int, layouts=None) -> None:
+        """`layouts`: the kernel's {"A"|"B"|"C": "row"|"col"}; a column-major operand's buffer
+        holds its transpose's rows (what column-major means), so the product judged is A @ B."""
+        self.xp, self.dtype, self.size, self.seed = xp, dtype, size, seed
+        self.layouts = {o: (layouts or {}).get(o, "row") for o in "ABC"}
+        self.n_sets = n_input_sets(3 * size * size * dtype.itemsize, l2_bytes)
+        self.check_set = self.n_sets          # the extra set, outside the rotation
+        self.problems = [Problem(size, size, size, dtype.name, VALUES, seed + i) for i in range(self.n_sets + 1)]
+        self.sets = []
+        self._operands64 = []
+        for problem in self.problems:
+            A, B = problem.operands()
+            self._operands64.append((A, B))
+            C = xp.zeros((size, size), dtype=dtype.storage)
+            self.sets.append((self._upload(A, "A"), self._upload(B, "B"), C))
+        self._references: dict[int, tuple] = {}
+
+    def _upload(self, X, operand: str):
+        stored = X if self.layouts[operand] == "row" else X.T
+        return self.xp.asarray(dt.to_bits(np.ascontiguousarray(stored), self.dtype))
+
+    def result(self, index: int):
+        """Set ``index``'s C as float64 values, rows of C (whatever the kernel's layout of C)."""
+        C = self.to_float64(self.sets[index][2])
+        return C if self.layouts["C"] == "row" else C.T
+
+    def poison(self, index: int) -> None:
+        """Fill set ``index``'s C with the poison bits, so an element the launch does not write shows."""
+        self.sets[index][2].fill(self.dtype.poison_bits)
+
+    def to_float64(self, bits):
+        """Raw bits of the dtype as float64 values (bfloat16 widened by a shift: exact)."""
+        xp = self.xp
+        if self.dtype.name == "bfloat16":
+            return xp.left_shift(bits.astype(xp.uint32), xp.uint32(16)).view(xp.float32).astype(xp.float64)
+        return bits.view(self.dtype.numpy).astype(xp.float64)
+
+    def as_values(self, bits):
+        """The buffer as cupy.matmul should see it: the dtype's values, not raw bits."""
+        return bits.view(self.dtype.numpy)
+
+    def reference(self, index: int = 0):
+        """(C_ref, |A||B|) for set ``index``, in float64 on ``xp``; computed once per set."""
+        if index not in self._references:
+            xp = self.xp
+            A, B = (xp.asarray(x) for x in self._operands64[index])
+            self._references[index] = (A @ B, xp.abs(A) @ xp.abs(B))
+        return self._references[index]

@@ -1,0 +1,126 @@
+"""When to stop timing, and which samples count: nvbench's rules, as pure logic.
+
+- Series timed together (a kernel and cuBLAS on the same shape) are sampled in
+  turn, one sample each per round, so clock or thermal drift hits both alike.
+- A sample taken while the SM clock was below ``min_clock_ratio`` x the
+  reference clock (nvbench's throttle threshold, 75 %) is dropped and counted.
+- Sampling stops when every series has at least ``min_samples`` kept samples
+  and a relative standard deviation (stdev / mean) <= ``max_noise`` (0.5 %):
+  ``converged``; or when a series has taken ``max_samples`` samples
+  (``sample cap``); or after ``max_seconds`` (``time cap``). A measurement
+  that stopped at a cap says so, with its noise, and the suite judges it.
+
+Nothing here touches a GPU: the samplers are callables (tests/test_perf_sampling.py
+feeds made-up times and clocks).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+CONVERGED, SAMPLE_CAP, TIME_CAP = "converged", "sample cap", "time cap"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed launch: its device-event time, and the SM clock read right after it."""
+
+    seconds: float
+    clock_mhz: float | None = None
+    set_index: int = 0          # which input set it ran on (the last one's output is checked)
+
+
+def relative_noise(times) -> float:
+    """Sample standard deviation / mean; inf with fewer than two samples."""
+    times = list(times)
+    if len(times) < 2:
+        return math.inf
+    mean = statistics.fmean(times)
+    return statistics.stdev(times) / mean if mean > 0 else math.inf
+
+
+def throttled(sample: Sample, reference_mhz: float | None, min_ratio: float) -> bool:
+    """The sample ran with the SM clock below min_ratio x the reference (unknown clocks pass)."""
+    if sample.clock_mhz is None or not reference_mhz:
+        return False
+    return sample.clock_mhz < min_ratio * reference_mhz
+
+
+@dataclass
+class Series:
+    """The samples of one thing timed (a kernel, cuBLAS, a copy)."""
+
+    label: str
+    kept: list[Sample] = field(default_factory=list)
+    dropped: list[Sample] = field(default_factory=list)   # throttled
+    last: Sample | None = None                            # the last sample taken, kept or not
+
+    @property
+    def taken(self) -> int:
+        return len(self.kept) + len(self.dropped)
+
+    @property
+    def times(self) -> tuple[float, ...]:
+        return tuple(s.seconds for s in self.kept)
+
+    @property
+    def noise(self) -> float:
+        return relative_noise(self.times)
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    max_noise: float = 0.005
+    min_samples: int = 10
+    max_samples: int = 1000
+    max_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not (self.max_noise > 0 and self.max_seconds > 0 and 2 <= self.min_samples <= self.max_samples):
+            raise ValueError(f"StoppingRule: need max_noise > 0, max_seconds > 0 and "
+                             f"2 <= min_samples <= max_samples; got {self}")
+
+    def stop_reason(self, series: list[Series], elapsed_s: float) -> str | None:
+        """Why sampling should stop now, or None to take another round."""
+        if all(len(s.kept) >= self.min_samples and s.noise <= self.max_noise for s in series):
+            return CONVERGED
+        if any(s.taken >= self.max_samples for s in series):
+            return SAMPLE_CAP
+        if elapsed_s >= self.max_seconds:
+            return TIME_CAP
+        return None
+
+
+@dataclass
+class Sampled:
+    """What interleaved sampling gave: one Series per sampler, and why it stopped."""
+
+    series: dict[str, Series]
+    stop: str
+    seconds: float
+
+
+def sample_interleaved(samplers: dict[str, Callable[[], Sample]], rule: StoppingRule, *,
+                       reference_mhz: float | None, min_clock_ratio: float,
+                       clock: Callable[[], float] = time.monotonic) -> Sampled:
+    """Take one sample from each sampler per round, in order, until the rule says stop."""
+    if not samplers:
+        raise ValueError("sample_interleaved: no samplers")
+    series = {label: Series(label) for label in samplers}
+    start = clock()
+    while True:
+        for label, take in samplers.items():
+            sample = take()
+            if not (sample.seconds > 0 and math.isfinite(sample.seconds)):
+                raise ValueError(f"{label}: a device time must be positive and finite, got {sample.seconds!r}")
+            bucket = series[label].dropped if throttled(sample, reference_mhz, min_clock_ratio) else series[label].kept
+            bucket.append(sample)
+            series[label].last = sample
+        elapsed = clock() - start
+        reason = rule.stop_reason(list(series.values()), elapsed)
+        if reason:
+            return Sampled(series, reason, elapsed)

@@ -1,0 +1,244 @@
+"""One session's measurements, and the judgements made on them: thresholds, refusals.
+
+A kernel's rate counts only when its output was right on the first launch
+*and* on its last timed launch, and its time is possible under the roofline
+(gemmcheck.roofline.impossible); otherwise ``timed_rate`` raises WrongOutput
+or ImpossibleTime with the evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+from gemmcheck import roofline
+from gemmcheck.catalog import Instance
+from gemmcheck.device import DeviceProperties
+from gemmcheck.perf.measurement import Check, Measurement
+from gemmcheck.perf.thresholds import CUBLAS, FP32_PEAK, Threshold
+
+
+@dataclass
+class Evaluation:
+    """A threshold checked against this run's measurements."""
+
+    threshold: Threshold
+    size: int
+    value: float            # the kernel's TFLOP/s
+    baseline_value: float   # the baseline's TFLOP/s
+    baseline_label: str
+    device: str
+
+    @property
+    def ratio(self) -> float:
+        return roofline.ratio(self.value, self.baseline_value)
+
+    @property
+    def ok(self) -> bool:
+        return self.ratio >= self.threshold.at_least
+
+    def message(self) -> str:
+        t = self.threshold
+        verdict = "meets" if self.ok else "is below"
+        return (f"{t.kernel}-{t.dtype}-TILE{t.tile} at N={self.size} {verdict} its threshold: "
+                f"{self.value:.2f} TFLOP/s is {self.ratio:.3f} x {self.baseline_label} "
+                f"({self.baseline_value:.2f} TFLOP/s); threshold >= {t.at_least:g} x "
+                f"(thresholds file; {t.measured or 'no provenance recorded'}); card: {self.device}")
+
+
+def evaluate(threshold: Threshold, size: int, value: float, baseline_value: float,
+             baseline_label: str, device: str) -> Evaluation:
+    return Evaluation(threshold, size, value, baseline_value, baseline_label, device)
+
+
+
+
+@dataclass
+class Row:
+    """One kernel at one size: what was measured and what its checks said."""
+
+    measurement: Measurement | None          # None: wrong on the first launch, not timed
+    instance: Instance | None = None
+    check: Check | None = None               # the first launch's output
+    last: Check | None = None                # the last timed launch's output
+    cublas: Measurement | None = None        # cuBLAS sampled in turn with this kernel
+    impossible: str | None = None            # why the time is faster than the roofline allows
+    dram_bytes: float | None = None          # measured by ncu (--gemm-ncu), one cold launch
+    dram_note: str = ""                      # why there is no measured point
+
+
+@dataclass
+class PerfSession:
+    """What the perf suite measured in this run; measured lazily and once."""
+
+    timer: object                  # gemmcheck.perf.gpu.GpuTimer, or a stand-in in tests
+    repeats: int                   # the profile's perf_repeats: the least samples per series
+    rows: dict[tuple[str, int], Row] = field(default_factory=dict)
+    _cublas: dict[tuple[str, int], Measurement | str] = field(default_factory=dict)
+    _copy: Measurement | None = None
+    ncu: str | None = None         # ncu's path when the measured roofline point is wanted (--gemm-ncu)
+
+    @property
+    def device(self) -> DeviceProperties:
+        return self.timer.device
+
+    def measure(self, instance: Instance, size: int) -> Row:
+        key = (instance.id, size)
+        if key not in self.rows:
+            check = self.timer.check(instance, size)
+            if not check.ok:
+                self.rows[key] = Row(None, instance, check)
+            else:
+                timed = self.timer.timed(instance, size, self.repeats)
+                self._pool_cublas(instance.dtype, size, timed.cublas, timed.cublas_error)
+                row = Row(timed.kernel, instance, check, timed.last, timed.cublas,
+                          self._impossible(instance, size, timed.kernel))
+                if self.ncu and row.last.ok and not row.impossible:
+                    from gemmcheck.perf import ncu
+
+                    row.dram_bytes, row.dram_note = ncu.dram_bytes(instance, size, exe=self.ncu)
+                self.rows[key] = row
+        return self.rows[key]
+
+    def _impossible(self, instance: Instance, size: int, m: Measurement) -> str | None:
+        d = self.device
+        return roofline.impossible(
+            m.median, flops=roofline.gemm_flops(size, size, size),
+            nbytes=roofline.min_bytes(size, size, size, instance.dt.itemsize),
+            peak_tflops=roofline.peak_tflops(d.sm_count, d.clock_hz, d.capability, instance.dtype),
+            bandwidth_tbs=self.copy().bandwidth_tbs)
+
+    def _pool_cublas(self, dtype: str, size: int, m: Measurement | None, error: str | None) -> None:
+        """Every cuBLAS sample of a dtype and size, over all the kernels it was interleaved with."""
+        key = (dtype, size)
+        old = self._cublas.get(key)
+        if m is None:
+            if not isinstance(old, Measurement) and error:
+                self._cublas[key] = error
+            return
+        if isinstance(old, Measurement):
+            m = dataclasses.replace(old, times=old.times + m.times, clocks_mhz=old.clocks_mhz + m.clocks_mhz,
+                                    dropped=old.dropped + m.dropped,
+                                    stop=old.stop if old.stop == m.stop else f"{old.stop}, {m.stop}")
+        self._cublas[key] = m
+
+    def cublas(self, dtype_name: str, size: int) -> Measurement | str:
+        """cuBLAS for this dtype and size, or why it could not be measured (a string)."""
+        key = (dtype_name, size)
+        if key not in self._cublas:
+            try:
+                self._cublas[key] = self.timer.cublas(dtype_name, size, self.repeats)
+            except Exception as exc:  # e.g. a CuPy without this dtype in matmul
+                self._cublas[key] = f"cupy.matmul has no {dtype_name} here ({type(exc).__name__}: {exc})"
+        return self._cublas[key]
+
+    def copy(self) -> Measurement:
+        if self._copy is None:
+            self._copy = self.timer.copy(self.repeats)
+        return self._copy
+
+    def roof(self) -> roofline.Roof | None:
+        peak = self.device.fp32_peak_tflops
+        return roofline.Roof(peak, self.copy().bandwidth_tbs) if peak else None
+
+    def cublas_measurements(self) -> dict[tuple[str, int], Measurement]:
+        return {k: v for k, v in self._cublas.items() if isinstance(v, Measurement)}
+
+    def cublas_missing(self) -> dict[tuple[str, int], str]:
+        return {k: v for k, v in self._cublas.items() if isinstance(v, str)}
+
+
+class Unjudgeable(Exception):
+    """A threshold cannot be checked in this run; the message says why (a skip reason)."""
+
+
+class WrongOutput(AssertionError):
+    """A timed kernel computed wrong values (first launch, or last timed launch): its speed means nothing."""
+
+
+class ImpossibleTime(AssertionError):
+    """A kernel's time is faster than the roofline allows: it skipped work or replayed a result."""
+
+
+def _where(c: Check, instance: Instance) -> str:
+    return (f"worst |C - C_ref| is {c.worst_ratio:.3g} x the forward error bound at C{list(c.where)} "
+            f"(tile {c.where[0] // instance.tile},{c.where[1] // instance.tile}), {c.nans} NaN")
+
+
+def timed_rate(session: PerfSession, instance: Instance, size: int) -> float:
+    """The instantiation's TFLOP/s, measured once per session.
+
+    WrongOutput when its output fails the check on the first launch or on the last
+    timed one; ImpossibleTime when its time beats the roofline.
+    """
+    row = session.measure(instance, size)
+    name = f"{instance.id} ({instance.name_expression}) at N={size}"
+    if row.measurement is None:
+        raise WrongOutput(f"{name}: output fails the check before timing: {_where(row.check, instance)}; "
+                          "timing a wrong kernel means nothing (the correctness suite says more)")
+    if row.last is not None and not row.last.ok:
+        raise WrongOutput(
+            f"{name}: correct on its first launch, wrong on its last timed launch "
+            f"(launch {len(row.measurement.times) + row.measurement.dropped} of the timing loop): "
+            f"{_where(row.last, instance)}; a kernel that keeps state between launches (a result "
+            "cached in __device__ memory, work skipped on repeats) is not a correct kernel")
+    if row.impossible:
+        raise ImpossibleTime(f"{name}: median {row.measurement.median * 1e6:.1f} us: {row.impossible}")
+    return row.measurement.tflops
+
+
+def judge(session: PerfSession, threshold: Threshold, size: int, specs) -> Evaluation:
+    """Measure (or reuse) what `threshold` compares and return the Evaluation.
+
+    Raises Unjudgeable when the run cannot give the baseline (no cuBLAS for the
+    dtype, unknown FP32 peak, baseline kernel absent or without a timed TILE).
+    A cuBLAS baseline is the cuBLAS series sampled in turn with this kernel.
+    """
+    by_name = {s.name: s for s in specs}
+    spec = by_name.get(threshold.kernel)
+    if spec is None:
+        raise Unjudgeable(f"kernel {threshold.kernel!r} is not in the catalog")
+    instance = Instance(spec, threshold.dtype, threshold.tile)
+    value = timed_rate(session, instance, size)
+    device = session.device.describe()
+    if threshold.baseline == CUBLAS:
+        cublas = session.rows[(instance.id, size)].cublas or session.cublas(threshold.dtype, size)
+        if not isinstance(cublas, Measurement):
+            raise Unjudgeable(f"no cuBLAS baseline for {threshold.dtype}: {cublas}")
+        return evaluate(threshold, size, value, cublas.tflops, f"cuBLAS {threshold.dtype} (TF32 off)", device)
+    if threshold.baseline == FP32_PEAK:
+        peak = session.device.fp32_peak_tflops
+        if peak is None:
+            raise Unjudgeable(f"FP32 peak unknown: compute capability {session.device.capability} "
+                              "has no entry in gemmcheck.roofline.FP32_LANES_PER_SM")
+        return evaluate(threshold, size, value, peak, "the FP32 FMA peak", device)
+    base = by_name.get(threshold.baseline)
+    if base is None:
+        raise Unjudgeable(f"baseline kernel {threshold.baseline!r} is not in the catalog; "
+                          "fix the thresholds file or add the kernel")
+    timed_tiles = session.timer.timing.tiles
+    if threshold.baseline_tile == "best":
+        tiles = [t for t in base.tiles if t in timed_tiles]
+    else:
+        tiles = [threshold.baseline_tile] if threshold.baseline_tile in base.tiles else []
+    candidates = [Instance(base, threshold.dtype, t) for t in tiles
+                  if threshold.dtype in base.dtypes and Instance(base, threshold.dtype, t).supports(size, size, size)]
+    if not candidates:
+        raise Unjudgeable(f"baseline {threshold.baseline} has no instantiation at {threshold.dtype}, "
+                          f"TILE {threshold.baseline_tile} (timed TILEs {list(timed_tiles)}) for N={size}")
+    rates = {inst: timed_rate(session, inst, size) for inst in candidates}
+    best = max(rates, key=rates.get)
+    label = best.id + (f" (best of TILE {', '.join(str(i.tile) for i in candidates)})"
+                       if threshold.baseline_tile == "best" else "")
+    return evaluate(threshold, size, value, rates[best], label, device)
+
+
+def xdist_workers() -> int:
+    """How many pytest-xdist workers share this machine (1 when xdist is not running)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return 1
+    try:
+        return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "2"))
+    except ValueError:
+        return 2

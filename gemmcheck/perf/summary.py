@@ -1,0 +1,175 @@
+"""What the performance suite reports: the table, perf.json and the roofline PNG.
+
+The roofline columns are honest about what they are: "model roof" is the
+seed's DRAM-only intensity model (no cache reuse counted), which a kernel can
+exceed; past it the table says so in words, never as a percentage over 100.
+The bounds a kernel cannot exceed (the device peak for its dtype, the copy
+bandwidth) are enforced as impossibility checks (gemmcheck.roofline.impossible).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gemmcheck import roofline
+from gemmcheck.perf.gpu import TF32
+from gemmcheck.perf.measurement import Measurement
+from gemmcheck.perf.sampling import CONVERGED
+from gemmcheck.perf.session import PerfSession, Row
+from gemmcheck.tables import format_table
+
+HEADER = ("kernel", "N", "TFLOP/s", "noise", "samples", "stop", "SM MHz", "cold caches", "% cuBLAS",
+          "% FP32 peak", "model FLOP/B", "model roof", "% of model roof", "DRAM FLOP/B (ncu)")
+
+
+def _intensity(row: Row) -> float:
+    inst = row.instance
+    return roofline.model_intensity(inst.spec.policy, inst.tile, inst.spec.shared_tiles, inst.dt.itemsize)
+
+
+def _timing_cells(m: Measurement) -> tuple[str, ...]:
+    clock = f"{m.clock_mhz:.0f}" if m.clock_mhz is not None else "n/a"
+    samples = f"{len(m.times)}" + (f" (-{m.dropped} throttled)" if m.dropped else "")
+    return (f"{m.tflops:.2f}", f"{100 * m.noise:.2f}%", samples, m.stop or "-", clock, m.cold_caches())
+
+
+def _measured_intensity(row: Row, size: int) -> float | None:
+    return roofline.gemm_flops(size, size, size) / row.dram_bytes if row.dram_bytes else None
+
+
+def _kernel_row(session: PerfSession, label: str, size: int, row: Row) -> tuple[str, ...]:
+    m = row.measurement
+    if m is None:
+        return (label, str(size), "wrong", *["-"] * 9,
+                f"first launch: {row.check.worst_ratio:.3g} x bound, {row.check.nans} NaN", "-")
+    if row.last is not None and not row.last.ok:
+        verdict = f"wrong on last launch: {row.last.worst_ratio:.3g} x bound, {row.last.nans} NaN"
+        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 4, verdict, "-")
+    if row.impossible:
+        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 4, "impossible: beats the roofline",
+                "-")
+    cublas = row.cublas or session.cublas_measurements().get((row.instance.dtype, size))
+    pct_cublas = f"{100 * m.tflops / cublas.tflops:.1f}" if cublas else "n/a"
+    peak = session.device.fp32_peak_tflops
+    intensity = _intensity(row)
+    roof = session.roof()
+    model = (f"{roof.attainable(intensity):.1f}", roofline.model_roof_cell(m.tflops, roof.attainable(intensity))) \
+        if roof else ("-", "-")
+    measured = _measured_intensity(row, size)
+    return (label, str(size), *_timing_cells(m), pct_cublas, f"{100 * m.tflops / peak:.1f}" if peak else "n/a",
+            f"{intensity:g}", *model, f"{measured:.1f}" if measured else "-")
+
+
+def summary_rows(session: PerfSession) -> tuple[tuple[str, ...], list[tuple[str, ...]], list[str]]:
+    """(header, rows, footer lines) for what was measured."""
+    rows = [_kernel_row(session, label, size, row)
+            for (label, size), row in sorted(session.rows.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+    peak = session.device.fp32_peak_tflops
+    for (dtype, size), m in sorted(session.cublas_measurements().items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rows.append((f"cuBLAS {dtype}", str(size), *_timing_cells(m), "100.0",
+                     f"{100 * m.tflops / peak:.1f}" if peak else "n/a", "-", "-", "-", "-"))
+    return HEADER, rows, footer(session)
+
+
+def footer(session: PerfSession) -> list[str]:
+    device = session.device
+    timing = session.timer.timing
+    lines = [f"device: {device.describe()}"]
+    if session._copy is not None:
+        lines.append(f"device copy bandwidth: {session._copy.bandwidth_tbs:.2f} TB/s (read + write, "
+                     f"{session._copy.size / 2**20:.0f} MiB buffer)")
+    roof = session.roof()
+    if roof:
+        lines.append(f"model roof: the seed's DRAM-only intensity model (no cache reuse counted) under the "
+                     f"copy bandwidth and the FP32 peak, ridge {roof.ridge:.1f} FLOP/B; a kernel above it "
+                     f"shows '{roofline.MODEL_EXCEEDED}'")
+    clock = getattr(session.timer, "clock", None)
+    reference = getattr(clock, "reference_mhz", None)
+    lines.append("SM MHz: median NVML SM clock over the kept samples; "
+                 + (f"samples below {timing.min_clock_ratio:.0%} of {reference:.0f} MHz are dropped as throttled"
+                    if reference else f"clocks unknown ({getattr(clock, 'why_not', None) or 'no NVML'}): "
+                                      "nothing dropped"))
+    lines.append(f"samples: CUDA events, kernel and cuBLAS in turn, until noise (stdev / mean) <= "
+                 f"{timing.max_noise:.1%} ('{CONVERGED}'), at most {timing.max_samples} samples or "
+                 f"{timing.max_seconds:g} s; median reported")
+    lines.append("cold caches: each sample takes the next input set, so >= 2 x L2 of other data passes "
+                 "between two uses of a set; C is poisoned before each sample and the last timed "
+                 "launch's output is checked")
+    lines.append(f"TF32: {TF32}")
+    if session.ncu:
+        lines.append("DRAM FLOP/B (ncu): FLOPs / the DRAM bytes ncu measured on one cold launch "
+                     "(dram__bytes_read.sum + dram__bytes_write.sum): the measured point of the roofline")
+        for (label, size), row in sorted(session.rows.items()):
+            if row.dram_note:
+                lines.append(f"{label} N={size}: no measured point: {row.dram_note}")
+    else:
+        lines.append("DRAM FLOP/B (ncu): not measured (pass --gemm-ncu with ncu on PATH)")
+    for (dtype, size), why in sorted(session.cublas_missing().items()):
+        lines.append(f"cuBLAS {dtype} N={size}: not measured: {why}")
+    return lines
+
+
+def table_text(session: PerfSession) -> str:
+    header, rows, foot = summary_rows(session)
+    return "\n".join(format_table(header, rows) + [""] + foot) + "\n"
+
+
+def roofline_png(session: PerfSession) -> bytes | None:
+    points = [roofline.Point(f"{label} N{size}", _intensity(row), row.measurement.tflops)
+              for (label, size), row in sorted(session.rows.items())
+              if row.measurement is not None and (row.last is None or row.last.ok) and not row.impossible]
+    if not points:
+        return None
+    measured = [roofline.Point(f"{label} N{size} (ncu)", _measured_intensity(row, size), row.measurement.tflops)
+                for (label, size), row in sorted(session.rows.items()) if _measured_intensity(row, size)]
+    ceilings = {f"cuBLAS {d} N{s}": m.tflops for (d, s), m in session.cublas_measurements().items()}
+    roof = session.roof()
+    return roofline.plot(points, peak_tflops=session.device.fp32_peak_tflops,
+                         bandwidth_tbs=roof.bandwidth_tbs if roof else None, ceilings=ceilings,
+                         title=f"roofline: {session.device.name}", measured=measured)
+
+
+def _measurement_json(m: Measurement) -> dict:
+    return {"tflops": m.tflops, "median_s": m.median, "noise": m.noise, "spread": m.spread,
+            "samples": len(m.times), "dropped_throttled": m.dropped, "stop": m.stop,
+            "sm_clock_mhz": m.clock_mhz, "reference_clock_mhz": m.reference_mhz, "n_sets": m.n_sets}
+
+
+def document(session: PerfSession) -> dict:
+    """perf.json: every measurement with its timing evidence."""
+    def kernel(r: Row) -> dict:
+        if r.measurement is None:
+            return {"first_check_ratio": r.check.worst_ratio, "first_check_nans": r.check.nans}
+        out = _measurement_json(r.measurement)
+        if r.last is not None:
+            out.update(last_check_ratio=r.last.worst_ratio, last_check_nans=r.last.nans)
+        if r.cublas is not None:
+            out["interleaved_cublas_tflops"] = r.cublas.tflops
+        out["impossible"] = r.impossible
+        out["dram_bytes_ncu"] = r.dram_bytes
+        if r.dram_note:
+            out["dram_note"] = r.dram_note
+        return out
+
+    return {
+        "device": session.device.describe(),
+        "tf32": TF32,
+        "copy_tbs": session._copy.bandwidth_tbs if session._copy else None,
+        "cublas": {f"{d}-N{s}": _measurement_json(m) for (d, s), m in session.cublas_measurements().items()},
+        "kernels": {f"{label}-N{size}": kernel(r) for (label, size), r in session.rows.items()},
+    }
+
+
+def write_reports(out: Path, session: PerfSession) -> list[Path]:
+    """out/{summary.txt, perf.json, roofline.png}; returns what was written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "summary.txt", out / "perf.json"]
+    written[0].write_text(table_text(session))
+    written[1].write_text(json.dumps(document(session), indent=2) + "\n")
+    png = roofline_png(session)
+    if png:
+        (out / "roofline.png").write_bytes(png)
+        written.append(out / "roofline.png")
+    return written

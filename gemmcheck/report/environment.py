@@ -1,0 +1,135 @@
+"""What ran the suite (environment.properties) and in which CI (executor.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+from gemmcheck.report.categories import categories_json
+
+def environment(gemm=None) -> dict[str, str]:
+    """What ran the suite, for environment.properties (one line each). Keys are short: the
+    report shows about twelve characters of a key."""
+    from gemmcheck import device
+
+    env: dict[str, str] = {}
+    ok, why = device.cuda_device()
+    if ok:
+        try:
+            import cupy
+
+            props = device.properties(0)
+            env["gpu"] = props.name
+            env["capability"] = f"{props.capability[0]}.{props.capability[1]}"
+            env["sm_count"] = str(props.sm_count)
+            env["gpu_memory"] = f"{props.memory_bytes / 2**30:.1f} GiB"
+            env["cuda_driver"] = _cuda_version(cupy.cuda.runtime.driverGetVersion())
+            env["cuda_runtime"] = _cuda_version(cupy.cuda.runtime.runtimeGetVersion())
+        except Exception as exc:
+            env["gpu"] = f"unknown ({type(exc).__name__}: {exc})"
+        smi = _nvidia_smi_driver()
+        if smi:
+            env["driver"] = smi
+    else:
+        env["gpu"] = f"none ({why})"
+    for module in ("cupy", "numpy", "hypothesis", "pytest", "matplotlib"):
+        env[module] = _version(module)
+    env["python"] = platform.python_version()
+    env["platform"] = platform.platform()
+    sanitizer = shutil.which("compute-sanitizer")
+    env["sanitizer"] = sanitizer or "not found on PATH"
+    try:
+        from hypothesis import settings
+
+        env["hyp_profile"] = settings._current_profile or "default"
+    except Exception:
+        pass
+    if gemm is not None:
+        env["profile"] = gemm.profile.name
+        env["backend"] = (gemm.backend.describe() if gemm.backend is not None
+                                    else f"{gemm.backend_name}" + (f" ({gemm.backend_error})"
+                                                                   if gemm.backend_error else ""))
+        env["catalog"] = ", ".join(str(c) for c in gemm.catalogs)
+    return env
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _nvidia_smi_driver() -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _version(module: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in (module, f"{module}-cuda13x", f"{module}-cuda12x"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return "not installed"
+
+
+def properties_text(values: dict[str, str]) -> str:
+    """Java .properties: keys and values escaped so any text survives."""
+    def esc(s: str, key: bool) -> str:
+        s = s.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        s = s.replace("=", "\\=").replace(":", "\\:").replace("#", "\\#").replace("!", "\\!")
+        return s.replace(" ", "\\ ") if key else s
+    return "".join(f"{esc(k, True)}={esc(str(v), False)}\n" for k, v in values.items())
+
+
+def executor(environ=os.environ) -> dict | None:
+    """executor.json for the CI we run under (GitHub Actions, GitLab CI, Jenkins, generic CI)."""
+    if environ.get("GITHUB_ACTIONS") == "true":
+        server, repo, run = (environ.get("GITHUB_SERVER_URL", "https://github.com"),
+                             environ.get("GITHUB_REPOSITORY", ""), environ.get("GITHUB_RUN_ID", ""))
+        url = f"{server}/{repo}/actions/runs/{run}" if repo and run else ""
+        return _executor("GitHub Actions", "github", url, environ.get("GITHUB_RUN_NUMBER"),
+                         f"{environ.get('GITHUB_WORKFLOW', '')} #{environ.get('GITHUB_RUN_NUMBER', '')}",
+                         url)
+    if environ.get("GITLAB_CI") == "true":
+        return _executor("GitLab CI", "gitlab", environ.get("CI_PROJECT_URL", ""),
+                         environ.get("CI_PIPELINE_IID"), f"{environ.get('CI_JOB_NAME', '')} "
+                         f"#{environ.get('CI_PIPELINE_IID', '')}", environ.get("CI_JOB_URL", ""))
+    if environ.get("JENKINS_URL") or environ.get("BUILD_URL"):
+        return _executor("Jenkins", "jenkins", environ.get("JENKINS_URL", ""),
+                         environ.get("BUILD_NUMBER"), environ.get("BUILD_TAG", environ.get("JOB_NAME", "")),
+                         environ.get("BUILD_URL", ""))
+    if environ.get("CI", "").lower() in ("true", "1", "yes"):
+        return _executor("CI", "ci", "", None, environ.get("CI_BUILD_NAME", ".ci/run"), "")
+    return None
+
+
+def _executor(name, kind, url, order, build_name, build_url) -> dict:
+    data = {"name": name, "type": kind, "url": url, "buildName": build_name.strip(),
+            "buildUrl": build_url, "reportName": "gemmcheck"}
+    if order and str(order).isdigit():
+        data["buildOrder"] = int(order)
+    return {k: v for k, v in data.items() if v not in ("", None)}
+
+
+def write_result_metadata(results_dir: Path, gemm=None, environ=os.environ) -> None:
+    """environment.properties, categories.json and (in CI) executor.json into ``results_dir``."""
+    results_dir = Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / "environment.properties").write_text(properties_text(environment(gemm)))
+    (results_dir / "categories.json").write_text(json.dumps(categories_json(), indent=2))
+    info = executor(environ)
+    if info:
+        (results_dir / "executor.json").write_text(json.dumps(info, indent=2))
+
+

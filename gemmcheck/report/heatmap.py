@@ -1,0 +1,132 @@
+"""Pictures and tables of where C is wrong: the error / bound heatmap and the worst elements."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+UNWRITTEN_COLOUR = "#000000"   # never written: still the poison
+NAN_COLOUR = "#ff00ff"         # inf ratio that is not unwritten: a NaN where none belongs
+MAX_CELLS = 160                # larger maps are max-pooled so one bad element stays visible
+
+
+def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | None = None,
+                title: str = "", max_cells: int = MAX_CELLS) -> bytes:
+    """A PNG of error/bound over the output matrix with the TILE grid drawn on it.
+
+    Finite ratios are coloured on a log scale centred on 1 (the bound): blue is well
+    inside it, red outside. ``inf`` marks elements with no finite error: black where
+    ``unwritten`` says the poison survived, magenta otherwise (a NaN mismatch). Maps
+    with more than ``max_cells`` a side are max-pooled by a power of two (so pooled cells
+    line up with power-of-two tiles; inf wins), so no bad element shrinks below a few pixels.
+    """
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap, TwoSlopeNorm
+    from matplotlib.patches import Patch
+
+    error_map = np.asarray(error_map, dtype=np.float64)
+    if error_map.ndim != 2 or error_map.size == 0:
+        raise ValueError(f"error_map must be a non-empty 2-D array, got shape {error_map.shape}")
+    M, N = error_map.shape
+    unwritten = (np.zeros((M, N), bool) if unwritten is None
+                 else np.asarray(unwritten, dtype=bool).reshape(M, N))
+    bad_nan = np.isinf(error_map) & ~unwritten
+    finite = np.where(np.isfinite(error_map), error_map, np.nan)
+    counts = (int(np.count_nonzero(np.isfinite(error_map) & (error_map > 1))),
+              int(np.count_nonzero(unwritten)), int(np.count_nonzero(bad_nan)))
+
+    step = 1
+    while -(-max(M, N) // step) > max_cells:
+        step *= 2
+    if step > 1:
+        finite = _pool(finite, step, np.fmax, np.nan)
+        unwritten = _pool(unwritten, step, np.logical_or, False)
+        bad_nan = _pool(bad_nan, step, np.logical_or, False)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_ratio = np.log10(finite)
+    lo, hi = -4.0, 4.0
+    log_ratio = np.clip(np.where(finite == 0, lo, log_ratio), lo, hi)
+
+    fig, ax = plt.subplots(figsize=(8.5, 7.2), dpi=100)
+    extent = (0, N, M, 0)  # element coordinates: column j to the right, row i downwards
+    image = ax.imshow(log_ratio, cmap="RdYlBu_r", norm=TwoSlopeNorm(vmin=lo, vcenter=0, vmax=hi),
+                      interpolation="nearest", extent=extent, aspect="auto")
+    for mask, colour in ((unwritten, UNWRITTEN_COLOUR), (bad_nan, NAN_COLOUR)):
+        if mask.any():
+            ax.imshow(np.ma.masked_where(~mask, mask.astype(float)),
+                      cmap=ListedColormap([colour]), interpolation="nearest", extent=extent,
+                      aspect="auto", vmin=0, vmax=1)
+    lines = max(M, N) / tile
+    if lines <= 128:
+        for x in range(tile, N, tile):
+            ax.axvline(x, color="#202020", alpha=0.8, linewidth=0.9 if lines < 32 else 0.4)
+        for y in range(tile, M, tile):
+            ax.axhline(y, color="#202020", alpha=0.8, linewidth=0.9 if lines < 32 else 0.4)
+        grid_note = f"grid: TILE {tile}"
+    else:
+        grid_note = f"TILE {tile} grid omitted ({int(lines)} tiles a side)"
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    bar.set_label("error / bound (log10); > 0 breaks the bound")
+    legend = [Patch(facecolor=UNWRITTEN_COLOUR, label="unwritten (poison survived)"),
+              Patch(facecolor=NAN_COLOUR, label="NaN where none belongs"),
+              Patch(facecolor="#a50026", label="error > bound")]
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=3,
+              fontsize=8, frameon=False)
+    pooled = f", max-pooled {step}x{step}" if step > 1 else ""
+    over, n_unwritten, n_nan = counts
+    ax.set_title(f"{title}\nof {M * N} elements: {over} over the bound, {n_unwritten} unwritten, "
+                 f"{n_nan} NaN; {grid_note}{pooled}", fontsize=9)
+    from matplotlib.ticker import MaxNLocator
+
+    from matplotlib.ticker import MultipleLocator
+
+    for axis, size in ((ax.xaxis, N), (ax.yaxis, M)):
+        per = 1   # ticks on tile boundaries, at most ~10 of them
+        while size / (tile * per) > 10:
+            per *= 2
+        axis.set_major_locator(MultipleLocator(tile * per) if size >= tile
+                               else MaxNLocator(integer=True))
+    ax.set_xlabel("column j")
+    ax.set_ylabel("row i")
+    fig.tight_layout()
+    out = io.BytesIO()
+    fig.savefig(out, format="png")
+    plt.close(fig)
+    return out.getvalue()
+
+
+def _pool(a: np.ndarray, step: int, op, fill):
+    M, N = a.shape
+    pm, pn = -(-M // step) * step, -(-N // step) * step
+    padded = np.full((pm, pn), fill, dtype=a.dtype)
+    padded[:M, :N] = a
+    blocks = padded.reshape(pm // step, step, pn // step, step)
+    return op.reduce(op.reduce(blocks, axis=3), axis=1)
+
+
+def worst_elements_csv(error_map: np.ndarray, run, *, n: int = 20, expected=None) -> str:
+    """The ``n`` worst elements (inf first) as CSV: index, tile, ratio, what was stored."""
+    error_map = np.asarray(error_map, dtype=np.float64)
+    tile = run.instance.tile
+    flat = np.where(np.isnan(error_map), np.inf, error_map).reshape(-1)
+    order = np.argsort(-flat, kind="stable")[:n]
+    header = ["i", "j", "tile_i", "tile_j", "error/bound", "stored", "bits", "unwritten"]
+    if expected is not None:
+        header.insert(6, "expected")
+    rows = [",".join(header)]
+    C, bits = run.C, run.C_bits
+    width = bits.dtype.itemsize * 2
+    for index in order:
+        i, j = divmod(int(index), error_map.shape[1])
+        row = [i, j, i // tile, j // tile, f"{error_map[i, j]:.4g}", repr(C[i, j].item()),
+               f"0x{int(bits[i, j]):0{width}x}", bool(run.unwritten[i, j])]
+        if expected is not None:
+            row.insert(6, repr(np.asarray(expected)[i, j].item()))
+        rows.append(",".join(str(v) for v in row))
+    return "\n".join(rows) + "\n"
+
+

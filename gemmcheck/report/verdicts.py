@@ -1,0 +1,131 @@
+"""The verdict summary: reports/verdicts.json (schema in README.md, 'Reports'), its table,
+and reading back the files pytest-xdist workers write."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+from gemmcheck.report.jsonable import json_default as _json_default
+from gemmcheck.tables import format_table
+from gemmcheck.verdict import Defect
+
+SCHEMA_VERSION = 1
+
+
+def summarize(instances, verdicts) -> list[dict]:
+    """Per instantiation: how many checks, which defects (with counts), and whether that is
+    what the catalog declares. ``instances``: every instantiation the run selected."""
+    by_id: dict[str, list] = {}
+    for v in verdicts:
+        by_id.setdefault(v.instance, []).append(v)
+    rows, seen = [], set()
+    known = {i.id: i for i in instances}
+    for inst_id in [i.id for i in instances] + [v.instance for v in verdicts]:
+        if inst_id in seen:
+            continue
+        seen.add(inst_id)
+        mine = by_id.get(inst_id, [])
+        inst = known.get(inst_id)
+        first = mine[0] if mine else None
+        defects = Counter(f.defect.value if isinstance(f.defect, Defect) else str(f.defect)
+                          for v in mine for f in {f.defect: f for f in v.findings}.values())
+        expect = inst.spec.expect if inst else "unknown"
+        if not mine:
+            verdict, status = "not_checked", "not_checked"
+        else:
+            verdict = "correct" if not defects else "defective"
+            if expect == "correct":
+                status = "as_expected" if not defects else "unexpected"
+            else:
+                status = "as_expected" if expect in defects else "unexpected"
+        rows.append({
+            "kernel": inst.spec.name if inst else first.kernel,
+            "instance": inst_id,
+            "name_expression": inst.name_expression if inst else first.name_expression,
+            "dtype": inst.dtype if inst else first.dtype,
+            "tile": inst.tile if inst else first.tile,
+            "expect": expect,
+            "verdict": verdict,
+            "defects": dict(sorted(defects.items())),
+            "checks": len(mine),
+            "checks_failed": sum(1 for v in mine if v.findings),
+            "status": status,
+        })
+    return rows
+
+
+def verdicts_document(instances, verdicts, *, run_info: dict | None = None) -> dict:
+    """reports/verdicts.json (schema in README.md, 'Reports')."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "run": run_info or {},
+        "instances": summarize(instances, verdicts),
+        "verdicts": [v.to_json() for v in verdicts],
+    }
+
+
+def write_verdicts(path: Path, document: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(document, indent=2, default=_json_default) + "\n")
+    os.replace(tmp, path)
+
+
+def verdict_table(rows: list[dict]) -> list[str]:
+    """The terminal summary: one line per instantiation."""
+    header = ("instantiation", "expect", "verdict", "checks", "status")
+    table = [header]
+    for r in sorted(rows, key=lambda r: (r["expect"] != "correct", r["kernel"], r["dtype"], r["tile"])):
+        found = (", ".join(f"{d} x{n}" for d, n in r["defects"].items()) if r["defects"]
+                 else r["verdict"])
+        table.append((r["instance"], r["expect"], found, str(r["checks"]), r["status"]))
+    return format_table(table[0], table[1:], align_numbers=False)
+
+
+def worker_file(path: Path, worker: str) -> Path:
+    """Where pytest-xdist worker ``worker`` writes its verdicts (the controller merges them)."""
+    return path.with_name(f"{path.stem}-{worker}.json")
+
+
+def read_worker_verdicts(path: Path, since: float) -> list:
+    """The verdicts pytest-xdist workers wrote next to ``path`` after ``since`` (a time.time()),
+    as Verdict objects; their files are removed."""
+    from gemmcheck.verdict import Finding, Verdict
+
+    out = []
+    for part in sorted(Path(path).parent.glob(f"{Path(path).stem}-gw*.json")):
+        if part.stat().st_mtime < since:
+            continue
+        for v in json.loads(part.read_text())["verdicts"]:
+            findings = [Finding(**{**f, "defect": Defect(f["defect"]),
+                                   "where": tuple(f["where"]) if f["where"] else None})
+                        for f in v.pop("findings")]
+            out.append(Verdict(**v, findings=findings))
+        part.unlink()
+    return out
+
+
+def run_info(gemm, exitstatus) -> dict:
+    """The "run" object of verdicts.json: what selected and ran the kernels."""
+    from gemmcheck import device
+
+    return {"profile": gemm.profile.name, "backend": gemm.backend_name,
+            "device": device.cuda_device()[1], "catalogs": [str(c) for c in gemm.catalogs],
+            "exit_status": int(exitstatus)}
+
+
+def summary_lines(rows: list[dict]) -> list[str]:
+    """The terminal summary: the table of checked instantiations and how many are not as declared."""
+    checked = [r for r in rows if r["status"] != "not_checked"]
+    if not checked:
+        return [f"no instantiation was checked ({len(rows)} selected); see the skip reasons above"]
+    unexpected = [r["instance"] for r in checked if r["status"] == "unexpected"]
+    return verdict_table(checked) + [
+        f"{len(checked)} instantiations checked, {len(unexpected)} not as the catalog declares"
+        + (f": {', '.join(unexpected)}" if unexpected else "")]

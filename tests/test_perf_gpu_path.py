@@ -1,0 +1,163 @@
+"""The GPU timing path (gemmcheck.perf.gpu.GpuTimer) end to end, with numpy standing in for
+CuPy and a made-up device clock: interleaving, poisoning, the first and last launch checks,
+the impossibility check, and the positive control's behaviour (right once, wrong on repeats)."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from gemmcheck import catalog, device, perf
+from gemmcheck import dtypes as dt
+
+N = 64
+
+
+class FakeGpu:
+    """The parts of CuPy the timer uses, on numpy, with a clock that launches advance."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.log: list[str] = []
+
+    def module(self):
+        gpu = self
+        cp = types.ModuleType("cupy")
+        cp.__getattr__ = lambda name: getattr(np, name)   # zeros, asarray, isnan, where, ...
+
+        class Event:
+            def record(self):
+                self.t = gpu.now
+
+            def synchronize(self):
+                pass
+
+        class Device:
+            id = 0
+            pci_bus_id = "0000:00:00.0"
+
+            def __init__(self, *args):
+                pass
+
+            def synchronize(self):
+                pass
+
+        cp.cuda = types.SimpleNamespace(Event=Event, Device=Device,
+                                        get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3)
+
+        def matmul(A, B, out):
+            gpu.log.append("cublas")
+            out[...] = A @ B
+            gpu.now += 2 * N**3 / 50.5e12
+        cp.matmul = matmul
+        cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
+        linalg = types.ModuleType("cupy._core._routines_linalg")
+        linalg.COMPUTE_TYPE_DEFAULT = 0
+        linalg.get_compute_type = lambda dtype: 0
+        linalg.set_compute_type = lambda dtype, kind: None
+        core = types.ModuleType("cupy._core")
+        core._routines_linalg = linalg
+        cp._core = core
+        return {"cupy": cp, "cupy._core": core, "cupy._core._routines_linalg": linalg}
+
+
+class Backend:
+    """Launches a 'kernel' on the fake GPU: honest (the product every time), a cheat that
+    stores zeros after its first launch, or one that replays its first launch's result."""
+
+    name = "cupy"
+
+    def __init__(self, gpu, behaviour):
+        self.gpu, self.behaviour, self.launches, self.first = gpu, behaviour, 0, None
+
+    def kernel(self, instance):
+        def launch(grid, block, args):
+            A, B, C = args[:3]
+            product = (A.view(np.float32) @ B.view(np.float32)).view(np.uint32)
+            self.gpu.log.append("kernel")
+            if self.launches == 0 or self.behaviour == "honest":
+                C[...] = product
+                self.first = product.copy() if self.first is None else self.first
+                self.gpu.now += 2 * N**3 / 8.8e12
+            elif self.behaviour == "zeros":
+                C[...] = 0
+                self.gpu.now += 1e-12
+            elif self.behaviour == "replay":
+                C[...] = self.first                      # the first result, whatever the inputs
+                self.gpu.now += 2 * N**3 / 8.8e12
+            self.launches += 1
+        return launch
+
+
+class Clock:
+    reference_mhz, why_not = 1980.0, None
+
+    def __init__(self, *args):
+        pass
+
+    def now_mhz(self):
+        return 1980.0
+
+
+@pytest.fixture
+def timer_for(monkeypatch):
+    gpu = FakeGpu()
+    for name, module in gpu.module().items():
+        monkeypatch.setitem(sys.modules, name, module)
+    # L2 of one set: three sets rotate.
+    props = device.DeviceProperties("Fake H200", (9, 0), 132, 1.98e9, 3 * N * N * 4)
+    monkeypatch.setattr(device, "properties", lambda device_id=0: props)
+    monkeypatch.setattr(device, "SmClock", Clock)
+
+    def make(behaviour):
+        timer = perf.GpuTimer(Backend(gpu, behaviour), perf.Timing(warmup=2))
+        session = perf.PerfSession(timer, repeats=6)
+        session._copy = perf.Measurement("copy", 2**30, (0.5e-3,) * 5, bytes_moved=2 * 2**30)
+        return session, gpu
+    return make
+
+
+def instance():
+    spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "matmul_tiled_guarded")
+    return catalog.Instance(spec, "float32", 32)
+
+
+def test_an_honest_kernel_is_timed_in_turn_with_cublas_and_accepted(timer_for):
+    session, gpu = timer_for("honest")
+    rate = perf.timed_rate(session, instance(), N)
+    row = session.rows[(instance().id, N)]
+    assert rate == pytest.approx(8.8, rel=1e-6) and row.cublas.tflops == pytest.approx(50.5, rel=1e-6)
+    assert row.check.ok and row.last.ok and row.impossible is None
+    assert row.measurement.stop == "converged" and len(row.measurement.times) == 6
+    assert row.measurement.clock_mhz == 1980 and row.measurement.n_sets == 3
+    timed = gpu.log[gpu.log.index("cublas"):]          # after the first check: the probe, then rounds
+    assert timed[1:] == ["cublas", "kernel"] * (len(timed[1:]) // 2)
+
+
+@pytest.mark.parametrize("behaviour, says", [
+    ("zeros", "correct on its first launch, wrong on its last timed launch"),
+    ("replay", "correct on its first launch, wrong on its last timed launch"),
+])
+def test_a_kernel_right_once_and_wrong_on_repeats_is_refused(timer_for, behaviour, says):
+    session, _ = timer_for(behaviour)
+    with pytest.raises(perf.WrongOutput, match=says):
+        perf.timed_rate(session, instance(), N)
+    row = session.rows[(instance().id, N)]
+    assert row.check.ok and not row.last.ok
+    # Storing zeros takes no time: the roofline refuses that too. Replaying costs as much as
+    # the real product, so only the last-launch check can catch it.
+    assert (row.impossible is not None) == (behaviour == "zeros"), row.impossible
+
+
+def test_every_sample_starts_from_a_poisoned_output(timer_for, monkeypatch):
+    session, _ = timer_for("honest")
+    poisoned = []
+    original = perf.InputSets.poison
+    monkeypatch.setattr(perf.InputSets, "poison", lambda self, i: (poisoned.append(i), original(self, i)))
+    perf.timed_rate(session, instance(), N)
+    m = session.rows[(instance().id, N)]
+    # first check + warm-up (2 rounds of 2) + every timed sample of both series
+    assert len(poisoned) == 1 + 4 + len(m.measurement.times) + len(m.cublas.times)
+    assert poisoned[0] == 3 and set(poisoned[1:]) == {0, 1, 2}   # the check set is never timed
+    assert dt.get("float32").poison_bits not in session.timer.inputs("float32", N).sets[poisoned[-1]][2]
