@@ -71,6 +71,9 @@ class Backend:
     def __init__(self, gpu, behaviour):
         self.gpu, self.behaviour, self.launches, self.first = gpu, behaviour, 0, None
 
+    def enqueue(self, instance, planned):
+        self.kernel(instance)(planned.grid, planned.block, planned.args)
+
     def kernel(self, instance):
         def launch(grid, block, args):
             A, B, C = args[:3]

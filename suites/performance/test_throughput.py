@@ -129,7 +129,7 @@ def test_a_kernel_that_replays_results_on_repeats_is_refused(perf_refusal, perf_
         perf.timed_rate(perf_session, instance, case.size)
     row = perf_session.rows[(instance.id, case.size)]
     verdicts.record(Verdict.for_instance(instance, f"M{case.size}xN{case.size}xK{case.size}", [
-        Finding(Defect.WRONG_VALUES, "value-check", str(caught.value),
+        Finding(Defect.WRONG_VALUES, "error-bound", str(caught.value),
                 details={"launch": "first" if row.measurement is None else "last timed"})], request.node.nodeid))
     if row.measurement is not None:   # timed: its first launch was right, as a cheat's is
         assert "wrong on its last timed launch" in str(caught.value), caught.value
