@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from gemmcheck import hazards, isolation, sanitizer
 from gemmcheck.catalog import Instance
+from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
 
 NOT_IN_MATRIX = {"too_slow": "judged by the performance suite"}
@@ -196,6 +197,7 @@ def plain_observations(backend, instance: Instance, settings: Settings) -> list[
     return out
 
 
+@timed("isolation")
 def isolated_observations(instances, settings: Settings) -> dict[str, list[hazards.Observation]]:
     """Observe instantiations in children: a fault is CRASH, a timeout HANG (one child per failure)."""
     steps, owner = [], {}

@@ -39,6 +39,7 @@ import ml_dtypes
 import numpy as np
 
 from gemmcheck import dtypes as dt
+from gemmcheck.phases import timed
 
 VALUE_KINDS = ("exact", "normal", "uniform", "wide", "special")
 EXACT_KINDS = ("exact", "special")  # judged bit for bit
@@ -134,6 +135,7 @@ class Problem:
         return (f"Problem(M={self.M}, N={self.N}, K={self.K}, dtype={self.dtype!r}, "
                 f"values={self.values!r}, seed={self.seed})")
 
+    @timed("inputs")
     def operands(self) -> tuple[np.ndarray, np.ndarray]:
         """(A, B) as float64 arrays holding values exactly representable in the dtype."""
         streams = [np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(3)]

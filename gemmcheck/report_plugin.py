@@ -263,9 +263,9 @@ def _builtin():
 
 
 def _gemm(config: pytest.Config):
-    from gemmcheck import plugin
+    from gemmcheck import session
 
-    return config.stash.get(plugin.GEMM_CONFIG, None)
+    return config.stash.get(session.GEMM_CONFIG, None)
 
 
 def _verdict_log(config: pytest.Config):

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from gemmcheck import device
+from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
 
 TOOLS = ("racecheck", "synccheck", "memcheck", "initcheck")
@@ -236,6 +237,7 @@ def _groups(steps, instances):
     return groups
 
 
+@timed("sanitizer")
 def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
         step_timeout: float = STEP_TIMEOUT_S) -> ToolRun:
     """Run `tool` over `plan` ([(instance, [(purpose, problem)])]) in as few children as it allows."""

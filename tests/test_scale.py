@@ -275,3 +275,42 @@ def test_under_xdist_the_controller_sees_that_nothing_was_checked(suite):
     assert suite.runpytest(*NARROW, "-n", "2").ret == pytest.ExitCode.OK
     durations = shard.load_durations(suite.path / "reports" / "durations.json")
     assert len(durations) == 4    # written once, by the controller, for every worker's tests
+
+
+# -- builds shared by every worker -------------------------------------------------------------
+
+def _build_once(entry: str, log: str) -> None:
+    import time
+    from gemmcheck import buildlock
+    with buildlock.exclusive(Path(entry)):
+        if not Path(entry).exists():
+            with open(log, "a") as out:
+                out.write("built\n")
+            time.sleep(0.3)                       # long enough for the other process to arrive
+            buildlock.write_atomic(Path(entry), b"module")
+
+
+def test_two_processes_building_one_entry_build_it_once(tmp_path):
+    import multiprocessing
+    entry, log = tmp_path / "cache" / "module.so", tmp_path / "log"
+    procs = [multiprocessing.get_context("fork").Process(target=_build_once, args=(str(entry), str(log)))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert log.read_text() == "built\n" and entry.read_bytes() == b"module"
+
+
+def test_no_plugin_module_imports_another():
+    import ast
+    for path in (ROOT / "gemmcheck").glob("*plugin*.py"):
+        tree = ast.parse(path.read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                     and n.module for a in n.names}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        others = {m for m in imported if m.startswith("gemmcheck.") and "plugin" in m
+                  and m != f"gemmcheck.{path.stem}"}
+        assert not others, f"{path.name} imports {sorted(others)}; share state through gemmcheck.session"

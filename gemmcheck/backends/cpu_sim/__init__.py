@@ -80,6 +80,7 @@ from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError,
 from gemmcheck.backends.cpu_sim import build
 from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.catalog import Instance
+from gemmcheck.phases import timed
 
 RACE_SCHEDULES = ("forward", "reverse", "shuffle-1", "shuffle-2", "lockstep")
 BUFFER_NAMES = ("A", "B", "C")
@@ -351,6 +352,7 @@ class CpuSimBackend(Backend):
         finally:
             self.schedules = old
 
+    @timed("launch")
     def launch(self, instance: Instance, grid, block, args: Sequence[Any]) -> None:
         module = self._module(instance)
         grid, block = tuple(int(g) for g in grid), tuple(int(b) for b in block)

@@ -24,7 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck import catalog
+from gemmcheck import buildlock, catalog
+from gemmcheck.phases import timed
 
 HERE = Path(__file__).resolve().parent
 INCLUDE = HERE / "include"
@@ -116,10 +117,11 @@ def _cached(key: str, name: str, build) -> Path:
     target = cache_dir() / key / name
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        built = build(Path(tmp))
-        os.replace(built, target)  # atomic: a concurrent build of the same key is harmless
+    with buildlock.exclusive(target):   # one process builds it; the others wait, then use it
+        if not target.exists():
+            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                built = build(Path(tmp))
+                os.replace(built, target)  # atomic: readers see the whole file or none
     return target
 
 
@@ -180,6 +182,7 @@ def shared_arrays(so: Path) -> tuple[SharedArray, ...]:
     return tuple(sorted(arrays, key=lambda a: a.start))
 
 
+@timed("compile")
 def module(source: Path, instances) -> Module:
     """Build (or take from the cache) the module holding every instantiation in `instances`."""
     import time
@@ -207,6 +210,7 @@ def module(source: Path, instances) -> Module:
                   built[0] if built else None)
 
 
+@timed("compile")
 def asan_runner(source: Path, instances) -> tuple[Path, tuple[str, ...]]:
     """An AddressSanitizer executable running one launch of any of `instances`."""
     cxx, version = compiler()
