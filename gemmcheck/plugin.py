@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import backends, catalog, device, dtypes, gpus, phases, profiles, shard
-from gemmcheck.runstats import KERNEL_CHECK, PHASES_PROPERTY, RunStats
+from gemmcheck.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
 from gemmcheck.catalog import Instance
 from gemmcheck.session import GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig, gemm_config  # noqa: F401
 
@@ -288,7 +288,10 @@ class _Recorder:
     def pytest_runtest_makereport(self, item: pytest.Item, call):
         outcome = yield
         if call.when == "teardown" and phases.enabled():
-            outcome.get_result().user_properties.append((PHASES_PROPERTY, phases.take()))
+            properties = outcome.get_result().user_properties
+            properties.append((PHASES_PROPERTY, phases.take()))
+            if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+                properties.append((HYPOTHESIS_PROPERTY, True))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.stats.add(report)

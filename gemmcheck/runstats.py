@@ -16,6 +16,7 @@ from gemmcheck import phases
 # test's report (report.keywords), also from pytest-xdist workers.
 KERNEL_CHECK = "kernel_check"
 PHASES_PROPERTY = "gemm_phases"   # report.user_properties key of a test's phase tally
+HYPOTHESIS_PROPERTY = "gemm_hypothesis"   # set on the reports of hypothesis tests
 
 
 class RunStats:
@@ -24,6 +25,7 @@ class RunStats:
         self.collection_s: float | None = None
         self.durations: dict[str, float] = {}            # node id -> setup + call + teardown
         self.phases: dict[str, dict[str, float]] = {}    # node id -> phase -> seconds
+        self.hypothesis_tests: set[str] = set()
         self.kernel_tests: set[str] = set()
         self.kernel_tests_ran: set[str] = set()
         self.skip_reasons: Counter[str] = Counter()
@@ -36,6 +38,8 @@ class RunStats:
         for key, value in report.user_properties:
             if key == PHASES_PROPERTY:
                 self.phases[report.nodeid] = value
+            elif key == HYPOTHESIS_PROPERTY:
+                self.hypothesis_tests.add(report.nodeid)
         if KERNEL_CHECK not in report.keywords:
             return
         self.kernel_tests.add(report.nodeid)
@@ -65,4 +69,5 @@ class RunStats:
 
     def phases_document(self) -> dict:
         return {"collection_s": self.collection_s, "wall_s": time.monotonic() - self.started,
-                "phases": list(phases.PHASES), "durations": self.durations, "tests": self.phases}
+                "phases": list(phases.PHASES), "durations": self.durations, "tests": self.phases,
+                "hypothesis_tests": sorted(self.hypothesis_tests)}
