@@ -290,7 +290,7 @@ class _Recorder:
         if call.when == "teardown" and phases.enabled():
             properties = outcome.get_result().user_properties
             properties.append((PHASES_PROPERTY, phases.take()))
-            if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            if _uses_hypothesis(item):
                 properties.append((HYPOTHESIS_PROPERTY, True))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -309,6 +309,14 @@ class _Recorder:
         if why:
             config.stash[NOTHING_CHECKED] = why
             session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def _uses_hypothesis(item: pytest.Item) -> bool:
+    """A @given test, or one that applies @given inside its body (the correctness suite's
+    property tests do, to read the profile's example count)."""
+    fn = getattr(item, "obj", None)
+    code = getattr(fn, "__code__", None)
+    return bool(getattr(fn, "is_hypothesis_test", False) or (code and "given" in code.co_names))
 
 
 def _write_json(path: Path, data) -> None:
