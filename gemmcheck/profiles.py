@@ -32,6 +32,10 @@ class Profile:
     # Fixed large problems (M, N, K), each checked once per instantiation that supports
     # it: ragged on every side (one past, one short of a power of two) and a long K.
     large_shapes: tuple[tuple[int, int, int], ...] = ()
+    # ... at TILE >= large_min_tile only: a TILE-1 or TILE-2 kernel launches millions of
+    # one- or four-thread blocks at 4096^2 (seconds each) to exercise the edge logic the
+    # small searched shapes already cover at those TILEs.
+    large_min_tile: int = 16
 
 
 PROFILES = {
