@@ -36,6 +36,9 @@ class Profile:
     # one- or four-thread blocks at 4096^2 (seconds each) to exercise the edge logic the
     # small searched shapes already cover at those TILEs.
     large_min_tile: int = 16
+    # The kill matrix: every instantiation of every kernel (True), or one representative
+    # row per kernel (False). Every row costs ~3.7 s on an H200 (ci: 14 rows, 52 s).
+    matrix_every: bool = False
 
 
 PROFILES = {
@@ -54,6 +57,6 @@ PROFILES = {
         Profile("nightly", max_examples=1000, max_dim=640, race_sizes=(1024, 2048), race_repeats=10,
                 perf_sizes=(1024, 2048, 4096, 8192), perf_repeats=50,
                 correctness_examples=100, property_min_tile=1, determinism_repeats=10,
-                large_shapes=((1025, 1023, 1031), (4097, 4095, 4160))),
+                large_shapes=((1025, 1023, 1031), (4097, 4095, 4160)), matrix_every=True),
     )
 }

@@ -314,3 +314,13 @@ def test_no_plugin_module_imports_another():
         others = {m for m in imported if m.startswith("gemmcheck.") and "plugin" in m
                   and m != f"gemmcheck.{path.stem}"}
         assert not others, f"{path.name} imports {sorted(others)}; share state through gemmcheck.session"
+
+
+def test_a_suite_plugin_adds_its_skip_reasons_through_one_hook(suite):
+    suite.makeconftest((ROOT / "conftest.py").read_text() + (
+        "\ndef pytest_gemm_skip_reason(config, item):\n"
+        "    return 'needs a tool' if 'needs_tool' in item.name else None\n"))
+    suite.makepyfile(test_probe="def test_needs_tool():\n    pass\ndef test_plain():\n    pass\n")
+    result = suite.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*needs a tool"])
