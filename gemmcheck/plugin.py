@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import backends, catalog, device, dtypes, gpus, phases, profiles, shard
-from gemmcheck.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
 from gemmcheck.catalog import Instance
+from gemmcheck.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
 from gemmcheck.session import GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig, gemm_config  # noqa: F401
 
 # Each suite's own hooks (options, summaries, reports) live in its own plugin

@@ -324,3 +324,20 @@ def test_a_suite_plugin_adds_its_skip_reasons_through_one_hook(suite):
     result = suite.runpytest("-rs")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED*needs a tool"])
+
+
+@pytest.mark.gpu
+def test_each_xdist_worker_sees_only_its_own_gpu(suite, tmp_path):
+    pytest.importorskip("xdist")
+    if gpus.visible_count() < 2:
+        pytest.skip(f"needs 2 CUDA devices; found {gpus.visible_count()}")
+    suite.makepyfile(test_probe=(
+        "import os, cupy\n"
+        "def test_probe(any_kernel, tmp_path_factory):\n"
+        f"    out = {str(tmp_path)!r} + '/' + os.environ['PYTEST_XDIST_WORKER']\n"
+        "    open(out, 'w').write(os.environ['CUDA_VISIBLE_DEVICES'] + ' ' + "
+        "str(cupy.cuda.runtime.getDeviceCount()))\n"))
+    assert suite.runpytest_subprocess(*NARROW, "-n", "2", "--gemm-gpus", "2", "-p", "no:randomly").ret == 0
+    seen = sorted(p.read_text() for p in tmp_path.iterdir() if p.name.startswith("gw"))
+    assert [s.split()[1] for s in seen] == ["1", "1"]          # one device each
+    assert len({s.split()[0] for s in seen}) == 2               # and not the same one
