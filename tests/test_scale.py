@@ -2,6 +2,7 @@
 reports equal to one run's, phase timing, and a run that checked nothing failing."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,11 @@ NARROW = ("--gemm-kernels", "matmul_naive,matmul_tiled_guarded", "--gemm-dtypes"
 
 
 @pytest.fixture
-def suite(pytester):
-    """A pytester directory with gemmcheck loaded (as the project's conftest does)."""
+def suite(pytester, monkeypatch):
+    """A pytester directory with gemmcheck loaded (as the project's conftest does); child
+    processes (xdist workers) import this tree's gemmcheck too, not an installed one."""
     pytester.makeconftest((ROOT / "conftest.py").read_text())
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return pytester
 
 
@@ -337,7 +340,7 @@ def test_each_xdist_worker_sees_only_its_own_gpu(suite, tmp_path):
         f"    out = {str(tmp_path)!r} + '/' + os.environ['PYTEST_XDIST_WORKER']\n"
         "    open(out, 'w').write(os.environ['CUDA_VISIBLE_DEVICES'] + ' ' + "
         "str(cupy.cuda.runtime.getDeviceCount()))\n"))
-    assert suite.runpytest_subprocess(*NARROW, "-n", "2", "--gemm-gpus", "2", "-p", "no:randomly").ret == 0
+    assert suite.runpytest(*NARROW, "-n", "2", "--gemm-gpus", "2").ret == 0
     seen = sorted(p.read_text() for p in tmp_path.iterdir() if p.name.startswith("gw"))
     assert [s.split()[1] for s in seen] == ["1", "1"]          # one device each
     assert len({s.split()[0] for s in seen}) == 2               # and not the same one
