@@ -6,7 +6,7 @@
     python scripts/bench_suite.py suites/hazards -- -n 2   # after "--": extra pytest arguments
 
 Runs pytest once per suite with --gemm-phases and prints a Markdown table: wall time,
-collection, the instrumented phases (compile, inputs, launch, oracle, detectors,
+collection (from configuration on: includes allure-pytest clearing old results), the instrumented phases (compile, inputs, launch, oracle, detectors,
 isolation children, compute-sanitizer children: exclusive times, summed over tests),
 then what no phase covers: inside hypothesis tests ("hypothesis": its search,
 shrinking, database, plus the test's own code) and in other tests, and pytest's
