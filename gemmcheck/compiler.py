@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck import cuda_source, toolkit
+from gemmcheck import buildlock, cuda_source, toolkit
+from gemmcheck.phases import timed
 
 # The options every build uses, spelled for cuda.core's ProgramOptions.
 # ftz=False is NVRTC's default too; it is written out because it is a claim the
@@ -58,6 +59,7 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
+@timed("compile")
 def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
                    defines: tuple[tuple[str, int], ...] = ()) -> Compiled:
     """Compile `name_expressions` of `source` for `arch` (e.g. "sm_90"), cached on disk.
@@ -80,8 +82,9 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
     compiled = _compile(source, text, name_expressions, arch, include, defines)
     try:
         entry.mkdir(parents=True, exist_ok=True)
-        (entry / "kernel.cubin").write_bytes(compiled.cubin)
-        (entry / "meta.json").write_text(json.dumps({"mangled": compiled.mangled, "log": compiled.log}))
+        # whole files only: pytest-xdist workers read this cache while another writes it
+        buildlock.write_atomic(entry / "kernel.cubin", compiled.cubin)
+        buildlock.write_atomic(entry / "meta.json", json.dumps({"mangled": compiled.mangled, "log": compiled.log}).encode())
     except OSError:
         pass  # a read-only cache only costs time
     return compiled

@@ -41,6 +41,7 @@ from gemmcheck import defects, oracle
 from gemmcheck.backends import Backend
 from gemmcheck.catalog import Instance
 from gemmcheck.harness import GuardedGemm, Run
+from gemmcheck.phases import timed
 from gemmcheck.problems import Problem
 from gemmcheck.detectors import Detector
 from gemmcheck.verdict import Defect, Finding
@@ -461,6 +462,7 @@ SIMULATOR_DETECTORS = (check_shared_conflicts, check_schedule_dependence, check_
                        check_uninitialized_shared, check_address_sanitizer)
 
 
+@timed("detectors")
 def detect(obs: Observation) -> list[Finding]:
     """Every detector's findings for one observation (or its CRASH / HANG). The simulator's
     detectors find nothing in an observation without cpu-sim reports."""

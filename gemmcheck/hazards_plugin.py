@@ -94,7 +94,7 @@ def sanitizer_status(config: pytest.Config) -> tuple[str | None, str]:
 
 
 def _gemm(config):
-    from gemmcheck.plugin import gemm_config
+    from gemmcheck.session import gemm_config
 
     return gemm_config(config)
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from gemmcheck import defects, hazards, isolation, sanitizer
 from gemmcheck.catalog import Instance
 from gemmcheck.detectors import Detector
+from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
 
 NOT_IN_MATRIX = defects.not_in_matrix()   # expect value -> why the matrix leaves it out
@@ -223,6 +224,7 @@ def plain_observations(backend, instance: Instance, settings: Settings) -> list[
     return out
 
 
+@timed("isolation")
 def isolated_observations(instances, settings: Settings) -> dict[str, list[hazards.Observation]]:
     """Observe instantiations in children: a fault is CRASH, a timeout HANG, a build failure
     COMPILE_ERROR (one child per failure)."""

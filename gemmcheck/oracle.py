@@ -125,6 +125,7 @@ import numpy as np
 
 from gemmcheck import dtypes as dt
 from gemmcheck import report
+from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding, HasFindings, Verdict
 
 U64 = 2.0 ** -53
@@ -463,6 +464,7 @@ def _representable(X: np.ndarray, d: dt.DType) -> bool:
     return bool(np.array_equal(back, X, equal_nan=True))
 
 
+@timed("oracle")
 def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Judgement:
     """Judge one run against the inputs it was given.
 

@@ -69,7 +69,7 @@ def perf_config(config: pytest.Config) -> PerfConfig:
 
 
 def _gemm(config):
-    from gemmcheck.plugin import gemm_config
+    from gemmcheck.session import gemm_config
     return gemm_config(config)
 
 

@@ -1,71 +1,30 @@
 """gemmcheck's pytest plugin: options, session state, parametrization, fixtures.
 
-Only wiring lives here; logic lives in the modules it calls.
+Only wiring lives here; logic lives in the modules it calls. The session object
+(GemmConfig) lives in gemmcheck.session, which every suite plugin imports: no plugin
+imports another.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+import json
+import time
 from pathlib import Path
 
 import pytest
 
-from gemmcheck import backends, catalog, device, dtypes, profiles
-from gemmcheck.catalog import Instance, KernelSpec
-from gemmcheck.verdict import VerdictLog
+from gemmcheck import backends, catalog, device, dtypes, gpus, phases, profiles, shard
+from gemmcheck.catalog import Instance
+from gemmcheck.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
+from gemmcheck.session import GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig, gemm_config  # noqa: F401
 
 # Each suite's own hooks (options, summaries, reports) live in its own plugin
 # module; pytest registers these along with this one.
 pytest_plugins = ("gemmcheck.hazards_plugin", "gemmcheck.perf_plugin", "gemmcheck.report_plugin", "gemmcheck.build_plugin", "gemmcheck.scope_plugin")
 
-# Fixtures that parametrize over catalog instantiations, and which ones each gets.
-INSTANCE_FIXTURES = {
-    "reference": "kernels declared correct",
-    "broken": "kernels declared to have a defect",
-    "any_kernel": "every kernel in the catalog",
-}
-
-
-@dataclass
-class GemmConfig:
-    """Everything the options decided, kept in config.stash."""
-
-    specs: list[KernelSpec]
-    catalogs: list[Path]
-    kernels: tuple[str, ...] | None
-    tiles: tuple[int, ...] | None
-    dtypes: tuple[str, ...] | None
-    profile: profiles.Profile
-    backend_name: str
-    backend: backends.Backend | None = None
-    backend_error: str | None = None
-    resource_rows: list = field(default_factory=list)  # (Instance, Resources), from suites/compile
-    verdicts: VerdictLog = field(default_factory=VerdictLog)
-
-    def instances(self, which: str) -> list[Instance]:
-        out = []
-        for spec in self.specs:
-            if self.kernels and spec.name not in self.kernels:
-                continue
-            if which == "reference" and not spec.is_reference:
-                continue
-            if which == "broken" and spec.is_reference:
-                continue
-            for inst in spec.instances():
-                if self.tiles and inst.tile not in self.tiles:
-                    continue
-                if self.dtypes and inst.dtype not in self.dtypes:
-                    continue
-                out.append(inst)
-        return out
-
-
-GEMM_CONFIG = pytest.StashKey[GemmConfig]()
-
-
-def gemm_config(config: pytest.Config) -> GemmConfig:
-    return config.stash[GEMM_CONFIG]
+DURATIONS_JSON = Path("reports") / "durations.json"
+NOTHING_CHECKED = pytest.StashKey[str]()
 
 
 # -- option converters: each quotes the bad value and says what would do ----------------
@@ -127,9 +86,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gemm-backend", type=_backend, metavar="NAME", default="auto",
                     help=f"where kernels run: {', '.join(backends.CHOICES)} "
                          "(default: auto, the GPU when there is one)")
+    group.addoption("--gemm-gpus", type=gpus.parse_option, metavar="N|ORDINAL,...", default=None,
+                    help="GPUs a pytest-xdist run spreads over, one worker per GPU: a count (2) or "
+                         "ordinals (0,1); -n auto starts one worker per GPU (default: every GPU)")
+    group.addoption("--gemm-shard", type=shard.parse, metavar="I/N", default=None,
+                    help="run only the I-th of N deterministic parts of the selected tests, for N "
+                         "hosts; merge their reports with python -m gemmcheck.merge (default: all)")
+    group.addoption("--gemm-shard-durations", metavar="PATH", default=None,
+                    help=f"balance --gemm-shard by the test durations an earlier run wrote to "
+                         f"{DURATIONS_JSON} (default: every test counts the same)")
+    group.addoption("--gemm-phases", metavar="PATH", default=None,
+                    help="time each test's phases (compile, inputs, launch, oracle, detectors, "
+                         "children) and write them to PATH as JSON; scripts/bench_suite.py reads it "
+                         "(default: off)")
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from gemmcheck import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # A pytest-xdist worker takes its GPU before anything initializes CUDA.
+    gpus.pin(getattr(config, "workerinput", {}))
     for marker, text in (
         ("gpu", "needs a CUDA device (skipped with the reason when there is none)"),
         ("slow", "takes more than a few seconds"),
@@ -162,6 +143,8 @@ def pytest_configure(config: pytest.Config) -> None:
         dtypes=opt.gemm_dtypes, profile=profiles.PROFILES[opt.gemm_profile],
         backend_name=opt.gemm_backend)
     _load_hypothesis_profile(config)
+    phases.enable(bool(opt.gemm_phases))
+    config.pluginmanager.register(_Recorder(config), "gemmcheck-recorder")
 
 
 def _load_hypothesis_profile(config: pytest.Config) -> None:
@@ -204,27 +187,143 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize(fixture, instances, ids=[i.id for i in instances])
 
 
+def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | None:
+    """The core suite's skip reasons: no device for GPU / perf tests, gpu_only kernels on cpu-sim."""
+    if item.get_closest_marker("gpu") or item.get_closest_marker("perf"):
+        ok, why = device.cuda_device()
+        if not ok:
+            return why
+        if gemm_config(config).simulated:
+            return ("--gemm-backend cpu-sim: GPU and performance tests run only on the GPU "
+                    "backend (cupy)")
+    elif gemm_config(config).simulated:
+        gpu_only = [p for p in _instances_of(item) if p.spec.gpu_only]
+        if gpu_only:
+            return (f"{gpu_only[0].spec.name} is gpu_only in its catalog: it needs what the CPU "
+                    "simulator does not model (cp.async, warp shuffles, tensor cores, dynamic "
+                    "shared memory); run it with --gemm-backend cupy on a GPU")
+    return None
+
+
+def _instances_of(item: pytest.Item) -> list[Instance]:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return [p for p in params.values() if isinstance(p, Instance)]
+
+
+def _runs_kernels(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    return "backend" in names or bool(names & set(INSTANCE_FIXTURES)) or bool(_instances_of(item))
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    ok, why = device.cuda_device()
-    simulated = backends.resolve(gemm_config(config).backend_name) == "cpu-sim"
-    if not ok:
-        skip = pytest.mark.skip(reason=why)
-    elif simulated:
-        skip = pytest.mark.skip(reason="--gemm-backend cpu-sim: GPU and performance tests run only on "
-                                       "the GPU backend (cupy)")
-    else:
-        skip = None
+    # The one place skips are added: every suite plugin answers pytest_gemm_skip_reason.
     for item in items:
-        if skip and (item.get_closest_marker("gpu") or item.get_closest_marker("perf")):
-            item.add_marker(skip)
-        elif simulated:
-            gpu_only = [p for p in getattr(getattr(item, "callspec", None), "params", {}).values()
-                        if isinstance(p, Instance) and p.spec.gpu_only]
-            if gpu_only:
-                item.add_marker(pytest.mark.skip(
-                    reason=f"{gpu_only[0].spec.name} is gpu_only in its catalog: it needs what the CPU "
-                           "simulator does not model (cp.async, warp shuffles, tensor cores, dynamic "
-                           "shared memory); run it with --gemm-backend cupy on a GPU"))
+        reason = config.hook.pytest_gemm_skip_reason(config=config, item=item)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+        if _runs_kernels(item):
+            # a keyword, not a marker: it reaches the report (and the xdist controller)
+            # without becoming an allure tag
+            item.keywords[KERNEL_CHECK] = True
+    part = config.getoption("gemm_shard")
+    if part is not None:
+        durations = None
+        if config.getoption("gemm_shard_durations"):
+            try:
+                durations = shard.load_durations(config.getoption("gemm_shard_durations"))
+            except ValueError as exc:
+                raise pytest.UsageError(f"--gemm-shard-durations: {exc}") from None
+        kept, dropped = shard.split(items, part, durations)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+
+
+# -- pytest-xdist: one worker per GPU --------------------------------------------------------
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """-n auto: one worker per GPU on the GPU backend (the CPU count otherwise)."""
+    if gemm_config(config).simulated:
+        return None
+    return len(_run_gpus(config)) or None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    config = node.config
+    if gemm_config(config).simulated:
+        return
+    workerinput = node.workerinput
+    count = int(workerinput.get("workercount") or config.getoption("numprocesses") or 1)
+    workerinput.update(gpus.worker_input(_run_gpus(config), gpus.worker_index(workerinput["workerid"]),
+                                         count))
+
+
+def _run_gpus(config: pytest.Config) -> tuple[int, ...]:
+    try:
+        return gpus.choose(config.getoption("gemm_gpus"), gpus.visible_count())
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+# -- per-test phases, durations and whether any kernel test ran ------------------------------
+
+class _Recorder:
+    """Per-session hooks that feed gemmcheck.runstats (a plugin object per config, so
+    nested pytester sessions keep their own)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.stats = RunStats()
+
+    def pytest_collection_finish(self) -> None:
+        self.stats.collected()
+
+    def pytest_runtest_logstart(self) -> None:
+        phases.begin()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call):
+        outcome = yield
+        if call.when == "teardown" and phases.enabled():
+            properties = outcome.get_result().user_properties
+            properties.append((PHASES_PROPERTY, phases.take()))
+            if _uses_hypothesis(item):
+                properties.append((HYPOTHESIS_PROPERTY, True))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.stats.add(report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+        config, stats = self.config, self.stats
+        if hasattr(config, "workerinput"):
+            return   # pytest-xdist: the controller sees every report and writes the files
+        if stats.durations and not config.option.collectonly:
+            _write_json(config.rootpath / DURATIONS_JSON, stats.durations_document())
+        if config.getoption("gemm_phases"):
+            _write_json(Path(config.getoption("gemm_phases")), stats.phases_document())
+        why = stats.nothing_checked(collect_only=config.option.collectonly, exitstatus=int(exitstatus))
+        if why:
+            config.stash[NOTHING_CHECKED] = why
+            session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def _uses_hypothesis(item: pytest.Item) -> bool:
+    """A @given test, or one that applies @given inside its body (the correctness suite's
+    property tests do, to read the profile's example count)."""
+    fn = getattr(item, "obj", None)
+    code = getattr(fn, "__code__", None)
+    return bool(getattr(fn, "is_hypothesis_test", False) or (code and "given" in code.co_names))
+
+
+def _write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
 
 
 @pytest.fixture(scope="session")
@@ -254,12 +353,15 @@ def profile(gemm: GemmConfig) -> profiles.Profile:
 
 
 @pytest.fixture(scope="session")
-def verdicts(gemm: GemmConfig) -> VerdictLog:
+def verdicts(gemm: GemmConfig):
     """The session's verdict log: checks record what they found here."""
     return gemm.verdicts
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    why = config.stash.get(NOTHING_CHECKED, None)
+    if why:
+        terminalreporter.write_line(why + " (exit 5)", red=True, bold=True)
     rows = gemm_config(config).resource_rows
     if not rows:
         return

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gemmcheck import dtypes as dt
+from gemmcheck.phases import timed
 
 VALUE_KINDS = ("exact", "normal", "uniform", "wide", "special")
 EXACT_KINDS = ("exact", "special")  # judged bit for bit
@@ -197,6 +198,7 @@ class Problem:
         return (f"Problem(M={self.M}, N={self.N}, K={self.K}, dtype={self.dtype!r}, "
                 f"values={self.values!r}, seed={self.seed}{scaling})")
 
+    @timed("inputs")
     def operands(self) -> tuple[np.ndarray, ...]:
         """(A, B), and C0 when beta != 0, as float64 arrays of values exactly representable
         in the dtype. One random stream per operand (C0 has its own fourth stream, so

@@ -1,5 +1,12 @@
 """Profiles: how hard a run looks. `dev` is quick, `ci` is the nightly-safe
 default for CI, `nightly` searches long and at large sizes.
+
+Where the budget goes: bugs in tiled kernels live at tile edges (ragged M, N, K
+near multiples of TILE, a K tail, a last partial block), which small shapes reach as
+well as huge ones, at a fraction of the cost. So hypothesis searches many small and
+ragged shapes (max_dim: a few dozen tiles at most), and the large-shape claims are a
+few fixed problems per instantiation (large_shapes), each checked once. The nightly
+budget (15 min on one H200 for the builtin catalog) is worked out in README, "Scale".
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from dataclasses import dataclass
 class Profile:
     name: str
     max_examples: int           # hypothesis examples per property test
-    max_dim: int                # largest M, N or K hypothesis draws
+    max_dim: int                # largest M, N or K hypothesis draws (small and ragged: see above)
     race_sizes: tuple[int, ...]  # square sizes for race stress (races show at >= 1024)
     race_repeats: int           # launches compared per race-stress size
     perf_sizes: tuple[int, ...]  # square sizes timed by the performance suite
@@ -22,6 +29,16 @@ class Profile:
     correctness_examples: int = 25   # hypothesis examples per property test and instantiation
     property_min_tile: int = 8       # smallest TILE the property tests search
     determinism_repeats: int = 3     # launches compared bit for bit
+    # Fixed large problems (M, N, K), each checked once per instantiation that supports
+    # it: ragged on every side (one past, one short of a power of two) and a long K.
+    large_shapes: tuple[tuple[int, int, int], ...] = ()
+    # ... at TILE >= large_min_tile only: a TILE-1 or TILE-2 kernel launches millions of
+    # one- or four-thread blocks at 4096^2 (seconds each) to exercise the edge logic the
+    # small searched shapes already cover at those TILEs.
+    large_min_tile: int = 16
+    # The kill matrix: every instantiation of every kernel (True), or one representative
+    # row per kernel (False). Every row costs ~3.7 s on an H200 (ci: 14 rows, 52 s).
+    matrix_every: bool = False
 
 
 PROFILES = {
@@ -32,9 +49,14 @@ PROFILES = {
                 correctness_examples=10, property_min_tile=16, determinism_repeats=3),
         Profile("ci", max_examples=50, max_dim=300, race_sizes=(1024,), race_repeats=5,
                 perf_sizes=(4096,), perf_repeats=20,
-                correctness_examples=25, property_min_tile=8, determinism_repeats=3),
-        Profile("nightly", max_examples=1000, max_dim=4160, race_sizes=(1024, 2048), race_repeats=10,
+                correctness_examples=25, property_min_tile=8, determinism_repeats=3,
+                large_shapes=((1025, 1023, 1031),)),
+        # Nightly used to draw M, N, K up to 4160 in every example: one run of three
+        # kernels reached 17% in 400 s, the oracle's float64 product dominating. Its
+        # search now stays within 20 tiles of 32; the large sizes are fixed cases.
+        Profile("nightly", max_examples=1000, max_dim=640, race_sizes=(1024, 2048), race_repeats=10,
                 perf_sizes=(1024, 2048, 4096, 8192), perf_repeats=50,
-                correctness_examples=100, property_min_tile=1, determinism_repeats=10),
+                correctness_examples=100, property_min_tile=1, determinism_repeats=10,
+                large_shapes=((1025, 1023, 1031), (4097, 4095, 4160)), matrix_every=True),
     )
 }

@@ -158,9 +158,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def _gemm(config: pytest.Config):
-    from gemmcheck import plugin
+    from gemmcheck import session
 
-    return config.stash.get(plugin.GEMM_CONFIG, None)
+    return config.stash.get(session.GEMM_CONFIG, None)
 
 
 def _verdict_log(config: pytest.Config):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from gemmcheck import device
 from gemmcheck.detectors import SANITIZER_TOOLS, Detector
+from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
 
 TOOLS = tuple(t.value for t in SANITIZER_TOOLS)
@@ -237,6 +238,7 @@ def _groups(steps, instances):
     return groups
 
 
+@timed("sanitizer")
 def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
         step_timeout: float = STEP_TIMEOUT_S) -> ToolRun:
     """Run `tool` over `plan` ([(instance, [(purpose, problem)])]) in as few children as it allows."""

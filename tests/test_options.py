@@ -42,6 +42,10 @@ def test_filters_narrow_kernels_tiles_and_dtypes(probe):
     (["--gemm-kernels", "nope"], "no kernel named 'nope'"),
     (["--gemm-tiles", "64"], "no kernel declares these"),
     (["--gemm-catalog", "missing.toml"], "catalog file not found"),
+    (["--gemm-shard", "5/4"], "'5/4': need 1 <= i <= n"),
+    (["--gemm-shard", "two"], "'two' is not i/n"),
+    (["--gemm-gpus", "a,b"], "'a,b' is neither a GPU count nor a list of ordinals"),
+    (["--gemm-shard", "1/2", "--gemm-shard-durations=nope.json"], "nope.json: cannot read recorded durations"),
 ])
 def test_bad_values_are_quoted_in_the_error(probe, args, message):
     result = probe.runpytest("--co", *args)

@@ -83,6 +83,7 @@ from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.catalog import Instance
 from gemmcheck.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan,
                               tight_leading_dimensions)
+from gemmcheck.phases import timed
 
 RACE_SCHEDULES = ("forward", "reverse", "shuffle-1", "shuffle-2", "lockstep")
 BUFFER_NAMES = ("A", "B", "C")
@@ -391,6 +392,7 @@ class CpuSimBackend(Backend):
         finally:
             self.schedules = old
 
+    @timed("launch")
     def launch(self, instance: Instance, launch: Launch) -> None:
         module = self._module(instance)
         grid, block = tuple(int(g) for g in launch.grid), tuple(int(b) for b in launch.block)

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmcheck import cuda_source, launch
+from gemmcheck import buildlock, cuda_source, launch
+from gemmcheck.phases import timed
 
 HERE = Path(__file__).resolve().parent
 INCLUDE = HERE / "include"
@@ -166,10 +167,11 @@ def _cached(key: str, name: str, build) -> Path:
     target = cache_dir() / key / name
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        built = build(Path(tmp))
-        os.replace(built, target)  # atomic: a concurrent build of the same key is harmless
+    with buildlock.exclusive(target):   # one process builds it; the others wait, then use it
+        if not target.exists():
+            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                built = build(Path(tmp))
+                os.replace(built, target)  # atomic: readers see the whole file or none
     return target
 
 
@@ -230,6 +232,7 @@ def shared_arrays(so: Path) -> tuple[SharedArray, ...]:
     return tuple(sorted(arrays, key=lambda a: a.start))
 
 
+@timed("compile")
 def module(source: Path, instances, defines=()) -> Module:
     """Build (or take from the cache) the module holding every instantiation in `instances`."""
     import time
@@ -258,6 +261,7 @@ def module(source: Path, instances, defines=()) -> Module:
                   built[0] if built else None)
 
 
+@timed("compile")
 def asan_runner(source: Path, instances, defines=()) -> tuple[Path, tuple[str, ...]]:
     """An AddressSanitizer executable running one launch of any of `instances`."""
     cxx, version = compiler()

@@ -1,0 +1,99 @@
+"""One pytest-xdist worker per GPU: which GPUs a run uses and which one a worker owns.
+
+The controller picks the GPUs (all it can see, or ``--gemm-gpus``) and hands worker
+k the k-th (round robin when there are more workers than GPUs); the worker sets
+CUDA_VISIBLE_DEVICES in its pytest_configure, before anything initializes CUDA, so
+every CuPy call there sees only its own card as device 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+VISIBLE = "CUDA_VISIBLE_DEVICES"
+# Keys gemmcheck adds to pytest-xdist's workerinput.
+WORKER_GPU = "gemm_gpu"              # the CUDA_VISIBLE_DEVICES value the worker sets
+WORKER_OWNS_GPU = "gemm_gpu_owned"   # no other worker of the run shares that GPU
+
+
+def parse_option(value: str) -> int | tuple[int, ...]:
+    """--gemm-gpus: a count ("2": the first two GPUs) or ordinals ("0,1"; one ordinal: "3,")."""
+    text = value.strip()
+    try:
+        if "," not in text:
+            count = int(text)
+            if count < 1:
+                raise argparse.ArgumentTypeError(f"{value!r}: a GPU count must be >= 1")
+            return count
+        ordinals = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is neither a GPU count nor a list of ordinals; e.g. --gemm-gpus 2 or "
+            "--gemm-gpus 0,1") from None
+    if not ordinals or any(o < 0 for o in ordinals) or len(set(ordinals)) != len(ordinals):
+        raise argparse.ArgumentTypeError(f"{value!r}: give distinct ordinals >= 0, e.g. 0,1")
+    return ordinals
+
+
+def visible_count() -> int:
+    """How many CUDA devices this process can see (0 without CuPy, driver or device)."""
+    from gemmcheck import device
+
+    if not device.cuda_device()[0]:
+        return 0
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+def choose(option: int | tuple[int, ...] | None, available: int) -> tuple[int, ...]:
+    """The ordinals (among the visible devices) a run spreads over. Raises ValueError
+    naming the option and the devices there are when the option asks for more."""
+    if option is None:
+        return tuple(range(available))
+    wanted = tuple(range(option)) if isinstance(option, int) else option
+    missing = [o for o in wanted if o >= available]
+    if missing:
+        raise ValueError(f"--gemm-gpus {','.join(map(str, wanted))}: this machine shows "
+                         f"{available} CUDA device(s) (ordinals 0..{available - 1}); "
+                         f"no device {', '.join(map(str, missing))}")
+    return wanted
+
+
+def physical(ordinal: int, environ=os.environ) -> str:
+    """The CUDA_VISIBLE_DEVICES value that means `ordinal` of the devices visible here."""
+    parent = [d.strip() for d in environ.get(VISIBLE, "").split(",") if d.strip()]
+    return parent[ordinal] if ordinal < len(parent) else str(ordinal)
+
+
+def worker_input(gpus: tuple[int, ...], worker_index: int, worker_count: int,
+                 environ=os.environ) -> dict:
+    """What the controller adds to worker `worker_index`'s workerinput."""
+    if not gpus:
+        return {}
+    return {WORKER_GPU: physical(gpus[worker_index % len(gpus)], environ),
+            WORKER_OWNS_GPU: worker_count <= len(gpus)}
+
+
+def worker_index(worker_id: str) -> int:
+    """0 for pytest-xdist's "gw0"."""
+    return int(worker_id.lstrip("gw") or 0)
+
+
+def pin(workerinput: dict, environ=os.environ) -> str | None:
+    """In a worker: restrict CUDA to the worker's GPU. Returns the value set, or None."""
+    gpu = workerinput.get(WORKER_GPU)
+    if gpu is not None:
+        environ[VISIBLE] = gpu
+    return gpu
+
+
+def owns_its_gpu(config) -> bool:
+    """True when no other process of this run times kernels on this process's GPU: no
+    pytest-xdist, or a worker pinned to a GPU no other worker has. The performance
+    suite may time kernels exactly then."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return True
+    return bool(workerinput.get(WORKER_OWNS_GPU, False))

@@ -1,0 +1,80 @@
+"""Where a test's time goes: compile, inputs, launch, oracle, detectors, children.
+
+Off unless a run asks for it (``--gemm-phases PATH``). When on, every function wrapped
+with ``@timed("oracle")`` (or a block ``with phase("oracle"):``) adds its *exclusive*
+time to the current test's tally: a launch inside a detector counts as launch, not
+twice. The plugin starts a tally per test and ships it with the test's report, so it
+survives pytest-xdist; scripts/bench_suite.py turns the file into a table.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from contextlib import contextmanager
+
+# The phases the code base reports, in table order. Time a test spends outside all of
+# them (its own code, hypothesis's search, pytest) is "other" in the table.
+PHASES = ("compile", "inputs", "launch", "oracle", "detectors", "isolation", "sanitizer")
+
+_enabled = False
+_tally: dict[str, float] = {}
+_stack: list[list] = []   # [name, started, seconds spent in nested phases]
+
+
+def enable(on: bool = True) -> None:
+    global _enabled
+    _enabled = on
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def begin() -> None:
+    """Start a fresh tally (one per test)."""
+    _tally.clear()
+    _stack.clear()
+
+
+def take() -> dict[str, float]:
+    """The tally since begin(), rounded; clears it."""
+    out = {name: round(seconds, 6) for name, seconds in _tally.items() if seconds > 0}
+    _tally.clear()
+    return out
+
+
+@contextmanager
+def phase(name: str):
+    """Count the block's exclusive time as `name` (nothing at all when timing is off)."""
+    if not _enabled:
+        yield
+        return
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}; known: {', '.join(PHASES)}")
+    frame = [name, time.perf_counter(), 0.0]
+    _stack.append(frame)
+    try:
+        yield
+    finally:
+        _stack.pop()
+        spent = time.perf_counter() - frame[1]
+        _tally[name] = _tally.get(name, 0.0) + spent - frame[2]
+        if _stack:
+            _stack[-1][2] += spent
+
+
+def timed(name: str):
+    """Decorator: the function's calls count as phase `name`."""
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}; known: {', '.join(PHASES)}")
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if not _enabled:
+                return fn(*args, **kwargs)
+            with phase(name):
+                return fn(*args, **kwargs)
+        return wrapper
+    return wrap

@@ -1,0 +1,73 @@
+"""What a session's test reports said: durations, phase times, and whether any test that
+runs catalog kernels actually ran (a run that checked nothing must not pass).
+
+Fed one pytest report at a time, on the process that sees them all (the pytest-xdist
+controller, or the only process).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from gemmcheck import phases
+
+# The keyword gemmcheck gives every test that runs catalog kernels; it travels with the
+# test's report (report.keywords), also from pytest-xdist workers.
+KERNEL_CHECK = "kernel_check"
+PHASES_PROPERTY = "gemm_phases"   # report.user_properties key of a test's phase tally
+HYPOTHESIS_PROPERTY = "gemm_hypothesis"   # set on the reports of hypothesis tests
+
+
+class RunStats:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.collection_s: float | None = None
+        self.durations: dict[str, float] = {}            # node id -> setup + call + teardown
+        self.phases: dict[str, dict[str, float]] = {}    # node id -> phase -> seconds
+        self.hypothesis_tests: set[str] = set()
+        self.kernel_tests: set[str] = set()
+        self.kernel_tests_ran: set[str] = set()
+        self.skip_reasons: Counter[str] = Counter()
+
+    def collected(self) -> None:
+        self.collection_s = time.monotonic() - self.started
+
+    def add(self, report) -> None:
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
+        for key, value in report.user_properties:
+            if key == PHASES_PROPERTY:
+                self.phases[report.nodeid] = value
+            elif key == HYPOTHESIS_PROPERTY:
+                self.hypothesis_tests.add(report.nodeid)
+        if KERNEL_CHECK not in report.keywords:
+            return
+        self.kernel_tests.add(report.nodeid)
+        if report.skipped and not hasattr(report, "wasxfail"):
+            if report.when != "teardown":
+                reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+                self.skip_reasons[reason.removeprefix("Skipped: ")] += 1
+        elif report.when == "call" or report.failed:
+            # passed, failed or xfailed: a check ran (an error in setup counts too: it is
+            # a failure the run reports)
+            self.kernel_tests_ran.add(report.nodeid)
+
+    def nothing_checked(self, *, collect_only: bool, exitstatus: int) -> str | None:
+        """One line saying why this run checked nothing, or None when it checked something
+        (or selected no kernel test, or already failed, or only collected)."""
+        if collect_only or exitstatus != 0 or not self.kernel_tests or self.kernel_tests_ran:
+            return None
+        why = ""
+        if self.skip_reasons:
+            reason, count = self.skip_reasons.most_common(1)[0]
+            why = f"; {count} of them: {reason}"
+        return (f"gemmcheck: no kernel was checked: all {len(self.kernel_tests)} tests that run "
+                f"kernels were skipped{why}")
+
+    def durations_document(self) -> dict:
+        return {"durations": {k: round(v, 4) for k, v in sorted(self.durations.items())}}
+
+    def phases_document(self) -> dict:
+        return {"collection_s": self.collection_s, "wall_s": time.monotonic() - self.started,
+                "phases": list(phases.PHASES), "durations": self.durations, "tests": self.phases,
+                "hypothesis_tests": sorted(self.hypothesis_tests)}

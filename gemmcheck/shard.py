@@ -1,0 +1,74 @@
+"""Deterministic sharding of a run over hosts: ``--gemm-shard i/n``.
+
+Every shard collects the same tests (same options, same catalog) and keeps its own
+part, so the n shards together run each test exactly once. With recorded durations
+(reports/durations.json of an earlier run) the parts are balanced by time: longest
+test first onto the least-loaded shard; a test without a record counts as the median
+of the recorded ones. Without durations every test counts the same, which deals them
+round robin in node-id order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int   # 1-based, as written on the command line
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse(value: str) -> Shard:
+    """--gemm-shard "i/n" with 1 <= i <= n."""
+    try:
+        i, n = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not i/n; e.g. --gemm-shard 2/4 runs the second of four shards") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"{value!r}: need 1 <= i <= n, e.g. 1/{max(n, 1)}")
+    return Shard(i, n)
+
+
+def load_durations(path: Path) -> dict[str, float]:
+    """node id -> seconds from a durations JSON ({"durations": {...}} or a plain mapping)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: cannot read recorded durations ({exc}); give the "
+                         "reports/durations.json of an earlier run, or drop the option") from None
+    data = data.get("durations", data) if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) for v in data.values()):
+        raise ValueError(f"{path}: expected {{\"durations\": {{node id: seconds}}}}")
+    return {str(k): float(v) for k, v in data.items()}
+
+
+def assign(nodeids: list[str], count: int, durations: dict[str, float] | None = None) -> dict[str, int]:
+    """node id -> shard index (1-based). Depends only on the set of node ids and the
+    durations, never on the order they come in."""
+    known = [durations[n] for n in nodeids if durations and n in durations]
+    default = statistics.median(known) if known else 1.0
+    weight = {n: (durations or {}).get(n, default) for n in nodeids}
+    loads = [(0.0, shard) for shard in range(1, count + 1)]   # a heap of (seconds, shard)
+    out = {}
+    for nodeid in sorted(set(nodeids), key=lambda n: (-weight[n], n)):
+        load, shard = heapq.heappop(loads)
+        out[nodeid] = shard
+        heapq.heappush(loads, (load + weight[nodeid], shard))
+    return out
+
+
+def split(items: list, shard: Shard, durations: dict[str, float] | None = None) -> tuple[list, list]:
+    """(kept, deselected) pytest items for `shard`, keeping the collection order."""
+    where = assign([i.nodeid for i in items], shard.count, durations)
+    kept = [i for i in items if where[i.nodeid] == shard.index]
+    return kept, [i for i in items if where[i.nodeid] != shard.index]

@@ -1,0 +1,105 @@
+#!/usr/bin/env python
+"""Where a gemmcheck run's time goes, per suite and per phase.
+
+    python scripts/bench_suite.py                          # every suite, dev profile, warm cache
+    python scripts/bench_suite.py --profile ci --cold      # each suite from an empty build cache
+    python scripts/bench_suite.py suites/hazards -- -n 2   # after "--": extra pytest arguments
+
+Runs pytest once per suite with --gemm-phases and prints a Markdown table: wall time,
+collection (from configuration on: includes allure-pytest clearing old results), the instrumented phases (compile, inputs, launch, oracle, detectors,
+isolation children, compute-sanitizer children: exclusive times, summed over tests),
+then what no phase covers: inside hypothesis tests ("hypothesis": its search,
+shrinking, database, plus the test's own code) and in other tests, and pytest's
+own share (wall - collection - test durations: session fixtures' teardown, reports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gemmcheck.phases import PHASES  # noqa: E402
+
+SUITES = ("suites/compile", "suites/correctness", "suites/hazards", "suites/performance")
+COLUMNS = ("wall", "collection", *PHASES, "hypothesis", "other tests", "pytest")
+
+
+def run_suite(suite: str, profile: str, extra: list[str], *, cold: bool) -> dict:
+    """Run one suite; returns its row (seconds per column) plus the pytest summary line."""
+    with tempfile.TemporaryDirectory(prefix="gemmcheck-bench-") as tmp:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        if cold:
+            env["GEMMCHECK_CACHE_DIR"] = str(Path(tmp) / "cache")
+        out = Path(tmp) / "phases.json"
+        cmd = [sys.executable, "-m", "pytest", suite, f"--gemm-profile={profile}", f"--gemm-phases={out}",
+               "-q", "-p", "no:cacheprovider", *extra]
+        started = time.monotonic()
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        wall = time.monotonic() - started
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        summary = lines[-1].strip("= ") if lines else f"exit {proc.returncode}"
+        if not out.is_file():
+            raise SystemExit(f"bench_suite: {suite}: pytest wrote no phases (exit {proc.returncode}):\n"
+                             + "\n".join((proc.stdout + proc.stderr).splitlines()[-20:]))
+        doc = json.loads(out.read_text())
+    return {"suite": suite, "exit": proc.returncode, "summary": summary, **phase_row(doc, wall)}
+
+
+def phase_row(doc: dict, wall: float) -> dict:
+    """Seconds per column from a --gemm-phases document and the run's wall time."""
+    row = {c: 0.0 for c in COLUMNS}
+    row["wall"] = wall
+    row["collection"] = doc.get("collection_s") or 0.0
+    hypothesis = set(doc.get("hypothesis_tests", ()))
+    for nodeid, duration in doc["durations"].items():
+        spent = doc["tests"].get(nodeid, {})
+        for name, seconds in spent.items():
+            row[name] = row.get(name, 0.0) + seconds
+        rest = max(0.0, duration - sum(spent.values()))
+        row["hypothesis" if nodeid in hypothesis else "other tests"] += rest
+    row["pytest"] = max(0.0, wall - row["collection"] - sum(doc["durations"].values()))
+    row["tests"] = len(doc["durations"])
+    return row
+
+
+def table(rows: list[dict]) -> list[str]:
+    header = ["suite", "tests", *COLUMNS, "result"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    total = {c: sum(r[c] for r in rows) for c in COLUMNS}
+    for r in rows + [{"suite": "**all**", "tests": sum(r["tests"] for r in rows), **total, "summary": ""}]:
+        cells = [r["suite"], str(r["tests"]), *(f"{r[c]:.1f}" for c in COLUMNS), r["summary"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suites", nargs="*", default=list(SUITES), help=f"default: {' '.join(SUITES)}")
+    parser.add_argument("--profile", default="dev", help="gemmcheck profile (default: dev)")
+    parser.add_argument("--cold", action="store_true", help="each suite starts from an empty build cache")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    rows = [run_suite(s, args.profile, extra, cold=args.cold) for s in args.suites]
+    print(f"profile {args.profile}, {'cold' if args.cold else 'warm'} build cache, seconds "
+          f"(phases: exclusive time summed over tests){' , pytest ' + ' '.join(extra) if extra else ''}")
+    for line in table(rows):
+        print(line)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    return max(r["exit"] for r in rows if r["exit"] != 5) if any(r["exit"] not in (0, 5) for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

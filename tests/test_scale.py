@@ -1,0 +1,346 @@
+"""The suite at scale: shards that cover every test once, one worker per GPU, merged
+reports equal to one run's, phase timing, and a run that checked nothing failing."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gemmcheck import gpus, merge, phases, shard
+
+ROOT = Path(__file__).parent.parent
+NARROW = ("--gemm-kernels", "matmul_naive,matmul_tiled_guarded", "--gemm-dtypes", "float32,float16",
+          "--gemm-tiles", "16")
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    """A pytester directory with gemmcheck loaded (as the project's conftest does); child
+    processes (xdist workers) import this tree's gemmcheck too, not an installed one."""
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return pytester
+
+
+def collected(result) -> set[str]:
+    return {line.strip() for line in result.outlines if "::" in line and "[" in line}
+
+
+# -- sharding ----------------------------------------------------------------------------------
+
+def test_shard_option_parses_and_quotes_a_bad_value():
+    assert shard.parse("2/4") == shard.Shard(2, 4)
+    for bad in ("0/4", "5/4", "x/4", "2"):
+        with pytest.raises(Exception, match=repr(bad).replace("/", ".")):
+            shard.parse(bad)
+
+
+def test_every_test_lands_in_exactly_one_shard(suite):
+    suite.makepyfile(test_probe="def test_probe(any_kernel):\n    pass\n"
+                                "def test_other(reference):\n    pass\n")
+    everything = collected(suite.runpytest("--co", "-q", *NARROW))
+    parts = [collected(suite.runpytest("--co", "-q", *NARROW, "--gemm-shard", f"{i}/3"))
+             for i in (1, 2, 3)]
+    assert len(everything) > 6
+    assert set().union(*parts) == everything
+    assert sum(len(p) for p in parts) == len(everything)           # disjoint
+    assert max(len(p) for p in parts) - min(len(p) for p in parts) <= 1
+
+
+def test_shards_do_not_depend_on_collection_order():
+    ids = [f"t[{i}]" for i in range(20)]
+    assert shard.assign(ids, 3) == shard.assign(list(reversed(ids)), 3)
+
+
+def test_recorded_durations_balance_the_shards():
+    durations = {"slow": 10.0, "a": 3.0, "b": 3.0, "c": 3.0, "d": 1.0}
+    where = shard.assign(list(durations), 2, durations)
+    load = {s: sum(d for n, d in durations.items() if where[n] == s) for s in (1, 2)}
+    assert load == {1: 10.0, 2: 10.0}
+    # Counting tests instead of time would put the slow test with two others.
+    assert sorted(shard.assign(list(durations), 2).values()).count(1) == 3
+
+
+def test_unreadable_durations_name_the_file(tmp_path):
+    bad = tmp_path / "durations.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="durations.json"):
+        shard.load_durations(bad)
+
+
+def test_shard_balances_by_the_durations_a_run_wrote(suite):
+    suite.makepyfile(test_probe="def test_probe(any_kernel):\n    pass\n")
+    assert suite.runpytest(*NARROW, "-p", "no:randomly").ret == 0
+    written = suite.path / "reports" / "durations.json"
+    durations = shard.load_durations(written)
+    assert len(durations) == len(collected(suite.runpytest("--co", "-q", *NARROW)))
+    result = suite.runpytest("--co", "-q", *NARROW, "--gemm-shard", "1/2",
+                             f"--gemm-shard-durations={written}")
+    assert collected(result) and result.ret == 0
+
+
+# -- one worker per GPU ------------------------------------------------------------------------
+
+def test_gpu_option_is_a_count_or_ordinals():
+    assert gpus.parse_option("2") == 2
+    assert gpus.parse_option("0,1") == (0, 1)
+    assert gpus.parse_option("3,") == (3,)
+    for bad in ("0", "a,b", "1,1", "-1,"):
+        with pytest.raises(Exception, match=repr(bad)):
+            gpus.parse_option(bad)
+
+
+def test_gpus_chosen_from_the_devices_there_are():
+    assert gpus.choose(None, 2) == (0, 1)
+    assert gpus.choose(1, 2) == (0,)
+    assert gpus.choose((1,), 2) == (1,)
+    with pytest.raises(ValueError, match="shows 2 CUDA device"):
+        gpus.choose((0, 2), 2)
+    assert gpus.choose(None, 0) == ()
+
+
+def test_each_worker_gets_its_own_gpu_and_knows_whether_it_shares():
+    env = {"CUDA_VISIBLE_DEVICES": "4,5"}   # the runner already restricted us to two cards
+    inputs = [gpus.worker_input((0, 1), k, 2, env) for k in range(2)]
+    assert [i[gpus.WORKER_GPU] for i in inputs] == ["4", "5"]
+    assert all(i[gpus.WORKER_OWNS_GPU] for i in inputs)
+    crowded = [gpus.worker_input((0, 1), k, 3, {}) for k in range(3)]
+    assert [i[gpus.WORKER_GPU] for i in crowded] == ["0", "1", "0"]
+    assert not any(i[gpus.WORKER_OWNS_GPU] for i in crowded)
+    assert gpus.worker_input((), 0, 2) == {}
+    pinned = {}
+    assert gpus.pin(inputs[1], pinned) == "5" and pinned == {"CUDA_VISIBLE_DEVICES": "5"}
+
+
+def test_perf_may_time_only_where_the_gpu_is_owned():
+    from types import SimpleNamespace
+    assert gpus.owns_its_gpu(SimpleNamespace())                              # no xdist
+    assert gpus.owns_its_gpu(SimpleNamespace(workerinput={gpus.WORKER_OWNS_GPU: True}))
+    assert not gpus.owns_its_gpu(SimpleNamespace(workerinput={gpus.WORKER_OWNS_GPU: False}))
+    assert not gpus.owns_its_gpu(SimpleNamespace(workerinput={}))             # xdist on cpu-sim
+
+
+# -- phases ------------------------------------------------------------------------------------
+
+def test_phase_time_is_exclusive_and_off_by_default(monkeypatch):
+    clock = iter([0.0, 1.0, 3.0, 10.0])   # outer starts, inner starts, inner ends, outer ends
+    monkeypatch.setattr(phases.time, "perf_counter", lambda: next(clock))
+    phases.begin()
+    with phases.phase("detectors"):
+        pass
+    assert phases.take() == {}                  # off: nothing counted, the clock untouched
+    phases.enable()
+    try:
+        with phases.phase("detectors"):
+            with phases.phase("launch"):
+                pass
+        assert phases.take() == {"detectors": 8.0, "launch": 2.0}
+        with pytest.raises(ValueError, match="unknown phase 'oracel'"):
+            with phases.phase("oracel"):
+                pass
+    finally:
+        phases.enable(False)
+
+
+def test_phases_file_records_each_test(suite, tmp_path):
+    suite.makepyfile(test_probe=(
+        "from gemmcheck import phases\n"
+        "@phases.timed('oracle')\n"
+        "def judge():\n    return 1\n"
+        "def test_probe(any_kernel):\n    assert judge() == 1\n"))
+    out = tmp_path / "phases.json"
+    assert suite.runpytest(*NARROW, f"--gemm-phases={out}").ret == 0
+    doc = json.loads(out.read_text())
+    assert doc["collection_s"] > 0 and len(doc["tests"]) == 4
+    assert all(set(t) == {"oracle"} for t in doc["tests"].values())
+
+
+# -- a run that checked nothing fails ----------------------------------------------------------
+
+def test_a_run_whose_kernel_tests_all_skip_fails_with_the_reason(suite):
+    suite.makepyfile(test_probe="import pytest\n"
+                                "def test_probe(any_kernel):\n    pytest.skip('no card today')\n"
+                                "def test_harness():\n    pass\n")
+    result = suite.runpytest(*NARROW)
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["gemmcheck: no kernel was checked: all 4 tests that run kernels "
+                                 "were skipped; 4 of them: no card today (exit 5)"])
+    assert suite.runpytest(*NARROW, "--co").ret == 0     # only collection was asked
+
+
+def test_filters_that_leave_no_instantiation_fail(suite):
+    suite.makepyfile(test_probe="def test_probe(reference):\n    pass\n")
+    result = suite.runpytest("--gemm-kernels", "broken_no_barriers", "--gemm-tiles", "1")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["gemmcheck: no kernel was checked: all 1 tests*got empty parameter set*"])
+
+
+def test_a_run_that_checked_something_or_failed_keeps_its_status(suite):
+    suite.makepyfile(test_probe="import pytest\n"
+                                "def test_probe(any_kernel):\n    pass\n"
+                                "def test_skipped(any_kernel):\n    pytest.skip('later')\n")
+    assert suite.runpytest(*NARROW).ret == pytest.ExitCode.OK
+    suite.makepyfile(test_probe="def test_probe(any_kernel):\n    assert 0\n")
+    assert suite.runpytest(*NARROW).ret == pytest.ExitCode.TESTS_FAILED
+    suite.makepyfile(test_probe="import pytest\ndef test_harness():\n    pytest.skip('x')\n")
+    assert suite.runpytest().ret == pytest.ExitCode.OK    # no kernel test was selected
+
+
+def test_the_gpu_backend_without_a_gpu_checks_nothing_and_fails(suite):
+    from gemmcheck import device
+    if device.cuda_device()[0]:
+        pytest.skip("a CUDA device is here: the cupy backend runs")
+    suite.makepyfile(test_probe="def test_probe(backend, any_kernel):\n    pass\n")
+    result = suite.runpytest(*NARROW, "--gemm-backend", "cupy")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["gemmcheck: no kernel was checked*"])
+
+
+# -- merging the parts' reports ------------------------------------------------------------------
+
+RECORDING = """
+from gemmcheck.verdict import Defect, Finding, Verdict
+
+def test_probe(any_kernel, verdicts, request):
+    findings = []
+    if any_kernel.spec.name == "matmul_naive" and any_kernel.tile == 16:
+        findings = [Finding(Defect.WRONG_VALUES, "value-check", "off by one", count=1, where=(0, 1))]
+    verdicts.record(Verdict.for_instance(any_kernel, "M4xN4xK4", findings, test=request.node.nodeid))
+"""
+
+
+def _comparable(doc: dict) -> dict:
+    return {"instances": sorted(doc["instances"], key=lambda r: r["instance"]),
+            "verdicts": sorted(doc["verdicts"], key=lambda v: (v["test"], v["problem"]))}
+
+
+def test_merging_two_shards_gives_the_unsharded_verdicts(suite, tmp_path):
+    suite.makepyfile(test_probe=RECORDING)
+    whole = tmp_path / "whole.json"
+    assert suite.runpytest(*NARROW, f"--gemm-verdicts={whole}", "-p", "no:allure_pytest").ret == 0
+    parts = []
+    for i in (1, 2):
+        part = tmp_path / f"part{i}"
+        suite.runpytest(*NARROW, f"--gemm-verdicts={part / 'verdicts.json'}", "--gemm-shard", f"{i}/2",
+                        "-p", "no:allure_pytest")
+        parts.append(part)
+    one = json.loads((parts[0] / "verdicts.json").read_text())
+    assert any(r["status"] == "not_checked" for r in one["instances"])   # a part alone is partial
+    assert merge.main([str(tmp_path / "merged"), *map(str, parts)]) == 0
+    merged = json.loads((tmp_path / "merged" / "verdicts.json").read_text())
+    expected = json.loads(whole.read_text())
+    assert _comparable(merged) == _comparable(expected)
+    assert merged["run"]["parts"] == 2
+
+
+def test_merging_kill_matrix_perf_and_allure(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for part, rows, kernels, results in ((a, ["k1"], {"x-N1": 1}, ["u1"]), (b, ["k2"], {"y-N1": 2}, ["u2"])):
+        (part / "performance").mkdir(parents=True)
+        (part / "kill_matrix.json").write_text(json.dumps({"schema": 1, "settings": {"s": 1}, "seconds": 2,
+                                                           "rows": [{"instance": r, "status": "pass"} for r in rows]}))
+        (part / "performance" / "perf.json").write_text(json.dumps({"device": "H200", "kernels": kernels,
+                                                                    "cublas": {}}))
+        (part / "allure-results").mkdir()
+        for r in results:
+            (part / "allure-results" / f"{r}-result.json").write_text("{}")
+        (part / "allure-results" / "environment.properties").write_text(f"part={part.name}\n")
+    assert merge.main([str(tmp_path / "out"), str(a), str(b)]) == 0
+    out = tmp_path / "out"
+    km = json.loads((out / "kill_matrix.json").read_text())
+    assert [r["instance"] for r in km["rows"]] == ["k1", "k2"] and km["seconds"] == 4
+    assert json.loads((out / "performance" / "perf.json").read_text())["kernels"] == {"x-N1": 1, "y-N1": 2}
+    assert sorted(p.name for p in (out / "allure-results").iterdir()) == [
+        "environment.properties", "u1-result.json", "u2-result.json"]
+
+
+def test_merge_refuses_what_cannot_be_one_report(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for part, status, device in ((a, "pass", "H200"), (b, "fail", "H100")):
+        (part / "performance").mkdir(parents=True)
+        (part / "kill_matrix.json").write_text(json.dumps({"rows": [{"instance": "k", "status": status}]}))
+    assert merge.main([str(tmp_path / "out"), str(a), str(b)]) == 2
+    assert "row k is pass in one part and fail in another" in capsys.readouterr().err
+    with pytest.raises(merge.MergeError, match="different devices"):
+        merge.merge_perf([{"device": "H200"}, {"device": "H100"}])
+    assert merge.main([str(tmp_path / "out"), str(tmp_path / "nope")]) == 2
+
+
+def test_under_xdist_the_controller_sees_that_nothing_was_checked(suite):
+    pytest.importorskip("xdist")
+    suite.makepyfile(test_probe="import pytest\n"
+                                "def test_probe(any_kernel):\n    pytest.skip('no card today')\n")
+    result = suite.runpytest(*NARROW, "-n", "2")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["gemmcheck: no kernel was checked: all 4 tests*no card today*"])
+    suite.makepyfile(test_probe="def test_probe(any_kernel):\n    pass\n")
+    assert suite.runpytest(*NARROW, "-n", "2").ret == pytest.ExitCode.OK
+    durations = shard.load_durations(suite.path / "reports" / "durations.json")
+    assert len(durations) == 4    # written once, by the controller, for every worker's tests
+
+
+# -- builds shared by every worker -------------------------------------------------------------
+
+def _build_once(entry: str, log: str) -> None:
+    import time
+    from gemmcheck import buildlock
+    with buildlock.exclusive(Path(entry)):
+        if not Path(entry).exists():
+            with open(log, "a") as out:
+                out.write("built\n")
+            time.sleep(0.3)                       # long enough for the other process to arrive
+            buildlock.write_atomic(Path(entry), b"module")
+
+
+def test_two_processes_building_one_entry_build_it_once(tmp_path):
+    import multiprocessing
+    entry, log = tmp_path / "cache" / "module.so", tmp_path / "log"
+    procs = [multiprocessing.get_context("fork").Process(target=_build_once, args=(str(entry), str(log)))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert log.read_text() == "built\n" and entry.read_bytes() == b"module"
+
+
+def test_no_plugin_module_imports_another():
+    import ast
+    for path in (ROOT / "gemmcheck").glob("*plugin*.py"):
+        tree = ast.parse(path.read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                     and n.module for a in n.names}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        others = {m for m in imported if m.startswith("gemmcheck.") and "plugin" in m
+                  and m != f"gemmcheck.{path.stem}"}
+        assert not others, f"{path.name} imports {sorted(others)}; share state through gemmcheck.session"
+
+
+def test_a_suite_plugin_adds_its_skip_reasons_through_one_hook(suite):
+    suite.makeconftest((ROOT / "conftest.py").read_text() + (
+        "\ndef pytest_gemm_skip_reason(config, item):\n"
+        "    return 'needs a tool' if 'needs_tool' in item.name else None\n"))
+    suite.makepyfile(test_probe="def test_needs_tool():\n    pass\ndef test_plain():\n    pass\n")
+    result = suite.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*needs a tool"])
+
+
+@pytest.mark.gpu
+def test_each_xdist_worker_sees_only_its_own_gpu(suite, tmp_path):
+    pytest.importorskip("xdist")
+    if gpus.visible_count() < 2:
+        pytest.skip(f"needs 2 CUDA devices; found {gpus.visible_count()}")
+    suite.makepyfile(test_probe=(
+        "import os, cupy\n"
+        "def test_probe(any_kernel, tmp_path_factory):\n"
+        f"    out = {str(tmp_path)!r} + '/' + os.environ['PYTEST_XDIST_WORKER']\n"
+        "    open(out, 'w').write(os.environ['CUDA_VISIBLE_DEVICES'] + ' ' + "
+        "str(cupy.cuda.runtime.getDeviceCount()))\n"))
+    assert suite.runpytest(*NARROW, "-n", "2", "--gemm-gpus", "2").ret == 0
+    seen = sorted(p.read_text() for p in tmp_path.iterdir() if p.name.startswith("gw"))
+    assert [s.split()[1] for s in seen] == ["1", "1"]          # one device each
+    assert len({s.split()[0] for s in seen}) == 2               # and not the same one

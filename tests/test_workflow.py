@@ -1,0 +1,86 @@
+"""The nightly workflow is a valid GitHub Actions file that runs the shards, merges them and
+fails by kernel name; scripts/nightly_failures.py names the kernels."""
+
+import importlib.util
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).parent.parent
+WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
+
+
+def _schema_check(path: Path) -> subprocess.CompletedProcess:
+    exe = shutil.which("check-jsonschema")
+    if exe is None:
+        pytest.skip("needs check-jsonschema (pip install -e '.[dev]'); not installed")
+    return subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(path)],
+                          capture_output=True, text=True)
+
+
+def test_the_nightly_workflow_is_valid():
+    result = _schema_check(WORKFLOW)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_schema_check_rejects_a_broken_workflow(tmp_path):
+    broken = yaml.safe_load(WORKFLOW.read_text())
+    del broken["jobs"]["suites"]["runs-on"]
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(broken))
+    assert _schema_check(path).returncode != 0
+
+
+def test_shards_suites_merge_report_and_history_are_wired():
+    flow = yaml.safe_load(WORKFLOW.read_text())
+    on = flow.get("on", flow.get(True))          # YAML 1.1 reads a bare `on` as true
+    assert on["schedule"][0]["cron"]
+    shards = flow["jobs"]["suites"]["strategy"]["matrix"]["shard"]
+    assert shards == list(range(1, int(flow["env"]["SHARDS"]) + 1))
+    text = WORKFLOW.read_text()
+    for needed in ("--gemm-shard", "--gemm-profile \"$PROFILE\"", "-n auto", "python -m gemmcheck.merge",
+                   "build_report.sh --single-file", "--benchmark-compare-fail", "allure-history.jsonl",
+                   "scripts/nightly_failures.py merged/verdicts.json", "actions/cache/save"):
+        assert needed in text, needed
+    assert flow["env"]["PROFILE"] == "nightly"
+
+
+def _nightly_failures():
+    spec = importlib.util.spec_from_file_location("nightly_failures", ROOT / "scripts" / "nightly_failures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(kernel, rest, expect, defects, status):
+    return {"kernel": kernel, "instance": f"{kernel}-{rest}", "expect": expect, "defects": defects,
+            "status": status}
+
+
+def test_a_failed_night_names_the_kernels(tmp_path, capsys):
+    doc = {"instances": [
+        _row("matmul_tiled", "float16-TILE16", "correct", {"wrong_values": 3}, "unexpected"),
+        _row("matmul_tiled", "float32-TILE16", "correct", {}, "as_expected"),
+        _row("broken_no_barriers", "float32-TILE8", "shared_memory_race", {}, "unexpected"),
+        _row("matmul_naive", "float32-TILE8", "correct", {}, "not_checked")]}
+    path = tmp_path / "verdicts.json"
+    path.write_text(json.dumps(doc))
+    assert _nightly_failures().main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == ("nightly: 2 kernel(s) not as the catalog declares: "
+                                   "broken_no_barriers, matmul_tiled")
+    assert "matmul_tiled float16-TILE16: expected correct, found wrong_values x3" in out
+    assert "broken_no_barriers float32-TILE8: expected shared_memory_race, found no defect" in out
+    assert "1 selected instantiation(s) not checked by any test: matmul_naive-float32-TILE8" in out
+
+
+def test_a_good_night_passes(tmp_path, capsys):
+    path = tmp_path / "verdicts.json"
+    path.write_text(json.dumps({"instances": [_row("k", "float32-TILE8", "correct", {}, "as_expected")]}))
+    assert _nightly_failures().main([str(path)]) == 0
+    assert "every kernel as the catalog declares (1 instantiations checked)" in capsys.readouterr().out
+    assert _nightly_failures().main([str(tmp_path / "missing.json")]) == 2
