@@ -31,7 +31,7 @@ def build_test_id(instance: Instance) -> str:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kernel_source" not in metafunc.fixturenames:
         return
-    from gemmcheck.plugin import gemm_config   # the session's selection of instantiations
+    from gemmcheck.session import gemm_config   # the session's selection of instantiations
 
     by_source: dict[Path, list[Instance]] = {}
     for inst in gemm_config(metafunc.config).instances("any_kernel"):

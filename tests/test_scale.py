@@ -205,7 +205,7 @@ from gemmcheck.verdict import Defect, Finding, Verdict
 def test_probe(any_kernel, verdicts, request):
     findings = []
     if any_kernel.spec.name == "matmul_naive" and any_kernel.tile == 16:
-        findings = [Finding(Defect.WRONG_VALUES, "value-check", "off by one", count=1, where=(0, 1))]
+        findings = [Finding(Defect.WRONG_VALUES, "exact-bits", "off by one", count=1, where=(0, 1))]
     verdicts.record(Verdict.for_instance(any_kernel, "M4xN4xK4", findings, test=request.node.nodeid))
 """
 
