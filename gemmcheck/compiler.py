@@ -69,7 +69,7 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
     passed as -D NAME=value.
     """
     text = cuda_source.device_part(source.read_text(), strip_host_headers=True)
-    include = toolkit.include_dir()
+    include = list(toolkit.include_dirs())
     key = hashlib.sha256(json.dumps(
         [text, str(source), sorted(name_expressions), arch, BASE_OPTIONS, include, list(defines),
          nvrtc_version()], sort_keys=True).encode()).hexdigest()[:32]
@@ -103,7 +103,7 @@ def _compile(source: Path, text: str, name_expressions, arch: str, include, defi
     from cuda.core import Program, ProgramOptions
 
     # The program's name is the user's path, so NVRTC's errors read file.cu(12), not default_program(12).
-    options = ProgramOptions(name=str(source), arch=arch, include_path=[include] if include else None,
+    options = ProgramOptions(name=str(source), arch=arch, include_path=include or None,
                              define_macro=[f"{k}={v}" for k, v in defines] or None, **BASE_OPTIONS)
     log = io.StringIO()
     program = None
