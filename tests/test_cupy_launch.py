@@ -13,7 +13,7 @@ from gemmcheck.launch import Launch
 
 class FakeKernel:
     def __init__(self):
-        self.calls, self.max_dynamic_shared_size_bytes = [], 0
+        self.calls, self.ptr, self.max_dynamic_shared_size_bytes = [], 0xC0DE, 0
 
     def __call__(self, grid, block, args, shared_mem=0):
         self.calls.append((grid, block, args, shared_mem))
@@ -41,8 +41,11 @@ def test_a_launch_passes_grid_block_arguments_and_shared_memory(gpu):
     assert kernel.max_dynamic_shared_size_bytes == 0      # under 48 KB: no opt-in
 
 
-def test_above_48k_the_kernel_opts_in_and_above_the_device_limit_it_is_refused(gpu):
+def test_above_48k_the_kernel_opts_in_and_above_the_device_limit_it_is_refused(gpu, monkeypatch):
+    from cupy_backends.cuda.api import driver
     backend, instance, kernel = gpu
+    monkeypatch.setattr(driver, "funcSetAttribute", lambda f, attribute, value: setattr(
+        kernel, "max_dynamic_shared_size_bytes", value) if (f, attribute) == (kernel.ptr, 8) else None)
     backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 100_000, ()))
     assert kernel.max_dynamic_shared_size_bytes == 100_000 and kernel.calls[-1][3] == 100_000
     with pytest.raises(KernelLaunchError, match="232449 bytes of dynamic shared memory; this device allows 232448"):

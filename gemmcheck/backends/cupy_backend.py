@@ -103,9 +103,19 @@ class CupyBackend(Backend):
             if launch.shared_bytes > limit:
                 raise launch_error(instance, launch.grid, launch.block, ValueError(
                     f"{launch.shared_bytes} bytes of dynamic shared memory; this device allows {limit}"))
-            # Above 48 KB a kernel must opt in, once per function.
-            kernel.max_dynamic_shared_size_bytes = launch.shared_bytes
+            # Above 48 KB a kernel must opt in (cuFuncSetAttribute; CuPy's RawKernel does the same).
+            self._allow_dynamic_shared(kernel, launch.shared_bytes)
         kernel(launch.grid, launch.block, launch.args, shared_mem=launch.shared_bytes)
+
+    def _allow_dynamic_shared(self, kernel, nbytes: int) -> None:
+        """Raise the function's dynamic shared memory limit to `nbytes` (once per size)."""
+        opted = self.__dict__.setdefault("_opted_in", {})
+        if opted.get(kernel.ptr, 0) >= nbytes:
+            return
+        from cupy_backends.cuda.api import driver
+        attribute = getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)  # CUDA's value: 8
+        driver.funcSetAttribute(kernel.ptr, attribute, nbytes)
+        opted[kernel.ptr] = nbytes
 
     @timed("launch")
     def launch(self, instance: Instance, launch: Launch) -> None:
