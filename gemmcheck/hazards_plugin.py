@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import backends, defects, kill_matrix, sanitizer
+from gemmcheck.catalog import Instance
 
 ROWS = pytest.StashKey[dict]()            # instance id -> kill_matrix.Row built in this process
 REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test that reported it unfinished
@@ -169,9 +170,10 @@ def _sanitizer_runs(request, backend) -> kill_matrix.SanitizerRuns | None:
     if SANITIZER_RUNS not in config.stash:
         runs = config.stash[SANITIZER_RUNS] = kill_matrix.SanitizerRuns(settings)
         if not hasattr(config, "workerinput"):
-            ahead = {item.callspec.params[MATRIX_ROW].id: item.callspec.params[MATRIX_ROW]
-                     for item in request.session.items
-                     if MATRIX_ROW in getattr(getattr(item, "callspec", None), "params", {})}
+            params = (getattr(getattr(item, "callspec", None), "params", {}).get(MATRIX_ROW)
+                      for item in request.session.items)
+            # (an empty parameter set gives pytest's NOTSET, not an instantiation)
+            ahead = {p.id: p for p in params if isinstance(p, Instance)}
             for inst in ahead.values():
                 if inst.spec.expect != "hang":   # a declared hang is not run under the tools
                     runs.submit(inst)
