@@ -1,17 +1,32 @@
-"""A compile failure is one failure: the build test of its source fails once, with the
-compiler's first errors at the user's file and line; every other test of those
-instantiations is skipped with ``not compiled: see <that test>``.
+"""A bad kernel costs one failure: it is contained, recorded as a verdict, and its other
+tests skip naming that failure.
 
-Wiring only: the build itself is the backend's (``prepare`` / ``build_error``).
+- Compile failure: the build test of its source fails once, with the compiler's first
+  errors at the user's file and line; every other test of those instantiations is
+  skipped with ``not compiled: see <that test>``.
+- Crash or hang (KernelLaunchError / KernelHang): the first test of the instantiation
+  that meets it fails with one line (``crash: ...`` / ``hang: ...``) and records the
+  verdict; its other tests skip with ``not run: <crash|hang>; see <that test>``, never
+  launching it again (a hang would cost --gemm-hang-timeout per launch).
+- On a backend whose launches share this process's CUDA context (cupy), every
+  instantiation is first probed in one isolated child (gemmcheck.isolation) on small
+  ragged and tile-aligned shapes it claims: one that crashes or hangs there is never
+  launched here. A fault the probe missed that loses the context (a sticky CUDA error,
+  or an in-process hang) is that instantiation's crash / hang, and every later test that
+  runs kernels skips with one line naming the test that lost it.
+
+Wiring only: the build is the backend's (``prepare`` / ``build_error``), the launch in a
+child is gemmcheck.isolation's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from gemmcheck.backends import KernelCompileError
+from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
 from gemmcheck.catalog import Instance
 from gemmcheck.verdict import Defect, Finding, Verdict
 
@@ -26,6 +41,14 @@ def source_id(source: Path) -> str:
 
 def build_test_id(instance: Instance) -> str:
     return f"{BUILD_TEST}[{source_id(instance.spec.source)}]"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("gemmcheck").addoption(
+        "--gemm-probe", choices=("on", "off"), default="on", metavar="on|off",
+        help="on the GPU backend, launch every instantiation once in one isolated child before "
+             "its first launch in this process, so a crash or hang cannot take the session's "
+             "CUDA context down (default: on; README 'Reliability')")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -74,11 +97,170 @@ def _instance_of(item: pytest.Item) -> Instance | None:
     return next((v for v in params.values() if isinstance(v, Instance)), None)
 
 
+# -- crash and hang: one failure per instantiation, the rest skip --------------------------
+
+@dataclass
+class Lost:
+    """An instantiation that crashed or hung: never launched again in this session."""
+
+    status: str            # "crash" | "hang"
+    message: str           # one line: what happened, where
+    test: str = ""         # the test that failed with it ("" : the probe found it, no test yet)
+
+
+@dataclass
+class Containment:
+    """This session's lost instantiations and, on the GPU, whether the CUDA context is lost."""
+
+    lost: dict[str, Lost] = field(default_factory=dict)     # Instance.id -> Lost
+    context_lost_by: str = ""                                # the test that lost it
+    probed: bool = False
+    items: list = field(default_factory=list)
+
+
+CONTAINMENT = pytest.StashKey[Containment]()
+
+
+def containment(config: pytest.Config) -> Containment:
+    if CONTAINMENT not in config.stash:
+        config.stash[CONTAINMENT] = Containment()
+    return config.stash[CONTAINMENT]
+
+
+def status_of(exc: BaseException) -> str:
+    return "hang" if isinstance(exc, KernelHang) else "crash"
+
+
+def refuse_lost(config: pytest.Config, instance: Instance) -> None:
+    """Raise (without launching) when `instance` crashed or hung earlier in this session:
+    a search (hypothesis) that retries a failing example then fails at once, not after
+    another --gemm-hang-timeout per example."""
+    lost = containment(config).lost.get(instance.id)
+    if lost is not None:
+        error = KernelHang if lost.status == "hang" else KernelLaunchError
+        raise error(f"{instance.id}: not launched again: {lost.message}")
+
+
+def lose(config: pytest.Config, instance: Instance, exc: BaseException, test: str) -> Lost:
+    """Remember that `instance` crashed or hung in `test` (the first time only)."""
+    state = containment(config)
+    if instance.id not in state.lost:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        state.lost[instance.id] = Lost(status_of(exc), first, test)
+    if getattr(exc, "context_lost", False) and not state.context_lost_by:
+        state.context_lost_by = test
+    return state.lost[instance.id]
+
+
+def unfinished_verdict(instance: Instance, exc: BaseException, test: str) -> Verdict:
+    """The compile_error / crash / hang verdict for a launch (or build) that raised `exc`."""
+    from gemmcheck import hazards
+
+    return Verdict.for_instance(instance, "launch", [hazards.launch_failure(exc)], test)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    containment(session.config).items = list(session.items)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip what must not launch: a lost instantiation's tests, every kernel test once the
+    CUDA context is lost; probe instantiations in a child before their first launch here."""
+    from gemmcheck.plugin import _runs_kernels
+
+    state = containment(item.config)
+    instance = _instance_of(item)
+    if state.context_lost_by and _runs_kernels(item):
+        pytest.skip(f"not run: the CUDA context was lost in {state.context_lost_by} (a fault or "
+                    "hang its probe did not show); rerun without that kernel (--gemm-kernels) in "
+                    "a fresh process")
+    if instance is None:
+        return
+    if not state.probed and _needs_probe(item.config):
+        state.probed = True
+        probe(item.config, state)
+    lost = state.lost.get(instance.id)
+    if lost is None:
+        return
+    if lost.test:
+        pytest.skip(f"not run: {lost.status}; see {lost.test}")
+    # Found by the probe: this, its first test, is the one failure (and the verdict).
+    from gemmcheck.session import gemm_config
+
+    lost.test = item.nodeid
+    finding = Finding(Defect(lost.status), "isolation", lost.message, 1, None, {"status": lost.status})
+    gemm_config(item.config).verdicts.record(Verdict.for_instance(instance, "probe", [finding], item.nodeid))
+    pytest.fail(f"{lost.status}: {instance.id} ({instance.name_expression}): {lost.message}", pytrace=False)
+
+
+def _needs_probe(config: pytest.Config) -> bool:
+    """Probe only where a launch shares this process with the session (the GPU backend);
+    the CPU simulator's worker process is its own isolation."""
+    from gemmcheck.session import gemm_config
+
+    from gemmcheck import device
+
+    return (config.getoption("gemm_probe") == "on" and not gemm_config(config).simulated
+            and device.cuda_device()[0])
+
+
+PROBE_SEED = 11
+
+
+def probe_steps(instances) -> list:
+    """One small ragged and one tile-aligned problem per instantiation, where it claims them."""
+    from gemmcheck import isolation
+    from gemmcheck.scope_plugin import why_out_of_scope
+
+    steps = []
+    for inst in instances:
+        t = inst.tile
+        for M, N, K in ((t + 3, t + 1, t + 5), (2 * t, 2 * t, 2 * t)):
+            if why_out_of_scope(inst, M, N, K) is None:
+                steps.append(isolation.Step(len(steps), str(inst.spec.catalog), inst.spec.name, inst.dtype,
+                                            inst.tile, M, N, K, PROBE_SEED, "probe", 1, False))
+    return steps
+
+
+def probe(config: pytest.Config, state: Containment) -> None:
+    """Launch every instantiation of this session's tests in one isolated child first; those
+    that crash or hang there are lost before they can take this process's context down."""
+    from gemmcheck import isolation
+    from gemmcheck.session import gemm_config
+
+    gc = gemm_config(config)
+    seen: dict[str, Instance] = {}
+    for item in state.items:
+        inst = _instance_of(item)
+        if inst is not None and not item.get_closest_marker("skip"):
+            seen.setdefault(inst.id, inst)
+    steps = probe_steps(seen.values())
+    if not steps:
+        return
+    timeout = config.getoption("gemm_hang_timeout") or DEFAULT_HANG_TIMEOUT_S
+    try:   # an instantiation that does not build is UNBUILT there: the build test reports it
+        outcomes, _ = isolation.run_steps(steps, backend=gc.backend_name, step_timeout=timeout)
+    except isolation.IsolationError as exc:
+        print(f"\ngemmcheck: the isolated probe could not run: {str(exc).splitlines()[0]}")
+        return
+    for out in outcomes.values():
+        if out.status in ("crash", "failed", "hang"):
+            step = out.step
+            inst_id = next(i for i in seen.values() if (str(i.spec.catalog), i.spec.name, i.dtype, i.tile)
+                           == step.instance_key).id
+            status = "hang" if out.status == "hang" else "crash"
+            state.lost.setdefault(inst_id, Lost(status, f"in an isolated probe on M{step.M}xN{step.N}xK{step.K}: "
+                                                        f"{out.message}"))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     if call.excinfo is None or not report.failed or item.nodeid.startswith(BUILD_TEST):
+        return
+    if call.excinfo.errisinstance(KernelLaunchError):
+        _launch_failed(item, call.excinfo.value, report)
         return
     if not call.excinfo.errisinstance(KernelCompileError):
         return
@@ -88,3 +270,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
              build_test_id(instance) if instance else BUILD_TEST)
     report.outcome = "skipped"
     report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: not compiled: see {where}")
+
+
+def _launch_failed(item: pytest.Item, exc: BaseException, report) -> None:
+    """The first crash / hang of an instantiation is one failing line and one verdict; a
+    later one (another test reached it first) is a skip naming that test."""
+    from gemmcheck.session import gemm_config
+
+    instance = _instance_of(item)
+    if instance is None:
+        return
+    state = containment(item.config)
+    earlier = state.lost.get(instance.id)
+    if earlier is not None and earlier.test and earlier.test != item.nodeid:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0,
+                           f"Skipped: not run: {earlier.status}; see {earlier.test}")
+        return
+    lost = lose(item.config, instance, exc, item.nodeid)
+    log = gemm_config(item.config).verdicts
+    if not any(v.test == item.nodeid and v.instance == instance.id and not v.ok for v in log.verdicts):
+        log.record(unfinished_verdict(instance, exc, item.nodeid))
+    line = f"{lost.status}: {instance.id} ({instance.name_expression}): {lost.message}"
+    if state.context_lost_by == item.nodeid:
+        line += ("\nthe CUDA context of this process is lost: every later test that runs kernels "
+                 "is skipped; rerun without this kernel (--gemm-kernels) in a fresh process")
+    report.longrepr = line

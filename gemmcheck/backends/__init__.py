@@ -28,7 +28,13 @@ class KernelCompileError(RuntimeError):
 
 
 class KernelLaunchError(RuntimeError):
-    """A launch failed; names the kernel, its instantiation and the launch shape."""
+    """A launch failed; names the kernel, its instantiation and the launch shape.
+
+    `context_lost`: True when the launch left this process unable to launch again (a
+    sticky CUDA error such as cudaErrorIllegalAddress, or a kernel still running after
+    a hang on the GPU); every later launch in the process would fail or wait."""
+
+    context_lost: bool = False
 
 
 class KernelHang(KernelLaunchError):

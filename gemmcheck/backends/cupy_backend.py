@@ -113,10 +113,15 @@ class CupyBackend(Backend):
             self.enqueue(instance, launch)
             self._wait(instance, launch.grid, launch.block)
             self._cupy.cuda.Device().synchronize()
-        except (KernelCompileError, KernelHang):
+        except KernelCompileError:
+            raise
+        except KernelHang as exc:
+            exc.context_lost = True   # the kernel still runs: every later launch queues behind it
             raise
         except Exception as exc:
-            raise launch_error(instance, launch.grid, launch.block, exc) from None
+            error = launch_error(instance, launch.grid, launch.block, exc)
+            error.context_lost = is_sticky(exc)
+            raise error from None
 
     def _wait(self, instance: Instance, grid, block) -> None:
         """Poll the launch's completion until hang_timeout_s (--gemm-hang-timeout), so a kernel
@@ -136,6 +141,26 @@ class CupyBackend(Backend):
 
 
 STATIC_SHARED_LIMIT = 48 * 1024
+
+# CUDA errors that leave the context unusable ("sticky": every later call in the process
+# returns them): cudaError_t / CUresult share these numbers.
+STICKY_ERRORS = {
+    700: "cudaErrorIllegalAddress", 702: "cudaErrorLaunchTimeout", 714: "cudaErrorHardwareStackError",
+    715: "cudaErrorIllegalInstruction", 716: "cudaErrorMisalignedAddress",
+    717: "cudaErrorInvalidAddressSpace", 718: "cudaErrorInvalidPc", 719: "cudaErrorLaunchFailure",
+}
+
+
+def is_sticky(exc: BaseException) -> bool:
+    """Whether a CuPy / CUDA error says the context is lost (its status, or its name in the text)."""
+    if getattr(exc, "status", None) in STICKY_ERRORS:
+        return True
+    text = str(exc)
+    names = list(STICKY_ERRORS.values())
+    names += ["CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+              "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_INVALID_PC",
+              "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_LAUNCH_TIMEOUT"]
+    return any(name in text for name in names)
 
 
 def _key(instance: Instance) -> tuple:
