@@ -128,6 +128,8 @@ def containment(config: pytest.Config) -> Containment:
 
 
 def status_of(exc: BaseException) -> str:
+    if isinstance(exc, KernelCompileError):
+        return COMPILE_ERROR
     return "hang" if isinstance(exc, KernelHang) else "crash"
 
 
@@ -145,8 +147,13 @@ def lose(config: pytest.Config, instance: Instance, exc: BaseException, test: st
     """Remember that `instance` crashed or hung in `test` (the first time only)."""
     state = containment(config)
     if instance.id not in state.lost:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, KernelCompileError):
+            first = _compiler_lines(exc)
+        else:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         state.lost[instance.id] = Lost(status_of(exc), first, test)
+    elif not state.lost[instance.id].test:
+        state.lost[instance.id].test = test
     if getattr(exc, "context_lost", False) and not state.context_lost_by:
         state.context_lost_by = test
     return state.lost[instance.id]
@@ -174,7 +181,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(f"not run: the CUDA context was lost in {state.context_lost_by} (a fault or "
                     "hang its probe did not show); rerun without that kernel (--gemm-kernels) in "
                     "a fresh process")
-    if instance is None:
+    if instance is None or item.nodeid.startswith(BUILD_TEST):
+        return
+    if _not_compiled(item, instance, state):
         return
     if not state.probed and _needs_probe(item.config):
         state.probed = True
@@ -183,14 +192,42 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if lost is None:
         return
     if lost.test:
-        pytest.skip(f"not run: {lost.status}; see {lost.test}")
+        pytest.skip(skip_reason(lost))
     # Found by the probe: this, its first test, is the one failure (and the verdict).
     from gemmcheck.session import gemm_config
 
     lost.test = item.nodeid
-    finding = Finding(Defect(lost.status), "isolation", lost.message, 1, None, {"status": lost.status})
+    detector = "compiler" if lost.status == COMPILE_ERROR else "isolation"
+    finding = Finding(Defect(lost.status), detector, lost.message, 1, None, {"status": lost.status})
     gemm_config(item.config).verdicts.record(Verdict.for_instance(instance, "probe", [finding], item.nodeid))
     pytest.fail(f"{lost.status}: {instance.id} ({instance.name_expression}): {lost.message}", pytrace=False)
+
+
+def skip_reason(lost: Lost) -> str:
+    what = "not compiled" if lost.status == COMPILE_ERROR else f"not run: {lost.status};"
+    return f"{what} see {lost.test}"
+
+
+def _not_compiled(item: pytest.Item, instance: Instance, state: Containment) -> bool:
+    """An instantiation that did not build (known once the backend prepared it): skip, naming
+    its source's build test when that runs in this session; otherwise this test, its first,
+    becomes the one failure (Lost with status compile_error)."""
+    from gemmcheck.session import gemm_config
+
+    backend = gemm_config(item.config).backend
+    error = backend.build_error(instance) if backend is not None else None
+    if error is None:
+        return False
+    build_test = build_test_id(instance)
+    if any(i.nodeid == build_test for i in state.items):
+        pytest.skip(f"not compiled: see {build_test}")
+    state.lost.setdefault(instance.id, Lost(COMPILE_ERROR, _compiler_lines(error)))
+    return False
+
+
+def _compiler_lines(error: BaseException, n: int = 12) -> str:
+    lines = str(error).strip().splitlines()
+    return "\n".join(lines[:n] + ([f"... ({len(lines) - n} more lines)"] if len(lines) > n else []))
 
 
 def _needs_probe(config: pytest.Config) -> bool:
@@ -257,6 +294,10 @@ def probe(config: pytest.Config, state: Containment) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
+    if report.skipped and call.when == "setup" and isinstance(report.longrepr, tuple) \
+            and report.longrepr[0] == __file__:
+        # a skip raised here is reported at the test, not at this plugin's line
+        report.longrepr = (str(item.path), item.location[1] or 0, report.longrepr[2])
     if call.excinfo is None or not report.failed or item.nodeid.startswith(BUILD_TEST):
         return
     if call.excinfo.errisinstance(KernelLaunchError):
@@ -268,6 +309,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     instance = _instance_of(item)
     where = (f"{BUILD_TEST}[{source_id(source)}]" if source else
              build_test_id(instance) if instance else BUILD_TEST)
+    if instance is not None and not any(i.nodeid == where for i in containment(item.config).items):
+        _launch_failed(item, call.excinfo.value, report)   # no build test here: this one fails
+        return
     report.outcome = "skipped"
     report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: not compiled: see {where}")
 
@@ -284,8 +328,7 @@ def _launch_failed(item: pytest.Item, exc: BaseException, report) -> None:
     earlier = state.lost.get(instance.id)
     if earlier is not None and earlier.test and earlier.test != item.nodeid:
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0,
-                           f"Skipped: not run: {earlier.status}; see {earlier.test}")
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {skip_reason(earlier)}")
         return
     lost = lose(item.config, instance, exc, item.nodeid)
     log = gemm_config(item.config).verdicts
