@@ -204,7 +204,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def skip_reason(lost: Lost) -> str:
-    what = "not compiled" if lost.status == COMPILE_ERROR else f"not run: {lost.status};"
+    what = "not compiled:" if lost.status == COMPILE_ERROR else f"not run: {lost.status};"
     return f"{what} see {lost.test}"
 
 
@@ -259,35 +259,47 @@ def probe_steps(instances) -> list:
     return steps
 
 
+def probe_instances(instances, backend_name: str, timeout: float) -> dict[str, Lost]:
+    """Launch each instantiation on its probe problems in one isolated child (a fresh one
+    only after a crash or hang); the ones that crashed or hung, by Instance.id.
+    Raises isolation.IsolationError when the child itself cannot run."""
+    from gemmcheck import isolation
+
+    by_key = {(str(i.spec.catalog), i.spec.name, i.dtype, i.tile): i for i in instances}
+    steps = probe_steps(by_key.values())
+    if not steps:
+        return {}
+    # An instantiation that does not build is UNBUILT there: its build test reports it.
+    outcomes, _ = isolation.run_steps(steps, backend=backend_name, step_timeout=timeout)
+    lost: dict[str, Lost] = {}
+    for out in sorted(outcomes.values(), key=lambda o: o.step.id):
+        if out.status in ("crash", "failed", "hang"):
+            step = out.step
+            lost.setdefault(by_key[step.instance_key].id, Lost(
+                "hang" if out.status == "hang" else "crash",
+                f"in the isolated probe on M{step.M}xN{step.N}xK{step.K}: {out.message}"))
+    return lost
+
+
 def probe(config: pytest.Config, state: Containment) -> None:
-    """Launch every instantiation of this session's tests in one isolated child first; those
-    that crash or hang there are lost before they can take this process's context down."""
+    """Probe every instantiation of this session's tests before the first launch here."""
     from gemmcheck import isolation
     from gemmcheck.session import gemm_config
 
-    gc = gemm_config(config)
     seen: dict[str, Instance] = {}
     for item in state.items:
         inst = _instance_of(item)
         if inst is not None and not item.get_closest_marker("skip"):
             seen.setdefault(inst.id, inst)
-    steps = probe_steps(seen.values())
-    if not steps:
-        return
     timeout = config.getoption("gemm_hang_timeout") or DEFAULT_HANG_TIMEOUT_S
-    try:   # an instantiation that does not build is UNBUILT there: the build test reports it
-        outcomes, _ = isolation.run_steps(steps, backend=gc.backend_name, step_timeout=timeout)
+    try:
+        found = probe_instances(seen.values(), gemm_config(config).backend_name, timeout)
     except isolation.IsolationError as exc:
-        print(f"\ngemmcheck: the isolated probe could not run: {str(exc).splitlines()[0]}")
+        print(f"\ngemmcheck: the isolated probe could not run, kernels launch unprobed: "
+              f"{str(exc).splitlines()[0]}")
         return
-    for out in outcomes.values():
-        if out.status in ("crash", "failed", "hang"):
-            step = out.step
-            inst_id = next(i for i in seen.values() if (str(i.spec.catalog), i.spec.name, i.dtype, i.tile)
-                           == step.instance_key).id
-            status = "hang" if out.status == "hang" else "crash"
-            state.lost.setdefault(inst_id, Lost(status, f"in an isolated probe on M{step.M}xN{step.N}xK{step.K}: "
-                                                        f"{out.message}"))
+    for inst_id, lost in found.items():
+        state.lost.setdefault(inst_id, lost)
 
 
 @pytest.hookimpl(hookwrapper=True)
