@@ -173,11 +173,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip what must not launch: a lost instantiation's tests, every kernel test once the
     CUDA context is lost; probe instantiations in a child before their first launch here."""
-    from gemmcheck.plugin import _runs_kernels
-
     state = containment(item.config)
     instance = _instance_of(item)
-    if state.context_lost_by and _runs_kernels(item):
+    if state.context_lost_by and _runs_kernels(item, instance):
         pytest.skip(f"not run: the CUDA context was lost in {state.context_lost_by} (a fault or "
                     "hang its probe did not show); rerun without that kernel (--gemm-kernels) in "
                     "a fresh process")
@@ -203,6 +201,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     pytest.fail(f"{lost.status}: {instance.id} ({instance.name_expression}): {lost.message}", pytrace=False)
 
 
+def _runs_kernels(item: pytest.Item, instance: Instance | None) -> bool:
+    from gemmcheck.session import INSTANCE_FIXTURES
+
+    names = set(getattr(item, "fixturenames", ()))
+    return instance is not None or "backend" in names or bool(names & set(INSTANCE_FIXTURES))
+
+
 def skip_reason(lost: Lost) -> str:
     what = "not compiled:" if lost.status == COMPILE_ERROR else f"not run: {lost.status};"
     return f"{what} see {lost.test}"
@@ -210,8 +215,8 @@ def skip_reason(lost: Lost) -> str:
 
 def _not_compiled(item: pytest.Item, instance: Instance, state: Containment) -> bool:
     """An instantiation that did not build (known once the backend prepared it): skip, naming
-    its source's build test when that runs in this session; otherwise this test, its first,
-    becomes the one failure (Lost with status compile_error)."""
+    its source's build test when that runs in this session. Otherwise the test runs and meets
+    the compile error itself: the first such test fails with it, later ones skip (makereport)."""
     from gemmcheck.session import gemm_config
 
     backend = gemm_config(item.config).backend
@@ -221,7 +226,6 @@ def _not_compiled(item: pytest.Item, instance: Instance, state: Containment) -> 
     build_test = build_test_id(instance)
     if any(i.nodeid == build_test for i in state.items):
         pytest.skip(f"not compiled: see {build_test}")
-    state.lost.setdefault(instance.id, Lost(COMPILE_ERROR, _compiler_lines(error)))
     return False
 
 
