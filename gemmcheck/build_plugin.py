@@ -251,13 +251,12 @@ PROBE_SEED = 11
 def probe_steps(instances) -> list:
     """One small ragged and one tile-aligned problem per instantiation, where it claims them."""
     from gemmcheck import isolation
-    from gemmcheck.scope_plugin import why_out_of_scope
 
     steps = []
     for inst in instances:
         t = inst.tile
         for M, N, K in ((t + 3, t + 1, t + 5), (2 * t, 2 * t, 2 * t)):
-            if why_out_of_scope(inst, M, N, K) is None:
+            if inst.supports(M, N, K):
                 steps.append(isolation.Step(len(steps), str(inst.spec.catalog), inst.spec.name, inst.dtype,
                                             inst.tile, M, N, K, PROBE_SEED, "probe", 1, False))
     return steps
