@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from gemmcheck import backends
 from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
 from gemmcheck.catalog import Instance
 from gemmcheck.verdict import Defect, Finding, Verdict
@@ -168,6 +169,7 @@ def unfinished_verdict(instance: Instance, exc: BaseException, test: str) -> Ver
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     containment(session.config).items = list(session.items)
+    backends.clear_refusals()   # a session's probe speaks for that session only
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -187,18 +189,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         state.probed = True
         probe(item.config, state)
     lost = state.lost.get(instance.id)
-    if lost is None:
-        return
-    if lost.test:
+    if lost is not None and lost.test:
         pytest.skip(skip_reason(lost))
-    # Found by the probe: this, its first test, is the one failure (and the verdict).
-    from gemmcheck.session import gemm_config
-
-    lost.test = item.nodeid
-    detector = "compiler" if lost.status == COMPILE_ERROR else "isolation"
-    finding = Finding(Defect(lost.status), detector, lost.message, 1, None, {"status": lost.status})
-    gemm_config(item.config).verdicts.record(Verdict.for_instance(instance, "probe", [finding], item.nodeid))
-    pytest.fail(f"{lost.status}: {instance.id} ({instance.name_expression}): {lost.message}", pytrace=False)
+    # Found by the probe, not yet by a test: this one, its first, meets the backend's refusal
+    # (backends.refuse_if_lost) at its first launch and fails with it, once.
 
 
 def _runs_kernels(item: pytest.Item, instance: Instance | None) -> bool:
@@ -307,6 +301,7 @@ def probe(config: pytest.Config, state: Containment) -> None:
         return
     for inst_id, lost in found.items():
         state.lost.setdefault(inst_id, lost)
+        backends.refuse(inst_id, lost.status, lost.message)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -154,3 +154,42 @@ def test_refuse_lost_raises_without_launching_after_a_hang():
     with pytest.raises(KernelHang, match="not launched again: did not finish within 2 s"):
         build_plugin.refuse_lost(Config, inst)
     assert not issubclass(KernelLaunchError, KernelHang)
+
+
+def test_a_probe_that_saw_a_crash_or_hang_makes_the_first_test_fail_with_it(pytester, monkeypatch):
+    # The probe runs only on the GPU backend; here it is forced on, with cpu-sim in the child.
+    monkeypatch.setattr(build_plugin, "_needs_probe", lambda config: True)
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    result = pytester.runpytest("-q", str(ROOT / "suites" / "correctness" / "test_exact_results.py"),
+                                f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim", "--gemm-hang-timeout=2",
+                                "--gemm-kernels=crashes,hangs,good", "-p", "no:cacheprovider",
+                                f"--gemm-verdicts={pytester.path / 'v.json'}")
+    text = result.stdout.str()
+    assert "crash: crashes-float32-TILE8 (crashes<float, 8>): " in text
+    assert "in the isolated probe on M11xN9xK13" in text and "within 2 s" in text
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 2 and "error" not in outcomes and outcomes["passed"] >= 10, text
+    rows = {r["instance"]: r for r in json.loads((pytester.path / "v.json").read_text())["instances"]}
+    assert set(rows["crashes-float32-TILE8"]["defects"]) == {"crash"}
+    assert set(rows["hangs-float32-TILE8"]["defects"]) == {"hang"}
+    assert rows["good-float32-TILE8"]["verdict"] == "correct"
+
+
+def test_the_gpu_backend_refuses_a_lost_instantiation_before_touching_the_device():
+    from gemmcheck import backends
+    from gemmcheck.backends import KernelHang
+    from gemmcheck.backends.cupy_backend import CupyBackend
+
+    inst = next(iter(catalog.load(BAD)[3].instances()))     # hangs
+    gpu = object.__new__(CupyBackend)                       # no device needed: it must not be used
+    backends.refuse(inst.id, "hang", "in the isolated probe: did not return within 2 s")
+    try:
+        with pytest.raises(KernelHang, match="not launched in this process: in the isolated probe"):
+            gpu.launch(inst, None)
+        with pytest.raises(KernelHang):
+            gpu.enqueue(inst, None)
+    finally:
+        backends.clear_refusals()
+    with pytest.raises(Exception) as reached:   # not refused any more: it reaches the (absent) device
+        gpu.launch(inst, None)
+    assert "not launched" not in str(reached.value)

@@ -11,7 +11,7 @@ import numpy as np
 
 from gemmcheck import compiler, device
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
-                                launch_error)
+                                launch_error, refuse_if_lost)
 from gemmcheck.catalog import Instance
 from gemmcheck.launch import Launch
 from gemmcheck.phases import timed
@@ -97,6 +97,7 @@ class CupyBackend(Backend):
 
     def enqueue(self, instance: Instance, launch: Launch) -> None:
         """Launch without waiting (timing loops); `launch` comes from gemmcheck.launch.plan."""
+        refuse_if_lost(instance)   # its isolated probe crashed or hung: never in this process
         kernel = self.kernel(instance)
         if launch.shared_bytes > STATIC_SHARED_LIMIT:
             limit = self.max_dynamic_shared_bytes()
@@ -109,6 +110,7 @@ class CupyBackend(Backend):
 
     @timed("launch")
     def launch(self, instance: Instance, launch: Launch) -> None:
+        refuse_if_lost(instance)
         try:
             self.enqueue(instance, launch)
             self._wait(instance, launch.grid, launch.block)
