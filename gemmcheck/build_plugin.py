@@ -152,6 +152,7 @@ def lose(config: pytest.Config, instance: Instance, exc: BaseException, test: st
             first = _compiler_lines(exc)
         else:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first.removeprefix(f"{instance.id}: ")   # the failing line names it already
         state.lost[instance.id] = Lost(status_of(exc), first, test)
     elif not state.lost[instance.id].test:
         state.lost[instance.id].test = test
