@@ -102,10 +102,10 @@ def _instance_of(item: pytest.Item) -> Instance | None:
 
 @dataclass
 class Lost:
-    """An instantiation that crashed or hung: never launched again in this session."""
+    """An instantiation that did not build, crashed or hung: never launched again in this session."""
 
-    status: str            # "crash" | "hang"
-    message: str           # one line: what happened, where
+    status: str            # "compile_error" | "crash" | "hang"
+    message: str           # what happened, where (one line; the compiler's first lines)
     test: str = ""         # the test that failed with it ("" : the probe found it, no test yet)
 
 
@@ -140,7 +140,7 @@ def refuse_lost(config: pytest.Config, instance: Instance) -> None:
     another --gemm-hang-timeout per example."""
     lost = containment(config).lost.get(instance.id)
     if lost is not None:
-        error = KernelHang if lost.status == "hang" else KernelLaunchError
+        error = {"hang": KernelHang, COMPILE_ERROR: KernelCompileError}.get(lost.status, KernelLaunchError)
         raise error(f"{instance.id}: not launched again: {lost.message}")
 
 
