@@ -161,6 +161,28 @@ def lose(config: pytest.Config, instance: Instance, exc: BaseException, test: st
     return state.lost[instance.id]
 
 
+def uniform(exc: BaseException) -> BaseException:
+    """`exc` as the plain class of its status (KernelCompileError, KernelLaunchError,
+    KernelHang), to be raised from one place: hypothesis tells failures apart by type and
+    origin, and a replay refused by refuse_lost must look like the first launch's failure."""
+    cls = {COMPILE_ERROR: KernelCompileError, "hang": KernelHang}.get(status_of(exc), KernelLaunchError)
+    out = cls(str(exc))
+    for attr in ("source", "context_lost"):
+        if hasattr(exc, attr):
+            setattr(out, attr, getattr(exc, attr))
+    return out
+
+
+def _kernel_error(excinfo: pytest.ExceptionInfo):
+    """The KernelCompileError / KernelLaunchError a test failed with, also from inside an
+    exception group (hypothesis reports distinct failures of one search as a group)."""
+    exc = excinfo.value
+    while isinstance(exc, BaseExceptionGroup):
+        exc = next((e for e in exc.exceptions if isinstance(e, (KernelCompileError, KernelLaunchError,
+                                                                 BaseExceptionGroup))), None)
+    return exc if isinstance(exc, (KernelCompileError, KernelLaunchError)) else None
+
+
 def unfinished_verdict(instance: Instance, exc: BaseException, test: str) -> Verdict:
     """The compile_error / crash / hang verdict for a launch (or build) that raised `exc`."""
     from gemmcheck import hazards
@@ -315,17 +337,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.longrepr = (str(item.path), item.location[1] or 0, report.longrepr[2])
     if call.excinfo is None or not report.failed or item.nodeid.startswith(BUILD_TEST):
         return
-    if call.excinfo.errisinstance(KernelLaunchError):
-        _launch_failed(item, call.excinfo.value, report)
+    exc = _kernel_error(call.excinfo)
+    if isinstance(exc, KernelLaunchError):
+        _launch_failed(item, exc, report)
         return
-    if not call.excinfo.errisinstance(KernelCompileError):
+    if exc is None:
         return
-    source = getattr(call.excinfo.value, "source", None)    # set by the backend that built it
+    source = getattr(exc, "source", None)    # set by the backend that built it
     instance = _instance_of(item)
     where = (f"{BUILD_TEST}[{source_id(source)}]" if source else
              build_test_id(instance) if instance else BUILD_TEST)
     if instance is not None and not any(i.nodeid == where for i in containment(item.config).items):
-        _launch_failed(item, call.excinfo.value, report)   # no build test here: this one fails
+        _launch_failed(item, exc, report)   # no build test here: this one fails
         return
     report.outcome = "skipped"
     report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: not compiled: see {where}")

@@ -193,3 +193,24 @@ def test_the_gpu_backend_refuses_a_lost_instantiation_before_touching_the_device
     with pytest.raises(Exception) as reached:   # not refused any more: it reaches the (absent) device
         gpu.launch(inst, None)
     assert "not launched" not in str(reached.value)
+
+
+def test_a_search_that_meets_a_crash_or_hang_fails_once_and_waits_one_timeout(tmp_path):
+    # TILE 16: the dev profile's hypothesis search runs there; it is these kernels' first test.
+    for source in BAD.parent.glob("*.cu"):
+        (tmp_path / source.name).write_text(source.read_text())
+    (tmp_path / "catalog.toml").write_text(BAD.read_text().replace("tiles = [8]", "tiles = [16]"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--gemm-backend=cpu-sim",
+                          "suites/correctness/test_exact_results.py", "-k", "product_on_any_supported_shape",
+                          f"--gemm-catalog={tmp_path / 'catalog.toml'}", "--gemm-kernels=crashes,hangs",
+                          "--gemm-hang-timeout=2", f"--gemm-verdicts={tmp_path / 'v.json'}",
+                          f"--alluredir={tmp_path / 'allure'}"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    text = out.stdout + out.stderr
+    assert "2 failed" in text.splitlines()[-1], text
+    assert "hang: hangs-float32-TILE16 (hangs<float, 16>): no progress for 2.0 s" in text
+    assert "crash: crashes-float32-TILE16 (crashes<float, 16>): the kernel crashed" in text
+    assert "Traceback" not in text and "Flaky" not in text and len(text.splitlines()) < 40, text
+    seconds = float(re.search(r" in ([0-9.]+)s", text.splitlines()[-1]).group(1))
+    assert seconds < 20, text      # one 2 s timeout, not one per example the search tried

@@ -25,14 +25,15 @@ def check(backend, verdicts, request):
     def check(instance, problem, *, record: bool = True, leading_dimensions: str = "tight"):
         __tracebackhide__ = True
         A, B = problem.operands()[:2]
-        build_plugin.refuse_lost(request.config, instance)
         try:
+            build_plugin.refuse_lost(request.config, instance)
             run = run_problem(backend, instance, problem, leading_dimensions=leading_dimensions)
         except (KernelCompileError, KernelLaunchError) as exc:
-            if isinstance(exc, KernelLaunchError):
+            if instance.id not in build_plugin.containment(request.config).lost:
                 build_plugin.lose(request.config, instance, exc, request.node.nodeid)
-            verdicts.record(build_plugin.unfinished_verdict(instance, exc, request.node.nodeid))
-            raise
+                verdicts.record(build_plugin.unfinished_verdict(instance, exc, request.node.nodeid))
+            # one type from one line: a hypothesis search that replays it sees the same error
+            raise build_plugin.uniform(exc) from None
         judgement = judge(run, A, B, exact=problem.exact, problem=problem)
         informational = scope_plugin.OUT_OF_SCOPE in request.node.stash   # not the kernel's claim
         assert_judgement(judgement, verdicts if (record or not judgement.ok) and not informational else None)
