@@ -290,14 +290,17 @@ def probe_instances(instances, backend_name: str, timeout: float) -> dict[str, L
     if not steps:
         return {}
     # An instantiation that does not build is UNBUILT there: its build test reports it.
-    outcomes, _ = isolation.run_steps(steps, backend=backend_name, step_timeout=timeout)
+    # The child's backend stops a hung launch itself (HUNG); the parent's clock is the backstop.
+    outcomes, _ = isolation.run_steps(steps, backend=backend_name, step_timeout=timeout + 5.0,
+                                      hang_timeout_s=timeout)
     lost: dict[str, Lost] = {}
     for out in sorted(outcomes.values(), key=lambda o: o.step.id):
         if out.status in ("crash", "failed", "hang"):
-            step = out.step
-            lost.setdefault(by_key[step.instance_key].id, Lost(
+            step, inst_id = out.step, by_key[out.step.instance_key].id
+            lost.setdefault(inst_id, Lost(
                 "hang" if out.status == "hang" else "crash",
-                f"in the isolated probe on M{step.M}xN{step.N}xK{step.K}: {out.message}"))
+                f"in the isolated probe on M{step.M}xN{step.N}xK{step.K}: "
+                + out.message.removeprefix(f"{inst_id}: ")))
     return lost
 
 

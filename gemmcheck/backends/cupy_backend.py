@@ -11,7 +11,7 @@ import numpy as np
 
 from gemmcheck import compiler, device
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
-                                launch_error, refuse_if_lost)
+                                KernelLaunchError, launch_error, refuse_if_lost)
 from gemmcheck.catalog import Instance
 from gemmcheck.launch import Launch
 from gemmcheck.phases import timed
@@ -90,7 +90,15 @@ class CupyBackend(Backend):
 
     @timed("launch")   # the copy waits for the kernel: its time shows here
     def to_host(self, buffer) -> np.ndarray:
-        return self._cupy.asnumpy(buffer)
+        try:
+            return self._cupy.asnumpy(buffer)
+        except Exception as exc:
+            if not is_sticky(exc):
+                raise
+            # a kernel enqueued without waiting (timing loops) faulted: the copy reports it
+            error = KernelLaunchError(f"copying a result back failed: {type(exc).__name__}: {exc}")
+            error.context_lost = True
+            raise error from None
 
     def max_dynamic_shared_bytes(self) -> int:
         return self._cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
