@@ -1,17 +1,33 @@
-"""A compile failure is one failure: the build test of its source fails once, with the
-compiler's first errors at the user's file and line; every other test of those
-instantiations is skipped with ``not compiled: see <that test>``.
+"""A bad kernel costs one failure: it is contained, recorded as a verdict, and its other
+tests skip naming that failure.
 
-Wiring only: the build itself is the backend's (``prepare`` / ``build_error``).
+- Compile failure: the build test of its source fails once, with the compiler's first
+  errors at the user's file and line; every other test of those instantiations is
+  skipped with ``not compiled: see <that test>``.
+- Crash or hang (KernelLaunchError / KernelHang): the first test of the instantiation
+  that meets it fails with one line (``crash: ...`` / ``hang: ...``) and records the
+  verdict; its other tests skip with ``not run: <crash|hang>; see <that test>``, never
+  launching it again (a hang would cost --gemm-hang-timeout per launch).
+- On a backend whose launches share this process's CUDA context (cupy), every
+  instantiation is first probed in one isolated child (gemmcheck.isolation) on small
+  ragged and tile-aligned shapes it claims: one that crashes or hangs there is never
+  launched here. A fault the probe missed that loses the context (a sticky CUDA error,
+  or an in-process hang) is that instantiation's crash / hang, and every later test that
+  runs kernels skips with one line naming the test that lost it.
+
+Wiring only: the build is the backend's (``prepare`` / ``build_error``), the launch in a
+child is gemmcheck.isolation's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from gemmcheck.backends import KernelCompileError
+from gemmcheck import backends
+from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
 from gemmcheck.catalog import Instance
 from gemmcheck.verdict import Defect, Finding, Verdict
 
@@ -26,6 +42,14 @@ def source_id(source: Path) -> str:
 
 def build_test_id(instance: Instance) -> str:
     return f"{BUILD_TEST}[{source_id(instance.spec.source)}]"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("gemmcheck").addoption(
+        "--gemm-probe", choices=("on", "off"), default="on", metavar="on|off",
+        help="on the GPU backend, launch every instantiation once in one isolated child before "
+             "its first launch in this process, so a crash or hang cannot take the session's "
+             "CUDA context down (default: on; README 'Reliability')")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -74,17 +98,285 @@ def _instance_of(item: pytest.Item) -> Instance | None:
     return next((v for v in params.values() if isinstance(v, Instance)), None)
 
 
+# -- crash and hang: one failure per instantiation, the rest skip --------------------------
+
+@dataclass
+class Lost:
+    """An instantiation that did not build, crashed or hung: never launched again in this session."""
+
+    status: str            # "compile_error" | "crash" | "hang"
+    message: str           # what happened, where (one line; the compiler's first lines)
+    test: str = ""         # the test that failed with it ("" : the probe found it, no test yet)
+
+
+@dataclass
+class Containment:
+    """This session's lost instantiations and, on the GPU, whether the CUDA context is lost."""
+
+    lost: dict[str, Lost] = field(default_factory=dict)     # Instance.id -> Lost
+    context_lost_by: str = ""                                # the test that lost it
+    probed: bool = False
+    items: list = field(default_factory=list)
+
+
+CONTAINMENT = pytest.StashKey[Containment]()
+
+
+def containment(config: pytest.Config) -> Containment:
+    if CONTAINMENT not in config.stash:
+        config.stash[CONTAINMENT] = Containment()
+    return config.stash[CONTAINMENT]
+
+
+def status_of(exc: BaseException) -> str:
+    if isinstance(exc, KernelCompileError):
+        return COMPILE_ERROR
+    return "hang" if isinstance(exc, KernelHang) else "crash"
+
+
+def refuse_lost(config: pytest.Config, instance: Instance) -> None:
+    """Raise (without launching) when `instance` crashed or hung earlier in this session:
+    a search (hypothesis) that retries a failing example then fails at once, not after
+    another --gemm-hang-timeout per example."""
+    lost = containment(config).lost.get(instance.id)
+    if lost is not None:
+        error = {"hang": KernelHang, COMPILE_ERROR: KernelCompileError}.get(lost.status, KernelLaunchError)
+        raise error(f"{instance.id}: not launched again: {lost.message}")
+
+
+def lose(config: pytest.Config, instance: Instance, exc: BaseException, test: str) -> Lost:
+    """Remember that `instance` crashed or hung in `test` (the first time only)."""
+    state = containment(config)
+    if instance.id not in state.lost:
+        if isinstance(exc, KernelCompileError):
+            first = _compiler_lines(exc)
+        else:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first.removeprefix(f"{instance.id}: ")   # the failing line names it already
+        state.lost[instance.id] = Lost(status_of(exc), first, test)
+    elif not state.lost[instance.id].test:
+        state.lost[instance.id].test = test
+    if getattr(exc, "context_lost", False) and not state.context_lost_by:
+        state.context_lost_by = test
+    return state.lost[instance.id]
+
+
+def uniform(exc: BaseException) -> BaseException:
+    """`exc` as the plain class of its status (KernelCompileError, KernelLaunchError,
+    KernelHang), to be raised from one place: hypothesis tells failures apart by type and
+    origin, and a replay refused by refuse_lost must look like the first launch's failure."""
+    cls = {COMPILE_ERROR: KernelCompileError, "hang": KernelHang}.get(status_of(exc), KernelLaunchError)
+    out = cls(str(exc))
+    for attr in ("source", "context_lost"):
+        if hasattr(exc, attr):
+            setattr(out, attr, getattr(exc, attr))
+    return out
+
+
+def _kernel_error(excinfo: pytest.ExceptionInfo):
+    """The KernelCompileError / KernelLaunchError a test failed with, also from inside an
+    exception group (hypothesis reports distinct failures of one search as a group)."""
+    exc = excinfo.value
+    while isinstance(exc, BaseExceptionGroup):
+        exc = next((e for e in exc.exceptions if isinstance(e, (KernelCompileError, KernelLaunchError,
+                                                                 BaseExceptionGroup))), None)
+    return exc if isinstance(exc, (KernelCompileError, KernelLaunchError)) else None
+
+
+def unfinished_verdict(instance: Instance, exc: BaseException, test: str) -> Verdict:
+    """The compile_error / crash / hang verdict for a launch (or build) that raised `exc`."""
+    from gemmcheck import hazards
+
+    return Verdict.for_instance(instance, "launch", [hazards.launch_failure(exc)], test)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    containment(session.config).items = list(session.items)
+    backends.clear_refusals()   # a session's probe speaks for that session only
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip what must not launch: a lost instantiation's tests, every kernel test once the
+    CUDA context is lost; probe instantiations in a child before their first launch here."""
+    state = containment(item.config)
+    instance = _instance_of(item)
+    if state.context_lost_by and _runs_kernels(item, instance):
+        pytest.skip(f"not run: the CUDA context was lost in {state.context_lost_by} (a fault or "
+                    "hang its probe did not show); rerun without that kernel (--gemm-kernels) in "
+                    "a fresh process")
+    if instance is None or item.nodeid.startswith(BUILD_TEST):
+        return
+    if _not_compiled(item, instance, state):
+        return
+    if not state.probed and _needs_probe(item.config):
+        state.probed = True
+        probe(item.config, state)
+    lost = state.lost.get(instance.id)
+    if lost is not None and lost.test:
+        pytest.skip(skip_reason(lost))
+    # Found by the probe, not yet by a test: this one, its first, meets the backend's refusal
+    # (backends.refuse_if_lost) at its first launch and fails with it, once.
+
+
+def _runs_kernels(item: pytest.Item, instance: Instance | None) -> bool:
+    from gemmcheck.session import INSTANCE_FIXTURES
+
+    names = set(getattr(item, "fixturenames", ()))
+    return instance is not None or "backend" in names or bool(names & set(INSTANCE_FIXTURES))
+
+
+def skip_reason(lost: Lost) -> str:
+    what = "not compiled:" if lost.status == COMPILE_ERROR else f"not run: {lost.status};"
+    return f"{what} see {lost.test}"
+
+
+def _not_compiled(item: pytest.Item, instance: Instance, state: Containment) -> bool:
+    """An instantiation that did not build (known once the backend prepared it): skip, naming
+    its source's build test when that runs in this session. Otherwise the test runs and meets
+    the compile error itself: the first such test fails with it, later ones skip (makereport)."""
+    from gemmcheck.session import gemm_config
+
+    backend = gemm_config(item.config).backend
+    error = backend.build_error(instance) if backend is not None else None
+    if error is None:
+        return False
+    build_test = build_test_id(instance)
+    if any(i.nodeid == build_test for i in state.items):
+        pytest.skip(f"not compiled: see {build_test}")
+    return False
+
+
+def _compiler_lines(error: BaseException, n: int = 12) -> str:
+    lines = str(error).strip().splitlines()
+    return "\n".join(lines[:n] + ([f"... ({len(lines) - n} more lines)"] if len(lines) > n else []))
+
+
+def _needs_probe(config: pytest.Config) -> bool:
+    """Probe only where a launch shares this process with the session (the GPU backend);
+    the CPU simulator's worker process is its own isolation."""
+    from gemmcheck.session import gemm_config
+
+    from gemmcheck import device
+
+    return (config.getoption("gemm_probe") == "on" and not gemm_config(config).simulated
+            and device.cuda_device()[0])
+
+
+PROBE_SEED = 11
+
+
+def probe_steps(instances) -> list:
+    """One small ragged and one tile-aligned problem per instantiation, where it claims them."""
+    from gemmcheck import isolation
+
+    steps = []
+    for inst in instances:
+        t = inst.tile
+        for M, N, K in ((t + 3, t + 1, t + 5), (2 * t, 2 * t, 2 * t)):
+            if inst.supports(M, N, K):
+                steps.append(isolation.Step(len(steps), str(inst.spec.catalog), inst.spec.name, inst.dtype,
+                                            inst.tile, M, N, K, PROBE_SEED, "probe", 1, False))
+    return steps
+
+
+def probe_instances(instances, backend_name: str, timeout: float) -> dict[str, Lost]:
+    """Launch each instantiation on its probe problems in one isolated child (a fresh one
+    only after a crash or hang); the ones that crashed or hung, by Instance.id.
+    Raises isolation.IsolationError when the child itself cannot run."""
+    from gemmcheck import isolation
+
+    by_key = {(str(i.spec.catalog), i.spec.name, i.dtype, i.tile): i for i in instances}
+    steps = probe_steps(by_key.values())
+    if not steps:
+        return {}
+    # An instantiation that does not build is UNBUILT there: its build test reports it.
+    # The child's backend stops a hung launch itself (HUNG); the parent's clock is the backstop.
+    outcomes, _ = isolation.run_steps(steps, backend=backend_name, step_timeout=timeout + 5.0,
+                                      hang_timeout_s=timeout)
+    lost: dict[str, Lost] = {}
+    for out in sorted(outcomes.values(), key=lambda o: o.step.id):
+        if out.status in ("crash", "failed", "hang"):
+            step, inst_id = out.step, by_key[out.step.instance_key].id
+            lost.setdefault(inst_id, Lost(
+                "hang" if out.status == "hang" else "crash",
+                f"in the isolated probe on M{step.M}xN{step.N}xK{step.K}: "
+                + out.message.removeprefix(f"{inst_id}: ")))
+    return lost
+
+
+def probe(config: pytest.Config, state: Containment) -> None:
+    """Probe every instantiation of this session's tests before the first launch here."""
+    from gemmcheck import isolation
+    from gemmcheck.session import gemm_config
+
+    from gemmcheck import defects
+
+    seen: dict[str, Instance] = {}
+    for item in state.items:
+        inst = _instance_of(item)
+        # Kernels declared crash or hang are launched only in children already (hazards suite).
+        if inst is not None and not item.get_closest_marker("skip") \
+                and inst.spec.expect not in defects.isolated():
+            seen.setdefault(inst.id, inst)
+    timeout = config.getoption("gemm_hang_timeout") or DEFAULT_HANG_TIMEOUT_S
+    try:
+        found = probe_instances(seen.values(), gemm_config(config).backend_name, timeout)
+    except isolation.IsolationError as exc:
+        print(f"\ngemmcheck: the isolated probe could not run, kernels launch unprobed: "
+              f"{str(exc).splitlines()[0]}")
+        return
+    for inst_id, lost in found.items():
+        state.lost.setdefault(inst_id, lost)
+        backends.refuse(inst_id, lost.status, lost.message)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
+    if report.skipped and call.when == "setup" and isinstance(report.longrepr, tuple) \
+            and report.longrepr[0] == __file__:
+        # a skip raised here is reported at the test, not at this plugin's line
+        report.longrepr = (str(item.path), item.location[1] or 0, report.longrepr[2])
     if call.excinfo is None or not report.failed or item.nodeid.startswith(BUILD_TEST):
         return
-    if not call.excinfo.errisinstance(KernelCompileError):
+    exc = _kernel_error(call.excinfo)
+    if isinstance(exc, KernelLaunchError):
+        _launch_failed(item, exc, report)
         return
-    source = getattr(call.excinfo.value, "source", None)    # set by the backend that built it
+    if exc is None:
+        return
+    source = getattr(exc, "source", None)    # set by the backend that built it
     instance = _instance_of(item)
     where = (f"{BUILD_TEST}[{source_id(source)}]" if source else
              build_test_id(instance) if instance else BUILD_TEST)
+    if instance is not None and not any(i.nodeid == where for i in containment(item.config).items):
+        _launch_failed(item, exc, report)   # no build test here: this one fails
+        return
     report.outcome = "skipped"
     report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: not compiled: see {where}")
+
+
+def _launch_failed(item: pytest.Item, exc: BaseException, report) -> None:
+    """The first crash / hang of an instantiation is one failing line and one verdict; a
+    later one (another test reached it first) is a skip naming that test."""
+    from gemmcheck.session import gemm_config
+
+    instance = _instance_of(item)
+    if instance is None:
+        return
+    state = containment(item.config)
+    earlier = state.lost.get(instance.id)
+    if earlier is not None and earlier.test and earlier.test != item.nodeid:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {skip_reason(earlier)}")
+        return
+    lost = lose(item.config, instance, exc, item.nodeid)
+    log = gemm_config(item.config).verdicts
+    if not any(v.test == item.nodeid and v.instance == instance.id and not v.ok for v in log.verdicts):
+        log.record(unfinished_verdict(instance, exc, item.nodeid))
+    line = f"{lost.status}: {instance.id} ({instance.name_expression}): {lost.message}"
+    if state.context_lost_by == item.nodeid:
+        line += ("\nthe CUDA context of this process is lost: every later test that runs kernels "
+                 "is skipped; rerun without this kernel (--gemm-kernels) in a fresh process")
+    report.longrepr = line

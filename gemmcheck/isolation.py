@@ -4,8 +4,8 @@ A kernel that faults leaves its process's CUDA context unusable, and one
 that never returns blocks its process forever. Such launches (catalog
 `expect` crash or hang, and everything under compute-sanitizer) run in a
 child: `python -m gemmcheck.isolation JOB OUTDIR`. The child announces each
-step on stdout (READY, LAUNCH id, then DONE id, FAILED id or UNBUILT id: the
-instantiation did not compile); the parent watches the clock
+step on stdout (READY, LAUNCH id, then DONE id, FAILED id, HUNG id: the backend stopped
+a launch that outlived its hang timeout, or UNBUILT id: the instantiation did not compile); the parent watches the clock
 between them, kills the child's process group when a step overruns, and
 starts a fresh child for the steps left. Child startup costs about a second
 and a half on a warm machine, so steps are batched: one child runs every
@@ -167,10 +167,10 @@ def supervise(argv, steps, *, ready_timeout: float = READY_TIMEOUT_S,
             current = int(rest)
             outcomes[current] = StepOutcome(by_id[current], "running")
             started, deadline = time.monotonic(), time.monotonic() + step_timeout
-        elif word in ("DONE", "FAILED", "UNBUILT"):
+        elif word in ("DONE", "FAILED", "HUNG", "UNBUILT"):
             step_id, _, message = rest.partition(" ")
             out = outcomes[int(step_id)]
-            out.status = {"DONE": "ok", "FAILED": "failed", "UNBUILT": "compile_error"}[word]
+            out.status = {"DONE": "ok", "FAILED": "failed", "HUNG": "hang", "UNBUILT": "compile_error"}[word]
             out.message = json.loads(message) if message else ""
             out.seconds = time.monotonic() - started
             current, deadline = None, time.monotonic() + step_timeout
@@ -219,12 +219,14 @@ def child_command(job: Path, outdir: Path) -> list[str]:
 
 def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: bool = False,
               ready_timeout: float = READY_TIMEOUT_S, step_timeout: float = STEP_TIMEOUT_S,
-              workdir: Path | None = None, env=None):
+              workdir: Path | None = None, env=None, hang_timeout_s: float | None = None):
     """Run `steps` in as few children as possible; return ({step id: StepOutcome}, [ChildResult]).
 
     After a step crashes or hangs, the rest of that instantiation's steps are
     not run (not_run, saying why) and a fresh child takes the other steps.
     `prefix` goes before the child's command (compute-sanitizer and its options).
+    `hang_timeout_s`: the child's backend's own hang timeout (a launch it stops itself is
+    reported HUNG, a hang); keep it below `step_timeout`.
     """
     steps = list(steps)
     outcomes: dict[int, StepOutcome] = {}
@@ -238,6 +240,7 @@ def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: boo
             job, outdir = base / f"job{n}.json", base / f"out{n}"
             outdir.mkdir(parents=True, exist_ok=True)
             job.write_text(json.dumps({"backend": backend, "exact_allocations": exact_allocations,
+                                       "hang_timeout_s": hang_timeout_s,
                                        "steps": [asdict(s) for s in remaining]}))
             result = supervise([*prefix, *child_command(job, outdir)], remaining,
                                ready_timeout=ready_timeout, step_timeout=step_timeout, env=env)
@@ -353,7 +356,7 @@ def _make_backend(name: str, exact_allocations: bool):
 
 def child_main(job_path: str, outdir: str) -> int:
     from gemmcheck import hazards
-    from gemmcheck.backends import KernelCompileError, KernelLaunchError
+    from gemmcheck.backends import KernelCompileError, KernelHang, KernelLaunchError
     from gemmcheck.harness import GuardedGemm
 
     job = json.loads(Path(job_path).read_text())
@@ -361,6 +364,8 @@ def child_main(job_path: str, outdir: str) -> int:
     steps = [Step(**s) for s in job["steps"]]
     try:
         backend = _make_backend(job["backend"], job.get("exact_allocations", False))
+        if job.get("hang_timeout_s"):
+            backend.hang_timeout_s = float(job["hang_timeout_s"])
         instances = {s.id: _instance(s) for s in steps}
         backend.prepare(list({i.id: i for i in instances.values()}.values()))
     except Exception as exc:
@@ -388,8 +393,9 @@ def child_main(job_path: str, outdir: str) -> int:
             unbuilt.add(step.instance_key)
             continue
         except KernelLaunchError as exc:
-            # The context is unusable now: report and leave; the parent restarts a child.
-            _say("FAILED", f"{step.id} {json.dumps(str(exc))}")
+            # The context is unusable now (or busy, after a hang): report and leave; the
+            # parent restarts a child.
+            _say("HUNG" if isinstance(exc, KernelHang) else "FAILED", f"{step.id} {json.dumps(str(exc))}")
             return 3
         except Exception as exc:  # not the kernel's doing (a compile error, a bug here)
             _say("ERROR", json.dumps(f"{type(exc).__name__}: {exc}"))

@@ -158,3 +158,14 @@ def test_a_gpu_launch_that_outlives_the_hang_timeout_is_a_kernel_hang():
     assert 0.2 <= time.monotonic() - started < 5
     assert isinstance(caught.value, KernelLaunchError)
     assert hazards.launch_failure(caught.value).defect == Defect.HANG
+
+
+def test_a_launch_the_childs_backend_stopped_as_a_hang_is_a_hang_not_a_crash():
+    result = isolation.supervise(python_child("""
+        import json
+        say("READY"); say("LAUNCH 0"); say("HUNG 0", json.dumps("did not finish within 2 s"))
+    """), [step(0), step(1)], step_timeout=30)
+    out = result.outcomes[0]
+    assert out.status == "hang" and out.finding.defect == Defect.HANG, out
+    assert out.message == "did not finish within 2 s"
+    assert result.outcomes[1].status == "not_run"

@@ -28,7 +28,13 @@ class KernelCompileError(RuntimeError):
 
 
 class KernelLaunchError(RuntimeError):
-    """A launch failed; names the kernel, its instantiation and the launch shape."""
+    """A launch failed; names the kernel, its instantiation and the launch shape.
+
+    `context_lost`: True when the launch left this process unable to launch again (a
+    sticky CUDA error such as cudaErrorIllegalAddress, or a kernel still running after
+    a hang on the GPU); every later launch in the process would fail or wait."""
+
+    context_lost: bool = False
 
 
 class KernelHang(KernelLaunchError):
@@ -36,6 +42,28 @@ class KernelHang(KernelLaunchError):
 
 
 DEFAULT_HANG_TIMEOUT_S = 10.0   # --gemm-hang-timeout's default
+
+
+# Instantiations this process must not launch, Instance.id -> (status, why): an isolated
+# probe saw them crash or hang (gemmcheck.build_plugin sets it). A backend whose launches
+# share this process's CUDA context calls refuse_if_lost() before every launch.
+_REFUSED: dict[str, tuple[str, str]] = {}
+
+
+def refuse(instance_id: str, status: str, why: str) -> None:
+    _REFUSED[instance_id] = (status, why)
+
+
+def clear_refusals() -> None:
+    _REFUSED.clear()
+
+
+def refuse_if_lost(instance: Instance) -> None:
+    """Raise KernelHang / KernelLaunchError, without launching, for a refused instantiation."""
+    if instance.id in _REFUSED:
+        status, why = _REFUSED[instance.id]
+        error = KernelHang if status == "hang" else KernelLaunchError
+        raise error(f"{instance.id}: not launched in this process: {why}")
 
 
 class Backend(abc.ABC):

@@ -11,7 +11,7 @@ import numpy as np
 
 from gemmcheck import compiler, device
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
-                                launch_error)
+                                KernelLaunchError, launch_error, refuse_if_lost)
 from gemmcheck.catalog import Instance
 from gemmcheck.launch import Launch
 from gemmcheck.phases import timed
@@ -90,13 +90,22 @@ class CupyBackend(Backend):
 
     @timed("launch")   # the copy waits for the kernel: its time shows here
     def to_host(self, buffer) -> np.ndarray:
-        return self._cupy.asnumpy(buffer)
+        try:
+            return self._cupy.asnumpy(buffer)
+        except Exception as exc:
+            if not is_sticky(exc):
+                raise
+            # a kernel enqueued without waiting (timing loops) faulted: the copy reports it
+            error = KernelLaunchError(f"copying a result back failed: {type(exc).__name__}: {exc}")
+            error.context_lost = True
+            raise error from None
 
     def max_dynamic_shared_bytes(self) -> int:
         return self._cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
 
     def enqueue(self, instance: Instance, launch: Launch) -> None:
         """Launch without waiting (timing loops); `launch` comes from gemmcheck.launch.plan."""
+        refuse_if_lost(instance)   # its isolated probe crashed or hung: never in this process
         kernel = self.kernel(instance)
         if launch.shared_bytes > STATIC_SHARED_LIMIT:
             limit = self.max_dynamic_shared_bytes()
@@ -119,14 +128,20 @@ class CupyBackend(Backend):
 
     @timed("launch")
     def launch(self, instance: Instance, launch: Launch) -> None:
+        refuse_if_lost(instance)
         try:
             self.enqueue(instance, launch)
             self._wait(instance, launch.grid, launch.block)
             self._cupy.cuda.Device().synchronize()
-        except (KernelCompileError, KernelHang):
+        except KernelCompileError:
+            raise
+        except KernelHang as exc:
+            exc.context_lost = True   # the kernel still runs: every later launch queues behind it
             raise
         except Exception as exc:
-            raise launch_error(instance, launch.grid, launch.block, exc) from None
+            error = launch_error(instance, launch.grid, launch.block, exc)
+            error.context_lost = is_sticky(exc)
+            raise error from None
 
     def _wait(self, instance: Instance, grid, block) -> None:
         """Poll the launch's completion until hang_timeout_s (--gemm-hang-timeout), so a kernel
@@ -146,6 +161,26 @@ class CupyBackend(Backend):
 
 
 STATIC_SHARED_LIMIT = 48 * 1024
+
+# CUDA errors that leave the context unusable ("sticky": every later call in the process
+# returns them): cudaError_t / CUresult share these numbers.
+STICKY_ERRORS = {
+    700: "cudaErrorIllegalAddress", 702: "cudaErrorLaunchTimeout", 714: "cudaErrorHardwareStackError",
+    715: "cudaErrorIllegalInstruction", 716: "cudaErrorMisalignedAddress",
+    717: "cudaErrorInvalidAddressSpace", 718: "cudaErrorInvalidPc", 719: "cudaErrorLaunchFailure",
+}
+
+
+def is_sticky(exc: BaseException) -> bool:
+    """Whether a CuPy / CUDA error says the context is lost (its status, or its name in the text)."""
+    if getattr(exc, "status", None) in STICKY_ERRORS:
+        return True
+    text = str(exc)
+    names = list(STICKY_ERRORS.values())
+    names += ["CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+              "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_INVALID_PC",
+              "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_LAUNCH_TIMEOUT"]
+    return any(name in text for name in names)
 
 
 def _key(instance: Instance) -> tuple:

@@ -5,7 +5,8 @@ Logic lives in gemmcheck.problems / oracle / strategies; these only wire it to t
 
 import pytest
 
-from gemmcheck import catalog, scope_plugin
+from gemmcheck import build_plugin, catalog, scope_plugin
+from gemmcheck.backends import KernelCompileError, KernelLaunchError
 from gemmcheck.harness import run_problem
 from gemmcheck.oracle import assert_judgement, judge
 from gemmcheck.verdict import Verdict
@@ -17,11 +18,22 @@ def check(backend, verdicts, request):
     problem (its alpha, beta and C0 too) once, judge it,
     record the verdict and fail with the oracle's message if anything is wrong.
     With record=False (property tests: one verdict per example would flood the log)
-    only a failing judgement is recorded."""
+    only a failing judgement is recorded.
+    A launch that does not build, crashes or hangs records compile_error / crash / hang
+    (never not_checked) and raises: gemmcheck.build_plugin makes it one failure per
+    instantiation and skips its other tests; once lost, it is not launched again."""
     def check(instance, problem, *, record: bool = True, leading_dimensions: str = "tight"):
         __tracebackhide__ = True
         A, B = problem.operands()[:2]
-        run = run_problem(backend, instance, problem, leading_dimensions=leading_dimensions)
+        try:
+            build_plugin.refuse_lost(request.config, instance)
+            run = run_problem(backend, instance, problem, leading_dimensions=leading_dimensions)
+        except (KernelCompileError, KernelLaunchError) as exc:
+            if instance.id not in build_plugin.containment(request.config).lost:
+                build_plugin.lose(request.config, instance, exc, request.node.nodeid)
+                verdicts.record(build_plugin.unfinished_verdict(instance, exc, request.node.nodeid))
+            # one type from one line: a hypothesis search that replays it sees the same error
+            raise build_plugin.uniform(exc) from None
         judgement = judge(run, A, B, exact=problem.exact, problem=problem)
         informational = scope_plugin.OUT_OF_SCOPE in request.node.stash   # not the kernel's claim
         assert_judgement(judgement, verdicts if (record or not judgement.ok) and not informational else None)

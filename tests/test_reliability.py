@@ -1,0 +1,216 @@
+"""A bad kernel costs one failure and one verdict: compile error, crash and hang, on cpu-sim
+(the GPU's isolated probe and lost-context handling through the same plugin, with the
+CUDA error faked where a GPU is needed)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmcheck import build_plugin, catalog
+from gemmcheck.backends import KernelLaunchError
+
+ROOT = Path(__file__).resolve().parent.parent
+BAD = ROOT / "examples" / "bad" / "catalog.toml"
+BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds[does_not_compile.cu]"
+
+
+def run_suites(tmp_path, *args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                           "--gemm-backend=cpu-sim", "--gemm-hang-timeout=2",
+                           f"--gemm-verdicts={tmp_path / 'verdicts.json'}",
+                           f"--alluredir={tmp_path / 'allure'}", f"--gemm-catalog={BAD}", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def verdict_rows(tmp_path) -> dict:
+    return {r["instance"]: r for r in json.loads((tmp_path / "verdicts.json").read_text())["instances"]}
+
+
+def test_the_bad_catalog_costs_one_failure_per_bad_kernel_and_the_good_one_is_correct(tmp_path):
+    out = run_suites(tmp_path, "suites/")
+    text = out.stdout + out.stderr
+    assert out.returncode == 1, text
+    failed = sorted(re.findall(r"^FAILED (\S+)", text, re.M))
+    assert failed == sorted([
+        BUILD_TEST,
+        "suites/correctness/test_determinism.py::test_repeated_launches_give_identical_bits[crashes-float32-TILE8]",
+        "suites/correctness/test_determinism.py::test_repeated_launches_give_identical_bits[hangs-float32-TILE8]",
+    ]), text
+    assert re.search(r"\b3 failed\b", text.splitlines()[-1]) and "error" not in text.splitlines()[-1], text
+    rows = verdict_rows(tmp_path)
+    assert rows["good-float32-TILE8"]["verdict"] == "correct" and rows["good-float32-TILE8"]["checks"] >= 10
+    for instance, defect in (("does_not_compile", "compile_error"), ("crashes", "crash"), ("hangs", "hang")):
+        row = rows[f"{instance}-float32-TILE8"]
+        assert set(row["defects"]) == {defect} and row["status"] == "unexpected", row
+    # short: besides pytest's one-line-per-reason skip summary (-ra in pytest.ini), under 60 lines
+    assert "Traceback" not in text and len([x for x in text.splitlines() if not x.startswith("SKIPPED")]) < 60
+
+
+def test_without_its_build_test_a_kernel_that_does_not_compile_fails_its_first_test_only(tmp_path):
+    out = run_suites(tmp_path, "suites/correctness/test_exact_results.py", "--gemm-kernels=does_not_compile")
+    text = out.stdout + out.stderr
+    assert out.returncode == 1, text
+    failed = re.findall(r"^FAILED (\S+)", text, re.M)
+    assert len(failed) == 1, text
+    assert f"not compiled: see {failed[0]}" in text
+    assert "does_not_compile.cu:11:" in text    # the compiler's error at the user's file and line
+    assert set(verdict_rows(tmp_path)["does_not_compile-float32-TILE8"]["defects"]) == {"compile_error"}
+
+
+def test_the_isolated_probe_finds_the_crash_and_the_hang_and_passes_the_good_kernel():
+    instances = [i for spec in catalog.load(BAD) for i in spec.instances()]
+    lost = build_plugin.probe_instances(instances, "cpu-sim", timeout=2.0)
+    assert {k: v.status for k, v in lost.items()} == {"crashes-float32-TILE8": "crash",
+                                                      "hangs-float32-TILE8": "hang"}
+    assert "no progress for 2.0 s" in lost["hangs-float32-TILE8"].message   # the child's own timeout
+
+
+def test_probe_problems_are_small_ragged_and_aligned_within_the_claim():
+    specs = {s.name: s for s in catalog.load(ROOT / "examples" / "catalog.toml")}
+    any_shape = next(iter(specs["sgemm"].instances()))
+    aligned_only = next(iter(specs["sgemm_aligned"].instances()))
+    shapes = [(s.M, s.N, s.K) for s in build_plugin.probe_steps([any_shape])]
+    assert len(shapes) == 2 and any(m % any_shape.tile for m, _, _ in shapes)
+    assert [(s.M % 16, s.N % 16, s.K % 4) for s in build_plugin.probe_steps([aligned_only])] == [(0, 0, 0)]
+
+
+def test_sticky_cuda_errors_are_told_from_others():
+    from gemmcheck.backends.cupy_backend import is_sticky
+
+    class CUDARuntimeError(RuntimeError):
+        def __init__(self, status, text):
+            super().__init__(text)
+            self.status = status
+
+    assert is_sticky(CUDARuntimeError(700, "cudaErrorIllegalAddress: an illegal memory access"))
+    assert is_sticky(RuntimeError("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"))
+    assert not is_sticky(CUDARuntimeError(2, "cudaErrorMemoryAllocation: out of memory"))
+    assert not is_sticky(ValueError("bad argument"))
+
+
+LOSES_THE_CONTEXT = """
+import pytest
+from gemmcheck.backends import KernelLaunchError
+
+def test_a_launch_that_loses_the_context(backend, reference):
+    if reference.spec.name != "crashes":
+        return
+    error = KernelLaunchError(f"{reference.id}: cudaErrorIllegalAddress (stand-in)")
+    error.context_lost = True
+    raise error
+
+def test_later(backend, reference):
+    pass
+
+def test_without_kernels():
+    pass
+"""
+
+
+def test_a_lost_cuda_context_fails_once_and_skips_every_later_kernel_test(pytester):
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_lose=LOSES_THE_CONTEXT)
+    result = pytester.runpytest("-q", "-rs", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim",
+                                "--gemm-kernels=crashes,good", "-p", "no:cacheprovider",
+                                f"--gemm-verdicts={pytester.path / 'v.json'}")
+    first = "test_lose.py::test_a_launch_that_loses_the_context[crashes-float32-TILE8]"
+    result.stdout.fnmatch_lines([
+        "crash: crashes-float32-TILE8 (crashes<float, 8>): *cudaErrorIllegalAddress (stand-in)",
+        "the CUDA context of this process is lost*"])
+    assert f"SKIPPED [2] test_lose.py:10: not run: the CUDA context was lost in {first}" in result.stdout.str()
+    # the good kernel's test before the loss passed, the test without kernels runs
+    result.assert_outcomes(failed=1, passed=2, skipped=2)
+    rows = {r["instance"]: r for r in json.loads((pytester.path / "v.json").read_text())["instances"]}
+    assert set(rows["crashes-float32-TILE8"]["defects"]) == {"crash"}
+
+
+def test_a_launch_error_without_a_lost_context_skips_only_its_own_instantiation(pytester):
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_lose=LOSES_THE_CONTEXT.replace("error.context_lost = True", "pass"))
+    result = pytester.runpytest("-q", "-rs", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim",
+                                "--gemm-kernels=crashes,good", "-p", "no:cacheprovider",
+                                f"--gemm-verdicts={pytester.path / 'v.json'}")
+    first = "test_lose.py::test_a_launch_that_loses_the_context[crashes-float32-TILE8]"
+    assert f"SKIPPED [1] test_lose.py:10: not run: crash; see {first}" in result.stdout.str()
+    result.assert_outcomes(failed=1, passed=3, skipped=1)
+
+
+def test_refuse_lost_raises_without_launching_after_a_hang():
+    from gemmcheck.backends import KernelHang
+
+    class Config:
+        stash = pytest.Stash()
+
+    spec = catalog.load(BAD)[0]
+    inst = next(iter(spec.instances()))
+    build_plugin.refuse_lost(Config, inst)    # nothing lost: no error
+    build_plugin.lose(Config, inst, KernelHang("did not finish within 2 s"), "t::x")
+    with pytest.raises(KernelHang, match="not launched again: did not finish within 2 s"):
+        build_plugin.refuse_lost(Config, inst)
+    assert not issubclass(KernelLaunchError, KernelHang)
+
+
+def test_a_probe_that_saw_a_crash_or_hang_makes_the_first_test_fail_with_it(pytester, monkeypatch):
+    # The probe runs only on the GPU backend; here it is forced on, with cpu-sim in the child.
+    monkeypatch.setattr(build_plugin, "_needs_probe", lambda config: True)
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    result = pytester.runpytest("-q", str(ROOT / "suites" / "correctness" / "test_exact_results.py"),
+                                f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim", "--gemm-hang-timeout=2",
+                                "--gemm-kernels=crashes,hangs,good", "-p", "no:cacheprovider",
+                                f"--gemm-verdicts={pytester.path / 'v.json'}")
+    text = result.stdout.str()
+    assert "crash: crashes-float32-TILE8 (crashes<float, 8>): " in text
+    assert "in the isolated probe on M11xN9xK13" in text and "no progress for 2.0 s" in text
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 2 and "error" not in outcomes and outcomes["passed"] >= 10, text
+    rows = {r["instance"]: r for r in json.loads((pytester.path / "v.json").read_text())["instances"]}
+    assert set(rows["crashes-float32-TILE8"]["defects"]) == {"crash"}
+    assert set(rows["hangs-float32-TILE8"]["defects"]) == {"hang"}
+    assert rows["good-float32-TILE8"]["verdict"] == "correct"
+
+
+def test_the_gpu_backend_refuses_a_lost_instantiation_before_touching_the_device():
+    from gemmcheck import backends
+    from gemmcheck.backends import KernelHang
+    from gemmcheck.backends.cupy_backend import CupyBackend
+
+    inst = next(iter(catalog.load(BAD)[3].instances()))     # hangs
+    gpu = object.__new__(CupyBackend)                       # no device needed: it must not be used
+    backends.refuse(inst.id, "hang", "in the isolated probe: did not return within 2 s")
+    try:
+        with pytest.raises(KernelHang, match="not launched in this process: in the isolated probe"):
+            gpu.launch(inst, None)
+        with pytest.raises(KernelHang):
+            gpu.enqueue(inst, None)
+    finally:
+        backends.clear_refusals()
+    with pytest.raises(Exception) as reached:   # not refused any more: it reaches the (absent) device
+        gpu.launch(inst, None)
+    assert "not launched" not in str(reached.value)
+
+
+def test_a_search_that_meets_a_crash_or_hang_fails_once_and_waits_one_timeout(tmp_path):
+    # TILE 16: the dev profile's hypothesis search runs there; it is these kernels' first test.
+    for source in BAD.parent.glob("*.cu"):
+        (tmp_path / source.name).write_text(source.read_text())
+    (tmp_path / "catalog.toml").write_text(BAD.read_text().replace("tiles = [8]", "tiles = [16]"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--gemm-backend=cpu-sim",
+                          "suites/correctness/test_exact_results.py", "-k", "product_on_any_supported_shape",
+                          f"--gemm-catalog={tmp_path / 'catalog.toml'}", "--gemm-kernels=crashes,hangs",
+                          "--gemm-hang-timeout=2", f"--gemm-verdicts={tmp_path / 'v.json'}",
+                          f"--alluredir={tmp_path / 'allure'}"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    text = out.stdout + out.stderr
+    assert "2 failed" in text.splitlines()[-1], text
+    assert "hang: hangs-float32-TILE16 (hangs<float, 16>): no progress for 2.0 s" in text
+    assert "crash: crashes-float32-TILE16 (crashes<float, 16>): the kernel crashed" in text
+    assert "Traceback" not in text and "Flaky" not in text and len(text.splitlines()) < 40, text
+    seconds = float(re.search(r" in ([0-9.]+)s", text.splitlines()[-1]).group(1))
+    assert seconds < 20, text      # one 2 s timeout, not one per example the search tried
