@@ -19,6 +19,10 @@ from gemmcheck import dtypes as dt
 from gemmcheck import cuda_source, launch
 
 BUILTIN = Path(__file__).resolve().parent.parent / "kernels" / "catalog.toml"
+LADDER = BUILTIN.with_name("ladder_catalog.toml")
+# Catalogs named on the command line (--gemm-catalog NAME); anything else is a path. The ladder is
+# not in the default run: its dozens of register-blocked configs take the CPU simulator many minutes.
+NAMED = {"builtin": (BUILTIN,), "ladder": (LADDER,), "all": (BUILTIN, LADDER)}
 
 SIGNATURES = {
     "square": "(A, B, C, N): square N x N operands",
@@ -246,6 +250,11 @@ def load(path: str | Path) -> list[KernelSpec]:
         specs.append(_spec(path, index, entry))
     check_unique(specs)
     return specs
+
+
+def resolve(names) -> list[Path]:
+    """Catalog paths for --gemm-catalog values: a name from NAMED, or a path; repeats dropped."""
+    return list(dict.fromkeys(p for n in names for p in NAMED.get(str(n), (Path(n),))))
 
 
 def load_all(paths) -> list[KernelSpec]:
