@@ -40,6 +40,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gemm-thresholds", metavar="PATH", default=None,
                     help="performance thresholds TOML (default: gemmcheck's "
                          "suites/performance/thresholds.toml)")
+    group.addoption("--gemm-perf-configs", choices=("named", "all"), metavar="named|all", default="named",
+                    help="which named catalog configs the performance suite times: those a threshold "
+                         "names, or all (a tuning sweep: the table's 'best' lines then say which config "
+                         "of each kernel is fastest) (default: named)")
     group.addoption("--gemm-ncu", action="store_true", default=False,
                     help="also measure each timed kernel's DRAM bytes with Nsight Compute (ncu on PATH; "
                          "one extra profiled launch per kernel) for the roofline's measured point "
@@ -79,7 +83,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     gc, thresholds = _gemm(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
-    timed = selection.timed_instances(instances, thresholds)
+    timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all")
     if TIMED in names:
         keep = [m.args[0] for m in metafunc.definition.iter_markers("instances")]
         chosen = [i for i in timed if all(p(i) for p in keep)]

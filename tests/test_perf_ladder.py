@@ -115,6 +115,12 @@ def test_a_ladder_config_with_a_timed_tile_value_is_not_timed_unless_named():
     assert selection.timed_instances(spec.instances(), _thresholds()) == []
 
 
+def test_a_sweep_times_every_config_of_every_reference_and_no_broken_twin():
+    ladder = _instances(LADDER.values())
+    timed = selection.timed_instances(ladder, _thresholds(), every_config=True)
+    assert set(timed) == {i for i in ladder if i.spec.is_reference} and len(timed) > 40
+
+
 def test_a_claim_runs_on_the_config_it_names_with_that_configs_parameters():
     spec = LADDER["ladder_warptiled_occ"]
     [t] = _thresholds(_bar()).thresholds

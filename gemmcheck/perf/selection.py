@@ -25,12 +25,14 @@ def named_configs(thresholds: Thresholds) -> set[tuple[str, str, str]]:
     return {t.key for t in thresholds.thresholds if t.config is not None}
 
 
-def timed_instances(instances, thresholds: Thresholds) -> list[Instance]:
+def timed_instances(instances, thresholds: Thresholds, every_config: bool = False) -> list[Instance]:
     """References and declared-too-slow kernels: unnamed instantiations at the TILEs the
-    thresholds file times, and the named configs its thresholds hold."""
+    thresholds file times, and the named configs its thresholds hold (every named config
+    with ``every_config``: a tuning sweep, --gemm-perf-configs all)."""
     tiles, named = thresholds.timing.tiles, named_configs(thresholds)
     return [i for i in instances if i.spec.expect in TIMED_EXPECTATIONS
-            and ((i.config is None and i.tile in tiles) or instance_key(i) in named)]
+            and ((i.config is None and i.tile in tiles) or instance_key(i) in named
+                 or (every_config and i.config is not None))]
 
 
 def claimed_instance(spec: KernelSpec, threshold: Threshold) -> Instance:
