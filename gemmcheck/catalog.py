@@ -46,7 +46,7 @@ DEFAULT_TILE = "TILE"
 _FIELDS = {
     "name", "description", "source", "entry", "template_args", "signature", "args", "layout", "policy",
     "grid", "block", "shared_bytes", "tiles", "tile", "params", "configs", "macros", "dtypes", "shapes",
-    "shared_tiles", "shared_pad", "expect", "gpu_only",
+    "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs",
 }
 _REQUIRED = ("name", "source", "entry", "dtypes", "expect")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -87,6 +87,7 @@ class KernelSpec:
     macros: tuple[str, ...] = ()          # parameters passed as -D NAME=value
     tile_param: str = DEFAULT_TILE        # the parameter that is the tile edge
     geometry: launch.Geometry | None = None
+    sim_configs: tuple[str, ...] | None = None   # the configs the CPU simulator runs (None: all)
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -115,6 +116,10 @@ class KernelSpec:
     @property
     def is_reference(self) -> bool:
         return self.expect == "correct"
+
+    def simulated(self, config: str | None) -> bool:
+        """Whether the CPU simulator runs this config (``sim_configs`` picks a few of many)."""
+        return not self.gpu_only and (self.sim_configs is None or config in self.sim_configs)
 
     def assignments(self) -> list[tuple[str | None, dict[str, int]]]:
         """(config name or None, parameter values) of every instantiation, in catalog order."""
@@ -355,6 +360,11 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     gpu_only = entry.get("gpu_only", False)
     if type(gpu_only) is not bool:
         fail(f"'gpu_only' must be true or false, got {gpu_only!r}")
+    sim_configs = entry.get("sim_configs")
+    named = [n for n, _ in configs if n]
+    if sim_configs is not None and (not isinstance(sim_configs, list) or not sim_configs
+                                    or any(c not in named for c in sim_configs)):
+        fail(f"'sim_configs' must list names from 'configs' ({', '.join(named) or 'none'}), got {sim_configs!r}")
 
     spec = KernelSpec(
         name=entry["name"], source=source, entry=entry["entry"], signature=signature,
@@ -363,6 +373,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         shared_pad=shared_pad, description=entry.get("description", ""),
         gpu_only=gpu_only, catalog=path, roles=roles, layouts=layouts, params=params,
         configs=tuple(configs), macros=tuple(macros), tile_param=tile_param, geometry=geometry,
+        sim_configs=None if sim_configs is None else tuple(sim_configs),
     )
     _check_instantiations(spec, fail)
     return spec

@@ -203,6 +203,11 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
             return (f"{gpu_only[0].spec.name} is gpu_only in its catalog: it needs what the CPU "
                     "simulator does not model (cp.async, warp shuffles, tensor cores, dynamic "
                     "shared memory); run it with --gemm-backend cupy on a GPU")
+        unsimulated = [p for p in _instances_of(item) if not p.spec.simulated(p.config)]
+        if unsimulated:
+            return (f"{unsimulated[0].id}: not among its catalog's sim_configs "
+                    f"({', '.join(unsimulated[0].spec.sim_configs)}): the CPU simulator runs a few "
+                    "configs of this kernel; all of them run with --gemm-backend cupy on a GPU")
     return None
 
 
