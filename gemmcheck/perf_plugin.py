@@ -122,7 +122,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     orphans = sorted(named - known)
     line = (f"gemmcheck perf: thresholds {pc.thresholds.path} ({len(pc.thresholds.thresholds)} claims, "
             f"{len(pc.thresholds.refusals)} refusals; timing TILEs "
-            f"{', '.join(map(str, pc.thresholds.timing.tiles))})")
+            f"{', '.join(map(str, pc.thresholds.timing.tiles))}, and "
+            + ("every named config" if config.option.gemm_perf_configs == "all"
+               else f"{len(selection.named_configs(pc.thresholds))} named configs") + ")")
     if orphans:
         line += f"; naming kernels not in the catalog (not run): {', '.join(orphans)}"
     return [line]
