@@ -19,6 +19,10 @@ from gemmcheck import dtypes as dt
 from gemmcheck import cuda_source, launch
 
 BUILTIN = Path(__file__).resolve().parent.parent / "kernels" / "catalog.toml"
+LADDER = BUILTIN.with_name("ladder_catalog.toml")
+# Catalogs named on the command line (--gemm-catalog NAME); anything else is a path. The ladder is
+# not in the default run: its dozens of register-blocked configs take the CPU simulator many minutes.
+NAMED = {"builtin": (BUILTIN,), "ladder": (LADDER,), "all": (BUILTIN, LADDER)}
 
 SIGNATURES = {
     "square": "(A, B, C, N): square N x N operands",
@@ -42,7 +46,7 @@ DEFAULT_TILE = "TILE"
 _FIELDS = {
     "name", "description", "source", "entry", "template_args", "signature", "args", "layout", "policy",
     "grid", "block", "shared_bytes", "tiles", "tile", "params", "configs", "macros", "dtypes", "shapes",
-    "shared_tiles", "shared_pad", "expect", "gpu_only",
+    "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs",
 }
 _REQUIRED = ("name", "source", "entry", "dtypes", "expect")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -83,6 +87,7 @@ class KernelSpec:
     macros: tuple[str, ...] = ()          # parameters passed as -D NAME=value
     tile_param: str = DEFAULT_TILE        # the parameter that is the tile edge
     geometry: launch.Geometry | None = None
+    sim_configs: tuple[str, ...] | None = None   # the configs the CPU simulator runs (None: all)
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -111,6 +116,10 @@ class KernelSpec:
     @property
     def is_reference(self) -> bool:
         return self.expect == "correct"
+
+    def simulated(self, config: str | None) -> bool:
+        """Whether the CPU simulator runs this config (``sim_configs`` picks a few of many)."""
+        return not self.gpu_only and (self.sim_configs is None or config in self.sim_configs)
 
     def assignments(self) -> list[tuple[str | None, dict[str, int]]]:
         """(config name or None, parameter values) of every instantiation, in catalog order."""
@@ -248,6 +257,11 @@ def load(path: str | Path) -> list[KernelSpec]:
     return specs
 
 
+def resolve(names) -> list[Path]:
+    """Catalog paths for --gemm-catalog values: a name from NAMED, or a path; repeats dropped."""
+    return list(dict.fromkeys(p for n in names for p in NAMED.get(str(n), (Path(n),))))
+
+
 def load_all(paths) -> list[KernelSpec]:
     """Load several catalogs into one list; names must be unique across all of them."""
     specs = [spec for p in paths for spec in load(p)]
@@ -346,6 +360,11 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     gpu_only = entry.get("gpu_only", False)
     if type(gpu_only) is not bool:
         fail(f"'gpu_only' must be true or false, got {gpu_only!r}")
+    sim_configs = entry.get("sim_configs")
+    named = [n for n, _ in configs if n]
+    if sim_configs is not None and (not isinstance(sim_configs, list) or not sim_configs
+                                    or any(c not in named for c in sim_configs)):
+        fail(f"'sim_configs' must list names from 'configs' ({', '.join(named) or 'none'}), got {sim_configs!r}")
 
     spec = KernelSpec(
         name=entry["name"], source=source, entry=entry["entry"], signature=signature,
@@ -354,6 +373,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         shared_pad=shared_pad, description=entry.get("description", ""),
         gpu_only=gpu_only, catalog=path, roles=roles, layouts=layouts, params=params,
         configs=tuple(configs), macros=tuple(macros), tile_param=tile_param, geometry=geometry,
+        sim_configs=None if sim_configs is None else tuple(sim_configs),
     )
     _check_instantiations(spec, fail)
     return spec

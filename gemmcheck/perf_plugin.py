@@ -40,6 +40,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gemm-thresholds", metavar="PATH", default=None,
                     help="performance thresholds TOML (default: gemmcheck's "
                          "suites/performance/thresholds.toml)")
+    group.addoption("--gemm-perf-configs", choices=("named", "all"), metavar="named|all", default="named",
+                    help="which named catalog configs the performance suite times: those a threshold "
+                         "names, or all (a tuning sweep: the table's 'best' lines then say which config "
+                         "of each kernel is fastest) (default: named)")
     group.addoption("--gemm-ncu", action="store_true", default=False,
                     help="also measure each timed kernel's DRAM bytes with Nsight Compute (ncu on PATH; "
                          "one extra profiled launch per kernel) for the roofline's measured point "
@@ -79,7 +83,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     gc, thresholds = _gemm(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
-    timed = selection.timed_instances(instances, thresholds)
+    timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all")
     if TIMED in names:
         keep = [m.args[0] for m in metafunc.definition.iter_markers("instances")]
         chosen = [i for i in timed if all(p(i) for p in keep)]
@@ -118,7 +122,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     orphans = sorted(named - known)
     line = (f"gemmcheck perf: thresholds {pc.thresholds.path} ({len(pc.thresholds.thresholds)} claims, "
             f"{len(pc.thresholds.refusals)} refusals; timing TILEs "
-            f"{', '.join(map(str, pc.thresholds.timing.tiles))})")
+            f"{', '.join(map(str, pc.thresholds.timing.tiles))}, and "
+            + ("every named config" if config.option.gemm_perf_configs == "all"
+               else f"{len(selection.named_configs(pc.thresholds))} named configs") + ")")
     if orphans:
         line += f"; naming kernels not in the catalog (not run): {', '.join(orphans)}"
     return [line]

@@ -73,8 +73,9 @@ def _backend(value: str) -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gemmcheck", "gemmcheck: GEMM kernel conformance")
     group.addoption("--gemm-catalog", action="append", metavar="PATH", default=None,
-                    help="kernel catalog TOML to test; repeat for several; 'builtin' names "
-                         "gemmcheck's own (default: builtin)")
+                    help="kernel catalog TOML to test; repeat for several; the names 'builtin' (gemmcheck's "
+                         "own), 'ladder' (the reference ladder) and 'all' (both) need no path "
+                         "(default: builtin)")
     group.addoption("--gemm-kernels", type=_csv, metavar="NAME,...", default=None,
                     help="only these catalog kernels (default: all)")
     group.addoption("--gemm-tiles", type=_tiles, metavar="TILE,...", default=None,
@@ -122,7 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{marker}: {text}")
 
     opt = config.option
-    catalogs = [catalog.BUILTIN if c == "builtin" else Path(c) for c in (opt.gemm_catalog or ["builtin"])]
+    catalogs = catalog.resolve(opt.gemm_catalog or ["builtin"])
     try:
         specs = catalog.load_all(catalogs)
     except catalog.CatalogError as exc:
@@ -202,6 +203,11 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
             return (f"{gpu_only[0].spec.name} is gpu_only in its catalog: it needs what the CPU "
                     "simulator does not model (cp.async, warp shuffles, tensor cores, dynamic "
                     "shared memory); run it with --gemm-backend cupy on a GPU")
+        unsimulated = [p for p in _instances_of(item) if not p.spec.simulated(p.config)]
+        if unsimulated:
+            return (f"{unsimulated[0].id}: not among its catalog's sim_configs "
+                    f"({', '.join(unsimulated[0].spec.sim_configs)}): the CPU simulator runs a few "
+                    "configs of this kernel; all of them run with --gemm-backend cupy on a GPU")
     return None
 
 

@@ -123,6 +123,12 @@ def model_intensity(policy: str, tile: int, shared_tiles: int | None, itemsize: 
     return reuse_factor(policy, tile, shared_tiles) / itemsize
 
 
+def block_tile_intensity(block_m: int, block_n: int, itemsize: int) -> float:
+    """The same DRAM-only model for a BM x BN block tile (register-blocked kernels): per k it loads
+    BM + BN elements for 2 BM BN FLOPs; a square TILE gives TILE / itemsize, as above."""
+    return 2 * block_m * block_n / ((block_m + block_n) * itemsize)
+
+
 @dataclass(frozen=True)
 class Roof:
     """A roofline: a memory slope and a compute ceiling (TFLOP/s and TB/s)."""

@@ -1,17 +1,71 @@
-"""Which instantiations and claims the performance suite runs, from the catalog and thresholds."""
+"""Which instantiations and claims the performance suite runs, from the catalog and thresholds.
+
+A threshold names its instantiation by TILE (kernels with one tile parameter) or by a named
+catalog config (kernels whose configs share a tile value, e.g. BM = 128 for a dozen ladder
+configs). The suite times the TILE kernels at the thresholds file's timed TILEs, plus every
+config some threshold names: a config kernel's many tuning variants are not all timed.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gemmcheck.catalog import Instance
+from gemmcheck.catalog import Instance, KernelSpec
 from gemmcheck.perf.thresholds import Refusal, Threshold, Thresholds
 
+TIMED_EXPECTATIONS = ("correct", "too_slow")
 
-def timed_instances(instances, thresholds: Thresholds) -> list[Instance]:
-    """References and declared-too-slow kernels at the TILEs the thresholds file times."""
-    tiles = thresholds.timing.tiles
-    return [i for i in instances if i.spec.expect in ("correct", "too_slow") and i.tile in tiles]
+
+def instance_key(instance: Instance) -> tuple[str, str, int | str]:
+    """(kernel, dtype, config name or TILE): how a threshold names this instantiation (Threshold.key)."""
+    return (instance.spec.name, instance.dtype, instance.config if instance.config is not None else instance.tile)
+
+
+def named_configs(thresholds: Thresholds) -> set[tuple[str, str, str]]:
+    return {t.key for t in thresholds.thresholds if t.config is not None}
+
+
+def timed_instances(instances, thresholds: Thresholds, every_config: bool = False) -> list[Instance]:
+    """References and declared-too-slow kernels: unnamed instantiations at the TILEs the
+    thresholds file times, and the named configs its thresholds hold (every named config
+    with ``every_config``: a tuning sweep, --gemm-perf-configs all)."""
+    tiles, named = thresholds.timing.tiles, named_configs(thresholds)
+    return [i for i in instances if i.spec.expect in TIMED_EXPECTATIONS
+            and ((i.config is None and i.tile in tiles) or instance_key(i) in named
+                 or (every_config and i.config is not None))]
+
+
+def claimed_instance(spec: KernelSpec, threshold: Threshold) -> Instance:
+    """The instantiation of `spec` that `threshold` holds; ValueError naming the fix if it has none."""
+    if threshold.config is None:
+        return Instance(spec, threshold.dtype, threshold.tile)
+    for name, params in spec.assignments():
+        if name == threshold.config:
+            return Instance(spec, threshold.dtype, params=params, config=name)
+    known = [n for n, _ in spec.assignments() if n]
+    raise ValueError(f"threshold {threshold.id}: kernel {spec.name!r} has no config {threshold.config!r} "
+                     f"in {spec.catalog}; its configs: {', '.join(known) or 'none'}")
+
+
+def unknown_instantiations(specs, thresholds: Thresholds) -> list[str]:
+    """Why each threshold naming a catalog kernel names no instantiation of it (empty: all fine).
+    Thresholds naming kernels of other catalogs are not checked (the report header lists them)."""
+    by_name = {s.name: s for s in specs}
+    problems = []
+    for t in thresholds.thresholds:
+        spec = by_name.get(t.kernel)
+        if spec is None:
+            continue
+        try:
+            instance = claimed_instance(spec, t)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        if t.dtype not in spec.dtypes:
+            problems.append(f"threshold {t.id}: {spec.name} declares dtypes {list(spec.dtypes)}, not {t.dtype}")
+        elif t.config is None and instance.tile not in spec.tiles:
+            problems.append(f"threshold {t.id}: {spec.name} declares tiles {list(spec.tiles)}, not {t.tile}")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -28,10 +82,10 @@ class Case:
 
 def threshold_cases(instances, thresholds: Thresholds, sizes, expect: str) -> list[Case]:
     """(threshold, N) for every threshold whose kernel is timed and declares ``expect``."""
-    by_key = {(i.spec.name, i.dtype, i.tile): i for i in timed_instances(instances, thresholds)}
+    by_key = {instance_key(i): i for i in timed_instances(instances, thresholds)}
     cases = []
     for t in thresholds.thresholds:
-        inst = by_key.get((t.kernel, t.dtype, t.tile))
+        inst = by_key.get(t.key)
         if inst is None or inst.spec.expect != expect:
             continue
         cases += [Case(t, n) for n in sizes if t.applies(n) and inst.supports(n, n, n)]

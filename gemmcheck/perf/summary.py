@@ -23,9 +23,44 @@ HEADER = ("kernel", "N", "TFLOP/s", "noise", "samples", "stop", "SM MHz", "cold 
           "% FP32 peak", "model FLOP/B", "model roof", "% of model roof", "DRAM FLOP/B (ncu)")
 
 
+def model_intensity(instance) -> float:
+    """The seed's DRAM-only intensity of an instantiation: from its BM x BN block tile when its
+    parameters name both (the ladder's register-blocked kernels), else from its TILE and policy."""
+    p = instance.params
+    if "BM" in p and "BN" in p:
+        return roofline.block_tile_intensity(p["BM"], p["BN"], instance.dt.itemsize)
+    return roofline.model_intensity(instance.spec.policy, instance.tile, instance.spec.shared_tiles,
+                                    instance.dt.itemsize)
+
+
 def _intensity(row: Row) -> float:
-    inst = row.instance
-    return roofline.model_intensity(inst.spec.policy, inst.tile, inst.spec.shared_tiles, inst.dt.itemsize)
+    return model_intensity(row.instance)
+
+
+def best_rows(session: PerfSession) -> dict[tuple[str, str, int], tuple[str, Row]]:
+    """(kernel, dtype, N) -> (label, row) of its fastest instantiation whose rate counts."""
+    best: dict[tuple[str, str, int], tuple[str, Row]] = {}
+    for (label, size), row in session.rows.items():
+        m = row.measurement
+        if m is None or row.instance is None or (row.last is not None and not row.last.ok) or row.impossible:
+            continue
+        key = (row.instance.spec.name, row.instance.dtype, size)
+        if key not in best or m.tflops > best[key][1].measurement.tflops:
+            best[key] = (label, row)
+    return best
+
+
+def best_lines(session: PerfSession) -> list[str]:
+    """One line per kernel, dtype and N: its fastest timed config (or TILE) and its share of cuBLAS."""
+    lines = []
+    cublas = session.cublas_measurements()
+    for (kernel, dtype, size), (label, row) in sorted(best_rows(session).items(), key=lambda kv: (kv[0][2], kv[0])):
+        inst, m = row.instance, row.measurement
+        which = inst.config if inst.config is not None else f"TILE{inst.tile}"
+        base = row.cublas or cublas.get((dtype, size))
+        share = f", {100 * m.tflops / base.tflops:.1f}% of cuBLAS {dtype}" if base else ""
+        lines.append(f"best {kernel} {dtype} N={size}: {which}, {m.tflops:.2f} TFLOP/s{share}")
+    return lines
 
 
 def _timing_cells(m: Measurement) -> tuple[str, ...]:
@@ -75,7 +110,7 @@ def summary_rows(session: PerfSession) -> tuple[tuple[str, ...], list[tuple[str,
 def footer(session: PerfSession) -> list[str]:
     device = session.device
     timing = session.timer.timing
-    lines = [f"device: {device.describe()}"]
+    lines = [f"device: {device.describe()}", *best_lines(session)]
     if session._copy is not None:
         lines.append(f"device copy bandwidth: {session._copy.bandwidth_tbs:.2f} TB/s (read + write, "
                      f"{session._copy.size / 2**20:.0f} MiB buffer)")

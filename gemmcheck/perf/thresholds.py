@@ -46,24 +46,40 @@ class Timing:
 
 @dataclass(frozen=True)
 class Threshold:
-    """kernel at dtype and TILE must reach at_least x baseline, at sizes >= min_size."""
+    """kernel at dtype and TILE (or named config) must reach at_least x baseline, at sizes >= min_size.
+
+    A ``target`` is a goal not reached yet: its miss is expected (reported as an xfail carrying
+    the measured ratio) and its pass is a failure that asks for the entry to become a bar.
+    """
 
     kernel: str
     dtype: str
-    tile: int
+    tile: int | None
     baseline: str                  # "cublas", "fp32_peak", or a kernel name
     at_least: float
     baseline_tile: int | str | None = None  # for a kernel baseline: a TILE, or "best" of those timed
     min_size: int = 1
     max_size: int | None = None
     measured: str = ""             # provenance: what was measured where, for reviewers
+    config: str | None = None      # a named catalog config instead of a TILE (several may share one)
+    target: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, int | str]:
+        """(kernel, dtype, config name or TILE): the instantiation it holds (selection.instance_key)."""
+        return (self.kernel, self.dtype, self.config if self.config is not None else self.tile)
+
+    @property
+    def subject(self) -> str:
+        """The instantiation in words: ``matmul_tiled-float32-TILE32``, ``sgemm-float32-128x128x8``."""
+        return f"{self.kernel}-{self.dtype}-" + (self.config if self.config is not None else f"TILE{self.tile}")
 
     @property
     def id(self) -> str:
         base = self.baseline
         if self.baseline_tile is not None:
             base += f"-TILE{self.baseline_tile}" if isinstance(self.baseline_tile, int) else "-best"
-        return f"{self.kernel}-{self.dtype}-TILE{self.tile}-vs-{base}"
+        return f"{self.subject}-vs-{base}" + ("-target" if self.target else "")
 
     def applies(self, size: int) -> bool:
         return size >= self.min_size and (self.max_size is None or size <= self.max_size)
@@ -94,8 +110,8 @@ class Refusal:
 
 _TIMING_FIELDS = {"tiles", "warmup", "max_seconds", "max_spread", "max_noise", "max_samples",
                   "min_clock_ratio"}
-_THRESHOLD_FIELDS = {"kernel", "dtype", "tile", "baseline", "baseline_tile", "at_least",
-                     "min_size", "max_size", "measured"}
+_THRESHOLD_FIELDS = {"kernel", "dtype", "tile", "config", "baseline", "baseline_tile", "at_least",
+                     "min_size", "max_size", "measured", "target"}
 
 
 def load_thresholds(path: str | Path) -> Thresholds:
@@ -190,8 +206,9 @@ def _threshold(path, index: int, entry) -> Threshold:
     if not isinstance(entry, dict):
         raise ThresholdError(f"{path}: threshold #{index + 1}: must be a table")
     label = f"threshold #{index + 1}"
-    if all(isinstance(entry.get(k), (str, int)) for k in ("kernel", "dtype", "tile", "baseline")):
-        label += f" ({entry['kernel']}-{entry['dtype']}-TILE{entry['tile']} vs {entry['baseline']})"
+    if all(isinstance(entry.get(k), (str, int)) for k in ("kernel", "dtype", "baseline")):
+        which = entry.get("config", f"TILE{entry.get('tile')}")
+        label += f" ({entry['kernel']}-{entry['dtype']}-{which} vs {entry['baseline']})"
 
     def fail(message: str):
         raise ThresholdError(f"{path}: {label}: {message}")
@@ -199,16 +216,22 @@ def _threshold(path, index: int, entry) -> Threshold:
     unknown = set(entry) - _THRESHOLD_FIELDS
     if unknown:
         fail(f"unknown field(s) {sorted(unknown)}; known: {sorted(_THRESHOLD_FIELDS)}")
-    for key in ("kernel", "dtype", "tile", "baseline", "at_least"):
+    for key in ("kernel", "dtype", "baseline", "at_least"):
         if key not in entry:
             fail(f"missing required field '{key}'")
-    for key in ("kernel", "dtype", "baseline", "measured"):
+    if ("tile" in entry) == ("config" in entry):
+        fail("name the instantiation by exactly one of 'tile' (a TILE) or 'config' (a catalog config "
+             "name, for kernels whose configs share a tile value)")
+    for key in ("kernel", "dtype", "baseline", "measured", "config"):
         if key in entry and not isinstance(entry[key], str):
             fail(f"'{key}' must be a string, got {entry[key]!r}")
     if entry["dtype"] not in dt.DTYPES:
         fail(f"unknown dtype {entry['dtype']!r}; known: {', '.join(dt.DTYPES)}")
-    if type(entry["tile"]) is not int or entry["tile"] < 1:
+    if "tile" in entry and (type(entry["tile"]) is not int or entry["tile"] < 1):
         fail(f"'tile' must be a positive integer, got {entry['tile']!r}")
+    target = entry.get("target", False)
+    if type(target) is not bool:
+        fail(f"'target' must be true or false, got {target!r}")
     if not _positive_number(entry["at_least"]):
         fail(f"'at_least' must be a positive number (a ratio), got {entry['at_least']!r}")
     baseline = entry["baseline"]
@@ -221,7 +244,7 @@ def _threshold(path, index: int, entry) -> Threshold:
             baseline_tile = "best"
         if not (baseline_tile == "best" or (type(baseline_tile) is int and baseline_tile >= 1)):
             fail(f"'baseline_tile' must be a positive integer or \"best\", got {baseline_tile!r}")
-        if baseline == entry["kernel"] and baseline_tile == entry["tile"]:
+        if baseline == entry["kernel"] and baseline_tile == entry.get("tile"):
             fail("a kernel cannot be its own baseline; name another kernel or TILE")
     for key in ("min_size", "max_size"):
         value = entry.get(key)
@@ -230,6 +253,6 @@ def _threshold(path, index: int, entry) -> Threshold:
     min_size, max_size = entry.get("min_size", 1), entry.get("max_size")
     if max_size is not None and max_size < min_size:
         fail(f"'max_size' {max_size} is below 'min_size' {min_size}; no size would apply")
-    return Threshold(entry["kernel"], entry["dtype"], entry["tile"], baseline, float(entry["at_least"]),
-                     baseline_tile, min_size, max_size, entry.get("measured", ""))
+    return Threshold(entry["kernel"], entry["dtype"], entry.get("tile"), baseline, float(entry["at_least"]),
+                     baseline_tile, min_size, max_size, entry.get("measured", ""), entry.get("config"), target)
 

@@ -11,8 +11,8 @@ writes reports/performance/ (summary.txt, perf.json, roofline.png).
 
 import pytest
 
-from gemmcheck import perf, roofline
-from gemmcheck.catalog import Instance
+from gemmcheck import perf
+from gemmcheck.perf import selection, summary
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 @pytest.mark.gpu
@@ -51,10 +51,9 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
     measured = row.measurement
     cublas = row.cublas or perf_session.cublas(perf_instance.dtype, perf_size)   # sampled in turn with it
     peak = perf_session.device.fp32_peak_tflops
-    intensity = roofline.model_intensity(perf_instance.spec.policy, perf_instance.tile,
-                                         perf_instance.spec.shared_tiles, perf_instance.dt.itemsize)
+    intensity = summary.model_intensity(perf_instance)
     extra = {"tflops": round(rate, 3), "N": perf_size, "dtype": perf_instance.dtype,
-             "tile": perf_instance.tile,
+             "tile": perf_instance.tile, "config": perf_instance.config,
              "spread": round(measured.spread, 4), "input_sets": measured.n_sets,
              "model_flop_per_byte": intensity, "device": perf_session.device.name}
     if isinstance(cublas, perf.Measurement):
@@ -81,7 +80,10 @@ def test_meets_threshold(perf_claim, perf_session, gemm):
         evaluation = perf.judge(perf_session, threshold, size, gemm.specs)
     except perf.Unjudgeable as why:
         pytest.skip(str(why))
-    assert evaluation.ok, evaluation.message()
+    outcome, message = evaluation.outcome()
+    if outcome == "xfail":   # a target not reached yet: visible with its measured ratio, never loosened
+        pytest.xfail(message)
+    assert outcome == "passed", message
 
 
 @pytest.mark.gpu
@@ -96,7 +98,7 @@ def test_too_slow_kernel_fails_its_threshold(perf_kill, perf_session, gemm, verd
     except perf.Unjudgeable as why:
         pytest.skip(str(why))
     spec = next(s for s in gemm.specs if s.name == threshold.kernel)
-    instance = Instance(spec, threshold.dtype, threshold.tile)
+    instance = selection.claimed_instance(spec, threshold)
     findings = [] if evaluation.ok else [Finding(Defect.TOO_SLOW, "throughput-threshold", evaluation.message(),
                                                  details={"ratio": evaluation.ratio,
                                                           "threshold": threshold.at_least,
@@ -110,8 +112,7 @@ def test_every_too_slow_kernel_has_a_threshold(perf_too_slow, gemm, perf_thresho
     # Needs no GPU (so it carries no gpu or perf marker): a too_slow kernel
     # without a threshold could never be caught.
     thresholds = perf_thresholds.thresholds
-    named = [t for t in thresholds if (t.kernel, t.dtype, t.tile) ==
-             (perf_too_slow.spec.name, perf_too_slow.dtype, perf_too_slow.tile)]
+    named = [t for t in thresholds if t.key == selection.instance_key(perf_too_slow)]
     sizes = [s for s in gemm.profile.perf_sizes if any(t.applies(s) for t in named)]
     assert named and sizes, (
         f"{perf_too_slow.id} is declared too_slow but no threshold in the thresholds file holds it "
@@ -136,6 +137,12 @@ def test_a_kernel_that_replays_results_on_repeats_is_refused(perf_refusal, perf_
         assert row.impossible, (
             f"{instance.id}: {row.measurement.tflops:.1f} TFLOP/s in {row.measurement.median * 1e6:.1f} us "
             "was not refused by the roofline check, though it skips the work")
+
+
+def test_every_threshold_names_an_instantiation_the_catalog_declares(perf_thresholds, gemm):
+    # Needs no GPU: a threshold naming a config or TILE the kernel lacks would silently never run.
+    problems = selection.unknown_instantiations(gemm.specs, perf_thresholds)
+    assert not problems, "; ".join(problems)
 
 
 def test_every_refusal_names_a_kernel_declared_defective(perf_thresholds, gemm):
