@@ -188,18 +188,21 @@ def test_the_table_names_each_kernels_best_config_among_those_whose_rate_counts(
 
 # -- rung 7: > 48 KB of dynamic shared memory through the perf launch path ---------------------
 
-def test_rung_7_launches_from_the_perf_timer_with_its_dynamic_shared_memory_opted_in():
+def test_rung_7_launches_from_the_perf_timer_with_its_dynamic_shared_memory_opted_in(monkeypatch):
+    from cupy_backends.cuda.api import driver
     spec = LADDER["ladder_wmma_async"]
     instance = next(i for i in spec.instances() if i.config == "128x128x32-w64x32-s3" and i.dtype == "float16")
     calls = []
 
     class Kernel:
-        max_dynamic_shared_size_bytes = 0
+        max_dynamic_shared_size_bytes, ptr = 0, 0xC0DE
 
         def __call__(self, grid, block, args, shared_mem=0):
             calls.append((grid, block, args, shared_mem))
 
     fake = Kernel()
+    monkeypatch.setattr(driver, "funcSetAttribute", lambda f, attribute, value: setattr(
+        fake, "max_dynamic_shared_size_bytes", value) if (f, attribute) == (fake.ptr, 8) else None)
     backend = object.__new__(CupyBackend)   # no device: the launch logic only
     device = SimpleNamespace(attributes={"MaxSharedMemoryPerBlockOptin": 232448})
     backend._cupy = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: device))
