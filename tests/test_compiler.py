@@ -1,10 +1,10 @@
-"""gemmcheck.compiler: one NVRTC build, cached on disk, IEEE subnormals kept."""
+"""gemmcheck.compile.compiler: one NVRTC build, cached on disk, IEEE subnormals kept."""
 
 from pathlib import Path
 
 import pytest
 
-from gemmcheck import compiler, toolkit
+from gemmcheck.compile import compiler, toolkit
 
 SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "reference_tiled.cu"
 NAMES = ("matmul_tiled_guarded<float, 16>",)
@@ -77,7 +77,7 @@ def test_errors_point_at_the_users_file_and_line_and_stop_early(cache, tmp_path)
 def test_macros_are_passed_as_defines(cache, tmp_path):
     source = tmp_path / "m.cu"
     source.write_text("__global__ void k(float *a) { __shared__ float s[BM]; s[threadIdx.x] = 1; a[0] = s[0]; }\n")
-    from gemmcheck import resources
+    from gemmcheck.compile import resources
     assert compiler.compile_source(source, ("k",), "sm_90", defines=(("BM", 64),)).cubin
     with pytest.raises(compiler.CompileError, match="identifier \"BM\" is undefined"):
         compiler.compile_source(source, ("k",), "sm_90")

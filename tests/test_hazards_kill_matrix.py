@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import catalog, kill_matrix
-from gemmcheck.kill_matrix import Column, Row
+from gemmcheck.contract import catalog
+from gemmcheck.judge import kill_matrix
+from gemmcheck.judge.kill_matrix import Column, Row
 from gemmcheck.verdict import Defect, Finding
 
 from hazard_stand_ins import MATRIX_KERNELS, fake_sanitizer, matrix_backend, matrix_catalog

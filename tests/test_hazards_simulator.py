@@ -4,9 +4,10 @@ its defect and stays silent on the references."""
 
 import pytest
 
-from gemmcheck import catalog, hazards
-from gemmcheck.harness import run_once
-from gemmcheck.oracle import judge
+from gemmcheck.contract import catalog
+from gemmcheck.judge import hazards
+from gemmcheck.problems.harness import run_once
+from gemmcheck.judge.oracle import judge
 from gemmcheck.verdict import Defect
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")

@@ -1,4 +1,4 @@
-"""The GPU backend: gemmcheck.compiler builds cubins with NVRTC for the device's
+"""The GPU backend: gemmcheck.compile.compiler builds cubins with NVRTC for the device's
 own architecture; CuPy loads them, launches and moves memory."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from gemmcheck import compiler, device
+from gemmcheck.compile import compiler
+from gemmcheck.backends import device
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
                                 launch_error)
-from gemmcheck.catalog import Instance
-from gemmcheck.launch import Launch
-from gemmcheck.phases import timed
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.contract.launch import Launch
+from gemmcheck.pytest_plugin.phases import timed
 
 
 class CupyBackend(Backend):
@@ -32,7 +33,7 @@ class CupyBackend(Backend):
         self.arch = f"sm_{major}{minor}"
         self._modules = []  # loaded cubins stay alive as long as their kernels
         # (source, name expression) -> kernel function, built once per session;
-        # gemmcheck.compiler's disk cache makes an unchanged source cost ~0 s later.
+        # gemmcheck.compile.compiler's disk cache makes an unchanged source cost ~0 s later.
         self._kernels: dict[tuple, Any] = {}
         self._failed: dict[tuple, KernelCompileError] = {}
 
@@ -96,7 +97,7 @@ class CupyBackend(Backend):
         return self._cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
 
     def enqueue(self, instance: Instance, launch: Launch) -> None:
-        """Launch without waiting (timing loops); `launch` comes from gemmcheck.launch.plan."""
+        """Launch without waiting (timing loops); `launch` comes from gemmcheck.contract.launch.plan."""
         kernel = self.kernel(instance)
         if launch.shared_bytes > STATIC_SHARED_LIMIT:
             limit = self.max_dynamic_shared_bytes()

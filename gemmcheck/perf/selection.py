@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gemmcheck.catalog import Instance
+from gemmcheck.contract.catalog import Instance
 from gemmcheck.perf.thresholds import Refusal, Threshold, Thresholds
 
 

@@ -1,13 +1,14 @@
 """Fixtures of the correctness suite: run-and-judge, scope and profile gates.
 
-Logic lives in gemmcheck.problems / oracle / strategies; these only wire it to tests.
+Logic lives in gemmcheck.problems.problem / oracle / strategies; these only wire it to tests.
 """
 
 import pytest
 
-from gemmcheck import catalog, scope_plugin
-from gemmcheck.harness import run_problem
-from gemmcheck.oracle import assert_judgement, judge
+from gemmcheck.contract import catalog
+from gemmcheck.pytest_plugin import scope_plugin
+from gemmcheck.problems.harness import run_problem
+from gemmcheck.judge.oracle import assert_judgement, judge
 from gemmcheck.verdict import Verdict
 
 

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmcheck import buildlock, cuda_source, launch
-from gemmcheck.phases import timed
+from gemmcheck.compile import buildlock
+from gemmcheck.contract import cuda_source, launch
+from gemmcheck.pytest_plugin.phases import timed
 
 HERE = Path(__file__).resolve().parent
 INCLUDE = HERE / "include"

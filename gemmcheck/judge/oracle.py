@@ -65,7 +65,7 @@ C = alpha A @ B + beta C0 (C0 read only when beta != 0). Exact judging needs
 integer alpha and beta (checked): the premise above extends to the sum of the
 K terms alpha a_k b_k and the term beta c, each a multiple of the finest
 quantum among them, bounded by Q = |alpha| P + |beta| |C0|
-(gemmcheck.problems.exact_range proves the generated integers satisfy it).
+(gemmcheck.problems.problem.exact_range proves the generated integers satisfy it).
 
 Bound: in whatever order a kernel forms alpha a_k b_k (product, then alpha:
 two roundings, or alpha times the finished sum: one more rounding of every
@@ -90,7 +90,7 @@ unwritten element still holds C0's bits. That only proves "unwritten" if no
 correct result can hold them: ``judge`` checks the premise (exact: the
 expected bits differ from C0's and not both are zeros; bound: |C_ref - C0|
 exceeds the bound) and raises UnchangedElements otherwise
-(gemmcheck.problems chooses C0 so that it holds).
+(gemmcheck.problems.problem chooses C0 so that it holds).
 
 Special values
 --------------
@@ -105,7 +105,7 @@ taints whole rows of C (from A) and whole columns (from B), and an element is
 finite exactly when row i of A and column j of B are. Counts are computed with
 0/1 matrix products, never with a library's own inf*0 handling.
 
-Subnormals: gemmcheck builds with -ftz=false (gemmcheck.compiler; NVRTC's
+Subnormals: gemmcheck builds with -ftz=false (gemmcheck.compile.compiler; NVRTC's
 default, and no fast-math flags), so subnormal inputs, products and results
 must be kept, not flushed to zero; the ``special`` kind's subnormal row makes
 a flush visible as wrong values (and Inf * subnormal, flushed, as a NaN where
@@ -123,9 +123,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import dtypes as dt
 from gemmcheck import report
-from gemmcheck.phases import timed
+from gemmcheck.pytest_plugin.phases import timed
 from gemmcheck.verdict import Defect, Finding, HasFindings, Verdict
 
 U64 = 2.0 ** -53

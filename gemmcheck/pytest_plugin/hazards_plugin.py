@@ -1,6 +1,6 @@
 """pytest wiring of the hazards suite: options, the kill matrix row fixture, its
 parametrization, its terminal summary and reports/kill_matrix.json. Logic lives in
-gemmcheck.kill_matrix, gemmcheck.hazards, gemmcheck.isolation and gemmcheck.sanitizer.
+gemmcheck.judge.kill_matrix, gemmcheck.judge.hazards, gemmcheck.judge.isolation and gemmcheck.judge.sanitizer.
 
 Each kill-matrix row is built by the first test that asks for it (matrix_row) and kept for
 the other tests of that row in this process: no fixture computes all rows, a row that
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import backends, defects, kill_matrix, sanitizer
+from gemmcheck import backends
+from gemmcheck.judge import defects, kill_matrix, sanitizer
 
 ROWS = pytest.StashKey[dict]()            # instance id -> kill_matrix.Row built in this process
 REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test that reported it unfinished
@@ -59,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def simulated(config: pytest.Config) -> bool:
     """Whether this session's backend simulates threads (schedules and a report per launch:
     the CPU simulator), asked by capability, not by name."""
-    from gemmcheck import hazards
+    from gemmcheck.judge import hazards
 
     return hazards.simulates_threads(backends.backend_class(_gemm(config).backend_name))
 
@@ -94,7 +95,7 @@ def sanitizer_status(config: pytest.Config) -> tuple[str | None, str]:
 
 
 def _gemm(config):
-    from gemmcheck.session import gemm_config
+    from gemmcheck.pytest_plugin.session import gemm_config
 
     return gemm_config(config)
 
@@ -160,7 +161,7 @@ def _sanitizer_runs(request, backend) -> kill_matrix.SanitizerRuns | None:
     """The session's pool of compute-sanitizer runs, when the tool runs. Outside pytest-xdist
     every row this session will build has its tools started at once (rows' tools run side by
     side while the plain columns are built); a worker starts each row's when it builds it."""
-    from gemmcheck import hazards
+    from gemmcheck.judge import hazards
 
     config = request.config
     settings = matrix_settings(config)

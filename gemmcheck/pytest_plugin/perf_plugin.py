@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import device, perf, report
+from gemmcheck.backends import device
+from gemmcheck import perf, report
 from gemmcheck.perf import selection, summary
 
 # Fixtures the perf suite parametrizes, and what each gets.
@@ -69,7 +70,7 @@ def perf_config(config: pytest.Config) -> PerfConfig:
 
 
 def _gemm(config):
-    from gemmcheck.session import gemm_config
+    from gemmcheck.pytest_plugin.session import gemm_config
     return gemm_config(config)
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from gemmcheck.backends import KernelCompileError
-from gemmcheck.catalog import Instance
+from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds"
-COMPILE_ERROR = "compile_error"   # gemmcheck.defects.Defect.COMPILE_ERROR once the registry lands
+COMPILE_ERROR = "compile_error"   # gemmcheck.judge.defects.Defect.COMPILE_ERROR once the registry lands
 MAX_LINES = 40                    # of compiler output per broken source on the terminal
 
 
@@ -31,7 +31,7 @@ def build_test_id(instance: Instance) -> str:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kernel_source" not in metafunc.fixturenames:
         return
-    from gemmcheck.session import gemm_config   # the session's selection of instantiations
+    from gemmcheck.pytest_plugin.session import gemm_config   # the session's selection of instantiations
 
     by_source: dict[Path, list[Instance]] = {}
     for inst in gemm_config(metafunc.config).instances("any_kernel"):
@@ -55,7 +55,7 @@ def verdicts_for(failed, test: str) -> list[Verdict]:
     """One compile_error verdict per instantiation that did not build (once the defect registry has it)."""
     defect = next((d for d in Defect if d.value == COMPILE_ERROR), None)
     if defect is None:
-        return []   # until gemmcheck.defects adds COMPILE_ERROR, the failing test is the record
+        return []   # until gemmcheck.judge.defects adds COMPILE_ERROR, the failing test is the record
     return [Verdict.for_instance(inst, "build", [Finding(defect, "compiler", str(error).splitlines()[0])], test)
             for inst, error in failed]
 

@@ -1,7 +1,7 @@
 """gemmcheck's pytest plugin: options, session state, parametrization, fixtures.
 
 Only wiring lives here; logic lives in the modules it calls. The session object
-(GemmConfig) lives in gemmcheck.session, which every suite plugin imports: no plugin
+(GemmConfig) lives in gemmcheck.pytest_plugin.session, which every suite plugin imports: no plugin
 imports another.
 """
 
@@ -14,14 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import backends, catalog, device, dtypes, gpus, phases, profiles, shard
-from gemmcheck.catalog import Instance
-from gemmcheck.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
-from gemmcheck.session import GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig, gemm_config  # noqa: F401
+from gemmcheck import backends
+from gemmcheck.contract import catalog, dtypes
+from gemmcheck.backends import device
+from gemmcheck.pytest_plugin import gpus, phases, shard
+from gemmcheck.problems import profiles
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.pytest_plugin.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
+from gemmcheck.pytest_plugin.session import GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig, gemm_config  # noqa: F401
 
 # Each suite's own hooks (options, summaries, reports) live in its own plugin
 # module; pytest registers these along with this one.
-pytest_plugins = ("gemmcheck.hazards_plugin", "gemmcheck.perf_plugin", "gemmcheck.report_plugin", "gemmcheck.build_plugin", "gemmcheck.scope_plugin")
+pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_plugin.perf_plugin", "gemmcheck.pytest_plugin.report_plugin", "gemmcheck.pytest_plugin.build_plugin", "gemmcheck.pytest_plugin.scope_plugin")
 
 DURATIONS_JSON = Path("reports") / "durations.json"
 NOTHING_CHECKED = pytest.StashKey[str]()
@@ -91,7 +95,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "ordinals (0,1); -n auto starts one worker per GPU (default: every GPU)")
     group.addoption("--gemm-shard", type=shard.parse, metavar="I/N", default=None,
                     help="run only the I-th of N deterministic parts of the selected tests, for N "
-                         "hosts; merge their reports with python -m gemmcheck.merge (default: all)")
+                         "hosts; merge their reports with python -m gemmcheck.report.merge (default: all)")
     group.addoption("--gemm-shard-durations", metavar="PATH", default=None,
                     help=f"balance --gemm-shard by the test durations an earlier run wrote to "
                          f"{DURATIONS_JSON} (default: every test counts the same)")
@@ -102,7 +106,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from gemmcheck import hookspecs
+    from gemmcheck.pytest_plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -271,7 +275,7 @@ def _run_gpus(config: pytest.Config) -> tuple[int, ...]:
 # -- per-test phases, durations and whether any kernel test ran ------------------------------
 
 class _Recorder:
-    """Per-session hooks that feed gemmcheck.runstats (a plugin object per config, so
+    """Per-session hooks that feed gemmcheck.pytest_plugin.runstats (a plugin object per config, so
     nested pytester sessions keep their own)."""
 
     def __init__(self, config: pytest.Config) -> None:

@@ -1,6 +1,6 @@
 """Static resource checks that need no GPU: read ptxas's report of registers,
 shared memory, spills and stack frame per instantiation, from the same NVRTC
-build (gemmcheck.compiler) the GPU backend runs.
+build (gemmcheck.compile.compiler) the GPU backend runs.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck import compiler
+from gemmcheck.compile import compiler
 
 DEFAULT_ARCH = "sm_90"
 
@@ -66,7 +66,7 @@ def compile_report(source: Path, name_expressions: tuple[str, ...],
                    arch: str = DEFAULT_ARCH, defines: tuple = ()) -> dict[str, Resources]:
     """Compile `name_expressions` of `source` for `arch`; the resources of each.
 
-    The build is gemmcheck.compiler's: the same cubin the GPU backend loads.
+    The build is gemmcheck.compile.compiler's: the same cubin the GPU backend loads.
     """
     try:
         compiled = compiler.compile_source(source, name_expressions, arch, defines=tuple(defines))
