@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gemmcheck.pytest_plugin.phases import PHASES  # noqa: E402
+from gemmcheck.phases import PHASES  # noqa: E402
 
 SUITES = ("suites/compile", "suites/correctness", "suites/hazards", "suites/performance")
 COLUMNS = ("wall", "collection", *PHASES, "hypothesis", "other tests", "pytest")

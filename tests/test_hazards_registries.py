@@ -1,5 +1,5 @@
 """The defect and detector registries: every list of defect classes derives from
-gemmcheck.judge.defects (adding a class touches one place), and a detector name that does not
+gemmcheck.verdict.defects (adding a class touches one place), and a detector name that does not
 exist fails loudly instead of matching nothing."""
 
 import enum
@@ -8,11 +8,12 @@ from dataclasses import replace
 import pytest
 
 from gemmcheck.contract import catalog
-from gemmcheck.judge import defects, hazards, kill_matrix
+from gemmcheck.verdict import defects
+from gemmcheck.judge import hazards, kill_matrix
 from gemmcheck.pytest_plugin import hazards_plugin
 from gemmcheck import report
-from gemmcheck.judge.defects import DEFECTS, Defect, DefectClass
-from gemmcheck.judge.detectors import Detector, UnknownDetector
+from gemmcheck.verdict.defects import DEFECTS, Defect, DefectClass
+from gemmcheck.verdict.detectors import Detector, UnknownDetector
 from gemmcheck.judge.kill_matrix import Column
 from gemmcheck.verdict import Finding
 

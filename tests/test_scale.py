@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck.pytest_plugin import gpus, phases, shard
+from gemmcheck.pytest_plugin import gpus, shard
+from gemmcheck import phases
 from gemmcheck.report import merge
 
 ROOT = Path(__file__).parent.parent
@@ -146,7 +147,7 @@ def test_phase_time_is_exclusive_and_off_by_default(monkeypatch):
 
 def test_phases_file_records_each_test(suite, tmp_path):
     suite.makepyfile(test_probe=(
-        "from gemmcheck.pytest_plugin import phases\n"
+        "from gemmcheck import phases\n"
         "@phases.timed('oracle')\n"
         "def judge():\n    return 1\n"
         "def test_probe(any_kernel):\n    assert judge() == 1\n"))

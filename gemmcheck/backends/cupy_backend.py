@@ -15,7 +15,7 @@ from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError,
                                 launch_error)
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import Launch
-from gemmcheck.pytest_plugin.phases import timed
+from gemmcheck.phases import timed
 
 
 class CupyBackend(Backend):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gemmcheck.compile import buildlock, toolkit
 from gemmcheck.contract import cuda_source
-from gemmcheck.pytest_plugin.phases import timed
+from gemmcheck.phases import timed
 
 # The options every build uses, spelled for cuda.core's ProgramOptions.
 # ftz=False is NVRTC's default too; it is written out because it is a claim the

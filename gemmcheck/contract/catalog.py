@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gemmcheck.judge import defects
+from gemmcheck.verdict import defects
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import cuda_source, launch
 

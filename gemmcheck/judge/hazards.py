@@ -25,8 +25,8 @@ defect class it truly establishes and nothing more:
 
 `classify` turns all findings for one instantiation into the most specific
 root cause and says which other findings it explains; the classes, their
-priority and what each explains come from gemmcheck.judge.defects, the detectors'
-names from gemmcheck.judge.detectors. Detectors take any Backend: the GPU, or one
+priority and what each explains come from gemmcheck.verdict.defects, the detectors'
+names from gemmcheck.verdict.detectors. Detectors take any Backend: the GPU, or one
 that offers thread schedules and launch reports (the CPU simulator).
 """
 
@@ -37,13 +37,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gemmcheck.judge import defects, oracle
+from gemmcheck.verdict import defects
+from gemmcheck.judge import oracle
 from gemmcheck.backends import Backend
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.problems.harness import GuardedGemm, Run
-from gemmcheck.pytest_plugin.phases import timed
+from gemmcheck.phases import timed
 from gemmcheck.problems.problem import Problem
-from gemmcheck.judge.detectors import Detector
+from gemmcheck.verdict.detectors import Detector
 from gemmcheck.verdict import Defect, Finding
 
 
@@ -473,7 +474,7 @@ def detect(obs: Observation) -> list[Finding]:
 
 # -- classification ----------------------------------------------------------------------
 
-# From the defect registry (gemmcheck.judge.defects): most specific first, what each root cause
+# From the defect registry (gemmcheck.verdict.defects): most specific first, what each root cause
 # explains, and the classes plain detectors cannot establish on real hardware (a divergent
 # barrier shows only as wrong values there; the CPU simulator's barrier tracking
 # establishes it without the tool).

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmcheck.judge.detectors import Detector
+from gemmcheck.verdict.detectors import Detector
 from gemmcheck.verdict import Finding
 
 MARK = "@@gemmcheck"

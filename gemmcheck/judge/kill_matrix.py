@@ -43,10 +43,11 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from gemmcheck.judge import defects, hazards, isolation, sanitizer
+from gemmcheck.verdict import defects
+from gemmcheck.judge import hazards, isolation, sanitizer
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.judge.detectors import Detector
-from gemmcheck.pytest_plugin.phases import timed
+from gemmcheck.verdict.detectors import Detector
+from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
 
 NOT_IN_MATRIX = defects.not_in_matrix()   # expect value -> why the matrix leaves it out

@@ -125,7 +125,7 @@ import numpy as np
 
 from gemmcheck.contract import dtypes as dt
 from gemmcheck import report
-from gemmcheck.pytest_plugin.phases import timed
+from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding, HasFindings, Verdict
 
 U64 = 2.0 ** -53

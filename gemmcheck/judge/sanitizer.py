@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass, field, replace
 
 from gemmcheck.backends import device
-from gemmcheck.judge.detectors import SANITIZER_TOOLS, Detector
-from gemmcheck.pytest_plugin.phases import timed
+from gemmcheck.verdict.detectors import SANITIZER_TOOLS, Detector
+from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
 
 TOOLS = tuple(t.value for t in SANITIZER_TOOLS)

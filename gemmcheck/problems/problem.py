@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.pytest_plugin.phases import timed
+from gemmcheck.phases import timed
 
 VALUE_KINDS = ("exact", "normal", "uniform", "wide", "special")
 EXACT_KINDS = ("exact", "special")  # judged bit for bit

@@ -16,7 +16,7 @@ from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds"
-COMPILE_ERROR = "compile_error"   # gemmcheck.judge.defects.Defect.COMPILE_ERROR once the registry lands
+COMPILE_ERROR = "compile_error"   # gemmcheck.verdict.defects.Defect.COMPILE_ERROR once the registry lands
 MAX_LINES = 40                    # of compiler output per broken source on the terminal
 
 
@@ -55,7 +55,7 @@ def verdicts_for(failed, test: str) -> list[Verdict]:
     """One compile_error verdict per instantiation that did not build (once the defect registry has it)."""
     defect = next((d for d in Defect if d.value == COMPILE_ERROR), None)
     if defect is None:
-        return []   # until gemmcheck.judge.defects adds COMPILE_ERROR, the failing test is the record
+        return []   # until gemmcheck.verdict.defects adds COMPILE_ERROR, the failing test is the record
     return [Verdict.for_instance(inst, "build", [Finding(defect, "compiler", str(error).splitlines()[0])], test)
             for inst, error in failed]
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import backends
-from gemmcheck.judge import defects, kill_matrix, sanitizer
+from gemmcheck.verdict import defects
+from gemmcheck.judge import kill_matrix, sanitizer
 
 ROWS = pytest.StashKey[dict]()            # instance id -> kill_matrix.Row built in this process
 REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test that reported it unfinished

@@ -17,7 +17,8 @@ import pytest
 from gemmcheck import backends
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
-from gemmcheck.pytest_plugin import gpus, phases, shard
+from gemmcheck.pytest_plugin import gpus, shard
+from gemmcheck import phases
 from gemmcheck.problems import profiles
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.pytest_plugin.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats

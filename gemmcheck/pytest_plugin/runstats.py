@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from gemmcheck.pytest_plugin import phases
+from gemmcheck import phases
 
 # The keyword gemmcheck gives every test that runs catalog kernels; it travels with the
 # test's report (report.keywords), also from pytest-xdist workers.

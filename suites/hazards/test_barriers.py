@@ -4,7 +4,7 @@ tracks every barrier and names it exactly."""
 
 import pytest
 
-from gemmcheck.judge.detectors import Detector
+from gemmcheck.verdict.detectors import Detector
 from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 

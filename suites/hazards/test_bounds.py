@@ -6,7 +6,7 @@ nothing outside their buffers."""
 
 import pytest
 
-from gemmcheck.judge.detectors import Detector
+from gemmcheck.verdict.detectors import Detector
 from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 

@@ -5,7 +5,7 @@ own child process (on cpu-sim, the simulator's worker process); this process's C
 import pytest
 
 from gemmcheck.judge import kill_matrix
-from gemmcheck.judge.detectors import Detector
+from gemmcheck.verdict.detectors import Detector
 from gemmcheck.problems.harness import run_once
 from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.judge.oracle import judge

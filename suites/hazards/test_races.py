@@ -6,7 +6,7 @@ accesses, and the output depends on the thread schedule."""
 
 import pytest
 
-from gemmcheck.judge.detectors import Detector
+from gemmcheck.verdict.detectors import Detector
 from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 

@@ -83,7 +83,7 @@ from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan,
                               tight_leading_dimensions)
-from gemmcheck.pytest_plugin.phases import timed
+from gemmcheck.phases import timed
 
 RACE_SCHEDULES = ("forward", "reverse", "shuffle-1", "shuffle-2", "lockstep")
 BUFFER_NAMES = ("A", "B", "C")

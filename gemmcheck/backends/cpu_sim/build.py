@@ -29,7 +29,7 @@ import numpy as np
 
 from gemmcheck.compile import buildlock
 from gemmcheck.contract import cuda_source, launch
-from gemmcheck.pytest_plugin.phases import timed
+from gemmcheck.phases import timed
 
 HERE = Path(__file__).resolve().parent
 INCLUDE = HERE / "include"
