@@ -83,3 +83,14 @@ def test_macros_are_passed_as_defines(cache, tmp_path):
         compiler.compile_source(source, ("k",), "sm_90")
     report = resources.compile_report(source, ("k",), defines=(("BM", 64),))
     assert report["k"].shared_bytes == 256
+
+
+def test_the_resources_table_aligns_numbers_right_in_the_order_given():
+    from gemmcheck.compile.resources import Resources, table
+
+    rows = [Resources("matmul_tiled<float, 32>", "sm_90", 40, 8192, 0, 0, 0, 1),
+            Resources("matmul_tiled<float, 8>", "sm_90", 128, 512, 16, 4, 4, 1)]
+    assert table(rows) == [
+        "instantiation            arch   regs  smem B  stack B  spill B  barriers",
+        "matmul_tiled<float, 32>  sm_90    40    8192        0        0         1",
+        "matmul_tiled<float, 8>   sm_90   128     512       16        8         1"]

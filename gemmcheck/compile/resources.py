@@ -9,8 +9,10 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from gemmcheck.compile import compiler
+from gemmcheck.tables import format_table
 
 DEFAULT_ARCH = "sm_90"
 
@@ -36,6 +38,13 @@ class Resources:
     @property
     def spills(self) -> int:
         return self.spill_stores + self.spill_loads
+
+
+def table(found: Iterable[Resources]) -> list[str]:
+    """ptxas's resources as text, one line per instantiation, in the order given."""
+    return format_table(("instantiation", "arch", "regs", "smem B", "stack B", "spill B", "barriers"),
+                        [(r.name_expression, r.arch, r.registers, r.shared_bytes, r.stack_frame, r.spills,
+                          r.barriers) for r in found])
 
 
 class CompileFailed(RuntimeError):

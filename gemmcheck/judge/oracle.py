@@ -126,6 +126,7 @@ import numpy as np
 from gemmcheck.contract import dtypes as dt
 from gemmcheck import report
 from gemmcheck.phases import timed
+from gemmcheck.tables import format_table
 from gemmcheck.verdict import Defect, Finding, HasFindings, Verdict
 
 U64 = 2.0 ** -53
@@ -425,21 +426,20 @@ class Judgement(HasFindings):
 
     def worst_table(self, rows: int = WORST_ROWS) -> str:
         """The worst elements, one per line: index, tile, actual, expected, error, bound, ratio."""
-        header = f"{'i':>5} {'j':>5} {'tile':>9} {'actual':>14} {'expected':>14} {'abs err':>11} {'bound':>11} {'ratio':>9}"
-        if self.error_map is None:
-            return header
-        order = np.argsort(-np.where(self.failing, self.error_map, -1.0), axis=None, kind="stable")
-        abs_err, _ = self._errors()
-        lines = [header]
-        for flat in order[:rows]:
-            i, j = np.unravel_index(int(flat), self.error_map.shape)
-            if not self.failing[i, j]:
-                break
-            tile = f"{i // self.instance.tile},{j // self.instance.tile}"
-            actual = "unwritten" if self.unwritten is not None and self.unwritten[i, j] else f"{self.C[i, j]:.7g}"
-            lines.append(f"{i:>5} {j:>5} {tile:>9} {actual:>14} {self.expected[i, j]:>14.7g} "
-                         f"{abs_err[i, j]:>11.4g} {self.bound[i, j]:>11.4g} {self.error_map[i, j]:>9.3g}")
-        return "\n".join(lines)
+        header = ("i", "j", "tile", "actual", "expected", "abs err", "bound", "ratio")
+        lines = []
+        if self.error_map is not None:
+            order = np.argsort(-np.where(self.failing, self.error_map, -1.0), axis=None, kind="stable")
+            abs_err, _ = self._errors()
+            for flat in order[:rows]:
+                i, j = np.unravel_index(int(flat), self.error_map.shape)
+                if not self.failing[i, j]:
+                    break
+                unwritten = self.unwritten is not None and self.unwritten[i, j]
+                lines.append((i, j, f"{i // self.instance.tile},{j // self.instance.tile}",
+                              "unwritten" if unwritten else f"{self.C[i, j]:.7g}", f"{self.expected[i, j]:.7g}",
+                              f"{abs_err[i, j]:.4g}", f"{self.bound[i, j]:.4g}", f"{self.error_map[i, j]:.3g}"))
+        return "\n".join(format_table(header, lines))
 
 
 def _order(defect: Defect) -> int:

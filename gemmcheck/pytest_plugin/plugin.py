@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import backends
+from gemmcheck.compile import resources
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
 from gemmcheck.pytest_plugin import gpus, shard
@@ -370,12 +371,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     rows = gemm_config(config).resource_rows
     if not rows:
         return
-    header = ("instantiation", "arch", "regs", "smem B", "stack B", "spill B", "barriers")
     ordered = sorted(rows, key=lambda row: (row[0].spec.name, row[0].dtype, row[0].tile))
-    table = [header] + [
-        (r.name_expression, r.arch, str(r.registers), str(r.shared_bytes), str(r.stack_frame),
-         str(r.spills), str(r.barriers)) for _, r in ordered]
-    widths = [max(len(row[c]) for row in table) for c in range(len(header))]
     terminalreporter.section("gemmcheck: compiled resources (ptxas -v)")
-    for row in table:
-        terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+    for line in resources.table(found for _, found in ordered):
+        terminalreporter.write_line(line)
