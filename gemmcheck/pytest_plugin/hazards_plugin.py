@@ -74,15 +74,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[ROWS], config.stash[REPORTED] = {}, {}
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if simulated(config):
-        return
-    skip = pytest.mark.skip(reason="cpu-sim only: this check reads what the CPU simulator establishes "
-                                   "(thread schedules, shared-memory and barrier tracking, "
-                                   "AddressSanitizer); run with --gemm-backend cpu-sim")
-    for item in items:
-        if item.get_closest_marker("simulator"):
-            item.add_marker(skip)
+def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | None:
+    if item.get_closest_marker("simulator") and not simulated(config):
+        return ("cpu-sim only: this check reads what the CPU simulator establishes "
+                "(thread schedules, shared-memory and barrier tracking, "
+                "AddressSanitizer); run with --gemm-backend cpu-sim")
+    return None
 
 
 def sanitizer_status(config: pytest.Config) -> tuple[str | None, str]:
@@ -103,7 +100,7 @@ def _gemm(config):
 
 def matrix_instances(config: pytest.Config):
     gc = _gemm(config)
-    return kill_matrix.select(gc.instances("any_kernel"), every=gc.profile.name == "nightly")
+    return kill_matrix.select(gc.instances("any_kernel"), every=gc.profile.matrix_every)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -14,6 +14,7 @@ import pytest
 from gemmcheck.backends import device
 from gemmcheck import perf, report
 from gemmcheck.perf import selection, summary
+from gemmcheck.pytest_plugin import gpus
 
 # Fixtures the perf suite parametrizes, and what each gets.
 TIMED = "perf_instance"    # a catalog instantiation to time: references and declared-too-slow kernels
@@ -99,15 +100,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(REFUSE, cases, ids=[c.id for c, _ in cases])
 
 
+@pytest.hookimpl(trylast=True)   # a missing device (the core plugin's reason) says more
+def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | None:
+    if item.get_closest_marker("perf") and not gpus.owns_its_gpu(config):
+        return ("device timing needs the GPU to itself; this pytest-xdist worker shares its GPU with "
+                "another. Run the performance suite without xdist (pytest suites/performance "
+                "-p no:xdist) or with at most one worker per GPU (-n N, N <= the GPUs)")
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    workers = perf.xdist_workers()
-    benchmark_on = config.pluginmanager.hasplugin("benchmark")
+    if not config.pluginmanager.hasplugin("benchmark"):
+        return
     for item in items:
-        if workers > 1 and item.get_closest_marker("perf"):
-            item.add_marker(pytest.mark.skip(reason=(
-                f"device timing needs the GPU to itself; pytest-xdist runs {workers} workers at once. "
-                "Run the performance suite without xdist: pytest suites/performance -p no:xdist")))
-        elif benchmark_on and "record_benchmark" in getattr(item, "fixturenames", ()):
+        if "record_benchmark" in getattr(item, "fixturenames", ()):
             # pytest-benchmark reads its timer from this marker: the device clock.
             item.add_marker(pytest.mark.benchmark(timer=perf.DEVICE_CLOCK))
 
