@@ -20,6 +20,7 @@ import pytest
 from gemmcheck import backends
 from gemmcheck.verdict import defects
 from gemmcheck.judge import kill_matrix, sanitizer
+from gemmcheck.pytest_plugin.session import gemm_config
 
 ROWS = pytest.StashKey[dict]()            # instance id -> kill_matrix.Row built in this process
 REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test that reported it unfinished
@@ -63,7 +64,7 @@ def simulated(config: pytest.Config) -> bool:
     the CPU simulator), asked by capability, not by name."""
     from gemmcheck.judge import hazards
 
-    return hazards.simulates_threads(backends.backend_class(_gemm(config).backend_name))
+    return hazards.simulates_threads(backends.backend_class(gemm_config(config).backend_name))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -92,14 +93,8 @@ def sanitizer_status(config: pytest.Config) -> tuple[str | None, str]:
     return exe, "" if exe else sanitizer.MISSING
 
 
-def _gemm(config):
-    from gemmcheck.pytest_plugin.session import gemm_config
-
-    return gemm_config(config)
-
-
 def matrix_instances(config: pytest.Config):
-    gc = _gemm(config)
+    gc = gemm_config(config)
     return kill_matrix.select(gc.instances("any_kernel"), every=gc.profile.matrix_every)
 
 
@@ -132,7 +127,7 @@ def sanitizer_exe(request) -> str:
 def matrix_settings(config: pytest.Config) -> kill_matrix.Settings:
     """The kill matrix's settings, decided once from the options and the profile."""
     if SETTINGS not in config.stash:
-        gc = _gemm(config)
+        gc = gemm_config(config)
         exe, why = sanitizer_status(config)
         config.stash[SETTINGS] = kill_matrix.Settings(
             race_sizes=gc.profile.race_sizes, race_repeats=gc.profile.race_repeats,
@@ -205,7 +200,7 @@ def _require_finished(row: kill_matrix.Row, item: pytest.Item) -> None:
     if instance.id in reported:
         pytest.skip(f"not checked: {instance.id} {stopped.defect.value}; see {reported[instance.id]}")
     reported[instance.id] = item.nodeid
-    _gemm(item.config).verdicts.record(Verdict.for_instance(
+    gemm_config(item.config).verdicts.record(Verdict.for_instance(
         instance, "kill matrix: " + "; ".join(row.problems), [stopped], item.nodeid))
     pytest.fail(f"{stopped.defect.value}: {instance.id} ({instance.name_expression}): nothing about it "
                 f"could be checked: {stopped.summary}", pytrace=False)

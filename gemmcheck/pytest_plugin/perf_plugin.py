@@ -15,6 +15,7 @@ from gemmcheck.backends import device
 from gemmcheck import perf, report
 from gemmcheck.perf import selection, summary
 from gemmcheck.pytest_plugin import gpus
+from gemmcheck.pytest_plugin.session import gemm_config
 
 # Fixtures the perf suite parametrizes, and what each gets.
 TIMED = "perf_instance"    # a catalog instantiation to time: references and declared-too-slow kernels
@@ -70,16 +71,11 @@ def perf_config(config: pytest.Config) -> PerfConfig:
     return config.stash[PERF_CONFIG]
 
 
-def _gemm(config):
-    from gemmcheck.pytest_plugin.session import gemm_config
-    return gemm_config(config)
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config, names = metafunc.config, metafunc.fixturenames
     if not {TIMED, SIZE, CLAIM, KILL, SLOW, REFUSE} & set(names):
         return
-    gc, thresholds = _gemm(config), perf_config(config).thresholds
+    gc, thresholds = gemm_config(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
     timed = selection.timed_instances(instances, thresholds)
     if TIMED in names:
@@ -120,7 +116,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     pc = perf_config(config)
-    known = {s.name for s in _gemm(config).specs}
+    known = {s.name for s in gemm_config(config).specs}
     named = {t.kernel for t in pc.thresholds.thresholds} | {r.kernel for r in pc.thresholds.refusals}
     orphans = sorted(named - known)
     line = (f"gemmcheck perf: thresholds {pc.thresholds.path} ({len(pc.thresholds.thresholds)} claims, "
@@ -141,7 +137,7 @@ def perf_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
                               "does not time kernels")
         else:
             timer = perf.GpuTimer(backend, pc.thresholds.timing)
-            pc.session = perf.PerfSession(timer, _gemm(request.config).profile.perf_repeats, ncu=pc.ncu)
+            pc.session = perf.PerfSession(timer, gemm_config(request.config).profile.perf_repeats, ncu=pc.ncu)
             pc.session.copy()   # the memory roof, measured first, on an idle card
     if pc.session is None:
         pytest.skip(pc.skip_reason)

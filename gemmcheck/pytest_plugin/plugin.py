@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Callable
 from pathlib import Path
 
 import pytest
@@ -53,27 +54,22 @@ def _tiles(value: str) -> tuple[int, ...]:
     return tiles
 
 
+def _one_of(kind: str, choices) -> Callable[[str], str]:
+    """An option converter that accepts one of `choices` and names them all when it refuses."""
+    def convert(value: str) -> str:
+        if value not in choices:
+            raise argparse.ArgumentTypeError(f"unknown {kind} {value!r}; choose from {', '.join(choices)}")
+        return value
+    return convert
+
+
+_dtype = _one_of("dtype", dtypes.DTYPES)
+_profile = _one_of("profile", profiles.PROFILES)
+_backend = _one_of("backend", backends.CHOICES)
+
+
 def _dtypes(value: str) -> tuple[str, ...]:
-    names = _csv(value)
-    for name in names:
-        if name not in dtypes.DTYPES:
-            raise argparse.ArgumentTypeError(
-                f"unknown dtype {name!r}; choose from {','.join(dtypes.DTYPES)}")
-    return names
-
-
-def _profile(value: str) -> str:
-    if value not in profiles.PROFILES:
-        raise argparse.ArgumentTypeError(
-            f"unknown profile {value!r}; choose from {', '.join(profiles.PROFILES)}")
-    return value
-
-
-def _backend(value: str) -> str:
-    if value not in backends.CHOICES:
-        raise argparse.ArgumentTypeError(
-            f"unknown backend {value!r}; choose from {', '.join(backends.CHOICES)}")
-    return value
+    return tuple(_dtype(name) for name in _csv(value))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
