@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmcheck import catalog
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import catalog
+from gemmcheck.contract import dtypes as dt
 from gemmcheck.backends import Backend
 
 
@@ -53,7 +53,7 @@ def correct_product(instance, grid, block, A, B, C, M, N, K):
 # -- kernels that take their arguments by role (layouts, leading dimensions, alpha/beta) ----
 
 def RoleSpec(name, roles, layouts=None, policy="tile2d", shapes="any"):
-    """A real catalog entry (gemmcheck.catalog validates it) whose parameters are `roles`,
+    """A real catalog entry (gemmcheck.contract.catalog validates it) whose parameters are `roles`,
     with operand `layouts` and a TILE-based launch policy; its source only declares it."""
     folder = Path(tempfile.mkdtemp(prefix="gemmcheck-fake-"))
     (folder / f"{name}.cu").write_text(f"template <typename T, int TILE>\n__global__ void {name}() {{}}\n")

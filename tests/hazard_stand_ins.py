@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from gemmcheck import catalog
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import catalog
+from gemmcheck.contract import dtypes as dt
 
 from fakes import NumpyBackend, correct_product
 

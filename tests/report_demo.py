@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, {str(TESTS)!r})
 import numpy as np
 import pytest
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import dtypes as dt
 from fakes import NumpyBackend
 
 
@@ -60,7 +60,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from gemmcheck import report
-from gemmcheck.harness import run_once
+from gemmcheck.problems.harness import run_once
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 pytestmark = pytest.mark.instances(lambda i: i.spec.name in (
@@ -120,7 +120,7 @@ import numpy as np
 import pytest
 
 from gemmcheck import report
-from gemmcheck.harness import run_once
+from gemmcheck.problems.harness import run_once
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 pytestmark = pytest.mark.instances(lambda i: i.spec.name in ("matmul_tiled_guarded",

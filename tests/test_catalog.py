@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import catalog
+from gemmcheck.contract import catalog
 
 GOOD = """
 [[kernel]]

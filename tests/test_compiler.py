@@ -1,10 +1,10 @@
-"""gemmcheck.compiler: one NVRTC build, cached on disk, IEEE subnormals kept."""
+"""gemmcheck.compile.compiler: one NVRTC build, cached on disk, IEEE subnormals kept."""
 
 from pathlib import Path
 
 import pytest
 
-from gemmcheck import compiler, toolkit
+from gemmcheck.compile import compiler, toolkit
 
 SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "reference_tiled.cu"
 NAMES = ("matmul_tiled_guarded<float, 16>",)
@@ -77,9 +77,20 @@ def test_errors_point_at_the_users_file_and_line_and_stop_early(cache, tmp_path)
 def test_macros_are_passed_as_defines(cache, tmp_path):
     source = tmp_path / "m.cu"
     source.write_text("__global__ void k(float *a) { __shared__ float s[BM]; s[threadIdx.x] = 1; a[0] = s[0]; }\n")
-    from gemmcheck import resources
+    from gemmcheck.compile import resources
     assert compiler.compile_source(source, ("k",), "sm_90", defines=(("BM", 64),)).cubin
     with pytest.raises(compiler.CompileError, match="identifier \"BM\" is undefined"):
         compiler.compile_source(source, ("k",), "sm_90")
     report = resources.compile_report(source, ("k",), defines=(("BM", 64),))
     assert report["k"].shared_bytes == 256
+
+
+def test_the_resources_table_aligns_numbers_right_in_the_order_given():
+    from gemmcheck.compile.resources import Resources, table
+
+    rows = [Resources("matmul_tiled<float, 32>", "sm_90", 40, 8192, 0, 0, 0, 1),
+            Resources("matmul_tiled<float, 8>", "sm_90", 128, 512, 16, 4, 4, 1)]
+    assert table(rows) == [
+        "instantiation            arch   regs  smem B  stack B  spill B  barriers",
+        "matmul_tiled<float, 32>  sm_90    40    8192        0        0         1",
+        "matmul_tiled<float, 8>   sm_90   128     512       16        8         1"]

@@ -12,10 +12,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from gemmcheck import backends, catalog
-from gemmcheck import dtypes as dt
+from gemmcheck import backends
+from gemmcheck.contract import catalog
+from gemmcheck.contract import dtypes as dt
 from gemmcheck.backends import BackendUnavailable
-from gemmcheck.harness import GuardedGemm, run_once
+from gemmcheck.problems.harness import GuardedGemm, run_once
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
 
@@ -327,7 +328,7 @@ def test_gpu_only_and_perf_tests_skip_on_cpu_sim_with_the_reason(pytester):
     result.stdout.fnmatch_lines(["gemmcheck: backend cpu-sim; device: *; kernels run on cpu-sim",
                                  "*needs_gpu is gpu_only in its catalog*"])
     result.assert_outcomes(passed=1, skipped=2)
-    from gemmcheck import device
+    from gemmcheck.backends import device
 
     ok, why = device.cuda_device()
     perf_reason = "--gemm-backend cpu-sim: GPU and performance tests run only" if ok else why

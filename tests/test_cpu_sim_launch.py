@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemmcheck import catalog
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import catalog
+from gemmcheck.contract import dtypes as dt
 from gemmcheck.backends import BackendUnavailable, KernelCompileError
-from gemmcheck.harness import run_once
-from gemmcheck.launch import plan
+from gemmcheck.problems.harness import run_once
+from gemmcheck.contract.launch import plan
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
 EXAMPLES = {s.name: s for s in catalog.load(Path(__file__).resolve().parent.parent / "examples" / "catalog.toml")}

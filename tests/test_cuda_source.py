@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from gemmcheck import cuda_source
+from gemmcheck.contract import cuda_source
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,10 +5,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from gemmcheck import catalog
+from gemmcheck.contract import catalog
 from gemmcheck.backends import KernelLaunchError
 from gemmcheck.backends.cupy_backend import CupyBackend
-from gemmcheck.launch import Launch
+from gemmcheck.contract.launch import Launch
 
 
 class FakeKernel:

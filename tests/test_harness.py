@@ -4,10 +4,10 @@ writes and input mutation are visible in the bits."""
 import numpy as np
 import pytest
 
-from gemmcheck import launch
-from gemmcheck import catalog
-from gemmcheck import dtypes as dt
-from gemmcheck.harness import GuardedGemm, guard_elements, run_once
+from gemmcheck.contract import launch
+from gemmcheck.contract import catalog
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.problems.harness import GuardedGemm, guard_elements, run_once
 
 from fakes import NumpyBackend, correct_product
 
@@ -105,9 +105,9 @@ def test_guard_zero_gives_exact_size_allocations():
 
 from functools import partial  # noqa: E402
 
-from gemmcheck.harness import padded_leading_dimension, run_problem  # noqa: E402
-from gemmcheck.oracle import judge  # noqa: E402
-from gemmcheck.problems import BETA_SCALING, DEFAULT_SCALING, Problem  # noqa: E402
+from gemmcheck.problems.harness import padded_leading_dimension, run_problem  # noqa: E402
+from gemmcheck.judge.oracle import judge  # noqa: E402
+from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem  # noqa: E402
 from gemmcheck.verdict import Defect  # noqa: E402
 
 from fakes import SGEMM_ROLES, RoleBackend, RoleSpec, role_gemm  # noqa: E402

@@ -3,7 +3,7 @@ one; the classifier names the root cause and what it explains."""
 
 import pytest
 
-from gemmcheck import hazards
+from gemmcheck.judge import hazards
 from gemmcheck.verdict import Defect, Finding
 
 from fakes import NumpyBackend, correct_product

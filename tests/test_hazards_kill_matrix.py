@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import catalog, kill_matrix
-from gemmcheck.kill_matrix import Column, Row
+from gemmcheck.contract import catalog
+from gemmcheck.judge import kill_matrix
+from gemmcheck.judge.kill_matrix import Column, Row
 from gemmcheck.verdict import Defect, Finding
 
 from hazard_stand_ins import MATRIX_KERNELS, fake_sanitizer, matrix_backend, matrix_catalog
@@ -222,3 +223,17 @@ def test_rows_written_by_several_workers_merge_into_one_matrix_in_catalog_order(
     assert kill_matrix.table(merged["rows"]) == kill_matrix.table(rows)
     assert kill_matrix.merge([first, first], order=[r.instance.id for r in rows])["rows"] == first["rows"]
     assert kill_matrix.merge([{}, {}]) == {}
+
+
+def test_the_matrix_table_aligns_its_columns_and_seconds_right():
+    def row(instance, plain, seconds):
+        return {"instance": instance, "declared": "wrong_values", "status": "pass", "seconds": seconds,
+                "plain": {"detectors": "hardware", "label": plain}, "with_sanitizer": {"label": "not run"}}
+    lines = kill_matrix.table([row("broken-float32-TILE8", "caught: wrong_values", 1.25),
+                               row("broken-float32-TILE16", "missed", 12.0)])
+    title = kill_matrix.COLUMN_TITLES["hardware"]
+    width = max(len(title), len("caught: wrong_values"))
+    assert lines == [
+        f"instantiation          declared      {title:<{width}}  with sanitizer  result  s",
+        f"broken-float32-TILE8   wrong_values  {'caught: wrong_values':<{width}}  not run         pass     1.2",
+        f"broken-float32-TILE16  wrong_values  {'missed':<{width}}  not run         pass    12.0"]

@@ -1,5 +1,5 @@
 """The defect and detector registries: every list of defect classes derives from
-gemmcheck.defects (adding a class touches one place), and a detector name that does not
+gemmcheck.verdict.defects (adding a class touches one place), and a detector name that does not
 exist fails loudly instead of matching nothing."""
 
 import enum
@@ -7,10 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from gemmcheck import catalog, defects, hazards, hazards_plugin, kill_matrix, report
-from gemmcheck.defects import DEFECTS, Defect, DefectClass
-from gemmcheck.detectors import Detector, UnknownDetector
-from gemmcheck.kill_matrix import Column
+from gemmcheck.contract import catalog
+from gemmcheck.verdict import defects
+from gemmcheck.judge import hazards, kill_matrix
+from gemmcheck.pytest_plugin import hazards_plugin
+from gemmcheck import report
+from gemmcheck.verdict.defects import DEFECTS, Defect, DefectClass
+from gemmcheck.verdict.detectors import Detector, UnknownDetector
+from gemmcheck.judge.kill_matrix import Column
 from gemmcheck.verdict import Finding
 
 
@@ -108,7 +112,7 @@ def test_every_detector_name_written_in_the_code_base_is_registered():
     named = {m.group(1): path.name for path in [*root.glob("gemmcheck/**/*.py"), *root.glob("suites/**/*.py")]
              for m in call.finditer(path.read_text())}
     named.update({m.group(1): "oracle.py" for m in re.finditer(r"detector, what = \"([\w-]+)\"",
-                                                               (root / "gemmcheck" / "oracle.py").read_text())})
+                                                               (root / "gemmcheck" / "judge" / "oracle.py").read_text())})
     assert named, "no literal detector name found: the pattern is stale"
     unknown = {name: where for name, where in named.items() if name not in {d.value for d in Detector}}
     assert not unknown, f"detector names no Detector member has: {unknown}"

@@ -4,9 +4,10 @@ its defect and stays silent on the references."""
 
 import pytest
 
-from gemmcheck import catalog, hazards
-from gemmcheck.harness import run_once
-from gemmcheck.oracle import judge
+from gemmcheck.contract import catalog
+from gemmcheck.judge import hazards
+from gemmcheck.problems.harness import run_once
+from gemmcheck.judge.oracle import judge
 from gemmcheck.verdict import Defect
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
@@ -168,3 +169,36 @@ def test_every_simulator_detector_is_silent_on_references(sim, name):
         for detector in hazards.SIMULATOR_DETECTORS:
             assert detector(obs) == [], (detector.__name__, purpose, obs.reports[0].summary())
         assert hazards.detect(obs) == []
+
+
+def test_simulator_only_claims_skip_on_a_backend_that_does_not_simulate_threads(monkeypatch):
+    from types import SimpleNamespace
+
+    from gemmcheck.pytest_plugin import hazards_plugin
+
+    claim = SimpleNamespace(get_closest_marker=lambda name: name if name == "simulator" else None)
+    plain = SimpleNamespace(get_closest_marker=lambda name: None)
+    monkeypatch.setattr(hazards_plugin, "simulated", lambda config: False)   # a real GPU's backend
+    assert "cpu-sim only" in hazards_plugin.pytest_gemm_skip_reason(None, claim)
+    assert hazards_plugin.pytest_gemm_skip_reason(None, plain) is None
+    monkeypatch.setattr(hazards_plugin, "simulated", lambda config: True)
+    assert hazards_plugin.pytest_gemm_skip_reason(None, claim) is None
+
+
+def test_the_simulator_marker_test_runs_on_cpu_sim_and_no_plugin_but_the_core_adds_skips(pytester, monkeypatch):
+    # Skips come from one collection hook; a suite plugin adds reasons only through
+    # pytest_gemm_skip_reason (gemmcheck.pytest_plugin.hookspecs).
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for path in (root / "gemmcheck" / "pytest_plugin").glob("*_plugin.py"):
+        hooks = {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
+        if "pytest_collection_modifyitems" in hooks:
+            text = path.read_text()
+            assert "mark.skip" not in text, f"{path.name} adds skip markers itself; return a pytest_gemm_skip_reason"
+    pytester.makeconftest((root / "conftest.py").read_text())
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    pytester.makepyfile(test_probe="import pytest\n@pytest.mark.simulator\ndef test_claim():\n    pass\n")
+    result = pytester.runpytest("--gemm-backend=cpu-sim", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import catalog, hazards, isolation
-from gemmcheck.problems import Problem
+from gemmcheck.contract import catalog
+from gemmcheck.judge import hazards, isolation
+from gemmcheck.problems.problem import Problem
 from gemmcheck.verdict import Defect
 
 from hazard_stand_ins import matrix_catalog
@@ -80,7 +81,7 @@ def test_a_child_that_is_slow_to_get_ready_is_not_called_a_hang():
     assert not result.ready and result.outcomes[0].status == "not_run"
 
 
-# -- the real child (python -m gemmcheck.isolation) on the numpy stand-in backend ---------
+# -- the real child (python -m gemmcheck.judge.isolation) on the numpy stand-in backend ---------
 
 @pytest.fixture
 def stand_in_catalog(tmp_path):

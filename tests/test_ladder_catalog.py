@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import catalog
+from gemmcheck.contract import catalog
 
 LADDER = {s.name: s for s in catalog.load(catalog.LADDER)}
 ENTRIES = {e["name"]: e for e in tomllib.loads(catalog.LADDER.read_text())["kernel"]}

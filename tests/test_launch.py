@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemmcheck import catalog, launch
-from gemmcheck.launch import POLICIES, Expression, ExpressionError, Geometry, plan
+from gemmcheck.contract import catalog, launch
+from gemmcheck.contract.launch import POLICIES, Expression, ExpressionError, Geometry, plan
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "catalog.toml"
 

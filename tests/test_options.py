@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import catalog
+from gemmcheck.contract import catalog
 
 PROBE = """
 def test_probe(any_kernel):

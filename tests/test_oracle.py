@@ -6,12 +6,12 @@ from functools import partial
 import numpy as np
 import pytest
 
-from gemmcheck import catalog
-from gemmcheck import dtypes as dt
-from gemmcheck.harness import run_once
-from gemmcheck.oracle import (U64, Bound, InexactProblem, assert_judgement, exactness_violation,
+from gemmcheck.contract import catalog
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.problems.harness import run_once
+from gemmcheck.judge.oracle import (U64, Bound, InexactProblem, assert_judgement, exactness_violation,
                               gamma, judge, special_pattern)
-from gemmcheck.problems import VALUE_KINDS, Problem, exact_range, finfo
+from gemmcheck.problems.problem import VALUE_KINDS, Problem, exact_range, finfo
 from gemmcheck.verdict import Defect, VerdictLog
 
 from fakes import NumpyBackend, correct_product
@@ -337,7 +337,8 @@ def test_assert_judgement_records_the_verdict_and_fails_with_the_message():
     with pytest.raises(pytest.fail.Exception, match="NaN where none belongs"):
         assert_judgement(bad, log)
     assert log.verdicts[-1].defects == {Defect.WRONG_VALUES}
-    assert bad.worst_table().splitlines()[1].split()[:2] == ["0", "0"]
+    header, worst = bad.worst_table().splitlines()
+    assert header.split()[:4] == ["i", "j", "tile", "actual"] and worst.split()[:4] == ["0", "0", "0,0", "nan"]
 
 
 def test_inputs_not_rounded_to_the_dtype_are_refused():
@@ -356,9 +357,9 @@ def test_inputs_of_the_wrong_shape_are_refused():
 
 # -- alpha and beta --------------------------------------------------------------------------
 
-from gemmcheck.harness import run_problem  # noqa: E402
-from gemmcheck.oracle import UnchangedElements, bound_ratio, roundings, within_bound  # noqa: E402
-from gemmcheck.problems import BETA_SCALING  # noqa: E402
+from gemmcheck.problems.harness import run_problem  # noqa: E402
+from gemmcheck.judge.oracle import UnchangedElements, bound_ratio, roundings, within_bound  # noqa: E402
+from gemmcheck.problems.problem import BETA_SCALING  # noqa: E402
 
 from fakes import RoleBackend, RoleSpec, SGEMM_ROLES, role_gemm  # noqa: E402
 

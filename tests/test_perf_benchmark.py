@@ -98,3 +98,21 @@ def test_a_slower_night_fails_the_compare_gate(recording):
 def test_the_suite_runs_without_pytest_benchmark(recording):
     recording.runpytest("-q", "-p", "no:benchmark", "-p", "no:cacheprovider").assert_outcomes(passed=1)
     recording.runpytest("-q", "--benchmark-disable", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def _item(*markers):
+    from types import SimpleNamespace
+    return SimpleNamespace(get_closest_marker=lambda name: name if name in markers else None)
+
+
+def test_perf_tests_skip_in_an_xdist_worker_that_shares_its_gpu_and_run_when_it_owns_one():
+    from types import SimpleNamespace
+
+    from gemmcheck.pytest_plugin import gpus, perf_plugin
+
+    shared = SimpleNamespace(workerinput={gpus.WORKER_GPU: "0", gpus.WORKER_OWNS_GPU: False})
+    owned = SimpleNamespace(workerinput={gpus.WORKER_GPU: "1", gpus.WORKER_OWNS_GPU: True})
+    assert "shares its GPU with another" in perf_plugin.pytest_gemm_skip_reason(shared, _item("perf"))
+    assert perf_plugin.pytest_gemm_skip_reason(owned, _item("perf")) is None
+    assert perf_plugin.pytest_gemm_skip_reason(SimpleNamespace(), _item("perf")) is None   # no xdist
+    assert perf_plugin.pytest_gemm_skip_reason(shared, _item("gpu")) is None               # not timed

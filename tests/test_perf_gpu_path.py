@@ -8,8 +8,10 @@ import types
 import numpy as np
 import pytest
 
-from gemmcheck import catalog, device, perf
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import catalog
+from gemmcheck.backends import device
+from gemmcheck import perf
+from gemmcheck.contract import dtypes as dt
 
 N = 64
 

@@ -9,7 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gemmcheck import catalog, perf, roofline
+from gemmcheck import perf
+from gemmcheck.contract import catalog
+from gemmcheck.perf import roofline
 from gemmcheck.backends.cupy_backend import CupyBackend
 from gemmcheck.perf import selection, summary
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from gemmcheck import roofline
+from gemmcheck.perf import roofline
 
 
 def test_a_gemm_is_two_flops_per_multiply_add():

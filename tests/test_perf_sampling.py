@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from gemmcheck import catalog, perf
+from gemmcheck.contract import catalog
+from gemmcheck import perf
 from gemmcheck.perf import sampling, summary
 from gemmcheck.perf.sampling import Sample, StoppingRule
 
@@ -215,7 +216,7 @@ def test_summary_table_shows_the_timing_evidence_and_an_honest_model_roof():
 
 
 def perf_roofline_exceeded():
-    from gemmcheck import roofline
+    from gemmcheck.perf import roofline
     return roofline.MODEL_EXCEEDED
 
 
@@ -225,7 +226,7 @@ def test_the_sm_clock_reader_prefers_the_default_applications_clock_and_falls_ba
     import sys
     import types
 
-    from gemmcheck import device
+    from gemmcheck.backends import device
 
     calls = {}
 
@@ -284,7 +285,7 @@ def test_ncu_csv_gives_the_dram_bytes_read_plus_written():
 
 
 def test_without_ncu_there_is_no_measured_point_and_the_table_says_why(monkeypatch):
-    from gemmcheck import device
+    from gemmcheck.backends import device
     from gemmcheck.perf import ncu
 
     monkeypatch.setattr(device, "tool", lambda name: None)

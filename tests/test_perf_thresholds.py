@@ -7,8 +7,9 @@ import tomllib
 
 import pytest
 
-from gemmcheck import catalog, perf
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import catalog
+from gemmcheck import perf
+from gemmcheck.contract import dtypes as dt
 from gemmcheck.perf import selection
 
 BUILTIN = tomllib.loads(perf.BUILTIN_THRESHOLDS.read_text())
@@ -239,7 +240,7 @@ def test_enough_input_sets_rotate_to_defeat_l2(set_bytes, l2, expected):
 def test_timing_inputs_are_the_problems_own_operands_exact_in_the_dtype(name):
     import numpy as np
 
-    from gemmcheck.problems import Problem
+    from gemmcheck.problems.problem import Problem
 
     sets = perf.InputSets(np, dt.get(name), 64, l2_bytes=64 * 64 * 8 * 4, seed=7)
     assert len(sets.sets) == sets.n_sets + 1 and sets.n_sets >= 2 and sets.check_set == sets.n_sets
@@ -341,7 +342,7 @@ def re_escape(text):
 
 
 def test_selection_finds_refusals_only_for_selected_instances():
-    from gemmcheck.catalog import Instance
+    from gemmcheck.contract.catalog import Instance
     from gemmcheck.perf import selection
 
     specs = {s.name: s for s in catalog.load(catalog.BUILTIN)}

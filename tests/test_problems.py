@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from gemmcheck import catalog
-from gemmcheck import dtypes as dt
-from gemmcheck.oracle import special_pattern
-from gemmcheck.problems import (VALUE_KINDS, Problem, accumulator, claimed_shape, exact_range,
+from gemmcheck.contract import catalog
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.judge.oracle import special_pattern
+from gemmcheck.problems.problem import (VALUE_KINDS, Problem, accumulator, claimed_shape, exact_range,
                                 finfo, tile_shapes, wide_exponent)
 
 DTYPES = list(dt.DTYPES)
@@ -186,7 +186,7 @@ def test_exact_range_refuses_a_K_too_long_to_be_exact():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from gemmcheck.problems import BETA_SCALING, scaling_id  # noqa: E402
+from gemmcheck.problems.problem import BETA_SCALING, scaling_id  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import build_plugin, catalog
+from gemmcheck.pytest_plugin import build_plugin
+from gemmcheck.contract import catalog
 from gemmcheck.backends import KernelLaunchError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import report_demo
-from gemmcheck import catalog, report
+from gemmcheck.contract import catalog
+from gemmcheck import report
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 SPECS = {s.name: s for s in catalog.load(catalog.BUILTIN)}

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import catalog, hazards, sanitizer
+from gemmcheck.contract import catalog
+from gemmcheck.judge import hazards, sanitizer
 from gemmcheck.verdict import Defect
 
 from hazard_stand_ins import fake_sanitizer

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis.errors import InvalidArgument
 
-from gemmcheck import catalog
-from gemmcheck.harness import run_once
-from gemmcheck.oracle import judge
-from gemmcheck.problems import Problem
-from gemmcheck.strategies import (dimensions, problems, ragged_shapes, suspect_dimensions,
+from gemmcheck.contract import catalog
+from gemmcheck.problems.harness import run_once
+from gemmcheck.judge.oracle import judge
+from gemmcheck.problems.problem import Problem
+from gemmcheck.problems.strategies import (dimensions, problems, ragged_shapes, suspect_dimensions,
                                   supported_shapes)
 
 from fakes import NumpyBackend, correct_product

@@ -1,6 +1,6 @@
 """Where kernels run. A backend compiles catalog instantiations, moves raw bits
 to and from its memory, and launches; everything else (guards, poison,
-signatures, verdicts) is shared and lives above it (gemmcheck.harness).
+signatures, verdicts) is shared and lives above it (gemmcheck.problems.harness).
 
 Extras a backend may offer beyond `Backend` are declared as capabilities
 (runtime-checkable protocols below) and asked for by capability, never by the
@@ -15,8 +15,8 @@ from typing import Any, ContextManager, Iterable, Protocol, Sequence, runtime_ch
 
 import numpy as np
 
-from gemmcheck.catalog import Instance
-from gemmcheck.launch import Launch
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.contract.launch import Launch
 
 
 class BackendUnavailable(RuntimeError):
@@ -45,7 +45,7 @@ DEFAULT_HANG_TIMEOUT_S = 10.0   # --gemm-hang-timeout's default
 
 
 # Instantiations this process must not launch, Instance.id -> (status, why): an isolated
-# probe saw them crash or hang (gemmcheck.build_plugin sets it). A backend whose launches
+# probe saw them crash or hang (gemmcheck.pytest_plugin.build_plugin sets it). A backend whose launches
 # share this process's CUDA context calls refuse_if_lost() before every launch.
 _REFUSED: dict[str, tuple[str, str]] = {}
 
@@ -95,7 +95,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def launch(self, instance: Instance, launch: "Launch") -> None:
-        """Run one planned launch (gemmcheck.launch.plan) and wait for it.
+        """Run one planned launch (gemmcheck.contract.launch.plan) and wait for it.
 
         Raises KernelLaunchError naming the kernel, instantiation and shape.
         """
@@ -165,7 +165,7 @@ def resolve(name: str) -> str:
     """The backend `name` stands for here: 'auto' is cupy with a CUDA device, else cpu-sim."""
     if name != "auto":
         return name
-    from gemmcheck import device
+    from gemmcheck.backends import device
 
     return "cupy" if device.cuda_device()[0] else "cpu-sim"
 

@@ -1,4 +1,4 @@
-"""The GPU backend: gemmcheck.compiler builds cubins with NVRTC for the device's
+"""The GPU backend: gemmcheck.compile.compiler builds cubins with NVRTC for the device's
 own architecture; CuPy loads them, launches and moves memory."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from gemmcheck import compiler, device
+from gemmcheck.compile import compiler
+from gemmcheck.backends import device
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
                                 KernelLaunchError, launch_error, refuse_if_lost)
-from gemmcheck.catalog import Instance
-from gemmcheck.launch import Launch
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.contract.launch import Launch
 from gemmcheck.phases import timed
 
 
@@ -32,7 +33,7 @@ class CupyBackend(Backend):
         self.arch = f"sm_{major}{minor}"
         self._modules = []  # loaded cubins stay alive as long as their kernels
         # (source, name expression) -> kernel function, built once per session;
-        # gemmcheck.compiler's disk cache makes an unchanged source cost ~0 s later.
+        # gemmcheck.compile.compiler's disk cache makes an unchanged source cost ~0 s later.
         self._kernels: dict[tuple, Any] = {}
         self._failed: dict[tuple, KernelCompileError] = {}
 
@@ -104,7 +105,7 @@ class CupyBackend(Backend):
         return self._cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
 
     def enqueue(self, instance: Instance, launch: Launch) -> None:
-        """Launch without waiting (timing loops); `launch` comes from gemmcheck.launch.plan."""
+        """Launch without waiting (timing loops); `launch` comes from gemmcheck.contract.launch.plan."""
         refuse_if_lost(instance)   # its isolated probe crashed or hung: never in this process
         kernel = self.kernel(instance)
         if launch.shared_bytes > STATIC_SHARED_LIMIT:

@@ -12,10 +12,10 @@ One module per job; this package re-exports their public names
 - clock        DeviceClock: pytest-benchmark stats from device-event times
 - summary      the table, perf.json and the roofline PNG
 
-Device properties come from gemmcheck.device; the roofline arithmetic from gemmcheck.roofline.
+Device properties come from gemmcheck.backends.device; the roofline arithmetic from gemmcheck.perf.roofline.
 """
 
-from gemmcheck.device import DeviceProperties as Device
+from gemmcheck.backends.device import DeviceProperties as Device
 from gemmcheck.perf.clock import DEVICE_CLOCK, DeviceClock
 from gemmcheck.perf.gpu import TF32, GpuTimer, Timed
 from gemmcheck.perf.inputs import InputSets, n_input_sets

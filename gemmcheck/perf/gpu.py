@@ -18,10 +18,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from gemmcheck import device, roofline
-from gemmcheck import dtypes as dt
-from gemmcheck.catalog import Instance
-from gemmcheck.launch import plan, tight_leading_dimensions
+from gemmcheck.backends import device
+from gemmcheck.perf import roofline
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.contract.launch import plan, tight_leading_dimensions
 from gemmcheck.perf import sampling
 from gemmcheck.perf.inputs import InputSets
 from gemmcheck.perf.measurement import Check, Measurement, check_output

@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from gemmcheck import dtypes as dt
-from gemmcheck.problems import Problem
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.problems.problem import Problem
 
 VALUES = "uniform"   # U(-1, 1) rounded to the dtype: judged against the oracle's bound
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gemmcheck import dtypes as dt
-from gemmcheck import roofline
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.perf import roofline
 from gemmcheck.perf import sampling
 
 
@@ -83,11 +83,11 @@ class Check:
 def check_output(xp, got, ref, absprod, dtype: dt.DType, K: int) -> Check:
     """Compare a kernel's output (as float64) with the float64 reference, on any array module.
 
-    The bound is the correctness oracle's (gemmcheck.oracle.Bound: forward error
+    The bound is the correctness oracle's (gemmcheck.judge.oracle.Bound: forward error
     of the accumulation, the output rounding, and the float64 reference's own
     error), defined there only; a NaN anywhere counts as an unbounded error.
     """
-    from gemmcheck.oracle import Bound
+    from gemmcheck.judge.oracle import Bound
 
     bound = Bound.for_dtype(dtype, K).evaluate(absprod, ref)   # numpy ufuncs dispatch to CuPy
     nan = xp.isnan(got)

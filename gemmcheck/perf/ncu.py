@@ -1,7 +1,7 @@
 """The measured point of the roofline: DRAM bytes a kernel really moves, from Nsight Compute.
 
 Opt-in (``--gemm-ncu``; needs ``ncu`` on PATH): one launch of the instantiation
-in an isolated child (gemmcheck.isolation, exact-size allocations) under
+in an isolated child (gemmcheck.judge.isolation, exact-size allocations) under
 ``ncu --metrics dram__bytes_read.sum,dram__bytes_write.sum`` (ncu flushes the
 caches before it profiles, so the bytes are a cold launch's). The measured
 intensity is FLOPs / those bytes: where the seed's DRAM-only model and the
@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import re
 
-from gemmcheck import device
+from gemmcheck.backends import device
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 TIMEOUT_S = 300.0
@@ -50,8 +50,8 @@ def dram_bytes(instance, size: int, *, exe: str | None = None) -> tuple[float | 
     if exe is None:
         return None, "ncu not found on PATH"
     try:
-        from gemmcheck import isolation
-        from gemmcheck.problems import Problem
+        from gemmcheck.judge import isolation
+        from gemmcheck.problems.problem import Problem
 
         step = isolation.Step.of(0, instance, Problem(size, size, size, instance.dtype, "exact", 1),
                                  purpose="ncu", repeats=1, control=False)

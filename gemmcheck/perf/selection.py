@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gemmcheck.catalog import Instance, KernelSpec
+from gemmcheck.contract.catalog import Instance, KernelSpec
 from gemmcheck.perf.thresholds import Refusal, Threshold, Thresholds
 
 TIMED_EXPECTATIONS = ("correct", "too_slow")

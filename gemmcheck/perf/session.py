@@ -2,7 +2,7 @@
 
 A kernel's rate counts only when its output was right on the first launch
 *and* on its last timed launch, and its time is possible under the roofline
-(gemmcheck.roofline.impossible); otherwise ``timed_rate`` raises WrongOutput
+(gemmcheck.perf.roofline.impossible); otherwise ``timed_rate`` raises WrongOutput
 or ImpossibleTime with the evidence.
 """
 
@@ -12,9 +12,9 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from gemmcheck import roofline
-from gemmcheck.catalog import Instance
-from gemmcheck.device import DeviceProperties
+from gemmcheck.perf import roofline
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.backends.device import DeviceProperties
 from gemmcheck.perf.measurement import Check, Measurement
 from gemmcheck.perf.selection import claimed_instance
 from gemmcheck.perf.thresholds import CUBLAS, FP32_PEAK, Threshold
@@ -227,7 +227,7 @@ def judge(session: PerfSession, threshold: Threshold, size: int, specs) -> Evalu
         peak = session.device.fp32_peak_tflops
         if peak is None:
             raise Unjudgeable(f"FP32 peak unknown: compute capability {session.device.capability} "
-                              "has no entry in gemmcheck.roofline.FP32_LANES_PER_SM")
+                              "has no entry in gemmcheck.perf.roofline.FP32_LANES_PER_SM")
         return evaluate(threshold, size, value, peak, "the FP32 FMA peak", device)
     base = by_name.get(threshold.baseline)
     if base is None:

@@ -4,7 +4,7 @@ The roofline columns are honest about what they are: "model roof" is the
 seed's DRAM-only intensity model (no cache reuse counted), which a kernel can
 exceed; past it the table says so in words, never as a percentage over 100.
 The bounds a kernel cannot exceed (the device peak for its dtype, the copy
-bandwidth) are enforced as impossibility checks (gemmcheck.roofline.impossible).
+bandwidth) are enforced as impossibility checks (gemmcheck.perf.roofline.impossible).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gemmcheck import roofline
+from gemmcheck.perf import roofline
 from gemmcheck.perf.gpu import TF32
 from gemmcheck.perf.measurement import Measurement
 from gemmcheck.perf.sampling import CONVERGED

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck import catalog
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import catalog
+from gemmcheck.contract import dtypes as dt
 
 BUILTIN_THRESHOLDS = Path(__file__).resolve().parents[2] / "suites" / "performance" / "thresholds.toml"
 

@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - exercised on machines without allure-p
     allure = allure_commons = AttachmentType = ParameterMode = None
 
 
-# One entry per pytest session in this process (gemmcheck.report_plugin pushes and pops it):
+# One entry per pytest session in this process (gemmcheck.pytest_plugin.report_plugin pushes and pops it):
 # a session run inside a recording one (pytester) pushes False, so its checks attach nothing
 # to the outer session's current test.
 _recording: list[bool] = []

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from gemmcheck import defects
+from gemmcheck.verdict import defects
 from gemmcheck.verdict import Defect
 
 

@@ -14,7 +14,7 @@ from gemmcheck.report.categories import categories_json
 def environment(gemm=None) -> dict[str, str]:
     """What ran the suite, for environment.properties (one line each). Keys are short: the
     report shows about twelve characters of a key."""
-    from gemmcheck import device
+    from gemmcheck.backends import device
 
     env: dict[str, str] = {}
     ok, why = device.cuda_device()

@@ -13,8 +13,8 @@ def attach_judgement(judgement, run, *, worst: int = 20) -> None:
     """Attach the evidence of a failed value check: the error/bound heatmap with the tile grid,
     the worst elements, the kernel source and the compiler's resource report.
 
-    ``judgement``: gemmcheck.oracle.Judgement (``error_map``, ``findings``, ``message()``);
-    ``run``: the gemmcheck.harness.Run it judged.
+    ``judgement``: gemmcheck.judge.oracle.Judgement (``error_map``, ``findings``, ``message()``);
+    ``run``: the gemmcheck.problems.harness.Run it judged.
     """
     if not active():
         return

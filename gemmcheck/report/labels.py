@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from gemmcheck.catalog import Instance
+from gemmcheck.contract.catalog import Instance
 
 INSTANCE_PARAMS = ("reference", "broken", "any_kernel")
 

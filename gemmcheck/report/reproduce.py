@@ -30,7 +30,7 @@ def hypothesis_reproduction(text: str) -> str:
 
 def reproduce_command(nodeid: str, rootpath, gemm=None) -> str:
     """The command that reruns test ``nodeid`` with the run's profile, backend and catalogs."""
-    from gemmcheck import catalog as builtin
+    from gemmcheck.contract import catalog as builtin
 
     cmd = ["pytest", nodeid]
     if gemm:

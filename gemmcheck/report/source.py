@@ -82,8 +82,8 @@ def _macro_span(lines: list[str], macro: str):
 
 
 def resource_report(instance) -> str:
-    """ptxas's report for one instantiation (gemmcheck.resources), or why there is none."""
-    from gemmcheck import resources
+    """ptxas's report for one instantiation (gemmcheck.compile.resources), or why there is none."""
+    from gemmcheck.compile import resources
 
     try:
         found = resources.compile_report(instance.spec.source, (instance.name_expression,))

@@ -113,7 +113,7 @@ def read_worker_verdicts(path: Path, since: float) -> list:
 
 def run_info(gemm, exitstatus) -> dict:
     """The "run" object of verdicts.json: what selected and ran the kernels."""
-    from gemmcheck import device
+    from gemmcheck.backends import device
 
     return {"profile": gemm.profile.name, "backend": gemm.backend_name,
             "device": device.cuda_device()[1], "catalogs": [str(c) for c in gemm.catalogs],

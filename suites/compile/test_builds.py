@@ -2,12 +2,12 @@
 
 One test per source file: a source that does not compile fails here once, with the
 compiler's first errors at the user's file and line; every other test of its
-instantiations is skipped with `not compiled: see <this test>` (gemmcheck.build_plugin).
+instantiations is skipped with `not compiled: see <this test>` (gemmcheck.pytest_plugin.build_plugin).
 """
 
 import pytest
 
-from gemmcheck import build_plugin
+from gemmcheck.pytest_plugin import build_plugin
 
 
 def test_every_instantiation_of_the_source_builds(backend, kernel_source, verdicts, request):

@@ -7,7 +7,7 @@ of its build unit (source and -D macros); the others skip and name that test.
 
 import pytest
 
-from gemmcheck import resources
+from gemmcheck.compile import resources
 
 COMPILES_TEST = "suites/compile/test_resources.py::test_compiles_for_sm90"
 

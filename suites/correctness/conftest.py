@@ -1,14 +1,15 @@
 """Fixtures of the correctness suite: run-and-judge, scope and profile gates.
 
-Logic lives in gemmcheck.problems / oracle / strategies; these only wire it to tests.
+Logic lives in gemmcheck.problems.problem / oracle / strategies; these only wire it to tests.
 """
 
 import pytest
 
-from gemmcheck import build_plugin, catalog, scope_plugin
 from gemmcheck.backends import KernelCompileError, KernelLaunchError
-from gemmcheck.harness import run_problem
-from gemmcheck.oracle import assert_judgement, judge
+from gemmcheck.contract import catalog
+from gemmcheck.pytest_plugin import build_plugin, scope_plugin
+from gemmcheck.problems.harness import run_problem
+from gemmcheck.judge.oracle import assert_judgement, judge
 from gemmcheck.verdict import Verdict
 
 
@@ -20,7 +21,7 @@ def check(backend, verdicts, request):
     With record=False (property tests: one verdict per example would flood the log)
     only a failing judgement is recorded.
     A launch that does not build, crashes or hangs records compile_error / crash / hang
-    (never not_checked) and raises: gemmcheck.build_plugin makes it one failure per
+    (never not_checked) and raises: gemmcheck.pytest_plugin.build_plugin makes it one failure per
     instantiation and skips its other tests; once lost, it is not launched again."""
     def check(instance, problem, *, record: bool = True, leading_dimensions: str = "tight"):
         __tracebackhide__ = True

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from gemmcheck import backends
-from gemmcheck.harness import run_once
-from gemmcheck.oracle import assert_judgement, judge
-from gemmcheck.problems import Problem
+from gemmcheck.problems.harness import run_once
+from gemmcheck.judge.oracle import assert_judgement, judge
+from gemmcheck.problems.problem import Problem
 
 SHAPES = ((4, 4, 4), (33, 17, 65), (64, 64, 64))
 

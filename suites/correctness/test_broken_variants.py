@@ -6,7 +6,7 @@ each of a few schedules instead of the large ones (a race shows at any size ther
 takes minutes).
 Kernels declared crash, hang or too_slow are the hazards and performance suites' business."""
 
-from gemmcheck.hazards import SIMULATOR_SCHEDULES, exposing_problems, simulates_threads
+from gemmcheck.judge.hazards import SIMULATOR_SCHEDULES, exposing_problems, simulates_threads
 
 
 def test_broken_kernel_fails_the_correctness_check(exposed_broken, check, profile, backend):

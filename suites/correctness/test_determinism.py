@@ -4,12 +4,12 @@ A reference kernel sums in a fixed order, so every launch must store
 identical bits (random inputs, where a different order would show in the last
 bits). The hazards suite stresses races at large sizes; this is the
 claim at the sizes the correctness suite runs, judged by the hazard detectors'
-repeat-launch check (gemmcheck.hazards.check_nondeterminism).
+repeat-launch check (gemmcheck.judge.hazards.check_nondeterminism).
 """
 
-from gemmcheck import hazards
-from gemmcheck.harness import GuardedGemm
-from gemmcheck.problems import Problem, claimed_shape
+from gemmcheck.judge import hazards
+from gemmcheck.problems.harness import GuardedGemm
+from gemmcheck.problems.problem import Problem, claimed_shape
 
 SEED = 4
 

@@ -2,7 +2,7 @@
 
 For normal, uniform and wide-range (many binades) inputs in every dtype,
 |C - C_ref| <= gamma_K(u_acc)(|A||B|) + output rounding, element by element
-(gemmcheck.oracle documents the bound and its derivation). The ratio
+(gemmcheck.judge.oracle documents the bound and its derivation). The ratio
 error/bound of a correct kernel is at most 1; hypothesis climbs toward the
 worst ratio it can find (hypothesis.target). Kernels that take leading
 dimensions or alpha and beta are held to the bound for alpha A @ B + beta C0
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings, target
 from hypothesis import strategies as st
 
-from gemmcheck.harness import OPERAND_VARIANTS, operand_variants, takes_operand_variants
-from gemmcheck.problems import Problem, claimed_shape
-from gemmcheck.strategies import problems
+from gemmcheck.problems.harness import OPERAND_VARIANTS, operand_variants, takes_operand_variants
+from gemmcheck.problems.problem import Problem, claimed_shape
+from gemmcheck.problems.strategies import problems
 
 SEED = 2
 RANDOM_KINDS = ("normal", "uniform", "wide")

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gemmcheck.harness import OPERAND_VARIANTS, operand_variants, takes_operand_variants
-from gemmcheck.problems import Problem, tile_shapes
-from gemmcheck.strategies import problems
+from gemmcheck.problems.harness import OPERAND_VARIANTS, operand_variants, takes_operand_variants
+from gemmcheck.problems.problem import Problem, tile_shapes
+from gemmcheck.problems.strategies import problems
 
 SEED = 1
 SHAPE_NAMES = list(tile_shapes(1))

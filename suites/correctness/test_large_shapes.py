@@ -8,8 +8,8 @@ one problem each instead of hundreds of random huge ones.
 
 import pytest
 
-from gemmcheck.problems import Problem
-from gemmcheck.session import gemm_config
+from gemmcheck.problems.problem import Problem
+from gemmcheck.pytest_plugin.session import gemm_config
 
 SEED = 1
 

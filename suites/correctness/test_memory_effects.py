@@ -1,18 +1,18 @@
 """A kernel writes every element of C, nothing outside C, and leaves A and B as they were.
 
 C is poisoned with a payloaded NaN before the launch and every operand sits
-between guard bands (gemmcheck.harness): a poisoned element was never
+between guard bands (gemmcheck.problems.harness): a poisoned element was never
 written, a changed guard is an out-of-bounds write, a changed input element
 is input mutation. Shapes are ragged where the kernel claims them, so the
 edge tiles (where guards are forgotten) are exercised. The findings are the
-hazard detectors' own (gemmcheck.hazards), on this one launch.
+hazard detectors' own (gemmcheck.judge.hazards), on this one launch.
 """
 
 import pytest
 
-from gemmcheck import hazards
-from gemmcheck.harness import run_once
-from gemmcheck.problems import Problem, claimed_shape
+from gemmcheck.judge import hazards
+from gemmcheck.problems.harness import run_once
+from gemmcheck.problems.problem import Problem, claimed_shape
 
 SEED = 3
 

@@ -14,11 +14,11 @@ only for the right reason, and the shape stays reported as out of scope.
 import numpy as np
 import pytest
 
-from gemmcheck import catalog
-from gemmcheck import dtypes as dt
-from gemmcheck.harness import run_once
-from gemmcheck.oracle import assert_judgement, judge
-from gemmcheck.problems import Problem
+from gemmcheck.contract import catalog
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.problems.harness import run_once
+from gemmcheck.judge.oracle import assert_judgement, judge
+from gemmcheck.problems.problem import Problem
 
 SEED = 6
 

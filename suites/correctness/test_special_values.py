@@ -10,10 +10,10 @@ elements are still exact, so they are judged bit for bit.
 import numpy as np
 import pytest
 
-from gemmcheck import problems as pb
-from gemmcheck.harness import OPERAND_VARIANTS, run_once, takes_operand_variants
-from gemmcheck.oracle import assert_judgement, judge, special_pattern
-from gemmcheck.problems import Problem, claimed_shape
+from gemmcheck.problems import problem as pb
+from gemmcheck.problems.harness import OPERAND_VARIANTS, run_once, takes_operand_variants
+from gemmcheck.judge.oracle import assert_judgement, judge, special_pattern
+from gemmcheck.problems.problem import Problem, claimed_shape
 
 SEED = 5
 

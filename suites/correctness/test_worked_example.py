@@ -9,8 +9,8 @@ the oracle judges the runs, and its expectation is checked against the trace.
 import numpy as np
 import pytest
 
-from gemmcheck.harness import run_once
-from gemmcheck.oracle import assert_judgement, judge
+from gemmcheck.problems.harness import run_once
+from gemmcheck.judge.oracle import assert_judgement, judge
 
 pytestmark = pytest.mark.instances(lambda i: i.supports(4, 4, 4))
 

@@ -4,8 +4,8 @@ tracks every barrier and names it exactly."""
 
 import pytest
 
-from gemmcheck.detectors import Detector
-from gemmcheck.kill_matrix import declares
+from gemmcheck.verdict.detectors import Detector
+from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
 divergent = pytest.mark.instances.with_args(declares("divergent_barrier"))

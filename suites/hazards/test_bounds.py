@@ -6,8 +6,8 @@ nothing outside their buffers."""
 
 import pytest
 
-from gemmcheck.detectors import Detector
-from gemmcheck.kill_matrix import declares
+from gemmcheck.verdict.detectors import Detector
+from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
 reference = pytest.mark.instances(lambda i: i.spec.is_reference)

@@ -4,12 +4,12 @@ own child process (on cpu-sim, the simulator's worker process); this process's C
 
 import pytest
 
-from gemmcheck import kill_matrix
-from gemmcheck.detectors import Detector
-from gemmcheck.harness import run_once
-from gemmcheck.kill_matrix import declares
-from gemmcheck.oracle import judge
-from gemmcheck.problems import Problem
+from gemmcheck.judge import kill_matrix
+from gemmcheck.verdict.detectors import Detector
+from gemmcheck.problems.harness import run_once
+from gemmcheck.judge.kill_matrix import declares
+from gemmcheck.judge.oracle import judge
+from gemmcheck.problems.problem import Problem
 from gemmcheck.verdict import Defect
 
 

@@ -1,5 +1,5 @@
 """The kill matrix: every reference is clean, every broken kernel is caught with the defect
-it declares (gemmcheck.kill_matrix says what each column can establish, on the GPU and on
+it declares (gemmcheck.judge.kill_matrix says what each column can establish, on the GPU and on
 the CPU simulator). The matrix is printed at the end of the run and written to
 reports/kill_matrix.json."""
 

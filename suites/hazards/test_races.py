@@ -6,8 +6,8 @@ accesses, and the output depends on the thread schedule."""
 
 import pytest
 
-from gemmcheck.detectors import Detector
-from gemmcheck.kill_matrix import declares
+from gemmcheck.verdict.detectors import Detector
+from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
 race = pytest.mark.instances.with_args(declares("shared_memory_race"))

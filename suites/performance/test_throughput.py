@@ -12,7 +12,8 @@ writes reports/performance/ (summary.txt, perf.json, roofline.png).
 import pytest
 
 from gemmcheck import perf
-from gemmcheck.perf import selection, summary
+from gemmcheck.perf import roofline, selection, summary
+from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 @pytest.mark.gpu
@@ -21,7 +22,7 @@ def test_fp32_peak_is_known_for_this_card(perf_session):
     device = perf_session.device
     assert device.fp32_peak_tflops is not None, (
         f"{device.name}: compute capability {device.capability} has no FP32 lanes-per-SM entry in "
-        "gemmcheck.roofline.FP32_LANES_PER_SM; add it from the CUDA Programming Guide's throughput table")
+        "gemmcheck.perf.roofline.FP32_LANES_PER_SM; add it from the CUDA Programming Guide's throughput table")
 
 
 @pytest.mark.gpu

@@ -9,7 +9,7 @@ a scheduler runs one block at a time and the block's fibers between barriers. Bu
 from ``to_device`` live in memfds the worker maps, so the harness's guard bands and
 poison work unchanged; a fault or a hang kills only the worker.
 
-The API for detectors (gemmcheck.hazards)
+The API for detectors (gemmcheck.judge.hazards)
 -----------------------------------------
 ``backend.schedules`` (tuple of names, default ``("forward",)``)
     Each launch runs once per schedule, from the same inputs: ``forward`` (threads in
@@ -80,8 +80,8 @@ from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError,
                                 KernelLaunchError, launch_error)
 from gemmcheck.backends.cpu_sim import build
 from gemmcheck.backends.cpu_sim import worker as wk
-from gemmcheck.catalog import Instance
-from gemmcheck.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan,
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.contract.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan,
                               tight_leading_dimensions)
 from gemmcheck.phases import timed
 
@@ -504,7 +504,7 @@ class CpuSimBackend(Backend):
     def address_check(self, instance: Instance, A: np.ndarray, B: np.ndarray, *,
                       timeout_s: float = 120.0) -> AddressReport:
         """One launch of an AddressSanitizer build on exact-size buffers, in a child process."""
-        from gemmcheck import dtypes as dt
+        from gemmcheck.contract import dtypes as dt
 
         self._module(instance)
         # The kernel's own instantiations only: an ASan build is slow and cached per kernel.

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmcheck import buildlock, cuda_source, launch
+from gemmcheck.compile import buildlock
+from gemmcheck.contract import cuda_source, launch
 from gemmcheck.phases import timed
 
 HERE = Path(__file__).resolve().parent

@@ -9,14 +9,14 @@ tests skip naming that failure.
   verdict; its other tests skip with ``not run: <crash|hang>; see <that test>``, never
   launching it again (a hang would cost --gemm-hang-timeout per launch).
 - On a backend whose launches share this process's CUDA context (cupy), every
-  instantiation is first probed in one isolated child (gemmcheck.isolation) on small
+  instantiation is first probed in one isolated child (gemmcheck.judge.isolation) on small
   ragged and tile-aligned shapes it claims: one that crashes or hangs there is never
   launched here. A fault the probe missed that loses the context (a sticky CUDA error,
   or an in-process hang) is that instantiation's crash / hang, and every later test that
   runs kernels skips with one line naming the test that lost it.
 
 Wiring only: the build is the backend's (``prepare`` / ``build_error``), the launch in a
-child is gemmcheck.isolation's.
+child is gemmcheck.judge.isolation's.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import pytest
 
 from gemmcheck import backends
 from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
-from gemmcheck.catalog import Instance
+from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds"
-COMPILE_ERROR = "compile_error"   # gemmcheck.defects.Defect.COMPILE_ERROR once the registry lands
+COMPILE_ERROR = "compile_error"   # gemmcheck.verdict.defects.Defect.COMPILE_ERROR once the registry lands
 MAX_LINES = 40                    # of compiler output per broken source on the terminal
 
 
@@ -55,7 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kernel_source" not in metafunc.fixturenames:
         return
-    from gemmcheck.session import gemm_config   # the session's selection of instantiations
+    from gemmcheck.pytest_plugin.session import gemm_config   # the session's selection of instantiations
 
     by_source: dict[Path, list[Instance]] = {}
     for inst in gemm_config(metafunc.config).instances("any_kernel"):
@@ -79,7 +79,7 @@ def verdicts_for(failed, test: str) -> list[Verdict]:
     """One compile_error verdict per instantiation that did not build (once the defect registry has it)."""
     defect = next((d for d in Defect if d.value == COMPILE_ERROR), None)
     if defect is None:
-        return []   # until gemmcheck.defects adds COMPILE_ERROR, the failing test is the record
+        return []   # until gemmcheck.verdict.defects adds COMPILE_ERROR, the failing test is the record
     return [Verdict.for_instance(inst, "build", [Finding(defect, "compiler", str(error).splitlines()[0])], test)
             for inst, error in failed]
 
@@ -185,7 +185,7 @@ def _kernel_error(excinfo: pytest.ExceptionInfo):
 
 def unfinished_verdict(instance: Instance, exc: BaseException, test: str) -> Verdict:
     """The compile_error / crash / hang verdict for a launch (or build) that raised `exc`."""
-    from gemmcheck import hazards
+    from gemmcheck.judge import hazards
 
     return Verdict.for_instance(instance, "launch", [hazards.launch_failure(exc)], test)
 
@@ -219,7 +219,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def _runs_kernels(item: pytest.Item, instance: Instance | None) -> bool:
-    from gemmcheck.session import INSTANCE_FIXTURES
+    from gemmcheck.pytest_plugin.session import INSTANCE_FIXTURES
 
     names = set(getattr(item, "fixturenames", ()))
     return instance is not None or "backend" in names or bool(names & set(INSTANCE_FIXTURES))
@@ -234,7 +234,7 @@ def _not_compiled(item: pytest.Item, instance: Instance, state: Containment) -> 
     """An instantiation that did not build (known once the backend prepared it): skip, naming
     its source's build test when that runs in this session. Otherwise the test runs and meets
     the compile error itself: the first such test fails with it, later ones skip (makereport)."""
-    from gemmcheck.session import gemm_config
+    from gemmcheck.pytest_plugin.session import gemm_config
 
     backend = gemm_config(item.config).backend
     error = backend.build_error(instance) if backend is not None else None
@@ -254,9 +254,9 @@ def _compiler_lines(error: BaseException, n: int = 12) -> str:
 def _needs_probe(config: pytest.Config) -> bool:
     """Probe only where a launch shares this process with the session (the GPU backend);
     the CPU simulator's worker process is its own isolation."""
-    from gemmcheck.session import gemm_config
+    from gemmcheck.pytest_plugin.session import gemm_config
 
-    from gemmcheck import device
+    from gemmcheck.backends import device
 
     return (config.getoption("gemm_probe") == "on" and not gemm_config(config).simulated
             and device.cuda_device()[0])
@@ -267,7 +267,7 @@ PROBE_SEED = 11
 
 def probe_steps(instances) -> list:
     """One small ragged and one tile-aligned problem per instantiation, where it claims them."""
-    from gemmcheck import isolation
+    from gemmcheck.judge import isolation
 
     steps = []
     for inst in instances:
@@ -283,7 +283,7 @@ def probe_instances(instances, backend_name: str, timeout: float) -> dict[str, L
     """Launch each instantiation on its probe problems in one isolated child (a fresh one
     only after a crash or hang); the ones that crashed or hung, by Instance.id.
     Raises isolation.IsolationError when the child itself cannot run."""
-    from gemmcheck import isolation
+    from gemmcheck.judge import isolation
 
     by_key = {(str(i.spec.catalog), i.spec.name, i.dtype, i.tile): i for i in instances}
     steps = probe_steps(by_key.values())
@@ -306,10 +306,10 @@ def probe_instances(instances, backend_name: str, timeout: float) -> dict[str, L
 
 def probe(config: pytest.Config, state: Containment) -> None:
     """Probe every instantiation of this session's tests before the first launch here."""
-    from gemmcheck import isolation
-    from gemmcheck.session import gemm_config
+    from gemmcheck.judge import isolation
+    from gemmcheck.pytest_plugin.session import gemm_config
 
-    from gemmcheck import defects
+    from gemmcheck.verdict import defects
 
     seen: dict[str, Instance] = {}
     for item in state.items:
@@ -360,7 +360,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def _launch_failed(item: pytest.Item, exc: BaseException, report) -> None:
     """The first crash / hang of an instantiation is one failing line and one verdict; a
     later one (another test reached it first) is a skip naming that test."""
-    from gemmcheck.session import gemm_config
+    from gemmcheck.pytest_plugin.session import gemm_config
 
     instance = _instance_of(item)
     if instance is None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from gemmcheck.defects import DEFECTS, Defect, DefectClass  # noqa: F401  (re-exported)
-from gemmcheck.detectors import Detector
+from gemmcheck.verdict.defects import DEFECTS, Defect, DefectClass  # noqa: F401  (re-exported)
+from gemmcheck.verdict.detectors import Detector
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class Finding:
     """One thing one detector saw."""
 
     defect: Defect
-    detector: Detector                    # a name of gemmcheck.detectors.Detector (checked)
+    detector: Detector                    # a name of gemmcheck.verdict.detectors.Detector (checked)
     summary: str                          # one line a reviewer can act on
     count: int = 0                        # elements, hazards or launches involved
     where: tuple[int, int] | None = None  # an element (i, j) of C, if the defect has one

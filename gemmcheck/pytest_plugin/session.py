@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import backends, profiles
-from gemmcheck.catalog import Instance, KernelSpec
+from gemmcheck import backends
+from gemmcheck.problems import profiles
+from gemmcheck.contract.catalog import Instance, KernelSpec
 from gemmcheck.verdict import VerdictLog
 
 # Fixtures that parametrize over catalog instantiations, and which ones each gets.
@@ -66,5 +67,5 @@ GEMM_CONFIG = pytest.StashKey[GemmConfig]()
 
 
 def gemm_config(config: pytest.Config) -> GemmConfig:
-    """The session's GemmConfig (set by gemmcheck.plugin's pytest_configure)."""
+    """The session's GemmConfig (set by gemmcheck.pytest_plugin.plugin's pytest_configure)."""
     return config.stash[GEMM_CONFIG]

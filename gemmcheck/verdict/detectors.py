@@ -16,11 +16,11 @@ class UnknownDetector(ValueError):
 
 
 class Detector(str, enum.Enum):
-    # The oracle's value check (gemmcheck.oracle.judge): three rules, one name each.
+    # The oracle's value check (gemmcheck.judge.oracle.judge): three rules, one name each.
     EXACT_BITS = "exact-bits"              # exact inputs: bits differ from the exact product
     ERROR_BOUND = "error-bound"            # random inputs: error above the forward error bound
     NAN_INF_PATTERN = "nan-inf-pattern"    # NaN / Inf where IEEE gives none, or missing
-    # Guarded launches (gemmcheck.harness, gemmcheck.hazards).
+    # Guarded launches (gemmcheck.problems.harness, gemmcheck.judge.hazards).
     POISON = "poison"                      # C elements still holding the poison bits
     GUARD_SWAP = "guard-swap"              # output depends on the guards around A and B
     GUARD_BANDS = "guard-bands"            # a guard band changed
@@ -28,7 +28,7 @@ class Detector(str, enum.Enum):
     REPEAT_LAUNCH = "repeat-launch"        # identical launches left different bits
     ISOLATION = "isolation"                # a launch crashed or hung (child or cpu-sim worker)
     COMPILER = "compiler"                  # the source or instantiation did not build
-    # compute-sanitizer (gemmcheck.sanitizer).
+    # compute-sanitizer (gemmcheck.judge.sanitizer).
     RACECHECK = "racecheck"
     SYNCCHECK = "synccheck"
     MEMCHECK = "memcheck"

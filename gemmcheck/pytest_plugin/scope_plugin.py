@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from gemmcheck.catalog import Instance
+from gemmcheck.contract.catalog import Instance
 
 OUT_OF_SCOPE = pytest.StashKey[str]()
 

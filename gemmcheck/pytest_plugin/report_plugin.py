@@ -158,7 +158,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def _gemm(config: pytest.Config):
-    from gemmcheck import session
+    from gemmcheck.pytest_plugin import session
 
     return config.stash.get(session.GEMM_CONFIG, None)
 

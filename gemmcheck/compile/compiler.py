@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck import buildlock, cuda_source, toolkit
+from gemmcheck.compile import buildlock, toolkit
+from gemmcheck.contract import cuda_source
 from gemmcheck.phases import timed
 
 # The options every build uses, spelled for cuda.core's ProgramOptions.
@@ -64,7 +65,7 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
                    defines: tuple[tuple[str, int], ...] = ()) -> Compiled:
     """Compile `name_expressions` of `source` for `arch` (e.g. "sm_90"), cached on disk.
 
-    Only the device part is compiled (gemmcheck.cuda_source.device_part): a .cu with a host
+    Only the device part is compiled (gemmcheck.contract.cuda_source.device_part): a .cu with a host
     `main` and <stdio.h> compiles as nvcc would compile it for the device. `defines` are
     passed as -D NAME=value.
     """

@@ -1,6 +1,6 @@
 """Static resource checks that need no GPU: read ptxas's report of registers,
 shared memory, spills and stack frame per instantiation, from the same NVRTC
-build (gemmcheck.compiler) the GPU backend runs.
+build (gemmcheck.compile.compiler) the GPU backend runs.
 """
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
-from gemmcheck import compiler
+from gemmcheck.compile import compiler
+from gemmcheck.tables import format_table
 
 DEFAULT_ARCH = "sm_90"
 
@@ -36,6 +38,13 @@ class Resources:
     @property
     def spills(self) -> int:
         return self.spill_stores + self.spill_loads
+
+
+def table(found: Iterable[Resources]) -> list[str]:
+    """ptxas's resources as text, one line per instantiation, in the order given."""
+    return format_table(("instantiation", "arch", "regs", "smem B", "stack B", "spill B", "barriers"),
+                        [(r.name_expression, r.arch, r.registers, r.shared_bytes, r.stack_frame, r.spills,
+                          r.barriers) for r in found])
 
 
 class CompileFailed(RuntimeError):
@@ -66,7 +75,7 @@ def compile_report(source: Path, name_expressions: tuple[str, ...],
                    arch: str = DEFAULT_ARCH, defines: tuple = ()) -> dict[str, Resources]:
     """Compile `name_expressions` of `source` for `arch`; the resources of each.
 
-    The build is gemmcheck.compiler's: the same cubin the GPU backend loads.
+    The build is gemmcheck.compile.compiler's: the same cubin the GPU backend loads.
     """
     try:
         compiled = compiler.compile_source(source, name_expressions, arch, defines=tuple(defines))

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gemmcheck import dtypes as dt
-from gemmcheck import launch
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import launch
 from gemmcheck.backends import Backend
-from gemmcheck.catalog import Instance
-from gemmcheck.problems import BETA_SCALING, DEFAULT_SCALING, scaling_id
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, scaling_id
 
 MIN_GUARD = 1024
 LAYOUTS = ("row", "col")
@@ -292,7 +292,7 @@ class GuardedGemm:
 
     def role_values(self) -> dict:
         """Every role's value: device views of A, B, C; M, N, K and the leading dimensions
-        as ints; alpha and beta as Python numbers. gemmcheck.launch.plan picks the kernel's."""
+        as ints; alpha and beta as Python numbers. gemmcheck.contract.launch.plan picks the kernel's."""
         return {"A": self.A.inner(), "B": self.B.inner(), "C": self.C.inner(),
                 "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
                 "alpha": self.alpha, "beta": self.beta}

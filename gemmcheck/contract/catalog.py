@@ -14,11 +14,11 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gemmcheck import defects
-from gemmcheck import dtypes as dt
-from gemmcheck import cuda_source, launch
+from gemmcheck.verdict import defects
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import cuda_source, launch
 
-BUILTIN = Path(__file__).resolve().parent.parent / "kernels" / "catalog.toml"
+BUILTIN = Path(__file__).resolve().parents[2] / "kernels" / "catalog.toml"
 LADDER = BUILTIN.with_name("ladder_catalog.toml")
 # Catalogs named on the command line (--gemm-catalog NAME); anything else is a path. The ladder is
 # not in the default run: its dozens of register-blocked configs take the CPU simulator many minutes.

@@ -3,7 +3,7 @@
 A kernel that faults leaves its process's CUDA context unusable, and one
 that never returns blocks its process forever. Such launches (catalog
 `expect` crash or hang, and everything under compute-sanitizer) run in a
-child: `python -m gemmcheck.isolation JOB OUTDIR`. The child announces each
+child: `python -m gemmcheck.judge.isolation JOB OUTDIR`. The child announces each
 step on stdout (READY, LAUNCH id, then DONE id, FAILED id, HUNG id: the backend stopped
 a launch that outlived its hang timeout, or UNBUILT id: the instantiation did not compile); the parent watches the clock
 between them, kills the child's process group when a step overruns, and
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmcheck.detectors import Detector
+from gemmcheck.verdict.detectors import Detector
 from gemmcheck.verdict import Finding
 
 MARK = "@@gemmcheck"
@@ -72,7 +72,7 @@ class Step:
 
     @property
     def problem(self):
-        from gemmcheck.problems import Problem
+        from gemmcheck.problems.problem import Problem
 
         return Problem(self.M, self.N, self.K, self.dtype, "exact", self.seed)
 
@@ -91,7 +91,7 @@ class StepOutcome:
     @property
     def finding(self) -> Finding | None:
         """CRASH, HANG or COMPILE_ERROR for a launch that did not complete; None otherwise."""
-        from gemmcheck import hazards
+        from gemmcheck.judge import hazards
 
         if self.status == "hang":
             return hazards.unfinished("hang", self.message)
@@ -214,7 +214,7 @@ def _exit_text(code: int | None) -> str:
 
 
 def child_command(job: Path, outdir: Path) -> list[str]:
-    return [sys.executable, "-u", "-m", "gemmcheck.isolation", str(job), str(outdir)]
+    return [sys.executable, "-u", "-m", "gemmcheck.judge.isolation", str(job), str(outdir)]
 
 
 def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: bool = False,
@@ -293,7 +293,7 @@ def _save_runs(outdir: Path, step_id: int, obs) -> None:
 
 
 def _load_runs(outdir: Path, step: Step) -> dict:
-    from gemmcheck.harness import Run
+    from gemmcheck.problems.harness import Run
 
     instance = _instance(step)
     meta = json.loads((outdir / f"step{step.id}.json").read_text())
@@ -309,7 +309,7 @@ def _load_runs(outdir: Path, step: Step) -> dict:
 
 def observation(outcome: StepOutcome):
     """The hazards.Observation a step's outcome amounts to (CRASH/HANG as its failure)."""
-    from gemmcheck import hazards
+    from gemmcheck.judge import hazards
 
     step = outcome.step
     obs = hazards.Observation(_instance(step), step.problem, step.purpose)
@@ -322,7 +322,7 @@ _CATALOGS: dict[str, list] = {}
 
 
 def _instance(step: Step):
-    from gemmcheck import catalog
+    from gemmcheck.contract import catalog
 
     if step.catalog not in _CATALOGS:
         _CATALOGS[step.catalog] = catalog.load(step.catalog)
@@ -355,9 +355,9 @@ def _make_backend(name: str, exact_allocations: bool):
 
 
 def child_main(job_path: str, outdir: str) -> int:
-    from gemmcheck import hazards
+    from gemmcheck.judge import hazards
     from gemmcheck.backends import KernelCompileError, KernelHang, KernelLaunchError
-    from gemmcheck.harness import GuardedGemm
+    from gemmcheck.problems.harness import GuardedGemm
 
     job = json.loads(Path(job_path).read_text())
     out = Path(outdir)

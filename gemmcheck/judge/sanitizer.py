@@ -1,6 +1,6 @@
 """compute-sanitizer (racecheck, synccheck, memcheck, initcheck) in a child, parsed into Findings.
 
-Every run goes through gemmcheck.isolation: a child with CuPy's memory pool
+Every run goes through gemmcheck.judge.isolation: a child with CuPy's memory pool
 off and exact-size allocations (no guard bands: an access outside an
 operand must land outside every allocation for memcheck to see it; memcheck's
 `--padding` keeps neighbouring allocations apart), `--error-exitcode` (the
@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from gemmcheck import device
-from gemmcheck.detectors import SANITIZER_TOOLS, Detector
+from gemmcheck.backends import device
+from gemmcheck.verdict.detectors import SANITIZER_TOOLS, Detector
 from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
 
@@ -242,7 +242,8 @@ def _groups(steps, instances):
 def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
         step_timeout: float = STEP_TIMEOUT_S) -> ToolRun:
     """Run `tool` over `plan` ([(instance, [(purpose, problem)])]) in as few children as it allows."""
-    from gemmcheck import harness, isolation
+    from gemmcheck.problems import harness
+    from gemmcheck.judge import isolation
 
     exe = exe or executable()
     if exe is None:

@@ -22,12 +22,12 @@ class DeviceProperties:
 
     @property
     def fp32_peak_tflops(self) -> float | None:
-        from gemmcheck import roofline
+        from gemmcheck.perf import roofline
 
         return roofline.fp32_peak_tflops(self.sm_count, self.clock_hz, self.capability)
 
     def describe(self) -> str:
-        from gemmcheck import roofline
+        from gemmcheck.perf import roofline
 
         peak = self.fp32_peak_tflops
         lanes = roofline.FP32_LANES_PER_SM.get(self.capability)

@@ -1,7 +1,7 @@
 """gemmcheck's pytest plugin: options, session state, parametrization, fixtures.
 
 Only wiring lives here; logic lives in the modules it calls. The session object
-(GemmConfig) lives in gemmcheck.session, which every suite plugin imports: no plugin
+(GemmConfig) lives in gemmcheck.pytest_plugin.session, which every suite plugin imports: no plugin
 imports another.
 """
 
@@ -10,18 +10,25 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Callable
 from pathlib import Path
 
 import pytest
 
-from gemmcheck import backends, catalog, device, dtypes, gpus, phases, profiles, shard
-from gemmcheck.catalog import Instance
-from gemmcheck.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
-from gemmcheck.session import GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig, gemm_config  # noqa: F401
+from gemmcheck import backends
+from gemmcheck.compile import resources
+from gemmcheck.contract import catalog, dtypes
+from gemmcheck.backends import device
+from gemmcheck.pytest_plugin import gpus, shard
+from gemmcheck import phases
+from gemmcheck.problems import profiles
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.pytest_plugin.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
+from gemmcheck.pytest_plugin.session import GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig, gemm_config  # noqa: F401
 
 # Each suite's own hooks (options, summaries, reports) live in its own plugin
 # module; pytest registers these along with this one.
-pytest_plugins = ("gemmcheck.hazards_plugin", "gemmcheck.perf_plugin", "gemmcheck.report_plugin", "gemmcheck.build_plugin", "gemmcheck.scope_plugin")
+pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_plugin.perf_plugin", "gemmcheck.pytest_plugin.report_plugin", "gemmcheck.pytest_plugin.build_plugin", "gemmcheck.pytest_plugin.scope_plugin")
 
 DURATIONS_JSON = Path("reports") / "durations.json"
 NOTHING_CHECKED = pytest.StashKey[str]()
@@ -47,27 +54,22 @@ def _tiles(value: str) -> tuple[int, ...]:
     return tiles
 
 
+def _one_of(kind: str, choices) -> Callable[[str], str]:
+    """An option converter that accepts one of `choices` and names them all when it refuses."""
+    def convert(value: str) -> str:
+        if value not in choices:
+            raise argparse.ArgumentTypeError(f"unknown {kind} {value!r}; choose from {', '.join(choices)}")
+        return value
+    return convert
+
+
+_dtype = _one_of("dtype", dtypes.DTYPES)
+_profile = _one_of("profile", profiles.PROFILES)
+_backend = _one_of("backend", backends.CHOICES)
+
+
 def _dtypes(value: str) -> tuple[str, ...]:
-    names = _csv(value)
-    for name in names:
-        if name not in dtypes.DTYPES:
-            raise argparse.ArgumentTypeError(
-                f"unknown dtype {name!r}; choose from {','.join(dtypes.DTYPES)}")
-    return names
-
-
-def _profile(value: str) -> str:
-    if value not in profiles.PROFILES:
-        raise argparse.ArgumentTypeError(
-            f"unknown profile {value!r}; choose from {', '.join(profiles.PROFILES)}")
-    return value
-
-
-def _backend(value: str) -> str:
-    if value not in backends.CHOICES:
-        raise argparse.ArgumentTypeError(
-            f"unknown backend {value!r}; choose from {', '.join(backends.CHOICES)}")
-    return value
+    return tuple(_dtype(name) for name in _csv(value))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -92,7 +94,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "ordinals (0,1); -n auto starts one worker per GPU (default: every GPU)")
     group.addoption("--gemm-shard", type=shard.parse, metavar="I/N", default=None,
                     help="run only the I-th of N deterministic parts of the selected tests, for N "
-                         "hosts; merge their reports with python -m gemmcheck.merge (default: all)")
+                         "hosts; merge their reports with python -m gemmcheck.report.merge (default: all)")
     group.addoption("--gemm-shard-durations", metavar="PATH", default=None,
                     help=f"balance --gemm-shard by the test durations an earlier run wrote to "
                          f"{DURATIONS_JSON} (default: every test counts the same)")
@@ -103,7 +105,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from gemmcheck import hookspecs
+    from gemmcheck.pytest_plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -277,7 +279,7 @@ def _run_gpus(config: pytest.Config) -> tuple[int, ...]:
 # -- per-test phases, durations and whether any kernel test ran ------------------------------
 
 class _Recorder:
-    """Per-session hooks that feed gemmcheck.runstats (a plugin object per config, so
+    """Per-session hooks that feed gemmcheck.pytest_plugin.runstats (a plugin object per config, so
     nested pytester sessions keep their own)."""
 
     def __init__(self, config: pytest.Config) -> None:
@@ -371,12 +373,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     rows = gemm_config(config).resource_rows
     if not rows:
         return
-    header = ("instantiation", "arch", "regs", "smem B", "stack B", "spill B", "barriers")
     ordered = sorted(rows, key=lambda row: (row[0].spec.name, row[0].dtype, row[0].tile))
-    table = [header] + [
-        (r.name_expression, r.arch, str(r.registers), str(r.shared_bytes), str(r.stack_frame),
-         str(r.spills), str(r.barriers)) for _, r in ordered]
-    widths = [max(len(row[c]) for row in table) for c in range(len(header))]
     terminalreporter.section("gemmcheck: compiled resources (ptxas -v)")
-    for row in table:
-        terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+    for line in resources.table(found for _, found in ordered):
+        terminalreporter.write_line(line)

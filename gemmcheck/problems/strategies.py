@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from gemmcheck.problems import DEFAULT_SCALING, VALUE_KINDS, Problem
+from gemmcheck.problems.problem import DEFAULT_SCALING, VALUE_KINDS, Problem
 
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 37, 61, 67, 97, 127, 131, 257, 509, 521, 1021, 1031, 2039, 4093, 4099)
 MAX_SEED = 2 ** 32 - 1
@@ -103,7 +103,7 @@ def problems(*, instance, values=VALUE_KINDS, min_dim: int = 1, max_dim: int,
     """Return a strategy for Problems `instance` declares it supports.
 
     instance: a catalog Instance (its dtype, TILE and declared shapes).
-    values: the value kinds to draw from (see gemmcheck.problems.VALUE_KINDS).
+    values: the value kinds to draw from (see gemmcheck.problems.problem.VALUE_KINDS).
     min_dim, max_dim: the inclusive range of every dimension.
     scalings: the (alpha, beta) pairs to draw from (integers for the exact kinds).
     Shrinks toward small shapes, the first value kind, the first scaling and seed 0.

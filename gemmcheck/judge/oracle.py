@@ -65,7 +65,7 @@ C = alpha A @ B + beta C0 (C0 read only when beta != 0). Exact judging needs
 integer alpha and beta (checked): the premise above extends to the sum of the
 K terms alpha a_k b_k and the term beta c, each a multiple of the finest
 quantum among them, bounded by Q = |alpha| P + |beta| |C0|
-(gemmcheck.problems.exact_range proves the generated integers satisfy it).
+(gemmcheck.problems.problem.exact_range proves the generated integers satisfy it).
 
 Bound: in whatever order a kernel forms alpha a_k b_k (product, then alpha:
 two roundings, or alpha times the finished sum: one more rounding of every
@@ -90,7 +90,7 @@ unwritten element still holds C0's bits. That only proves "unwritten" if no
 correct result can hold them: ``judge`` checks the premise (exact: the
 expected bits differ from C0's and not both are zeros; bound: |C_ref - C0|
 exceeds the bound) and raises UnchangedElements otherwise
-(gemmcheck.problems chooses C0 so that it holds).
+(gemmcheck.problems.problem chooses C0 so that it holds).
 
 Special values
 --------------
@@ -105,7 +105,7 @@ taints whole rows of C (from A) and whole columns (from B), and an element is
 finite exactly when row i of A and column j of B are. Counts are computed with
 0/1 matrix products, never with a library's own inf*0 handling.
 
-Subnormals: gemmcheck builds with -ftz=false (gemmcheck.compiler; NVRTC's
+Subnormals: gemmcheck builds with -ftz=false (gemmcheck.compile.compiler; NVRTC's
 default, and no fast-math flags), so subnormal inputs, products and results
 must be kept, not flushed to zero; the ``special`` kind's subnormal row makes
 a flush visible as wrong values (and Inf * subnormal, flushed, as a NaN where
@@ -123,9 +123,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import dtypes as dt
 from gemmcheck import report
 from gemmcheck.phases import timed
+from gemmcheck.tables import format_table
 from gemmcheck.verdict import Defect, Finding, HasFindings, Verdict
 
 U64 = 2.0 ** -53
@@ -425,21 +426,20 @@ class Judgement(HasFindings):
 
     def worst_table(self, rows: int = WORST_ROWS) -> str:
         """The worst elements, one per line: index, tile, actual, expected, error, bound, ratio."""
-        header = f"{'i':>5} {'j':>5} {'tile':>9} {'actual':>14} {'expected':>14} {'abs err':>11} {'bound':>11} {'ratio':>9}"
-        if self.error_map is None:
-            return header
-        order = np.argsort(-np.where(self.failing, self.error_map, -1.0), axis=None, kind="stable")
-        abs_err, _ = self._errors()
-        lines = [header]
-        for flat in order[:rows]:
-            i, j = np.unravel_index(int(flat), self.error_map.shape)
-            if not self.failing[i, j]:
-                break
-            tile = f"{i // self.instance.tile},{j // self.instance.tile}"
-            actual = "unwritten" if self.unwritten is not None and self.unwritten[i, j] else f"{self.C[i, j]:.7g}"
-            lines.append(f"{i:>5} {j:>5} {tile:>9} {actual:>14} {self.expected[i, j]:>14.7g} "
-                         f"{abs_err[i, j]:>11.4g} {self.bound[i, j]:>11.4g} {self.error_map[i, j]:>9.3g}")
-        return "\n".join(lines)
+        header = ("i", "j", "tile", "actual", "expected", "abs err", "bound", "ratio")
+        lines = []
+        if self.error_map is not None:
+            order = np.argsort(-np.where(self.failing, self.error_map, -1.0), axis=None, kind="stable")
+            abs_err, _ = self._errors()
+            for flat in order[:rows]:
+                i, j = np.unravel_index(int(flat), self.error_map.shape)
+                if not self.failing[i, j]:
+                    break
+                unwritten = self.unwritten is not None and self.unwritten[i, j]
+                lines.append((i, j, f"{i // self.instance.tile},{j // self.instance.tile}",
+                              "unwritten" if unwritten else f"{self.C[i, j]:.7g}", f"{self.expected[i, j]:.7g}",
+                              f"{abs_err[i, j]:.4g}", f"{self.bound[i, j]:.4g}", f"{self.error_map[i, j]:.3g}"))
+        return "\n".join(format_table(header, lines))
 
 
 def _order(defect: Defect) -> int:

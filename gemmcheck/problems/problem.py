@@ -26,7 +26,7 @@ Value kinds:
   holds a nonzero and the product is never all zero, so an all-zero output can
   never pass.
 - ``normal``, ``uniform``: N(0, 1) and U(-1, 1), rounded to the dtype; judged
-  against a forward error bound (gemmcheck.oracle).
+  against a forward error bound (gemmcheck.judge.oracle).
 - ``wide``: random sign times 2^U(-E, E): values over many binades, with E
   chosen per dtype and K so that inputs stay normal and the output stays
   finite even if every product has the same sign.
@@ -45,14 +45,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gemmcheck import dtypes as dt
+from gemmcheck.contract import dtypes as dt
 from gemmcheck.phases import timed
 
 VALUE_KINDS = ("exact", "normal", "uniform", "wide", "special")
 EXACT_KINDS = ("exact", "special")  # judged bit for bit
 
 
-finfo = dt.finfo  # defined once, in gemmcheck.dtypes
+finfo = dt.finfo  # defined once, in gemmcheck.contract.dtypes
 DEFAULT_SCALING = (1, 0)         # (alpha, beta): C = A @ B, C not read
 BETA_SCALING = (2, -1)           # the pair claims also run at, for kernels that take alpha and beta
 

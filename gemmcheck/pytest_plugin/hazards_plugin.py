@@ -1,6 +1,6 @@
 """pytest wiring of the hazards suite: options, the kill matrix row fixture, its
 parametrization, its terminal summary and reports/kill_matrix.json. Logic lives in
-gemmcheck.kill_matrix, gemmcheck.hazards, gemmcheck.isolation and gemmcheck.sanitizer.
+gemmcheck.judge.kill_matrix, gemmcheck.judge.hazards, gemmcheck.judge.isolation and gemmcheck.judge.sanitizer.
 
 Each kill-matrix row is built by the first test that asks for it (matrix_row) and kept for
 the other tests of that row in this process: no fixture computes all rows, a row that
@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import backends, defects, kill_matrix, sanitizer
-from gemmcheck.catalog import Instance
+from gemmcheck import backends
+from gemmcheck.verdict import defects
+from gemmcheck.judge import kill_matrix, sanitizer
+from gemmcheck.pytest_plugin.session import gemm_config
+from gemmcheck.contract.catalog import Instance
 
 ROWS = pytest.StashKey[dict]()            # instance id -> kill_matrix.Row built in this process
 REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test that reported it unfinished
@@ -60,9 +63,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def simulated(config: pytest.Config) -> bool:
     """Whether this session's backend simulates threads (schedules and a report per launch:
     the CPU simulator), asked by capability, not by name."""
-    from gemmcheck import hazards
+    from gemmcheck.judge import hazards
 
-    return hazards.simulates_threads(backends.backend_class(_gemm(config).backend_name))
+    return hazards.simulates_threads(backends.backend_class(gemm_config(config).backend_name))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,15 +76,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[ROWS], config.stash[REPORTED] = {}, {}
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if simulated(config):
-        return
-    skip = pytest.mark.skip(reason="cpu-sim only: this check reads what the CPU simulator establishes "
-                                   "(thread schedules, shared-memory and barrier tracking, "
-                                   "AddressSanitizer); run with --gemm-backend cpu-sim")
-    for item in items:
-        if item.get_closest_marker("simulator"):
-            item.add_marker(skip)
+def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | None:
+    if item.get_closest_marker("simulator") and not simulated(config):
+        return ("cpu-sim only: this check reads what the CPU simulator establishes "
+                "(thread schedules, shared-memory and barrier tracking, "
+                "AddressSanitizer); run with --gemm-backend cpu-sim")
+    return None
 
 
 def sanitizer_status(config: pytest.Config) -> tuple[str | None, str]:
@@ -94,15 +94,9 @@ def sanitizer_status(config: pytest.Config) -> tuple[str | None, str]:
     return exe, "" if exe else sanitizer.MISSING
 
 
-def _gemm(config):
-    from gemmcheck.session import gemm_config
-
-    return gemm_config(config)
-
-
 def matrix_instances(config: pytest.Config):
-    gc = _gemm(config)
-    return kill_matrix.select(gc.instances("any_kernel"), every=gc.profile.name == "nightly")
+    gc = gemm_config(config)
+    return kill_matrix.select(gc.instances("any_kernel"), every=gc.profile.matrix_every)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -134,7 +128,7 @@ def sanitizer_exe(request) -> str:
 def matrix_settings(config: pytest.Config) -> kill_matrix.Settings:
     """The kill matrix's settings, decided once from the options and the profile."""
     if SETTINGS not in config.stash:
-        gc = _gemm(config)
+        gc = gemm_config(config)
         exe, why = sanitizer_status(config)
         config.stash[SETTINGS] = kill_matrix.Settings(
             race_sizes=gc.profile.race_sizes, race_repeats=gc.profile.race_repeats,
@@ -161,7 +155,7 @@ def _sanitizer_runs(request, backend) -> kill_matrix.SanitizerRuns | None:
     """The session's pool of compute-sanitizer runs, when the tool runs. Outside pytest-xdist
     every row this session will build has its tools started at once (rows' tools run side by
     side while the plain columns are built); a worker starts each row's when it builds it."""
-    from gemmcheck import hazards
+    from gemmcheck.judge import hazards
 
     config = request.config
     settings = matrix_settings(config)
@@ -208,7 +202,7 @@ def _require_finished(row: kill_matrix.Row, item: pytest.Item) -> None:
     if instance.id in reported:
         pytest.skip(f"not checked: {instance.id} {stopped.defect.value}; see {reported[instance.id]}")
     reported[instance.id] = item.nodeid
-    _gemm(item.config).verdicts.record(Verdict.for_instance(
+    gemm_config(item.config).verdicts.record(Verdict.for_instance(
         instance, "kill matrix: " + "; ".join(row.problems), [stopped], item.nodeid))
     pytest.fail(f"{stopped.defect.value}: {instance.id} ({instance.name_expression}): nothing about it "
                 f"could be checked: {stopped.summary}", pytrace=False)

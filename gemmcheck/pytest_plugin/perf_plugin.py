@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import device, perf, report
+from gemmcheck.backends import device
+from gemmcheck import perf, report
 from gemmcheck.perf import selection, summary
+from gemmcheck.pytest_plugin import gpus
+from gemmcheck.pytest_plugin.session import gemm_config
 
 # Fixtures the perf suite parametrizes, and what each gets.
 TIMED = "perf_instance"    # a catalog instantiation to time: references and declared-too-slow kernels
@@ -72,16 +75,11 @@ def perf_config(config: pytest.Config) -> PerfConfig:
     return config.stash[PERF_CONFIG]
 
 
-def _gemm(config):
-    from gemmcheck.session import gemm_config
-    return gemm_config(config)
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config, names = metafunc.config, metafunc.fixturenames
     if not {TIMED, SIZE, CLAIM, KILL, SLOW, REFUSE} & set(names):
         return
-    gc, thresholds = _gemm(config), perf_config(config).thresholds
+    gc, thresholds = gemm_config(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
     timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all")
     if TIMED in names:
@@ -102,22 +100,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(REFUSE, cases, ids=[c.id for c, _ in cases])
 
 
+@pytest.hookimpl(trylast=True)   # a missing device (the core plugin's reason) says more
+def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | None:
+    if item.get_closest_marker("perf") and not gpus.owns_its_gpu(config):
+        return ("device timing needs the GPU to itself; this pytest-xdist worker shares its GPU with "
+                "another. Run the performance suite without xdist (pytest suites/performance "
+                "-p no:xdist) or with at most one worker per GPU (-n N, N <= the GPUs)")
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    workers = perf.xdist_workers()
-    benchmark_on = config.pluginmanager.hasplugin("benchmark")
+    if not config.pluginmanager.hasplugin("benchmark"):
+        return
     for item in items:
-        if workers > 1 and item.get_closest_marker("perf"):
-            item.add_marker(pytest.mark.skip(reason=(
-                f"device timing needs the GPU to itself; pytest-xdist runs {workers} workers at once. "
-                "Run the performance suite without xdist: pytest suites/performance -p no:xdist")))
-        elif benchmark_on and "record_benchmark" in getattr(item, "fixturenames", ()):
+        if "record_benchmark" in getattr(item, "fixturenames", ()):
             # pytest-benchmark reads its timer from this marker: the device clock.
             item.add_marker(pytest.mark.benchmark(timer=perf.DEVICE_CLOCK))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     pc = perf_config(config)
-    known = {s.name for s in _gemm(config).specs}
+    known = {s.name for s in gemm_config(config).specs}
     named = {t.kernel for t in pc.thresholds.thresholds} | {r.kernel for r in pc.thresholds.refusals}
     orphans = sorted(named - known)
     line = (f"gemmcheck perf: thresholds {pc.thresholds.path} ({len(pc.thresholds.thresholds)} claims, "
@@ -140,7 +143,7 @@ def perf_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
                               "does not time kernels")
         else:
             timer = perf.GpuTimer(backend, pc.thresholds.timing)
-            pc.session = perf.PerfSession(timer, _gemm(request.config).profile.perf_repeats, ncu=pc.ncu)
+            pc.session = perf.PerfSession(timer, gemm_config(request.config).profile.perf_repeats, ncu=pc.ncu)
             pc.session.copy()   # the memory roof, measured first, on an idle card
     if pc.session is None:
         pytest.skip(pc.skip_reason)

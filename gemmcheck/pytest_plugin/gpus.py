@@ -38,7 +38,7 @@ def parse_option(value: str) -> int | tuple[int, ...]:
 
 def visible_count() -> int:
     """How many CUDA devices this process can see (0 without CuPy, driver or device)."""
-    from gemmcheck import device
+    from gemmcheck.backends import device
 
     if not device.cuda_device()[0]:
         return 0

@@ -151,10 +151,10 @@ def in_category(name: str, registry: Mapping = DEFECTS) -> tuple:
 def _check(registry: Mapping = DEFECTS) -> None:
     missing = set(Defect) - set(registry)
     if missing:
-        raise RuntimeError(f"gemmcheck.defects: no DEFECTS entry for {sorted(d.value for d in missing)}")
+        raise RuntimeError(f"gemmcheck.verdict.defects: no DEFECTS entry for {sorted(d.value for d in missing)}")
     for d, c in registry.items():
         if c.category not in CATEGORIES:
-            raise RuntimeError(f"gemmcheck.defects: {d.value}: unknown category {c.category!r}; "
+            raise RuntimeError(f"gemmcheck.verdict.defects: {d.value}: unknown category {c.category!r}; "
                                f"known: {', '.join(CATEGORIES)}")
 
 

@@ -43,11 +43,13 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from gemmcheck import defects, hazards, isolation, sanitizer
-from gemmcheck.catalog import Instance
-from gemmcheck.detectors import Detector
+from gemmcheck.verdict import defects
+from gemmcheck.judge import hazards, isolation, sanitizer
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.verdict.detectors import Detector
 from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
+from gemmcheck.tables import format_table
 
 NOT_IN_MATRIX = defects.not_in_matrix()   # expect value -> why the matrix leaves it out
 ISOLATED = defects.isolated()             # expect values launched in a child process
@@ -412,12 +414,8 @@ def table(rows) -> list[str]:
     detectors = {r["plain"]["detectors"] for r in rows}
     first = COLUMN_TITLES[detectors.pop()] if len(detectors) == 1 else "first column"
     header = ("instantiation", "declared", first, "with sanitizer", "result", "s")
-    lines = [header]
-    for r in rows:
-        lines.append((r["instance"], r["declared"], r["plain"]["label"], r["with_sanitizer"]["label"],
-                      r["status"], f"{r['seconds']:.1f}"))
-    widths = [max(len(line[c]) for line in lines) for c in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
+    return format_table(header, [(r["instance"], r["declared"], r["plain"]["label"], r["with_sanitizer"]["label"],
+                                  r["status"], f"{r['seconds']:.1f}") for r in rows])
 
 
 def merge(documents, order=()) -> dict:

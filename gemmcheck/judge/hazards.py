@@ -4,17 +4,17 @@ A detector looks at what launches left behind (an Observation: guarded runs
 of one instantiation on one problem) and returns Findings, each with the
 defect class it truly establishes and nothing more:
 
-- value check (gemmcheck.oracle.judge, exact integer inputs): WRONG_VALUES
+- value check (gemmcheck.judge.oracle.judge, exact integer inputs): WRONG_VALUES
 - poison bits still in C: UNWRITTEN_OUTPUT
 - output depends on memory outside the operands (NaN where the guards hold
   NaN, finite where they hold zeros): OUT_OF_BOUNDS_READ
 - guard bands changed: OUT_OF_BOUNDS_WRITE
 - A or B changed: INPUT_MUTATION
 - bits differ between launches on identical inputs: NONDETERMINISM
-- a launch that faults / never returns (gemmcheck.isolation), or a kernel that does
+- a launch that faults / never returns (gemmcheck.judge.isolation), or a kernel that does
   not build: CRASH / HANG / COMPILE_ERROR, each built by `unfinished` only
 - compute-sanitizer racecheck / synccheck / memcheck / initcheck
-  (gemmcheck.sanitizer): SHARED_MEMORY_RACE, DIVERGENT_BARRIER, out-of-bounds
+  (gemmcheck.judge.sanitizer): SHARED_MEMORY_RACE, DIVERGENT_BARRIER, out-of-bounds
 - on the CPU simulator (cpu-sim; observe_simulated): its shared-memory
   tracking (SHARED_MEMORY_RACE observed, the lockstep direction as a
   detail), output that depends on the thread schedule (NONDETERMINISM, with
@@ -25,8 +25,8 @@ defect class it truly establishes and nothing more:
 
 `classify` turns all findings for one instantiation into the most specific
 root cause and says which other findings it explains; the classes, their
-priority and what each explains come from gemmcheck.defects, the detectors'
-names from gemmcheck.detectors. Detectors take any Backend: the GPU, or one
+priority and what each explains come from gemmcheck.verdict.defects, the detectors'
+names from gemmcheck.verdict.detectors. Detectors take any Backend: the GPU, or one
 that offers thread schedules and launch reports (the CPU simulator).
 """
 
@@ -37,13 +37,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gemmcheck import defects, oracle
+from gemmcheck.verdict import defects
+from gemmcheck.judge import oracle
 from gemmcheck.backends import Backend
-from gemmcheck.catalog import Instance
-from gemmcheck.harness import GuardedGemm, Run
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.problems.harness import GuardedGemm, Run
 from gemmcheck.phases import timed
-from gemmcheck.problems import Problem
-from gemmcheck.detectors import Detector
+from gemmcheck.problems.problem import Problem
+from gemmcheck.verdict.detectors import Detector
 from gemmcheck.verdict import Defect, Finding
 
 
@@ -473,7 +474,7 @@ def detect(obs: Observation) -> list[Finding]:
 
 # -- classification ----------------------------------------------------------------------
 
-# From the defect registry (gemmcheck.defects): most specific first, what each root cause
+# From the defect registry (gemmcheck.verdict.defects): most specific first, what each root cause
 # explains, and the classes plain detectors cannot establish on real hardware (a divergent
 # barrier shows only as wrong values there; the CPU simulator's barrier tracking
 # establishes it without the tool).

@@ -1,4 +1,4 @@
-"""One report from several runs: ``python -m gemmcheck.merge OUT DIR...``.
+"""One report from several runs: ``python -m gemmcheck.report.merge OUT DIR...``.
 
 Each DIR is the reports/ directory of one runner (a --gemm-shard part, a host, a GPU):
 verdicts.json, kill_matrix.json, performance/perf.json, durations.json and
@@ -188,7 +188,7 @@ def merge(out: Path, parts: list[Path]) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gemmcheck.merge", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gemmcheck.report.merge", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, metavar="OUT", help="reports directory to write")
     parser.add_argument("parts", type=Path, nargs="+", metavar="DIR",
                         help="reports directory of one runner (repeat)")
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
     try:
         lines = merge(args.out, args.parts)
     except MergeError as exc:
-        print(f"gemmcheck.merge: {exc}", file=sys.stderr)
+        print(f"gemmcheck.report.merge: {exc}", file=sys.stderr)
         return 2
     for line in lines:
         print(line)

@@ -1,0 +1,1 @@
+"""Compiling kernels: NVRTC, ptxas resources, CUDA headers, shared build caches."""

@@ -1,0 +1,1 @@
+"""The catalog contract: kernels, their sources, launch policies, element types."""

@@ -1,0 +1,1 @@
+"""Judging a run: the oracle, hazard detectors, defects, isolation, sanitizer, kill matrix."""

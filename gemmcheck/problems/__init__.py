@@ -1,0 +1,1 @@
+"""GEMM problems: shapes and inputs, hypothesis strategies and profiles, the guarded run."""

@@ -1,0 +1,1 @@
+"""The pytest plugin: options, session object, fixtures, skips, shards, GPUs per worker."""
