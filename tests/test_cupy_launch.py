@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from gemmcheck.contract import catalog
-from gemmcheck.backends import KernelLaunchError
+from gemmcheck.backends import KernelHang, KernelLaunchError
 from gemmcheck.backends.cupy_backend import CupyBackend
 from gemmcheck.contract.launch import Launch
 
@@ -20,10 +20,13 @@ class FakeKernel:
 
 
 @pytest.fixture
-def gpu():
+def gpu(monkeypatch):
     backend = object.__new__(CupyBackend)   # no device here: only the launch logic
     device = SimpleNamespace(attributes={"MaxSharedMemoryPerBlockOptin": 232448}, synchronize=lambda: None)
-    finished = SimpleNamespace(record=lambda: None, done=True)   # the launch has completed
+    from cupy_backends.cuda.api import runtime
+    statuses = {"now": 0}                                          # cudaEventQuery: 0, the launch finished
+    monkeypatch.setattr(runtime, "eventQuery", lambda ptr: statuses["now"])
+    finished = SimpleNamespace(record=lambda: None, ptr=0xE7)
     backend._cupy = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: device, Event=lambda **kw: finished))
     backend._failed, backend._kernels = {}, {}
     backend.hang_timeout_s = 10.0
@@ -31,6 +34,7 @@ def gpu():
     instance = spec.instances()[0]
     kernel = FakeKernel()
     backend._kernels[(spec.source, instance.defines, instance.name_expression)] = kernel
+    backend.statuses = statuses
     return backend, instance, kernel
 
 
@@ -50,3 +54,19 @@ def test_above_48k_the_kernel_opts_in_and_above_the_device_limit_it_is_refused(g
     assert kernel.max_dynamic_shared_size_bytes == 100_000 and kernel.calls[-1][3] == 100_000
     with pytest.raises(KernelLaunchError, match="232449 bytes of dynamic shared memory; this device allows 232448"):
         backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 232_449, ()))
+
+
+def test_a_kernel_that_faults_is_a_launch_error_that_says_the_context_is_lost_not_a_hang(gpu):
+    from gemmcheck.backends.cupy_backend import is_sticky
+    backend, instance, kernel = gpu
+    backend.statuses["now"] = 700            # cudaErrorIllegalAddress, as the event query reports it
+    with pytest.raises(KernelLaunchError, match="cudaErrorIllegalAddress") as caught:
+        backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 0, ()))
+    assert not isinstance(caught.value, KernelHang) and is_sticky(caught.value)
+
+
+def test_a_kernel_still_running_at_the_timeout_is_a_hang(gpu):
+    backend, instance, kernel = gpu
+    backend.statuses["now"], backend.hang_timeout_s = 600, 0.05   # cudaErrorNotReady, for ever
+    with pytest.raises(KernelHang, match="did not finish within 0.05 s"):
+        backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 0, ()))

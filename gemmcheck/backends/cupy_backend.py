@@ -147,12 +147,23 @@ class CupyBackend(Backend):
     def _wait(self, instance: Instance, grid, block) -> None:
         """Poll the launch's completion until hang_timeout_s (--gemm-hang-timeout), so a kernel
         that never returns is a KernelHang instead of blocking the session in synchronize().
-        (Its CUDA context stays busy: later launches in this process hang too; isolate it.)"""
+        (Its CUDA context stays busy: later launches in this process hang too; isolate it.)
+
+        The event's status is read as such: ``Event.done`` is only "status == success", so a
+        kernel that faulted looked unfinished forever and was called a hang (seen on the H200:
+        broken_faults reported as hang). Any status but success and not-ready is raised."""
+        from cupy_backends.cuda.api import runtime
+
         done = self._cupy.cuda.Event(disable_timing=True)
         done.record()
         deadline = time.monotonic() + self.hang_timeout_s
         pause = 1e-5
-        while not done.done:
+        while True:
+            status = runtime.eventQuery(done.ptr)
+            if status == CUDA_SUCCESS:
+                return
+            if status != CUDA_ERROR_NOT_READY:
+                runtime.check_status(status)    # the fault, as CuPy's CUDARuntimeError
             if time.monotonic() > deadline:
                 raise KernelHang(f"{instance.id}: launch of {instance.name_expression} with grid "
                                  f"{tuple(grid)} block {tuple(block)} did not finish within "
@@ -162,6 +173,7 @@ class CupyBackend(Backend):
 
 
 STATIC_SHARED_LIMIT = 48 * 1024
+CUDA_SUCCESS, CUDA_ERROR_NOT_READY = 0, 600   # cudaError_t values (cudaEventQuery)
 
 # CUDA errors that leave the context unusable ("sticky": every later call in the process
 # returns them): cudaError_t / CUresult share these numbers.
