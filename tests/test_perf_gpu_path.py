@@ -53,6 +53,14 @@ class FakeGpu:
             out[...] = A @ B
             gpu.now += 2 * N**3 / 50.5e12
         cp.matmul = matmul
+
+        class RawKernel:   # the hold kernel: keeps the stream busy, advances no timed clock
+            def __init__(self, source, name):
+                assert "globaltimer" in source and name == "gemmcheck_hold"
+
+            def __call__(self, grid, block, args):
+                gpu.log.append("hold")
+        cp.RawKernel = RawKernel
         cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
         linalg = types.ModuleType("cupy._core._routines_linalg")
         linalg.COMPUTE_TYPE_DEFAULT = 0
@@ -136,7 +144,8 @@ def test_an_honest_kernel_is_timed_in_turn_with_cublas_and_accepted(timer_for):
     assert row.check.ok and row.last.ok and row.impossible is None
     assert row.measurement.stop == "converged" and len(row.measurement.times) == 6
     assert row.measurement.clock_mhz == 1980 and row.measurement.n_sets == 3
-    timed = gpu.log[gpu.log.index("cublas"):]          # after the first check: the probe, then rounds
+    launches = [e for e in gpu.log if e != "hold"]
+    timed = launches[launches.index("cublas"):]        # after the first check: the probe, then rounds
     assert timed[1:] == ["cublas", "kernel"] * (len(timed[1:]) // 2)
 
 
@@ -166,3 +175,15 @@ def test_every_sample_starts_from_a_poisoned_output(timer_for, monkeypatch):
     assert len(poisoned) == 1 + 4 + len(m.measurement.times) + len(m.cublas.times)
     assert poisoned[0] == 3 and set(poisoned[1:]) == {0, 1, 2}   # the check set is never timed
     assert dt.get("float32").poison_bits not in session.timer.inputs("float32", N).sets[poisoned[-1]][2]
+
+
+def test_every_sample_is_held_behind_a_busy_stream_so_host_launch_overhead_is_not_timed(timer_for):
+    session, gpu = timer_for("honest")
+    perf.timed_rate(session, instance(), N)
+    log = [e for e in gpu.log if e in ("hold", "kernel", "cublas")]
+    holds = [i for i, e in enumerate(log) if e == "hold"]
+    assert holds and all(log[i + 1] in ("kernel", "cublas") for i in holds)   # a hold, then the timed launch
+    row = session.rows[(instance().id, N)]
+    taken = sum(len(m.times) + m.dropped for m in (row.measurement, row.cublas))
+    warmups = 2 * session.timer.timing.warmup          # warm-up rounds are samples too, not kept
+    assert len(holds) == taken + warmups               # one hold per sample; the checks are not held

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from gemmcheck.perf import roofline
-from gemmcheck.perf.gpu import TF32
+from gemmcheck.perf.gpu import HOLD_NS, TF32
 from gemmcheck.perf.measurement import Measurement
 from gemmcheck.perf.sampling import CONVERGED
 from gemmcheck.perf.session import PerfSession, Row
@@ -125,9 +125,10 @@ def footer(session: PerfSession) -> list[str]:
                  + (f"samples below {timing.min_clock_ratio:.0%} of {reference:.0f} MHz are dropped as throttled"
                     if reference else f"clocks unknown ({getattr(clock, 'why_not', None) or 'no NVML'}): "
                                       "nothing dropped"))
-    lines.append(f"samples: CUDA events, kernel and cuBLAS in turn, until noise (stdev / mean) <= "
-                 f"{timing.max_noise:.1%} ('{CONVERGED}'), at most {timing.max_samples} samples or "
-                 f"{timing.max_seconds:g} s; median reported")
+    lines.append(f"samples: CUDA events behind a {HOLD_NS // 1000} us hold kernel (host launch cost not timed), "
+                 f"kernel and cuBLAS in turn, until each mean is known to {timing.max_noise:.1%} "
+                 f"(stdev / (mean sqrt n): '{CONVERGED}'), at most {timing.max_samples} samples or "
+                 f"{timing.max_seconds:g} s; median reported; noise = the samples' own stdev / mean")
     lines.append("cold caches: each sample takes the next input set, so >= 2 x L2 of other data passes "
                  "between two uses of a set; C is poisoned before each sample and the last timed "
                  "launch's output is checked")
