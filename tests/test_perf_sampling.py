@@ -210,7 +210,7 @@ def test_summary_table_shows_the_timing_evidence_and_an_honest_model_roof():
     text = "\n".join(foot)
     assert "DRAM-only intensity model (no cache reuse counted)" in text
     assert "below 75% of 1980 MHz are dropped as throttled" in text
-    assert "until noise (stdev / mean) <= 0.5%" in text and "last timed launch's output is checked" in text
+    assert "until each mean is known to 0.5%" in text and "last timed launch's output is checked" in text
     png_points = summary.roofline_png(session)   # the refused kernel is not plotted as a real point
     assert png_points[:8] == b"\x89PNG\r\n\x1a\n"
 
