@@ -17,7 +17,7 @@ WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
 def _schema_check(path: Path) -> subprocess.CompletedProcess:
     exe = shutil.which("check-jsonschema")
     if exe is None:
-        pytest.skip("needs check-jsonschema (pip install -e '.[dev]'); not installed")
+        pytest.skip("needs check-jsonschema on PATH (a dependency: pip install -e .); not installed")
     return subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(path)],
                           capture_output=True, text=True)
 
