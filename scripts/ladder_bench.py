@@ -163,21 +163,10 @@ def load_variants(catalog: Path, only: str | None) -> list[Variant]:
 
 
 def toolkit_include_with_wmma() -> str | None:
-    """A CUDA include directory holding crt/mma.h (WMMA), which some NVRTC header sets lack."""
-    import glob
-    import os
-    import shutil
-
-    candidates = [os.environ.get(k) for k in ("CUDA_PATH", "CUDA_HOME")]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        candidates.append(str(Path(os.path.realpath(nvcc)).parent.parent))
-    candidates += ["/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
-    for root in filter(None, candidates):
-        for include in (Path(root) / "include", Path(root) / "targets" / "x86_64-linux" / "include"):
-            if (include / "crt" / "mma.h").is_file():
-                return str(include)
-    return None
+    """A CUDA include directory holding crt/mma.h (WMMA): gemmcheck's own search (toolkit.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from gemmcheck.compile import toolkit
+    return next((d for d in toolkit.include_dirs() if (Path(d) / "crt" / "mma.h").is_file()), None)
 
 
 def groups_of(variants: list[Variant]) -> dict[tuple[Path, bool], list[Variant]]:
