@@ -129,9 +129,10 @@ def test_a_child_that_cannot_load_its_backend_raises_isolation_error(stand_in_ca
 # -- in process on the GPU: a launch that never completes is a KernelHang ----------------------
 
 class _NeverDone:
-    """A CUDA event whose work never completes (what a spinning kernel leaves)."""
+    """A CUDA event whose work never completes (what a spinning kernel leaves): its query
+    answers cudaErrorNotReady (600) for ever."""
 
-    done = False
+    ptr = 0xE7
 
     def __init__(self, **kw):
         pass
@@ -145,7 +146,9 @@ class _FakeCupy:
         Event = _NeverDone
 
 
-def test_a_gpu_launch_that_outlives_the_hang_timeout_is_a_kernel_hang():
+def test_a_gpu_launch_that_outlives_the_hang_timeout_is_a_kernel_hang(monkeypatch):
+    from cupy_backends.cuda.api import runtime
+
     from gemmcheck.backends import KernelHang, KernelLaunchError
     from gemmcheck.backends.cupy_backend import CupyBackend
 
@@ -153,6 +156,7 @@ def test_a_gpu_launch_that_outlives_the_hang_timeout_is_a_kernel_hang():
 
     gpu = object.__new__(CupyBackend)   # no device here: only the wait is exercised
     gpu._cupy, gpu.hang_timeout_s = _FakeCupy, 0.2
+    monkeypatch.setattr(runtime, "eventQuery", lambda ptr: 600 if ptr == _NeverDone.ptr else 0)
     started = time.monotonic()
     with pytest.raises(KernelHang, match=r"did not finish within 0.2 s \(--gemm-hang-timeout\)") as caught:
         gpu._wait(instance(), (1, 1, 1), (4, 4, 1))
