@@ -14,23 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds[mixed.cu]"
 
-MIXED = """
-template <typename T, int TILE>
-__global__ void good(const T *A, const T *B, T *C, int M, int N, int K)
-{
-    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
-    if (row >= M || col >= N) return;
-    T s = 0;
-    for (int k = 0; k < K; ++k) s += A[row * K + k] * B[k * N + col];
-    C[row * N + col] = s;
-}
-
-template <typename T, int TILE>
-__global__ void bad(const T *A, const T *B, T *C, int M, int N, int K)
-{
-    C[0] = A[0].no_such_member;
-}
-"""
+MIXED = (ROOT / "tests" / "cpu_sim_kernels" / "good_and_bad.cu").read_text()
 ENTRY = """
 [[kernel]]
 name = "{name}"

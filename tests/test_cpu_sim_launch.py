@@ -54,23 +54,7 @@ def _spec(tmp_path, text, entry, **fields):
                               tiles=(4,), dtypes=("float32",), **fields)
 
 
-GOOD_AND_BAD = """
-template <typename T, int TILE>
-__global__ void good(const T *A, const T *B, T *C, int M, int N, int K)
-{
-    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
-    if (row >= M || col >= N) return;
-    T s = 0;
-    for (int k = 0; k < K; ++k) s += A[row * K + k] * B[k * N + col];
-    C[row * N + col] = s;
-}
-
-template <typename T, int TILE>
-__global__ void bad(const T *A, const T *B, T *C, int M, int N, int K)
-{
-    C[0] = A[0].no_such_member;   // an error only when instantiated
-}
-"""
+GOOD_AND_BAD = (Path(__file__).parent / "cpu_sim_kernels" / "good_and_bad.cu").read_text()
 
 
 def test_a_broken_instantiation_does_not_stop_good_kernels_of_the_same_file(sim, tmp_path):
