@@ -22,8 +22,7 @@ from gemmcheck.perf.inputs import InputSets, n_input_sets
 from gemmcheck.perf.measurement import Check, Measurement, check_output
 from gemmcheck.perf.sampling import Sample, StoppingRule, sample_interleaved
 from gemmcheck.perf.session import (
-    Evaluation, ImpossibleTime, PerfSession, Row, Unjudgeable, WrongOutput, evaluate, judge, timed_rate,
-    xdist_workers)
+    Evaluation, ImpossibleTime, PerfSession, Row, Unjudgeable, WrongOutput, evaluate, judge, timed_rate)
 from gemmcheck.perf.thresholds import (
     BUILTIN_THRESHOLDS, CUBLAS, FP32_PEAK, Refusal, Threshold, ThresholdError, Thresholds, Timing,
     load_thresholds, parse_thresholds)

@@ -9,7 +9,6 @@ or ImpossibleTime with the evidence.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 
 from gemmcheck.perf import roofline
@@ -249,12 +248,3 @@ def judge(session: PerfSession, threshold: Threshold, size: int, specs) -> Evalu
                        if threshold.baseline_tile == "best" else "")
     return evaluate(threshold, size, value, rates[best], label, device)
 
-
-def xdist_workers() -> int:
-    """How many pytest-xdist workers share this machine (1 when xdist is not running)."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return 1
-    try:
-        return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "2"))
-    except ValueError:
-        return 2

@@ -35,30 +35,13 @@ from gemmcheck.contract.catalog import Instance
 from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, scaling_id
 
 MIN_GUARD = 1024
-LAYOUTS = ("row", "col")
 LEADING_DIMENSIONS = ("tight", "padded")
 LD_ROLES = {"A": "lda", "B": "ldb", "C": "ldc"}
-# The older catalog signatures as role lists (catalog entries with `roles` use theirs).
-SIGNATURE_ROLES = {"square": ("A", "B", "C", "N"), "mnk": ("A", "B", "C", "M", "N", "K")}
-
-
-def kernel_roles(spec) -> tuple[str, ...]:
-    """The kernel's parameters, in order, by role (A, B, C, M, N, K, lda, ldb, ldc, alpha, beta)."""
-    roles = getattr(spec, "roles", None)
-    return tuple(roles) if roles else SIGNATURE_ROLES[spec.signature]
-
-
-def layout(spec, operand: str) -> str:
-    """'row' or 'col': how the kernel reads (A, B) or writes (C) `operand`; row by default."""
-    value = (getattr(spec, "layouts", None) or {}).get(operand, "row")
-    if value not in LAYOUTS:
-        raise ValueError(f"kernel {spec.name!r}: layouts.{operand} = {value!r}; use one of {LAYOUTS}")
-    return value
 
 
 def takes_leading_dimensions(spec) -> bool:
     """Whether the kernel is passed lda, ldb, ldc (else they can only be tight)."""
-    return any(role in kernel_roles(spec) for role in LD_ROLES.values())
+    return any(role in spec.roles for role in LD_ROLES.values())
 
 
 def padded_leading_dimension(width: int) -> int:
@@ -84,7 +67,7 @@ class OperandVariant:
 
     def why_not(self, spec) -> str | None:
         """Why the kernel cannot be run this way (None if it can)."""
-        roles = kernel_roles(spec)
+        roles = spec.roles
         if self.leading_dimensions == "padded" and not takes_leading_dimensions(spec):
             return f"{spec.name} takes no lda/ldb/ldc: padded leading dimensions do not apply"
         for role, value, neutral in (("alpha", self.alpha, 1), ("beta", self.beta, 0)):
@@ -231,7 +214,7 @@ class GuardedGemm:
         M, K = A.shape
         K2, N = B.shape
         spec = instance.spec
-        roles = kernel_roles(spec)
+        roles = spec.roles
         if K != K2:
             raise ValueError(f"A is {A.shape} and B is {B.shape}: inner dimensions differ")
         if not ({"M", "K"} & set(roles)) and not (M == N == K):
@@ -254,7 +237,7 @@ class GuardedGemm:
         self.guard_bits = d.guard_bits if guard_bits is None else guard_bits
         self.poison_bits = d.poison_bits if poison_bits is None else poison_bits
         shapes = {"A": (M, K), "B": (K, N), "C": (M, N)}
-        layouts = {name: layout(spec, name) for name in shapes}
+        layouts = {name: spec.layouts.get(name, "row") for name in shapes}
         widths = {name: shape[1] if layouts[name] == "row" else shape[0]
                   for name, shape in shapes.items()}
         lds = {name: padded_leading_dimension(w) if leading_dimensions == "padded" else w
