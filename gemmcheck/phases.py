@@ -10,6 +10,7 @@ survives pytest-xdist; scripts/bench_suite.py turns the file into a table.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from contextlib import contextmanager
 
@@ -20,11 +21,16 @@ PHASES = ("compile", "inputs", "launch", "oracle", "detectors", "isolation", "sa
 _enabled = False
 _tally: dict[str, float] = {}
 _stack: list[list] = []   # [name, started, seconds spent in nested phases]
+# The test's own thread. Phases entered on other threads (compute-sanitizer children
+# waited on by a thread pool) are not counted there: they overlap the test's time, and
+# the test counts its wait for them instead (a phase around the wait).
+_owner = threading.get_ident()
 
 
 def enable(on: bool = True) -> None:
-    global _enabled
+    global _enabled, _owner
     _enabled = on
+    _owner = threading.get_ident()
 
 
 def enabled() -> bool:
@@ -32,7 +38,9 @@ def enabled() -> bool:
 
 
 def begin() -> None:
-    """Start a fresh tally (one per test)."""
+    """Start a fresh tally (one per test), counted on the calling thread."""
+    global _owner
+    _owner = threading.get_ident()
     _tally.clear()
     _stack.clear()
 
@@ -47,11 +55,11 @@ def take() -> dict[str, float]:
 @contextmanager
 def phase(name: str):
     """Count the block's exclusive time as `name` (nothing at all when timing is off)."""
-    if not _enabled:
-        yield
-        return
     if name not in PHASES:
         raise ValueError(f"unknown phase {name!r}; known: {', '.join(PHASES)}")
+    if not _enabled or threading.get_ident() != _owner:
+        yield
+        return
     frame = [name, time.perf_counter(), 0.0]
     _stack.append(frame)
     try:
@@ -72,7 +80,7 @@ def timed(name: str):
     def wrap(fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            if not _enabled:
+            if not _enabled or threading.get_ident() != _owner:
                 return fn(*args, **kwargs)
             with phase(name):
                 return fn(*args, **kwargs)

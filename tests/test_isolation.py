@@ -59,6 +59,27 @@ def test_a_launch_that_outlasts_the_timeout_is_a_hang_and_the_child_is_killed():
     assert result.returncode is not None and result.returncode < 0  # killed, not left running
 
 
+def test_a_session_that_ends_stops_the_children_it_no_longer_waits_for():
+    """compute-sanitizer runs started ahead of their rows on a thread pool: at the end of
+    the session a run under a kernel that hangs is killed, not waited for to its timeout."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        future = pool.submit(isolation.supervise, python_child("""
+            import time
+            say("READY"); say("LAUNCH 0"); time.sleep(3600)
+        """), [step(0)], step_timeout=600)
+        while not isolation._running:
+            assert time.monotonic() - started < 30, "the child never started"
+            time.sleep(0.05)
+        assert isolation.stop_running_children() == 1
+        result = future.result(timeout=30)
+    assert time.monotonic() - started < 30
+    assert result.returncode is not None and result.returncode < 0
+    assert not isolation._running
+
+
 def test_a_launch_error_the_child_reports_is_a_crash():
     result = isolation.supervise(python_child("""
         say("READY"); say("LAUNCH 0"); say('FAILED 0 "cudaErrorIllegalAddress: an illegal memory access"')

@@ -306,3 +306,19 @@ def test_the_measured_point_shows_in_the_table_next_to_the_model():
     assert cells["model FLOP/B"] == "0.25" and cells["DRAM FLOP/B (ncu)"] == "41.0"
     assert any("the measured point of the roofline" in line for line in foot)
     assert summary.roofline_png(session)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_host_stall_does_not_make_a_measurement_too_noisy_but_a_wide_spread_does():
+    """The suite fails a measurement as too noisy on interquartile range / median (the
+    spread of what the median reports). Seen on the H200: one 209 ms sample among 1000 of
+    2.65 ms (stdev / mean 2.3); that must pass, a kernel whose times spread widely must not."""
+    from gemmcheck.perf.thresholds import Timing
+    from gemmcheck.perf.measurement import Measurement
+
+    max_spread = Timing().max_spread
+    stalled = [2.65e-3 * (1 + 0.001 * (i % 5)) for i in range(999)] + [0.209]
+    wide = [1e-3 * (0.7 + 0.6 * (i % 10) / 9) for i in range(1000)]   # 0.7 .. 1.3 ms
+    for times, too_noisy in ((stalled, False), (wide, True)):
+        m = Measurement(label="k", size=2048, times=tuple(times))
+        assert (m.spread > max_spread) is too_noisy, (m.spread, m.noise)
+    assert Measurement(label="k", size=2048, times=tuple(stalled)).noise > 2   # the old rule's view

@@ -145,6 +145,33 @@ def test_phase_time_is_exclusive_and_off_by_default(monkeypatch):
         phases.enable(False)
 
 
+def test_phases_on_pool_threads_are_not_counted_and_leave_the_tests_phases_whole():
+    """compute-sanitizer children run on a thread pool while the test waits: their phases
+    overlap the test's and are not counted there (the wait is); on the GPU this used to
+    pop the test's phase stack from another thread (IndexError in the kill matrix)."""
+    from concurrent.futures import ThreadPoolExecutor
+    import threading
+
+    entered = threading.Barrier(5)
+
+    def child():
+        with phases.phase("sanitizer"):
+            entered.wait(timeout=10)   # four children inside at once, and the test's phase open
+
+    phases.enable()
+    try:
+        phases.begin()
+        with phases.phase("detectors"):
+            with ThreadPoolExecutor(4) as pool:
+                futures = [pool.submit(child) for _ in range(4)]
+                entered.wait(timeout=10)
+                for f in futures:
+                    f.result()
+        assert set(phases.take()) == {"detectors"}
+    finally:
+        phases.enable(False)
+
+
 def test_phases_file_records_each_test(suite, tmp_path):
     suite.makepyfile(test_probe=(
         "from gemmcheck import phases\n"

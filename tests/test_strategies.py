@@ -98,3 +98,19 @@ def test_a_failing_kernel_shrinks_to_a_small_failing_problem():
     smallest = find(problems(instance=instance, values=("exact",), max_dim=200), fails,
                     settings=settings(database=None, max_examples=500))
     assert (smallest.M, smallest.N, smallest.K, smallest.seed) == (1, 1, 1, 0)
+
+
+def test_a_kernel_whose_tile_exceeds_the_profiles_max_dim_is_searched_on_its_own_multiples():
+    """On the H200 a 256 x 128 block-tile rung failed every property test of the dev profile
+    (max_dim 160: no multiple of 256 to draw). The profile raises max_dim for it."""
+    from gemmcheck.problems.profiles import PROFILES
+
+    dev = PROFILES["dev"]
+    seed_256 = catalog.Instance(SPECS["matmul_tiled"], "float32", 256)
+    with pytest.raises(InvalidArgument, match="max_dim=160"):
+        supported_shapes(instance=seed_256, max_dim=dev.max_dim)
+    assert dev.search_max_dim(seed_256) == 512
+    assert dev.search_max_dim(GUARDED_16) == dev.max_dim == dev.search_max_dim(SEED_16)
+    found = find(supported_shapes(instance=seed_256, max_dim=dev.search_max_dim(seed_256)),
+                 lambda s: True, settings=settings(database=None))
+    assert found == (256, 256, 256)

@@ -58,6 +58,11 @@ def clear_refusals() -> None:
     _REFUSED.clear()
 
 
+def refused(instance_id: str) -> bool:
+    """Whether an isolated probe saw this instantiation crash or hang."""
+    return instance_id in _REFUSED
+
+
 def refuse_if_lost(instance: Instance) -> None:
     """Raise KernelHang / KernelLaunchError, without launching, for a refused instantiation."""
     if instance.id in _REFUSED:

@@ -121,6 +121,21 @@ def _reader(stream, q: queue.Queue) -> None:
     q.put(None)
 
 
+# Children being supervised right now, so a session that ends can stop the ones it no
+# longer waits for (compute-sanitizer runs started ahead on a thread pool).
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
+
+
+def stop_running_children() -> int:
+    """Kill every child this process is supervising; returns how many there were."""
+    with _running_lock:
+        procs = list(_running)
+    for proc in procs:
+        _kill(proc)
+    return len(procs)
+
+
 def supervise(argv, steps, *, ready_timeout: float = READY_TIMEOUT_S,
               step_timeout: float = STEP_TIMEOUT_S, env=None) -> ChildResult:
     """Run a child that speaks the READY / LAUNCH / DONE protocol; classify each step.
@@ -133,6 +148,16 @@ def supervise(argv, steps, *, ready_timeout: float = READY_TIMEOUT_S,
     outcomes: dict[int, StepOutcome] = {}
     proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True, errors="replace")
+    with _running_lock:
+        _running.add(proc)
+    try:
+        return _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout)
+    finally:
+        with _running_lock:
+            _running.discard(proc)
+
+
+def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> ChildResult:
     lines_q: queue.Queue = queue.Queue()
     err_chunks: list[str] = []
     readers = [threading.Thread(target=_reader, args=(proc.stdout, lines_q), daemon=True),

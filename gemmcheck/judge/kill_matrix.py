@@ -47,7 +47,7 @@ from gemmcheck.verdict import defects
 from gemmcheck.judge import hazards, isolation, sanitizer
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict.detectors import Detector
-from gemmcheck.phases import timed
+from gemmcheck.phases import phase, timed
 from gemmcheck.verdict import Defect, Finding
 from gemmcheck.tables import format_table
 
@@ -358,10 +358,16 @@ class SanitizerRuns:
     def results(self, instance: Instance) -> list[tuple]:
         """[(tool, ToolRun or None, error or None)] for every tool, once they have run."""
         self.submit(instance)
-        return [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
+        with phase("sanitizer"):   # the children ran on pool threads: count the wait
+            return [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Stop: runs not started are cancelled, running children killed (a session that
+        ends does not wait up to the step timeout for a kernel that hangs under a tool)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if any(not f.done() for f in self._futures.values()):
+            isolation.stop_running_children()
+        self._pool.shutdown(wait=True)
 
 
 def sanitizer_column(row: Row, settings: Settings, runs: SanitizerRuns | None = None) -> Column:

@@ -38,7 +38,7 @@ class Timing:
     tiles: tuple[int, ...] = (16, 32)
     warmup: int = 3
     max_seconds: float = 10.0     # per measurement: stop sampling after this long (wall time)
-    max_spread: float = 0.10      # noise (RSD) left above this after the caps fails as too noisy
+    max_spread: float = 0.10      # interquartile range / median above this after the caps: too noisy
     max_noise: float = 0.005      # the stopping target: RSD <= 0.5 %
     max_samples: int = 1000       # per series, dropped samples included
     min_clock_ratio: float = 0.75  # drop samples below this fraction of the reference SM clock

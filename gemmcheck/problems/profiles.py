@@ -40,6 +40,14 @@ class Profile:
     # row per kernel (False). Every row costs ~3.7 s on an H200 (ci: 14 rows, 52 s).
     matrix_every: bool = False
 
+    def search_max_dim(self, instance) -> int:
+        """max_dim for searching `instance`: a kernel that takes only multiples of a TILE
+        larger than max_dim (a 256 x 128 block tile) is searched up to two such multiples,
+        not refused: no shape it takes lies in [1, max_dim]."""
+        if instance.spec.shapes == "any":
+            return self.max_dim
+        return max(self.max_dim, 2 * instance.tile)
+
 
 PROFILES = {
     p.name: p

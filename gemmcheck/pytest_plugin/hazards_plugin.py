@@ -169,7 +169,8 @@ def _sanitizer_runs(request, backend) -> kill_matrix.SanitizerRuns | None:
             # (an empty parameter set gives pytest's NOTSET, not an instantiation)
             ahead = {p.id: p for p in params if isinstance(p, Instance)}
             for inst in ahead.values():
-                if inst.spec.expect != "hang":   # a declared hang is not run under the tools
+                # a declared hang, or one the probe saw crash or hang, is not run under the tools
+                if inst.spec.expect != "hang" and not backends.refused(inst.id):
                     runs.submit(inst)
     return config.stash[SANITIZER_RUNS]
 

@@ -46,7 +46,7 @@ def test_random_inputs_stay_within_the_bound_with_padded_ld_and_alpha_beta(check
 
 def test_random_inputs_stay_within_the_bound_on_any_supported_shape(check, searched, profile):
     @settings(max_examples=profile.correctness_examples)
-    @given(problem=problems(instance=searched, values=RANDOM_KINDS, max_dim=profile.max_dim))
+    @given(problem=problems(instance=searched, values=RANDOM_KINDS, max_dim=profile.search_max_dim(searched)))
     def within_bound(problem):
         judgement = check(searched, problem, record=False)
         # Climb toward the worst inputs: a kernel whose error nears its bound is found there.
@@ -60,7 +60,7 @@ def test_random_inputs_stay_within_the_bound_in_every_variant_on_any_supported_s
     scalings = tuple(dict.fromkeys((v.alpha, v.beta) for v in variants))
 
     @settings(max_examples=profile.correctness_examples)
-    @given(problem=problems(instance=searched, values=RANDOM_KINDS, max_dim=profile.max_dim, scalings=scalings),
+    @given(problem=problems(instance=searched, values=RANDOM_KINDS, max_dim=profile.search_max_dim(searched), scalings=scalings),
            leading_dimensions=st.sampled_from(tuple(dict.fromkeys(v.leading_dimensions for v in variants))))
     def within_bound(problem, leading_dimensions):
         judgement = check(searched, problem, record=False, leading_dimensions=leading_dimensions)

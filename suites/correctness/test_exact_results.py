@@ -43,7 +43,7 @@ def test_exact_inputs_give_the_exact_result_with_padded_ld_and_alpha_beta(check,
 
 def test_exact_inputs_give_the_exact_product_on_any_supported_shape(check, searched, profile):
     @settings(max_examples=profile.correctness_examples)
-    @given(problem=problems(instance=searched, values=("exact",), max_dim=profile.max_dim))
+    @given(problem=problems(instance=searched, values=("exact",), max_dim=profile.search_max_dim(searched)))
     def exact_product(problem):
         check(searched, problem, record=False)
     exact_product()
@@ -55,7 +55,7 @@ def test_exact_inputs_give_the_exact_result_in_every_variant_on_any_supported_sh
     scalings = tuple(dict.fromkeys((v.alpha, v.beta) for v in variants))
 
     @settings(max_examples=profile.correctness_examples)
-    @given(problem=problems(instance=searched, values=("exact",), max_dim=profile.max_dim, scalings=scalings),
+    @given(problem=problems(instance=searched, values=("exact",), max_dim=profile.search_max_dim(searched), scalings=scalings),
            leading_dimensions=st.sampled_from(tuple(dict.fromkeys(v.leading_dimensions for v in variants))))
     def exact_result(problem, leading_dimensions):
         check(searched, problem, record=False, leading_dimensions=leading_dimensions)

@@ -66,9 +66,13 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
         extra["sm_clock_mhz"] = round(measured.clock_mhz)
     extra.update(noise=round(measured.noise, 5), stop=measured.stop, dropped_throttled=measured.dropped)
     record_benchmark(measured, group=f"{perf_instance.dtype} N={perf_size}", **extra)
-    assert measured.noise <= perf_timing.max_spread, (
-        f"{perf_instance.id} at N={perf_size}: timings too noisy to judge: stdev / mean = "
-        f"{measured.noise:.4f} > {perf_timing.max_spread} after {len(measured.times)} samples "
+    # Judged on the interquartile range, like the median it qualifies: one host stall longer
+    # than the hold kernel (a 209 ms sample among 1000 of 2.65 ms, seen on the H200 while
+    # another run loaded the host) inflates stdev / mean to 2.3 but leaves the median true.
+    assert measured.spread <= perf_timing.max_spread, (
+        f"{perf_instance.id} at N={perf_size}: timings too noisy to judge: interquartile range / "
+        f"median = {measured.spread:.4f} > {perf_timing.max_spread} (stdev / mean {measured.noise:.4f}) "
+        f"after {len(measured.times)} samples "
         f"({measured.stop}; median {measured.median * 1e3:.3f} ms); is something else using the GPU? "
         f"card: {perf_session.device.describe()}")
 
