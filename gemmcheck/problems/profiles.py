@@ -6,7 +6,8 @@ near multiples of TILE, a K tail, a last partial block), which small shapes reac
 well as huge ones, at a fraction of the cost. So hypothesis searches many small and
 ragged shapes (max_dim: a few dozen tiles at most), and the large-shape claims are a
 few fixed problems per instantiation (large_shapes), each checked once. The nightly
-budget (15 min on one H200 for the builtin catalog) is worked out in README, "Scale".
+target (15 min on one H200 for the builtin catalog) and what was measured against it
+(missed) are in README, "Scale > Budgets".
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class Profile:
     # small searched shapes already cover at those TILEs.
     large_min_tile: int = 16
     # The kill matrix: every instantiation of every kernel (True), or one representative
-    # row per kernel (False). Every row costs ~3.7 s on an H200 (ci: 14 rows, 52 s).
+    # row per kernel (False). A row costs ~3-5 s on an H200 (ci: 16 rows in 43 s; nightly's 195
+    # rows are most of its time: README "Scale > Budgets").
     matrix_every: bool = False
 
     def search_max_dim(self, instance) -> int:
