@@ -216,8 +216,12 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
     ceilings = ceilings or {}
     xs = [p.intensity for p in [*points, *measured]]
     lo_x = min(xs + [0.1]) / 2
-    hi_x = max(xs + [64.0] + ([peak_tflops / bandwidth_tbs * 4] if peak_tflops and bandwidth_tbs else []))
-    fig = Figure(figsize=(12, 8), dpi=100)
+    hi_x = 1.5 * max(xs + [64.0] + ([peak_tflops / bandwidth_tbs * 4] if peak_tflops and bandwidth_tbs else []))
+    # The legend goes below the axes (inside, it hid the low-intensity points of a full
+    # catalog on the H200); the figure grows with its rows.
+    entries = 1 + len(ceilings or {}) + len(points) + len(measured)
+    ncol = 3 if entries > 24 else 2 if entries > 8 else 1
+    fig = Figure(figsize=(12, 8 + 0.13 * -(-entries // ncol)), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -246,8 +250,7 @@ def plot(points: list[Point], *, peak_tflops: float | None, bandwidth_tbs: float
     ax.set_ylabel("TFLOP/s (device-event time, median)")
     ax.set_title(title or "roofline")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6, loc="lower right", ncol=2 if len(points) > 12 else 1)
-    fig.tight_layout()
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=ncol)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    fig.savefig(buffer, format="png", bbox_inches="tight")
     return buffer.getvalue()
