@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck.pytest_plugin import build_plugin
+from gemmcheck.pytest_plugin import build_plugin, rerun
 from gemmcheck.contract import catalog
 from gemmcheck.backends import KernelLaunchError
 
@@ -106,29 +106,75 @@ def test_a_launch_that_loses_the_context(backend, reference):
     error.context_lost = True
     raise error
 
-def test_later(backend, reference):
-    pass
+def test_later(backend, reference, request):
+    from gemmcheck.pytest_plugin.session import gemm_config
+    from gemmcheck.verdict import Verdict
+
+    gemm_config(request.config).verdicts.record(Verdict.for_instance(reference, "later", [], request.node.nodeid))
 
 def test_without_kernels():
     pass
 """
 
 
-def test_a_lost_cuda_context_fails_once_and_skips_every_later_kernel_test(pytester):
+def test_a_lost_cuda_context_fails_once_and_the_rest_runs_in_a_fresh_process(pytester):
+    """A fault the probe missed loses the process's CUDA context: that test fails once, the
+    lost kernel's other tests skip naming it, and every later test of other kernels skips here
+    and runs at the end of the session in a child pytest, whose verdicts join this session's."""
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_lose=LOSES_THE_CONTEXT)
+    result = pytester.runpytest_subprocess(
+        "-q", "-rs", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim", "--gemm-kernels=crashes,good",
+        "-p", "no:cacheprovider", f"--gemm-verdicts={pytester.path / 'v.json'}")
+    first = "test_lose.py::test_a_launch_that_loses_the_context[crashes-float32-TILE8]"
+    result.stdout.fnmatch_lines([
+        "*gemmcheck: 1 test(s) re-run in a fresh process (the CUDA context of this one was lost)*",
+        "1 passed in *",                     # the child: test_later[good]
+        "crash: crashes-float32-TILE8 (crashes<float, 8>): *cudaErrorIllegalAddress (stand-in)",
+        "the CUDA context of this process is lost: every later test that runs other kernels runs at "
+        "the end of this session in a fresh process",
+        "good-float32-TILE8 * correct *",    # the child's verdict, in this session's summary
+        f"SKIPPED [1] test_lose.py:10: not run here: the CUDA context was lost in {first}; re-run at "
+        "the end of this session in a fresh process",
+        f"SKIPPED [1] test_lose.py:10: not run: crash; see {first}",
+        "1 failed, 2 passed, 2 skipped in *"])
+    assert result.ret == 1
+    doc = json.loads((pytester.path / "v.json").read_text())
+    rows = {r["instance"]: r for r in doc["instances"]}
+    assert set(rows["crashes-float32-TILE8"]["defects"]) == {"crash"}
+    assert rows["good-float32-TILE8"]["verdict"] == "correct"
+    assert [v["test"] for v in doc["verdicts"] if v["instance"] == "good-float32-TILE8"] == [
+        "test_lose.py::test_later[good-float32-TILE8]"]
+    assert not list(pytester.path.glob("reports/*-gw*.json"))    # the child's parts were merged
+
+
+def test_a_lost_cuda_context_under_xdist_or_too_deep_skips_the_rest_saying_to_rerun(pytester, monkeypatch):
+    monkeypatch.setenv("GEMMCHECK_RERUN_AS", f"gw-rerun{rerun.MAX_DEPTH}")   # no child deeper
     pytester.makeconftest((ROOT / "conftest.py").read_text())
     pytester.makepyfile(test_lose=LOSES_THE_CONTEXT)
     result = pytester.runpytest("-q", "-rs", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim",
                                 "--gemm-kernels=crashes,good", "-p", "no:cacheprovider",
                                 f"--gemm-verdicts={pytester.path / 'v.json'}")
     first = "test_lose.py::test_a_launch_that_loses_the_context[crashes-float32-TILE8]"
-    result.stdout.fnmatch_lines([
-        "crash: crashes-float32-TILE8 (crashes<float, 8>): *cudaErrorIllegalAddress (stand-in)",
-        "the CUDA context of this process is lost*"])
-    assert f"SKIPPED [2] test_lose.py:10: not run: the CUDA context was lost in {first}" in result.stdout.str()
-    # the good kernel's test before the loss passed, the test without kernels runs
+    assert (f"SKIPPED [1] test_lose.py:10: not run: the CUDA context was lost in {first} (a fault or hang "
+            "its probe did not show); rerun without that kernel (--gemm-kernels) in a fresh process"
+            in result.stdout.str())
+    assert "re-run in a fresh process" not in result.stdout.str()
     result.assert_outcomes(failed=1, passed=2, skipped=2)
-    rows = {r["instance"]: r for r in json.loads((pytester.path / "v.json").read_text())["instances"]}
-    assert set(rows["crashes-float32-TILE8"]["defects"]) == {"crash"}
+
+
+def test_the_child_takes_the_sessions_options_but_not_its_paths_outputs_or_workers(tmp_path):
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(
+        args=["suites/", "suites/hazards"], rootpath=tmp_path,
+        invocation_params=SimpleNamespace(dir=tmp_path / "sub", args=(
+            "suites/", "-q", "--gemm-catalog=mine.toml", "-n", "2", "-nauto", "--junitxml", "j.xml",
+            "--gemm-phases=p.json", "--clean-alluredir", "suites/hazards", "-p", "no:cacheprovider",
+            "--gemm-shard", "1/2", "-k", "good")))
+    assert rerun.child_args(config, ["suites/x.py::t[a-b]", "suites/y.py::u"]) == [
+        "-q", "--gemm-catalog=mine.toml", "-p", "no:cacheprovider", "-k", "good",
+        "../suites/x.py::t[a-b]", "../suites/y.py::u"]
 
 
 def test_a_launch_error_without_a_lost_context_skips_only_its_own_instantiation(pytester):
@@ -215,3 +261,17 @@ def test_a_search_that_meets_a_crash_or_hang_fails_once_and_waits_one_timeout(tm
     assert "Traceback" not in text and "Flaky" not in text and len(text.splitlines()) < 40, text
     seconds = float(re.search(r" in ([0-9.]+)s", text.splitlines()[-1]).group(1))
     assert seconds < 20, text      # one 2 s timeout, not one per example the search tried
+
+
+def test_an_in_process_hang_is_not_followed_by_a_rerun_while_its_kernel_still_spins(pytester):
+    """A hang's kernel keeps the GPU busy for as long as this process lives: no child then."""
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_lose=LOSES_THE_CONTEXT.replace(
+        "from gemmcheck.backends import KernelLaunchError", "from gemmcheck.backends import KernelHang")
+        .replace("error = KernelLaunchError(", "error = KernelHang("))
+    result = pytester.runpytest("-q", "-rs", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim",
+                                "--gemm-kernels=crashes,good", "-p", "no:cacheprovider",
+                                f"--gemm-verdicts={pytester.path / 'v.json'}")
+    assert "re-run in a fresh process" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*not run: the CUDA context was lost in *rerun without that kernel*"])
+    result.assert_outcomes(failed=1, passed=2, skipped=2)

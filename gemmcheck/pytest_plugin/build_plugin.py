@@ -29,6 +29,7 @@ import pytest
 from gemmcheck import backends
 from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
+from gemmcheck.pytest_plugin import rerun
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds"
@@ -115,6 +116,10 @@ class Containment:
 
     lost: dict[str, Lost] = field(default_factory=dict)     # Instance.id -> Lost
     context_lost_by: str = ""                                # the test that lost it
+    deferred: list[str] = field(default_factory=list)        # node ids to re-run in a fresh process
+    # A fault leaves a sticky error: a fresh process can run the rest. A hang leaves its kernel
+    # spinning on the GPU for as long as this process lives: a child would share the GPU with it.
+    rerun_after_loss: bool = False
     probed: bool = False
     items: list = field(default_factory=list)
 
@@ -158,6 +163,7 @@ def lose(config: pytest.Config, instance: Instance, exc: BaseException, test: st
         state.lost[instance.id].test = test
     if getattr(exc, "context_lost", False) and not state.context_lost_by:
         state.context_lost_by = test
+        state.rerun_after_loss = rerun.available(config) and not isinstance(exc, KernelHang)
     return state.lost[instance.id]
 
 
@@ -190,6 +196,17 @@ def unfinished_verdict(instance: Instance, exc: BaseException, test: str) -> Ver
     return Verdict.for_instance(instance, "launch", [hazards.launch_failure(exc)], test)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Run what the lost CUDA context kept from running, before the verdicts and the kill
+    matrix are written (they merge the child's part)."""
+    state = containment(session.config)
+    if state.deferred:
+        code = rerun.run(session.config, state.deferred)
+        if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     containment(session.config).items = list(session.items)
     backends.clear_refusals()   # a session's probe speaks for that session only
@@ -201,9 +218,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     state = containment(item.config)
     instance = _instance_of(item)
     if state.context_lost_by and _runs_kernels(item, instance):
-        pytest.skip(f"not run: the CUDA context was lost in {state.context_lost_by} (a fault or "
-                    "hang its probe did not show); rerun without that kernel (--gemm-kernels) in "
-                    "a fresh process")
+        lost = instance is not None and instance.id in state.lost
+        if state.rerun_after_loss and not lost:
+            state.deferred.append(item.nodeid)
+            pytest.skip(f"not run here: the CUDA context was lost in {state.context_lost_by}; "
+                        "re-run at the end of this session in a fresh process")
+        if not lost:
+            pytest.skip(f"not run: the CUDA context was lost in {state.context_lost_by} (a fault or "
+                        "hang its probe did not show); rerun without that kernel (--gemm-kernels) in "
+                        "a fresh process")
     if instance is None or item.nodeid.startswith(BUILD_TEST):
         return
     if _not_compiled(item, instance, state):
@@ -377,6 +400,8 @@ def _launch_failed(item: pytest.Item, exc: BaseException, report) -> None:
         log.record(unfinished_verdict(instance, exc, item.nodeid))
     line = f"{lost.status}: {instance.id} ({instance.name_expression}): {lost.message}"
     if state.context_lost_by == item.nodeid:
-        line += ("\nthe CUDA context of this process is lost: every later test that runs kernels "
-                 "is skipped; rerun without this kernel (--gemm-kernels) in a fresh process")
+        line += ("\nthe CUDA context of this process is lost: every later test that runs other "
+                 "kernels " + ("runs at the end of this session in a fresh process"
+                               if state.rerun_after_loss else
+                               "is skipped; rerun without this kernel (--gemm-kernels) in a fresh process"))
     report.longrepr = line

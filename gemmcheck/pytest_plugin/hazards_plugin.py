@@ -20,6 +20,7 @@ import pytest
 from gemmcheck import backends
 from gemmcheck.verdict import defects
 from gemmcheck.judge import kill_matrix, sanitizer
+from gemmcheck.pytest_plugin import rerun
 from gemmcheck.pytest_plugin.session import gemm_config
 from gemmcheck.contract.catalog import Instance
 
@@ -261,14 +262,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if runs is not None:
         runs.close()
     path = Path(config.rootpath) / MATRIX_JSON
-    worker = getattr(config, "workerinput", {}).get("workerid")
-    if worker is not None:   # pytest-xdist: the controller merges the workers' files
-        doc = _document(config)
+    worker = rerun.runner_id(config)
+    # pytest-xdist workers and a re-run child write their part; the session merges them (a
+    # re-run child first merges the part of a child of its own).
+    doc = _document(config) if rerun.is_xdist_worker(config) else _merged(session)
+    if worker is not None:
         if doc:
             path.parent.mkdir(parents=True, exist_ok=True)
             _worker_file(path, worker).write_text(json.dumps(doc, indent=2))
         return
-    doc = _merged(session)
     config.stash[MATRIX_DOC] = doc
     if doc:
         path.parent.mkdir(parents=True, exist_ok=True)

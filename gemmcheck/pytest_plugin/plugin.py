@@ -19,7 +19,7 @@ from gemmcheck import backends
 from gemmcheck.compile import resources
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
-from gemmcheck.pytest_plugin import gpus, shard
+from gemmcheck.pytest_plugin import gpus, rerun, shard
 from gemmcheck import phases
 from gemmcheck.problems import profiles
 from gemmcheck.contract.catalog import Instance
@@ -307,8 +307,9 @@ class _Recorder:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
         config, stats = self.config, self.stats
-        if hasattr(config, "workerinput"):
-            return   # pytest-xdist: the controller sees every report and writes the files
+        if rerun.runner_id(config) is not None:
+            return   # pytest-xdist: the controller sees every report and writes the files; a
+                     # re-run child (rerun.py) leaves them to the session that started it
         if stats.durations and not config.option.collectonly:
             _write_json(config.rootpath / DURATIONS_JSON, stats.durations_document())
         if config.getoption("gemm_phases"):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import report
+from gemmcheck.pytest_plugin import rerun
 
 DEFAULT_RESULTS = Path("reports") / "allure-results"
 DEFAULT_VERDICTS = Path("reports") / "verdicts.json"
@@ -50,8 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if has_allure and not nested and getattr(opt, "allure_report_dir", None) is None:
         opt.allure_report_dir = str(config.rootpath / DEFAULT_RESULTS)
         # One run, one report (trends live in the HTML history); under pytest-xdist only the
-        # controller cleans, or the workers would delete each other's results.
-        opt.clean_alluredir = not hasattr(config, "workerinput")
+        # controller cleans, or the workers would delete each other's results (and a re-run
+        # child, rerun.py, the results of the session that started it).
+        opt.clean_alluredir = rerun.runner_id(config) is None
     verdicts = Path(opt.gemm_verdicts) if opt.gemm_verdicts else config.rootpath / DEFAULT_VERDICTS
     _refuse_unwritable(config, verdicts)
     recording = bool(has_allure and not nested and getattr(opt, "allure_report_dir", None))
@@ -176,14 +178,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         return
     if state.recording and state.results_dir is not None:
         report.write_result_metadata(state.results_dir, gemm)
-    worker = getattr(config, "workerinput", {}).get("workerid")
+    worker = rerun.runner_id(config)
     verdicts = gemm.verdicts.verdicts
-    if worker is None and not verdicts:
-        verdicts = report.read_worker_verdicts(state.verdicts_path, session.config.stash[STARTED])
+    if not rerun.is_xdist_worker(config):   # the workers' parts, and a re-run child's
+        verdicts = [*verdicts, *report.read_worker_verdicts(state.verdicts_path, session.config.stash[STARTED])]
     if verdicts or state.ran_instances:
         document = report.verdicts_document(gemm.instances("any_kernel"), verdicts,
                                             run_info=report.run_info(gemm, exitstatus))
-        if worker is not None:   # pytest-xdist: the controller merges the workers' files
+        if worker is not None:   # pytest-xdist or a re-run child: the session merges the files
             report.write_verdicts(report.worker_file(state.verdicts_path, worker), document)
             return
         report.write_verdicts(state.verdicts_path, document)
