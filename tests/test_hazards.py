@@ -3,6 +3,7 @@ one; the classifier names the root cause and what it explains."""
 
 import pytest
 
+from gemmcheck.contract import catalog
 from gemmcheck.judge import hazards
 from gemmcheck.verdict import Defect, Finding
 
@@ -29,6 +30,16 @@ def test_exposing_problems_derive_from_the_tile():
                       ("large ragged", 61, 61, 61), ("race stress", 64, 64, 64)]
     assert all(p.values == "exact" and p.dtype == "float32"
                for _, p in hazards.exposing_problems(INST, race_sizes=(64,)))
+
+
+def test_blocks_of_one_or_four_threads_get_the_first_race_size_only():
+    """The nightly's second race size (2048) cost a TILE-1 kill-matrix row 12-16 s on the H200."""
+    def sizes(tile):
+        inst = catalog.Instance(INST.spec, "float32", tile)
+        return [p.M for purpose, p in hazards.exposing_problems(inst, race_sizes=(1024, 2048))
+                if purpose == "race stress"]
+    assert sizes(1) == sizes(2) == [1024]
+    assert sizes(4) == sizes(16) == [1024, 2048]
 
 
 def test_exposing_problems_keep_only_shapes_the_kernel_claims():
