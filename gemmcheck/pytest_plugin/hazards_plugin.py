@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import backends
+from gemmcheck import backends, report
 from gemmcheck.verdict import defects
 from gemmcheck.judge import kill_matrix, sanitizer
 from gemmcheck.pytest_plugin import rerun
@@ -233,19 +233,12 @@ def _document(config: pytest.Config) -> dict:
     return kill_matrix.document(rows, matrix_settings(config))
 
 
-def _worker_file(path: Path, worker: str) -> Path:
-    return path.with_name(f"{path.stem}-{worker}.json")
-
-
 def _merged(session: pytest.Session) -> dict:
-    """This process's rows plus those pytest-xdist workers wrote (their files are removed)."""
+    """This process's rows plus those its parts wrote (their files, and an earlier interrupted
+    run's, are removed)."""
     path = Path(session.config.rootpath) / MATRIX_JSON
-    docs = [_document(session.config)]
     started = session.config.stash.get(SESSION_STARTED, 0.0)
-    for part in sorted(path.parent.glob(f"{path.stem}-gw*.json")):
-        if part.stat().st_mtime >= started:   # a file an earlier, interrupted run left is not ours
-            docs.append(json.loads(part.read_text()))
-        part.unlink()
+    docs = [_document(session.config), *report.worker_parts(path, started, remove_stale=True)]
     order = [i.id for i in matrix_instances(session.config)]
     return kill_matrix.merge(docs, order)
 
@@ -269,7 +262,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if worker is not None:
         if doc:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _worker_file(path, worker).write_text(json.dumps(doc, indent=2))
+            report.worker_file(path, worker).write_text(json.dumps(doc, indent=2))
         return
     config.stash[MATRIX_DOC] = doc
     if doc:

@@ -14,6 +14,7 @@ so: rerun them in a fresh process).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -88,7 +89,5 @@ def run(config: pytest.Config, nodeids: list[str]) -> int:
         reporter._tw.flush()   # before the child writes to the same terminal
     sys.stdout.flush()
     capture = config.pluginmanager.get_plugin("capturemanager")
-    if capture is not None:
-        with capture.global_and_fixture_disabled():
-            return subprocess.run(argv, cwd=config.invocation_params.dir, env=env).returncode
-    return subprocess.run(argv, cwd=config.invocation_params.dir, env=env).returncode
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        return subprocess.run(argv, cwd=config.invocation_params.dir, env=env).returncode

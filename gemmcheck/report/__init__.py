@@ -56,4 +56,4 @@ from gemmcheck.report.source import kernel_source_excerpt, resource_report
 from gemmcheck.report.validate import validate_results
 from gemmcheck.report.verdicts import (
     SCHEMA_VERSION, read_worker_verdicts, run_info, summarize, summary_lines, verdict_table, verdicts_document,
-    worker_file, write_verdicts)
+    worker_file, worker_parts, write_verdicts)

@@ -89,25 +89,39 @@ def verdict_table(rows: list[dict]) -> list[str]:
 
 
 def worker_file(path: Path, worker: str) -> Path:
-    """Where pytest-xdist worker ``worker`` writes its verdicts (the controller merges them)."""
+    """Where a part of the session (pytest-xdist worker ``worker``, or a re-run child) writes
+    its share of the file at ``path``; the session merges the parts (worker_parts)."""
+    path = Path(path)
     return path.with_name(f"{path.stem}-{worker}.json")
 
 
+def worker_parts(path: Path, since: float, *, remove_stale: bool = False) -> list[dict]:
+    """The JSON documents the session's parts wrote next to ``path`` after ``since`` (a
+    time.time()); their files are removed, and with ``remove_stale`` the older ones too (an
+    interrupted run's)."""
+    path = Path(path)
+    docs = []
+    for part in sorted(path.parent.glob(f"{path.stem}-gw*.json")):
+        fresh = part.stat().st_mtime >= since
+        if fresh:
+            docs.append(json.loads(part.read_text()))
+        if fresh or remove_stale:
+            part.unlink()
+    return docs
+
+
 def read_worker_verdicts(path: Path, since: float) -> list:
-    """The verdicts pytest-xdist workers wrote next to ``path`` after ``since`` (a time.time()),
-    as Verdict objects; their files are removed."""
+    """The verdicts the session's parts wrote next to ``path`` after ``since``, as Verdict
+    objects; their files are removed."""
     from gemmcheck.verdict import Finding, Verdict
 
     out = []
-    for part in sorted(Path(path).parent.glob(f"{Path(path).stem}-gw*.json")):
-        if part.stat().st_mtime < since:
-            continue
-        for v in json.loads(part.read_text())["verdicts"]:
+    for doc in worker_parts(path, since):
+        for v in doc["verdicts"]:
             findings = [Finding(**{**f, "defect": Defect(f["defect"]),
                                    "where": tuple(f["where"]) if f["where"] else None})
                         for f in v.pop("findings")]
             out.append(Verdict(**v, findings=findings))
-        part.unlink()
     return out
 
 
