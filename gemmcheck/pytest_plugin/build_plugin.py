@@ -30,10 +30,10 @@ from gemmcheck import backends
 from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.pytest_plugin import rerun
-from gemmcheck.verdict import Defect, Finding, Verdict
+from gemmcheck.verdict import Defect, Verdict
 
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds"
-COMPILE_ERROR = "compile_error"   # gemmcheck.verdict.defects.Defect.COMPILE_ERROR once the registry lands
+COMPILE_ERROR = Defect.COMPILE_ERROR.value   # a Lost status, beside "crash" and "hang"
 MAX_LINES = 40                    # of compiler output per broken source on the terminal
 
 
@@ -77,12 +77,11 @@ def failures(backend, instances) -> list[tuple[Instance, KernelCompileError]]:
 
 
 def verdicts_for(failed, test: str) -> list[Verdict]:
-    """One compile_error verdict per instantiation that did not build (once the defect registry has it)."""
-    defect = next((d for d in Defect if d.value == COMPILE_ERROR), None)
-    if defect is None:
-        return []   # until gemmcheck.verdict.defects adds COMPILE_ERROR, the failing test is the record
-    return [Verdict.for_instance(inst, "build", [Finding(defect, "compiler", str(error).splitlines()[0])], test)
-            for inst, error in failed]
+    """One compile_error verdict per instantiation that did not build (its finding built
+    where every compile_error / crash / hang finding is: hazards.launch_failure)."""
+    from gemmcheck.judge import hazards
+
+    return [Verdict.for_instance(inst, "build", [hazards.launch_failure(error)], test) for inst, error in failed]
 
 
 def describe(source: Path, failed, total: int) -> str:
