@@ -22,26 +22,25 @@ Prints a table (rung, config, dtype, ms, TFLOP/s, % of cuBLAS) and the twins' fi
     python3 scripts/ladder_bench.py --build-cubins DIR   # nvcc, no GPU; then on the GPU:
     python3 scripts/ladder_bench.py --cubins DIR --small
 
-Standalone: needs only CuPy and numpy. It evaluates the catalog's grid / block / shared_bytes /
-shapes expressions with a small AST evaluator of its own (integers, names, + - * / // %,
-ceil, floor, min, max, comparisons, and / or / not); inside gemmcheck, launch.plan does this.
+Needs CuPy and numpy, and gemmcheck on the path (run from the repository root) for one thing:
+the catalog's grid / block / shared_bytes / shapes expressions are evaluated by gemmcheck's own
+evaluator (gemmcheck.contract.launch), as the suites do.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import math
-import operator
 import statistics
 import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gemmcheck.contract.launch import Expression, Geometry  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CATALOG_CANDIDATES = (HERE.parent / "kernels" / "ladder_catalog.toml", HERE / "ladder_catalog.toml")
@@ -60,57 +59,6 @@ CHECK_SHAPES = ((1, 1, 1), (64, 64, 64), (33, 17, 65), (129, 131, 77), (256, 256
 SMALL_SHAPES = ((33, 17, 65), (100, 264, 40), (256, 256, 256))
 GUARD = 1 << 16          # elements of guard band on each side of every check operand
 STATIC_SHARED_LIMIT = 48 * 1024
-
-
-# -- the catalog's expressions -----------------------------------------------------------------
-
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: Fraction,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-            ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_CALLS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max}
-
-
-def evaluate(text: str, env: dict[str, int]):
-    """The value of a catalog expression over `env` (exact: a / b is a Fraction)."""
-
-    def walk(node):
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in env:
-                raise ValueError(f"expression {text!r}: unknown name {node.id!r}; known: {sorted(env)}")
-            return env[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            return _BINARY[type(node.op)](walk(node.left), walk(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
-            value = walk(node.operand)
-            return -value if isinstance(node.op, ast.USub) else not value
-        if isinstance(node, ast.BoolOp):
-            values = [walk(v) for v in node.values]
-            return all(values) if isinstance(node.op, ast.And) else any(values)
-        if isinstance(node, ast.Compare):
-            left = walk(node.left)
-            for op, right_node in zip(node.ops, node.comparators):
-                right = walk(right_node)
-                if not _COMPARE[type(op)](left, right):
-                    return False
-                left = right
-            return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS:
-            return _CALLS[node.func.id](*(walk(a) for a in node.args))
-        raise ValueError(f"expression {text!r}: {ast.dump(node)[:60]} is not allowed")
-
-    return walk(ast.parse(text, mode="eval"))
-
-
-def integer(text: str, env: dict[str, int]) -> int:
-    value = evaluate(text, env)
-    if Fraction(value).denominator != 1:
-        raise ValueError(f"expression {text!r} is {value} at {env}, not a whole number")
-    return int(value)
 
 
 # -- variants: one kernel entry at one configuration and dtype --------------------------------
@@ -138,14 +86,13 @@ class Variant:
         return f"{self.entry['entry']}<{template_args}>"
 
     def geometry(self, M: int, N: int, K: int):
-        env = {**self.params, "M": M, "N": N, "K": K}
-        grid = tuple(integer(e, env) for e in self.entry["grid"]) + (1,) * (3 - len(self.entry["grid"]))
-        block = tuple(integer(e, env) for e in self.entry["block"]) + (1,) * (3 - len(self.entry["block"]))
-        return grid, block, integer(str(self.entry.get("shared_bytes", "0")), env)
+        """(grid, block, dynamic shared bytes), by the contract's own evaluator (launch.Geometry)."""
+        geometry = Geometry.of(self.entry["grid"], self.entry["block"], self.entry.get("shared_bytes", "0"))
+        return geometry.evaluate({**self.params, "M": M, "N": N, "K": K})
 
     def supports(self, M: int, N: int, K: int) -> bool:
         shapes = self.entry.get("shapes", "any")
-        return shapes == "any" or bool(evaluate(shapes, {**self.params, "M": M, "N": N, "K": K}))
+        return shapes == "any" or Expression(shapes).holds({**self.params, "M": M, "N": N, "K": K})
 
 
 def load_variants(catalog: Path, only: str | None) -> list[Variant]:
