@@ -275,3 +275,32 @@ def test_an_in_process_hang_is_not_followed_by_a_rerun_while_its_kernel_still_sp
     assert "re-run in a fresh process" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*not run: the CUDA context was lost in *rerun without that kernel*"])
     result.assert_outcomes(failed=1, passed=2, skipped=2)
+
+
+STILL_SPINS = """
+import atexit, time
+from pathlib import Path
+from gemmcheck import backends
+
+def _exit_frees_the_gpu_memory():      # as CuPy's teardown waits for a kernel that never ends
+    if backends.still_running():
+        time.sleep(600)
+    Path("exited-normally").write_text("")
+
+atexit.register(_exit_frees_the_gpu_memory)
+
+def test_a_launch(reference):
+    if SPIN:
+        backends.left_running(reference.id)
+"""
+
+
+@pytest.mark.parametrize("spins", [True, False], ids=["hung-kernel-still-runs", "nothing-left-running"])
+def test_a_session_whose_hung_kernel_still_runs_exits_without_the_teardown_that_waits_for_it(pytester, spins):
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_spin=f"SPIN = {spins}\n" + STILL_SPINS)
+    result = pytester.runpytest_subprocess("-q", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim",
+                                           "--gemm-kernels=good", "-p", "no:cacheprovider", timeout=120)
+    result.stdout.fnmatch_lines(["1 passed in *"])
+    assert result.ret == 0
+    assert (pytester.path / "exited-normally").exists() is not spins

@@ -71,6 +71,20 @@ def refuse_if_lost(instance: Instance) -> None:
         raise error(f"{instance.id}: not launched in this process: {why}")
 
 
+# Launches that never finished (KernelHang on the GPU): their kernels still spin in this
+# process's CUDA context, so freeing its memory at exit would wait for them forever.
+_STILL_RUNNING: list[str] = []
+
+
+def left_running(instance_id: str) -> None:
+    _STILL_RUNNING.append(instance_id)
+
+
+def still_running() -> list[str]:
+    """Instance ids whose launches in this process hung and still run."""
+    return list(_STILL_RUNNING)
+
+
 class Backend(abc.ABC):
     """The few operations a place that runs kernels must provide."""
 

@@ -12,7 +12,7 @@ import numpy as np
 from gemmcheck.compile import compiler
 from gemmcheck.backends import device
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
-                                KernelLaunchError, launch_error, refuse_if_lost)
+                                KernelLaunchError, launch_error, left_running, refuse_if_lost)
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import Launch
 from gemmcheck.phases import timed
@@ -138,6 +138,7 @@ class CupyBackend(Backend):
             raise
         except KernelHang as exc:
             exc.context_lost = True   # the kernel still runs: every later launch queues behind it
+            left_running(instance.id)
             raise
         except Exception as exc:
             error = launch_error(instance, launch.grid, launch.block, exc)

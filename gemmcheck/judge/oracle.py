@@ -374,7 +374,8 @@ class Judgement(HasFindings):
         return int(i), int(j)
 
     def _errors(self):
-        with np.errstate(invalid="ignore", over="ignore"):
+        # against an expected 0 the relative error is inf (or nan for 0/0) by intent
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             abs_err = np.abs(self.C - self.expected)
             rel_err = abs_err / np.abs(self.expected)
         return abs_err, rel_err

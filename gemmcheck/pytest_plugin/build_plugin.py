@@ -21,6 +21,8 @@ child is gemmcheck.judge.isolation's.
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +123,7 @@ class Containment:
     rerun_after_loss: bool = False
     probed: bool = False
     items: list = field(default_factory=list)
+    session: pytest.Session | None = None
 
 
 CONTAINMENT = pytest.StashKey[Containment]()
@@ -206,7 +209,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave at once when a kernel that hung in this process still runs on the GPU: the
+    interpreter's exit frees CuPy's memory, which waits for that kernel forever (seen on the
+    H200: a re-run child stalled after its summary). Everything is written and printed by
+    now; the driver ends the kernel with the process."""
+    session = containment(config).session
+    if not backends.still_running() or rerun.is_xdist_worker(config) or session is None:
+        return
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if capture is not None:
+        capture.stop_global_capturing()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(session.exitstatus))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
+    containment(session.config).session = session
     containment(session.config).items = list(session.items)
     backends.clear_refusals()   # a session's probe speaks for that session only
 
