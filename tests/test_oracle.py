@@ -482,3 +482,15 @@ def test_perfs_output_check_and_the_oracle_judge_by_the_same_bound(dtype):
     ratio = bound_ratio(np, got, ref, absprod, d, 64)
     assert check_output(np, got, ref, absprod, d, 64).worst_ratio == pytest.approx(float(ratio.max()), rel=1e-12)
     assert within_bound(np, ref, ref, absprod, d, 64) and not within_bound(np, got, ref, absprod, d, 64)
+
+
+@pytest.mark.parametrize("shape, tile", [((37, 21), 8), ((64, 64), 16), ((5, 3), 4), ((1, 1), 1)])
+def test_a_finding_names_every_tile_that_holds_a_wrong_element_in_order(shape, tile):
+    """The tiles of a finding, found in numpy (a racing kernel at 2048^2 has millions of wrong
+    elements), are those of every element by hand, row-major; ragged edge tiles included."""
+    from gemmcheck.judge.oracle import _tiles
+
+    for density in (0.0, 0.01, 0.5, 1.0):
+        mask = np.random.default_rng(7).random(shape) < density
+        by_hand = sorted({(i // tile, j // tile) for i, j in zip(*np.nonzero(mask))})
+        assert _tiles(mask, tile) == by_hand
