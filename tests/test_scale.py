@@ -375,3 +375,43 @@ def test_each_xdist_worker_sees_only_its_own_gpu(suite, tmp_path):
     seen = sorted(p.read_text() for p in tmp_path.iterdir() if p.name.startswith("gw"))
     assert [s.split()[1] for s in seen] == ["1", "1"]          # one device each
     assert len({s.split()[0] for s in seen}) == 2               # and not the same one
+
+
+ROW_TESTS = """
+import os
+from pathlib import Path
+
+def _log(request, matrix_row):
+    with open(Path(os.environ["ROW_LOG"]), "a") as out:
+        out.write(f"{os.environ.get('PYTEST_XDIST_WORKER')} {request.node.nodeid}\\n")
+
+def test_first_claim(matrix_row, request):
+    _log(request, matrix_row)
+
+def test_second_claim(matrix_row, request):
+    _log(request, matrix_row)
+
+def test_third_claim(matrix_row, request):
+    _log(request, matrix_row)
+"""
+
+
+def test_under_xdist_a_rows_tests_share_one_worker_and_keep_their_own_ids(suite, monkeypatch):
+    """-n alone (xdist's "load") would send a row's tests to whichever worker is free, and each
+    worker would build the row again; the plugin switches to loadgroup, and xdist's "@group"
+    suffix does not reach the reports: the ids are those a serial run prints."""
+    pytest.importorskip("xdist")
+    log = suite.path / "rows.log"
+    monkeypatch.setenv("ROW_LOG", str(log))
+    suite.makepyfile(test_rows=ROW_TESTS)
+    result = suite.runpytest(*NARROW, "-n", "2", "-v", "--gemm-backend=cpu-sim", "--gemm-sanitizer=off")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    runs = [line.split() for line in log.read_text().splitlines()]
+    workers = {}
+    for worker, nodeid in runs:
+        workers.setdefault(nodeid.split("[")[1], set()).add(worker)
+    assert len(runs) == 3 * len(workers) == 3 * 2 and all(len(w) == 1 for w in workers.values()), runs
+    assert len({w for ws in workers.values() for w in ws}) == 2           # one row per kernel, one each
+    assert "@" not in result.stdout.str() and not any("@" in n for _, n in runs)
+    durations = shard.load_durations(suite.path / "reports" / "durations.json")
+    assert sorted(durations) == sorted(n for _, n in runs)
