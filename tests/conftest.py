@@ -16,3 +16,12 @@ def _not_an_xdist_worker(monkeypatch):
 
     for name in [n for n in os.environ if n.startswith("PYTEST_XDIST_")]:
         monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _no_launch_left_running(monkeypatch):
+    """A test that fakes a hang in the GPU backend leaves its entry in the process-wide list
+    of launches still running: the next test starts with an empty one."""
+    from gemmcheck import backends
+
+    monkeypatch.setattr(backends, "_STILL_RUNNING", [])

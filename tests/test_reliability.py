@@ -304,3 +304,16 @@ def test_a_session_whose_hung_kernel_still_runs_exits_without_the_teardown_that_
     result.stdout.fnmatch_lines(["1 passed in *"])
     assert result.ret == 0
     assert (pytester.path / "exited-normally").exists() is not spins
+
+
+def test_a_run_inside_a_process_that_left_a_launch_running_does_not_end_that_process(pytester):
+    """pytester runs in this process: a launch this process left running earlier (a faked hang)
+    is not that run's, so its end must not os._exit the process that started it."""
+    from gemmcheck import backends
+
+    backends.left_running("earlier-test-hang")
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_ok="def test_a_launch(reference):\n    pass\n")
+    result = pytester.runpytest("-q", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim",
+                                "--gemm-kernels=good", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)     # reached: the process is still here

@@ -124,6 +124,7 @@ class Containment:
     probed: bool = False
     items: list = field(default_factory=list)
     session: pytest.Session | None = None
+    running_before: int = 0     # launches left running before this session (an outer one's)
 
 
 CONTAINMENT = pytest.StashKey[Containment]()
@@ -215,8 +216,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     interpreter's exit frees CuPy's memory, which waits for that kernel forever (seen on the
     H200: a re-run child stalled after its summary). Everything is written and printed by
     now; the driver ends the kernel with the process."""
-    session = containment(config).session
-    if not backends.still_running() or rerun.is_xdist_worker(config) or session is None:
+    state = containment(config)
+    session = state.session
+    # Only a hang of this session's: a pytest run inside another process (pytester) must not
+    # end that process for a launch that process left running.
+    if len(backends.still_running()) <= state.running_before or rerun.is_xdist_worker(config) or session is None:
         return
     capture = config.pluginmanager.get_plugin("capturemanager")
     if capture is not None:
@@ -227,8 +231,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    containment(session.config).session = session
-    containment(session.config).items = list(session.items)
+    state = containment(session.config)
+    state.session, state.items = session, list(session.items)
+    state.running_before = len(backends.still_running())
     backends.clear_refusals()   # a session's probe speaks for that session only
 
 
