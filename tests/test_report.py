@@ -163,6 +163,7 @@ def inst(name, dtype="float32", tile=16):
 def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declares():
     ref, race, oob, idle = (inst("matmul_tiled_guarded"), inst("broken_no_barriers"),
                             inst("broken_unguarded_loads"), inst("broken_floor_grid"))
+    idle_race, unwritten_race = inst("broken_no_sync_after_dot"), inst("broken_no_sync_after_load")
     wrong = Finding(Defect.WRONG_VALUES, "exact-bits", "x", 3, (1, 2), {"ratio": np.float64(7.5)})
     verdicts = [
         Verdict.for_instance(ref, "M4xN4xK4", []),
@@ -170,8 +171,11 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
         Verdict.for_instance(race, "M1024", [Finding(Defect.SHARED_MEMORY_RACE, "racecheck", "y", 9)]),
         Verdict.for_instance(race, "M1024", [Finding(Defect.SHARED_MEMORY_RACE, "racecheck", "y", 9), wrong]),
         Verdict.for_instance(oob, "M33", [wrong]),
+        Verdict.for_instance(idle_race, "M33", [wrong]),
+        Verdict.for_instance(unwritten_race, "M33", [Finding(Defect.UNWRITTEN_OUTPUT, "poison", "z", 4)]),
     ]
-    doc = json.loads(json.dumps(report.verdicts_document([ref, race, oob, idle], verdicts),
+    doc = json.loads(json.dumps(report.verdicts_document([ref, race, oob, idle, idle_race, unwritten_race],
+                                                         verdicts),
                                 default=report.json_default))
     assert set(doc) == {"schema_version", "generated", "run", "instances", "verdicts"}
     rows = {r["instance"]: r for r in doc["instances"]}
@@ -181,7 +185,14 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
         ("defective", "unexpected", 1)
     assert rows[race.id]["defects"] == {"shared_memory_race": 2, "wrong_values": 1}
     assert rows[race.id]["status"] == "as_expected"
-    assert rows[oob.id]["status"] == "unexpected"            # caught, but not as out_of_bounds_read
+    # caught only as what the declared class explains (no hazards suite in the run): consistent,
+    # not established; a defect the declared class does not explain is unexpected
+    assert rows[oob.id]["status"] == rows[idle_race.id]["status"] == "symptoms_only"
+    assert rows[unwritten_race.id]["status"] == "unexpected"
+    assert report.summary_lines(doc["instances"])[-1] == (
+        f"5 instantiations checked, 2 not as the catalog declares: {ref.id}, {unwritten_race.id}; 2 showed "
+        f"only symptoms of the declared defect, which the suite that names it (hazards) did not "
+        f"establish in this run: {oob.id}, {idle_race.id}")
     assert (rows[idle.id]["verdict"], rows[idle.id]["checks"]) == ("not_checked", 0)
     assert doc["verdicts"][1]["findings"][0]["details"]["ratio"] == 7.5
     table = report.verdict_table(doc["instances"])

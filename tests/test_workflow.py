@@ -66,13 +66,17 @@ def test_a_failed_night_names_the_kernels(tmp_path, capsys):
         _row("matmul_tiled", "float16-TILE16", "correct", {"wrong_values": 3}, "unexpected"),
         _row("matmul_tiled", "float32-TILE16", "correct", {}, "as_expected"),
         _row("broken_no_barriers", "float32-TILE8", "shared_memory_race", {}, "unexpected"),
+        _row("broken_no_sync_after_dot", "float32-TILE8", "shared_memory_race", {"wrong_values": 2},
+             "symptoms_only"),
         _row("matmul_naive", "float32-TILE8", "correct", {}, "not_checked")]}
     path = tmp_path / "verdicts.json"
     path.write_text(json.dumps(doc))
     assert _nightly_failures().main([str(path)]) == 1
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == ("nightly: 2 kernel(s) not as the catalog declares: "
-                                   "broken_no_barriers, matmul_tiled")
+    assert out.splitlines()[0] == ("nightly: 3 kernel(s) not as the catalog declares: "
+                                   "broken_no_barriers, broken_no_sync_after_dot, matmul_tiled")
+    assert ("broken_no_sync_after_dot float32-TILE8: expected shared_memory_race, found wrong_values x2 "
+            "(only symptoms: the declared class was not established)") in out
     assert "matmul_tiled float16-TILE16: expected correct, found wrong_values x3" in out
     assert "broken_no_barriers float32-TILE8: expected shared_memory_race, found no defect" in out
     assert "1 selected instantiation(s) not checked by any test: matmul_naive-float32-TILE8" in out
