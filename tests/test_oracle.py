@@ -494,3 +494,26 @@ def test_a_finding_names_every_tile_that_holds_a_wrong_element_in_order(shape, t
         mask = np.random.default_rng(7).random(shape) < density
         by_hand = sorted({(i // tile, j // tile) for i, j in zip(*np.nonzero(mask))})
         assert _tiles(mask, tile) == by_hand
+
+
+def test_a_reference_computed_once_for_many_runs_judges_as_each_run_alone():
+    """The kill matrix judges every distinct launch of one problem against one exact product
+    (oracle.reference_of); the findings are those of judging each run alone."""
+    from gemmcheck.judge.oracle import reference_of
+
+    def off_at(i, j):
+        def kernel(instance, a, b):
+            bits = dt.to_bits(a @ b, instance.dt)
+            bits[i, j] ^= 1
+            return bits
+        return stand_in(kernel)
+
+    problem = Problem(9, 7, 5, "float32", "exact", 3)
+    A, B = problem.operands()
+    runs = [run_once(backend, inst("float32", 4), A, B) for backend in (off_at(1, 2), off_at(8, 6), CORRECT)]
+    reference = reference_of(runs[0], A, B)
+    for run in runs:
+        alone, shared = (judge(run, A, B, exact=True, problem=problem, reference=r) for r in (None, reference))
+        assert [(f.defect, f.count, f.where) for f in shared.findings] == \
+               [(f.defect, f.count, f.where) for f in alone.findings]
+    assert [len(judge(r, A, B, exact=True, reference=reference).findings) for r in runs] == [1, 1, 0]

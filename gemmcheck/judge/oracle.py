@@ -466,7 +466,22 @@ def _representable(X: np.ndarray, d: dt.DType) -> bool:
 
 
 @timed("oracle")
-def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Judgement:
+def _scaling(run) -> tuple:
+    """(alpha, beta, C0) of a run; C0 only when beta != 0 (otherwise C held poison)."""
+    alpha, beta = getattr(run, "alpha", 1), getattr(run, "beta", 0)
+    return alpha, beta, (getattr(run, "C0", None) if beta != 0 else None)
+
+
+def reference_of(run, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """exact_reference of the problem `run` was launched on (its alpha, beta and C0), for
+    judge(reference=) when many runs of that problem are judged."""
+    alpha, beta, C0 = _scaling(run)
+    return exact_reference(np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64),
+                           run.instance.dt, alpha, beta, C0)
+
+
+def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
+          reference: np.ndarray | None = None) -> Judgement:
     """Judge one run against the inputs it was given.
 
     `A`, `B`: float64 host inputs, already exactly representable in the dtype.
@@ -474,10 +489,11 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Ju
     exact; checked, InexactProblem otherwise), False for the forward error bound.
     `problem`: a Problem or label for the message (its seed makes the reproduction).
     alpha, beta and C0 come from the run (C = alpha A @ B + beta C0; see the module doc).
+    `reference`: with exact, exact_reference of these inputs, when one caller judges many runs
+    of one problem (the kill matrix's repeated launches): computed once, not per run.
     """
     inst = run.instance
-    alpha, beta = getattr(run, "alpha", 1), getattr(run, "beta", 0)
-    C0 = getattr(run, "C0", None) if beta != 0 else None
+    alpha, beta, C0 = _scaling(run)
     d = inst.dt
     A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
     M, K = A.shape
@@ -498,7 +514,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None) -> Ju
     finite_e = ~(nan_e | pinf_e | ninf_e)
     scaling = "" if (alpha, beta) == (1, 0) else f" (alpha = {alpha:g}, beta = {beta:g})"
     if exact:
-        ref = exact_reference(A, B, d, alpha, beta, C0)
+        ref = exact_reference(A, B, d, alpha, beta, C0) if reference is None else reference
         bound = np.zeros((M, N))
         bound_text = (f"exact: the exact result{scaling} rounded once to {d.name}, bit for bit "
                       f"(+0.0 and -0.0 equal), every partial sum exact in {d.accumulator}")
