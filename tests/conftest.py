@@ -19,9 +19,9 @@ def _not_an_xdist_worker(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def _no_launch_left_running(monkeypatch):
-    """A test that fakes a hang in the GPU backend leaves its entry in the process-wide list
-    of launches still running: the next test starts with an empty one."""
+def _no_context_lost(monkeypatch):
+    """A test that fakes a hang or a sticky fault in the GPU backend leaves its entry in the
+    process-wide list of lost contexts: the next test starts with an empty one."""
     from gemmcheck import backends
 
-    monkeypatch.setattr(backends, "_STILL_RUNNING", [])
+    monkeypatch.setattr(backends, "_CONTEXT_LOST", [])

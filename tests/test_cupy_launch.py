@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from gemmcheck.contract import catalog
+from gemmcheck import backends
 from gemmcheck.backends import KernelHang, KernelLaunchError
 from gemmcheck.backends.cupy_backend import CupyBackend
 from gemmcheck.contract.launch import Launch
@@ -54,6 +55,7 @@ def test_above_48k_the_kernel_opts_in_and_above_the_device_limit_it_is_refused(g
     assert kernel.max_dynamic_shared_size_bytes == 100_000 and kernel.calls[-1][3] == 100_000
     with pytest.raises(KernelLaunchError, match="232449 bytes of dynamic shared memory; this device allows 232448"):
         backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 232_449, ()))
+    assert backends.contexts_lost() == []               # a refusal leaves the context whole
 
 
 def test_a_kernel_that_faults_is_a_launch_error_that_says_the_context_is_lost_not_a_hang(gpu):
@@ -63,6 +65,7 @@ def test_a_kernel_that_faults_is_a_launch_error_that_says_the_context_is_lost_no
     with pytest.raises(KernelLaunchError, match="cudaErrorIllegalAddress") as caught:
         backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 0, ()))
     assert not isinstance(caught.value, KernelHang) and is_sticky(caught.value)
+    assert backends.contexts_lost() == [instance.id]     # the session then leaves without CuPy's teardown
 
 
 def test_a_kernel_still_running_at_the_timeout_is_a_hang(gpu):
@@ -70,3 +73,4 @@ def test_a_kernel_still_running_at_the_timeout_is_a_hang(gpu):
     backend.statuses["now"], backend.hang_timeout_s = 600, 0.05   # cudaErrorNotReady, for ever
     with pytest.raises(KernelHang, match="did not finish within 0.05 s"):
         backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 0, ()))
+    assert backends.contexts_lost() == [instance.id]

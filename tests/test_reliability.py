@@ -283,7 +283,7 @@ from pathlib import Path
 from gemmcheck import backends
 
 def _exit_frees_the_gpu_memory():      # as CuPy's teardown waits for a kernel that never ends
-    if backends.still_running():
+    if backends.contexts_lost():
         time.sleep(600)
     Path("exited-normally").write_text("")
 
@@ -291,12 +291,12 @@ atexit.register(_exit_frees_the_gpu_memory)
 
 def test_a_launch(reference):
     if SPIN:
-        backends.left_running(reference.id)
+        backends.lose_context(reference.id)
 """
 
 
-@pytest.mark.parametrize("spins", [True, False], ids=["hung-kernel-still-runs", "nothing-left-running"])
-def test_a_session_whose_hung_kernel_still_runs_exits_without_the_teardown_that_waits_for_it(pytester, spins):
+@pytest.mark.parametrize("spins", [True, False], ids=["context-lost", "context-whole"])
+def test_a_session_that_lost_its_cuda_context_exits_without_the_teardown_that_waits_for_it(pytester, spins):
     pytester.makeconftest((ROOT / "conftest.py").read_text())
     pytester.makepyfile(test_spin=f"SPIN = {spins}\n" + STILL_SPINS)
     result = pytester.runpytest_subprocess("-q", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim",
@@ -306,12 +306,12 @@ def test_a_session_whose_hung_kernel_still_runs_exits_without_the_teardown_that_
     assert (pytester.path / "exited-normally").exists() is not spins
 
 
-def test_a_run_inside_a_process_that_left_a_launch_running_does_not_end_that_process(pytester):
-    """pytester runs in this process: a launch this process left running earlier (a faked hang)
-    is not that run's, so its end must not os._exit the process that started it."""
+def test_a_run_inside_a_process_that_lost_its_context_earlier_does_not_end_that_process(pytester):
+    """pytester runs in this process: a context this process lost earlier (a faked hang) is
+    not that run's loss, so its end must not os._exit the process that started it."""
     from gemmcheck import backends
 
-    backends.left_running("earlier-test-hang")
+    backends.lose_context("earlier-test-hang")
     pytester.makeconftest((ROOT / "conftest.py").read_text())
     pytester.makepyfile(test_ok="def test_a_launch(reference):\n    pass\n")
     result = pytester.runpytest("-q", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim",

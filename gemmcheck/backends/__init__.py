@@ -71,18 +71,19 @@ def refuse_if_lost(instance: Instance) -> None:
         raise error(f"{instance.id}: not launched in this process: {why}")
 
 
-# Launches that never finished (KernelHang on the GPU): their kernels still spin in this
-# process's CUDA context, so freeing its memory at exit would wait for them forever.
-_STILL_RUNNING: list[str] = []
+# Launches after which this process's CUDA context is unusable: a hang (its kernel still
+# spins there, so freeing memory at exit waits for it forever) or a sticky fault (every
+# CUDA call fails; CuPy's destructors print a traceback each at exit).
+_CONTEXT_LOST: list[str] = []
 
 
-def left_running(instance_id: str) -> None:
-    _STILL_RUNNING.append(instance_id)
+def lose_context(instance_id: str) -> None:
+    _CONTEXT_LOST.append(instance_id)
 
 
-def still_running() -> list[str]:
-    """Instance ids whose launches in this process hung and still run."""
-    return list(_STILL_RUNNING)
+def contexts_lost() -> list[str]:
+    """Instance ids whose launches in this process left its CUDA context unusable."""
+    return list(_CONTEXT_LOST)
 
 
 class Backend(abc.ABC):

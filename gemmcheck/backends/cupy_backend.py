@@ -12,7 +12,7 @@ import numpy as np
 from gemmcheck.compile import compiler
 from gemmcheck.backends import device
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
-                                KernelLaunchError, launch_error, left_running, refuse_if_lost)
+                                KernelLaunchError, launch_error, lose_context, refuse_if_lost)
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import Launch
 from gemmcheck.phases import timed
@@ -138,11 +138,13 @@ class CupyBackend(Backend):
             raise
         except KernelHang as exc:
             exc.context_lost = True   # the kernel still runs: every later launch queues behind it
-            left_running(instance.id)
+            lose_context(instance.id)
             raise
         except Exception as exc:
             error = launch_error(instance, launch.grid, launch.block, exc)
             error.context_lost = is_sticky(exc)
+            if error.context_lost:
+                lose_context(instance.id)
             raise error from None
 
     def _wait(self, instance: Instance, grid, block) -> None:

@@ -124,7 +124,7 @@ class Containment:
     probed: bool = False
     items: list = field(default_factory=list)
     session: pytest.Session | None = None
-    running_before: int = 0     # launches left running before this session (an outer one's)
+    lost_before: int = 0        # contexts lost in this process before this session (an outer one's)
 
 
 CONTAINMENT = pytest.StashKey[Containment]()
@@ -212,15 +212,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Leave at once when a kernel that hung in this process still runs on the GPU: the
-    interpreter's exit frees CuPy's memory, which waits for that kernel forever (seen on the
-    H200: a re-run child stalled after its summary). Everything is written and printed by
+    """Leave at once when a launch of this session left the CUDA context unusable. After a
+    hang the interpreter's exit frees CuPy's memory, which waits for the spinning kernel
+    forever (seen on the H200: a re-run child stalled after its summary); after a sticky
+    fault CuPy's destructors print a traceback each. Everything is written and printed by
     now; the driver ends the kernel with the process."""
     state = containment(config)
     session = state.session
-    # Only a hang of this session's: a pytest run inside another process (pytester) must not
-    # end that process for a launch that process left running.
-    if len(backends.still_running()) <= state.running_before or rerun.is_xdist_worker(config) or session is None:
+    # Only this session's loss: a pytest run inside another process (pytester) must not end
+    # that process for a context that process lost earlier.
+    if len(backends.contexts_lost()) <= state.lost_before or rerun.is_xdist_worker(config) or session is None:
         return
     capture = config.pluginmanager.get_plugin("capturemanager")
     if capture is not None:
@@ -233,7 +234,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     state = containment(session.config)
     state.session, state.items = session, list(session.items)
-    state.running_before = len(backends.still_running())
+    state.lost_before = len(backends.contexts_lost())
     backends.clear_refusals()   # a session's probe speaks for that session only
 
 
