@@ -398,8 +398,9 @@ def test_third_claim(matrix_row, request):
 
 def test_under_xdist_a_rows_tests_share_one_worker_and_keep_their_own_ids(suite, monkeypatch):
     """-n alone (xdist's "load") would send a row's tests to whichever worker is free, and each
-    worker would build the row again; the plugin switches to loadgroup, and xdist's "@group"
-    suffix does not reach the reports: the ids are those a serial run prints."""
+    worker would build the row again; the plugin's scheduler deals a row's tests as one unit,
+    and the ids are those a serial run prints (xdist's loadgroup would rewrite them, and on
+    pytest >= 9.2 silently groups nothing)."""
     pytest.importorskip("xdist")
     log = suite.path / "rows.log"
     monkeypatch.setenv("ROW_LOG", str(log))
@@ -415,3 +416,15 @@ def test_under_xdist_a_rows_tests_share_one_worker_and_keep_their_own_ids(suite,
     assert "@" not in result.stdout.str() and not any("@" in n for _, n in runs)
     durations = shard.load_durations(suite.path / "reports" / "durations.json")
     assert sorted(durations) == sorted(n for _, n in runs)
+
+
+def test_a_tests_row_is_read_from_its_parameter_id():
+    from gemmcheck.pytest_plugin.hazards_plugin import row_of
+
+    rows = frozenset({"matmul_tiled-float32-TILE16", "x-float16-TILE8"})
+    assert row_of("suites/hazards/test_bounds.py::test_a[matmul_tiled-float32-TILE16]", rows) == \
+        "matmul_tiled-float32-TILE16"
+    assert row_of("suites/a.py::Cls::test_b[x-float16-TILE8]", rows) == "x-float16-TILE8"
+    for other in ("suites/a.py::test_c[matmul_tiled-float32-TILE32]", "suites/a.py::test_d",
+                  "suites/a.py::test_e[matmul_tiled-float32-TILE16-M4xN4xK4]"):
+        assert row_of(other, rows) is None

@@ -5,7 +5,7 @@ gemmcheck.judge.kill_matrix, gemmcheck.judge.hazards, gemmcheck.judge.isolation 
 Each kill-matrix row is built by the first test that asks for it (matrix_row) and kept for
 the other tests of that row in this process: no fixture computes all rows, a row that
 cannot build or run is that row's verdict, and rows spread over pytest-xdist workers
-(`--dist loadgroup` keeps a row's tests on one worker). Each worker writes the rows it
+(under -n a row's tests are one unit of work: RowScheduling). Each worker writes the rows it
 built; the controller merges them into one table and one reports/kill_matrix.json.
 """
 
@@ -115,6 +115,38 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             reason=f"declared {i.spec.expect}: {i.spec.description or i.spec.name}"))
             for i in instances]
         metafunc.parametrize(EXPOSED_BROKEN, params)
+
+
+# -- pytest-xdist: a row's tests on one worker ---------------------------------------------------
+
+def row_of(nodeid: str, rows: frozenset) -> str | None:
+    """The kill-matrix row a test belongs to: its parameter id, when that is a row's
+    instantiation id (matrix_row's ids are), else None."""
+    name = nodeid.rpartition("::")[2]
+    param = name.partition("[")[2]
+    return param[:-1] if param.endswith("]") and param[:-1] in rows else None
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """-n (xdist's "load") deals tests one by one, so each worker that gets a test of a row
+    builds that row again (an H200 pair ran a nightly shard with -n 2 no faster than one
+    GPU). RowScheduling deals the tests of a row's instantiation (its claims and its other
+    tests, whose ids carry it too) as one unit and every other test alone; as xdist's
+    loadscope does, the largest units go first (--no-loadscope-reorder: collection
+    order). xdist's own loadgroup cannot do it on pytest >= 9.2: it rewrites node
+    ids, which no longer takes (pytest-xdist#1386). An explicit other --dist is kept."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    rows = frozenset(i.id for i in matrix_instances(config))
+
+    class RowScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return row_of(nodeid, rows) or nodeid
+
+    return RowScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

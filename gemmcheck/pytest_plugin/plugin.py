@@ -146,7 +146,6 @@ def pytest_configure(config: pytest.Config) -> None:
         dtypes=opt.gemm_dtypes, profile=profiles.PROFILES[opt.gemm_profile],
         backend_name=opt.gemm_backend)
     _load_hypothesis_profile(config)
-    _keep_rows_on_one_worker(config)
     phases.enable(bool(opt.gemm_phases))
     config.pluginmanager.register(_Recorder(config), "gemmcheck-recorder")
 
@@ -262,40 +261,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     config = node.config
-    workerinput = node.workerinput
-    workerinput[LOADGROUP] = config.option.dist == "loadgroup"   # a worker parses the command line again
     if gemm_config(config).simulated:
         return
+    workerinput = node.workerinput
     count = int(workerinput.get("workercount") or config.getoption("numprocesses") or 1)
     workerinput.update(gpus.worker_input(_run_gpus(config), gpus.worker_index(workerinput["workerid"]),
                                          count))
-
-
-LOADGROUP = "gemmcheck_loadgroup"   # workerinput key: the controller switched to loadgroup
-
-
-def _keep_rows_on_one_worker(config: pytest.Config) -> None:
-    """-n alone deals tests one by one ("load"), so every worker that gets a test of a
-    kill-matrix row builds that row again (an H200 pair ran a nightly shard with -n 2 no
-    faster than one GPU). The row's tests carry xdist_group marks: loadgroup keeps them on
-    one worker and deals every other test one by one as before. An explicit --dist other
-    than load is kept."""
-    if rerun.is_xdist_worker(config):
-        if config.workerinput.get(LOADGROUP):   # read by xdist's worker when it collects
-            config.option.loadgroup = True
-    elif getattr(config.option, "dist", "no") == "load":
-        config.option.dist = "loadgroup"
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """On a worker under loadgroup: xdist appended "@<group>" to the grouped tests' node ids
-    for the controller, which has them now (xdist sent the collection in its own
-    collection_finish, before this). The tests get back the ids users type, so reports,
-    verdicts, durations and reproduce commands name them as a serial run does."""
-    if rerun.is_xdist_worker(session.config) and session.config.getvalue("loadgroup"):
-        for item in session.items:
-            item._nodeid = shard.typed_nodeid(item)
 
 
 def _run_gpus(config: pytest.Config) -> tuple[int, ...]:

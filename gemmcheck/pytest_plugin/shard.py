@@ -67,19 +67,8 @@ def assign(nodeids: list[str], count: int, durations: dict[str, float] | None = 
     return out
 
 
-def typed_nodeid(item) -> str:
-    """The node id as users type it: pytest-xdist's loadgroup appends "@<group>" (the item's
-    xdist_group marks) while it collects on a worker; shards, durations and reports key on
-    the id without it, so a serial host and an xdist host split a run alike."""
-    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                     for m in item.iter_markers("xdist_group")})
-    suffix = "@" + "_".join(groups)
-    return item.nodeid[:-len(suffix)] if groups and item.nodeid.endswith(suffix) else item.nodeid
-
-
 def split(items: list, shard: Shard, durations: dict[str, float] | None = None) -> tuple[list, list]:
     """(kept, deselected) pytest items for `shard`, keeping the collection order."""
-    ids = [typed_nodeid(i) for i in items]
-    where = assign(ids, shard.count, durations)
-    kept = [i for i, n in zip(items, ids) if where[n] == shard.index]
-    return kept, [i for i, n in zip(items, ids) if where[n] != shard.index]
+    where = assign([i.nodeid for i in items], shard.count, durations)
+    kept = [i for i in items if where[i.nodeid] == shard.index]
+    return kept, [i for i in items if where[i.nodeid] != shard.index]
