@@ -428,3 +428,13 @@ def test_a_tests_row_is_read_from_its_parameter_id():
     for other in ("suites/a.py::test_c[matmul_tiled-float32-TILE32]", "suites/a.py::test_d",
                   "suites/a.py::test_e[matmul_tiled-float32-TILE16-M4xN4xK4]"):
         assert row_of(other, rows) is None
+
+
+def test_the_detector_benchmark_runs_and_its_stand_in_is_caught(capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_detectors", ROOT / "scripts" / "bench_detectors.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["64", "--launches", "3"]) == 0
+    assert "found wrong_values, nondeterminism" in capsys.readouterr().out
