@@ -517,3 +517,21 @@ def test_a_reference_computed_once_for_many_runs_judges_as_each_run_alone():
         assert [(f.defect, f.count, f.where) for f in shared.findings] == \
                [(f.defect, f.count, f.where) for f in alone.findings]
     assert [len(judge(r, A, B, exact=True, reference=reference).findings) for r in runs] == [1, 1, 0]
+
+
+from hypothesis import given, settings, strategies as st
+
+
+@settings(max_examples=200, deadline=None)
+@given(K=st.integers(1, 8), r=st.integers(0, 2048), alpha=st.sampled_from([1, 2, -3, 0]),
+       beta=st.sampled_from([0, 1, -1, 2]), seed=st.integers(0, 2**16))
+def test_integer_inputs_are_exact_exactly_when_every_partial_sum_fits(K, r, alpha, beta, seed):
+    """exactness_violation's cheap path (the range proof's scalar bound) and its per-element
+    check give one answer: None exactly when every element's bound on its partial sums,
+    max(|alpha|, 1) |A| @ |B| + |beta| |C0|, is within 2^p of the accumulator (float32 for
+    float16 inputs: 2^24)."""
+    rng = np.random.default_rng(seed)
+    A, B, C0 = (rng.integers(-r, r + 1, shape).astype(np.float64) for shape in ((3, K), (K, 4), (3, 4)))
+    got = exactness_violation(A, B, dt.get("float16"), alpha, beta, C0)
+    P = max(abs(alpha), 1) * (np.abs(A) @ np.abs(B)) + abs(beta) * np.abs(C0)
+    assert (got is None) == bool(P.max() <= 2 ** 24), (got, P.max())

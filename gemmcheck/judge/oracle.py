@@ -267,7 +267,14 @@ def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta
     finite_A, finite_B = np.where(np.isfinite(A), A, 0.0), np.where(np.isfinite(B), B, 0.0)
     C0 = np.zeros((A.shape[0], B.shape[1])) if beta == 0 or C0 is None else np.asarray(C0, np.float64)
     if _is_integer(finite_A) and _is_integer(finite_B) and _is_integer(C0):
-        # Integer inputs (the common case): a quantum of 1 is a safe, cheap lower bound.
+        # Integer inputs (the common case): every partial sum is an integer no larger than
+        # problems.exact_range's bound; within 2^p it is exact, and |A| @ |B| (a second
+        # float64 product as large as the reference) is not needed.
+        largest = [int(np.abs(X).max(initial=0)) for X in (finite_A, finite_B, C0)]
+        if (max(abs(int(alpha)), 1) * A.shape[1] * largest[0] * largest[1]
+                + abs(int(beta)) * largest[2] <= 2 ** acc.significand_bits):
+            return None
+        # A quantum of 1 is a safe, cheap lower bound.
         q = np.zeros((A.shape[0], B.shape[1]))
     else:
         q = (_quantum_exponents(finite_A, axis=1)[:, None] + _quantum_exponents(finite_B, axis=0)[None, :])
