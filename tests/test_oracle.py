@@ -535,3 +535,27 @@ def test_integer_inputs_are_exact_exactly_when_every_partial_sum_fits(K, r, alph
     got = exactness_violation(A, B, dt.get("float16"), alpha, beta, C0)
     P = max(abs(alpha), 1) * (np.abs(A) @ np.abs(B)) + abs(beta) * np.abs(C0)
     assert (got is None) == bool(P.max() <= 2 ** 24), (got, P.max())
+
+
+def test_judging_and_the_shared_reference_count_as_the_oracle_phase():
+    """--gemm-phases reports the oracle's share: judge and reference_of are timed as "oracle"
+    (a decorator once slid onto a helper and the oracle phase read 0.0 s)."""
+    from gemmcheck import phases
+    from gemmcheck.judge.oracle import reference_of
+
+    import time
+
+    problem = Problem(96, 96, 96, "float32", "exact", 1)
+    A, B = problem.operands()
+    run = run_once(CORRECT, inst("float32", 4), A, B)
+    phases.enable()
+    try:
+        for call in (lambda: judge(run, A, B, exact=True), lambda: reference_of(run, A, B)):
+            phases.begin()
+            start = time.perf_counter()
+            call()
+            wall = time.perf_counter() - start
+            counted = phases.take()
+            assert set(counted) == {"oracle"} and counted["oracle"] >= 0.9 * wall, (counted, wall)
+    finally:
+        phases.enable(False)

@@ -472,13 +472,13 @@ def _representable(X: np.ndarray, d: dt.DType) -> bool:
     return bool(np.array_equal(back, X, equal_nan=True))
 
 
-@timed("oracle")
 def _scaling(run) -> tuple:
     """(alpha, beta, C0) of a run; C0 only when beta != 0 (otherwise C held poison)."""
     alpha, beta = getattr(run, "alpha", 1), getattr(run, "beta", 0)
     return alpha, beta, (getattr(run, "C0", None) if beta != 0 else None)
 
 
+@timed("oracle")
 def reference_of(run, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """exact_reference of the problem `run` was launched on (its alpha, beta and C0), for
     judge(reference=) when many runs of that problem are judged."""
@@ -487,6 +487,7 @@ def reference_of(run, A: np.ndarray, B: np.ndarray) -> np.ndarray:
                            run.instance.dt, alpha, beta, C0)
 
 
+@timed("oracle")
 def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
           reference: np.ndarray | None = None) -> Judgement:
     """Judge one run against the inputs it was given.
