@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gemmcheck.report.jsonable import json_default as _json_default
 from gemmcheck.tables import format_table
-from gemmcheck.verdict import Defect
+from gemmcheck.verdict import Defect, defects as registry
 
 SCHEMA_VERSION = 1
 
@@ -63,8 +63,6 @@ def _status(expect: str, found: set[str]) -> str:
     symptoms_only: a broken variant showing only what its declared class explains (a declared
     race seen as wrong values by a run without the hazards suite): consistent, not
     established. unexpected: anything else."""
-    from gemmcheck.verdict import defects as registry
-
     if expect == "correct":
         return "as_expected" if not found else "unexpected"
     if expect in found:
