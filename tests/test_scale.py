@@ -64,6 +64,16 @@ def test_recorded_durations_balance_the_shards():
     assert sorted(shard.assign(list(durations), 2).values()).count(1) == 3
 
 
+def test_a_units_tests_share_a_shard_and_units_balance_by_their_summed_time():
+    durations = {"r1::a": 4.0, "r1::b": 4.0, "r2::a": 5.0, "x": 2.0, "y": 1.0}
+    unit = lambda n: n.split("::")[0]      # noqa: E731
+    where = shard.assign(list(durations), 2, durations, unit)
+    assert where["r1::a"] == where["r1::b"]
+    load = {s: sum(d for n, d in durations.items() if where[n] == s) for s in (1, 2)}
+    assert load == {1: 8.0, 2: 8.0}                     # r1 (8) | r2 + x + y (8)
+    assert where == shard.assign(list(reversed(list(durations))), 2, durations, unit)
+
+
 def test_unreadable_durations_name_the_file(tmp_path):
     bad = tmp_path / "durations.json"
     bad.write_text("[1, 2]")
@@ -416,6 +426,21 @@ def test_under_xdist_a_rows_tests_share_one_worker_and_keep_their_own_ids(suite,
     assert "@" not in result.stdout.str() and not any("@" in n for _, n in runs)
     durations = shard.load_durations(suite.path / "reports" / "durations.json")
     assert sorted(durations) == sorted(n for _, n in runs)
+
+
+def test_a_rows_tests_land_in_one_shard(suite):
+    """Dealt test by test, every shard holding a test of a row built the row again (the
+    nightly's ~6 tests of a row on ~6 hosts)."""
+    suite.makepyfile(test_rows=ROW_TESTS)
+    args = ("--co", "-q", *NARROW, "--gemm-backend=cpu-sim")
+    parts = [collected(suite.runpytest(*args, "--gemm-shard", f"{i}/3")) for i in (1, 2, 3)]
+    rows = {}
+    for index, part in enumerate(parts):
+        for nodeid in part:
+            rows.setdefault(nodeid.split("[")[1], set()).add(index)
+    assert len(rows) == 2 and sum(map(len, parts)) == 6, parts
+    assert all(len(shards) == 1 for shards in rows.values()), rows
+    assert sum(1 for p in parts if p) == 2, parts      # one row each, the third shard empty
 
 
 def test_a_tests_row_is_read_from_its_parameter_id():

@@ -5,7 +5,7 @@ gemmcheck.judge.kill_matrix, gemmcheck.judge.hazards, gemmcheck.judge.isolation 
 Each kill-matrix row is built by the first test that asks for it (matrix_row) and kept for
 the other tests of that row in this process: no fixture computes all rows, a row that
 cannot build or run is that row's verdict, and rows spread over pytest-xdist workers
-(under -n a row's tests are one unit of work: RowScheduling). Each worker writes the rows it
+(a row's tests are one unit of work for --gemm-shard and -n: pytest_gemm_work_unit). Each worker writes the rows it
 built; the controller merges them into one table and one reports/kill_matrix.json.
 """
 
@@ -117,7 +117,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(EXPOSED_BROKEN, params)
 
 
-# -- pytest-xdist: a row's tests on one worker ---------------------------------------------------
+# -- a row's tests as one unit of work (shards, pytest-xdist workers) --------------------------
+
+ROW_IDS = pytest.StashKey[frozenset]()    # the kill-matrix rows' instantiation ids
+
 
 def row_of(nodeid: str, rows: frozenset) -> str | None:
     """The kill-matrix row a test belongs to: its parameter id, when that is a row's
@@ -127,26 +130,14 @@ def row_of(nodeid: str, rows: frozenset) -> str | None:
     return param[:-1] if param.endswith("]") and param[:-1] in rows else None
 
 
-@pytest.hookimpl(optionalhook=True, tryfirst=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """-n (xdist's "load") deals tests one by one, so each worker that gets a test of a row
-    builds that row again (an H200 pair ran a nightly shard with -n 2 no faster than one
-    GPU). RowScheduling deals the tests of a row's instantiation (its claims and its other
-    tests, whose ids carry it too) as one unit and every other test alone; as xdist's
-    loadscope does, the largest units go first (--no-loadscope-reorder: collection
-    order). xdist's own loadgroup cannot do it on pytest >= 9.2: it rewrites node
-    ids, which no longer takes (pytest-xdist#1386). An explicit other --dist is kept."""
-    if config.getvalue("dist") != "load":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    rows = frozenset(i.id for i in matrix_instances(config))
-
-    class RowScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return row_of(nodeid, rows) or nodeid
-
-    return RowScheduling(config, log)
+def pytest_gemm_work_unit(config: pytest.Config, nodeid: str) -> str | None:
+    """A row's instantiation is one unit: its claims and its other tests (whose ids carry it
+    too), so the process that builds the row runs all of them. Dealt one by one, each shard
+    or worker that got a test of a row built the row again (an H200 pair ran a nightly
+    shard with -n 2 no faster than one GPU; a row is built by ~6 tests of the nightly)."""
+    if ROW_IDS not in config.stash:
+        config.stash[ROW_IDS] = frozenset(i.id for i in matrix_instances(config))
+    return row_of(nodeid, config.stash[ROW_IDS])
 
 
 @pytest.fixture(scope="session")

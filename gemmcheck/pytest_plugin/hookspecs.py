@@ -13,3 +13,13 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
     through this hook; the first reason given wins. Implement it in a suite plugin
     instead of adding another pytest_collection_modifyitems that adds skip markers.
     """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_gemm_work_unit(config: pytest.Config, nodeid: str) -> str | None:
+    """The unit of work the test `nodeid` belongs to, or None (a unit of its own).
+
+    Tests of one unit share a costly fixture built once per process (a kill-matrix row), so
+    the two places that divide a run keep a unit together: the --gemm-shard split over hosts
+    and the pytest-xdist scheduler over workers (gemmcheck.pytest_plugin.plugin).
+    """

@@ -1,11 +1,12 @@
 """Deterministic sharding of a run over hosts: ``--gemm-shard i/n``.
 
 Every shard collects the same tests (same options, same catalog) and keeps its own
-part, so the n shards together run each test exactly once. With recorded durations
-(reports/durations.json of an earlier run) the parts are balanced by time: longest
-test first onto the least-loaded shard; a test without a record counts as the median
-of the recorded ones. Without durations every test counts the same, which deals them
-round robin in node-id order.
+part, so the n shards together run each test exactly once. Tests of one unit of work
+(a kill-matrix row's tests, which share the row built once per process) go to one
+shard. With recorded durations (reports/durations.json of an earlier run) the parts are
+balanced by time: the longest unit first onto the least-loaded shard; a test without a
+record counts as the median of the recorded ones. Without durations every test counts
+the same.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -52,23 +54,29 @@ def load_durations(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
-def assign(nodeids: list[str], count: int, durations: dict[str, float] | None = None) -> dict[str, int]:
-    """node id -> shard index (1-based). Depends only on the set of node ids and the
-    durations, never on the order they come in."""
+def assign(nodeids: list[str], count: int, durations: dict[str, float] | None = None,
+           unit_of: Callable[[str], str] = lambda nodeid: nodeid) -> dict[str, int]:
+    """node id -> shard index (1-based); the tests of one unit (unit_of) share a shard.
+    Depends only on the set of node ids, the durations and the units, never on the order
+    the ids come in."""
     known = [durations[n] for n in nodeids if durations and n in durations]
     default = statistics.median(known) if known else 1.0
-    weight = {n: (durations or {}).get(n, default) for n in nodeids}
+    weight: dict[str, float] = {}
+    for nodeid in set(nodeids):
+        unit = unit_of(nodeid)
+        weight[unit] = weight.get(unit, 0.0) + (durations or {}).get(nodeid, default)
     loads = [(0.0, shard) for shard in range(1, count + 1)]   # a heap of (seconds, shard)
-    out = {}
-    for nodeid in sorted(set(nodeids), key=lambda n: (-weight[n], n)):
+    where = {}
+    for unit in sorted(weight, key=lambda u: (-weight[u], u)):
         load, shard = heapq.heappop(loads)
-        out[nodeid] = shard
-        heapq.heappush(loads, (load + weight[nodeid], shard))
-    return out
+        where[unit] = shard
+        heapq.heappush(loads, (load + weight[unit], shard))
+    return {nodeid: where[unit_of(nodeid)] for nodeid in nodeids}
 
 
-def split(items: list, shard: Shard, durations: dict[str, float] | None = None) -> tuple[list, list]:
+def split(items: list, shard: Shard, durations: dict[str, float] | None = None,
+          unit_of: Callable[[str], str] = lambda nodeid: nodeid) -> tuple[list, list]:
     """(kept, deselected) pytest items for `shard`, keeping the collection order."""
-    where = assign([i.nodeid for i in items], shard.count, durations)
+    where = assign([i.nodeid for i in items], shard.count, durations, unit_of)
     kept = [i for i in items if where[i.nodeid] == shard.index]
     return kept, [i for i in items if where[i.nodeid] != shard.index]
