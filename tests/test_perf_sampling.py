@@ -71,8 +71,8 @@ def test_the_time_cap_stops_a_noisy_measurement():
 def test_every_series_must_be_quiet_before_sampling_stops():
     got = run({"cublas": sampler([1e-3]), "kernel": sampler([1e-3, 1.3e-3])},
               StoppingRule(min_samples=5, max_samples=50))
-    assert got.stop == sampling.SAMPLE_CAP                     # the noisy kernel holds both
-    assert got.series["cublas"].taken == got.series["kernel"].taken == 50
+    assert got.stop == sampling.SAMPLE_CAP                     # the noisy kernel never settles
+    assert got.series["kernel"].taken == 50 and got.series["cublas"].taken == 5
 
 
 def test_the_rule_rejects_settings_that_cannot_work():
@@ -99,6 +99,26 @@ def test_kernel_and_cublas_samples_alternate_so_drift_hits_both():
 
     run({"cublas": taking("cublas"), "kernel": taking("kernel")}, StoppingRule(min_samples=4))
     assert order == ["cublas", "kernel"] * 4
+
+
+def test_a_series_whose_mean_is_known_waits_while_the_noisy_one_goes_on():
+    order = []
+
+    def taking(label, times):
+        t = itertools.cycle(times)
+
+        def take():
+            order.append(label)
+            return Sample(next(t))
+        return take
+
+    got = run({"cublas": taking("cublas", [1e-3, 1.2e-3, 0.8e-3]), "kernel": taking("kernel", [30e-3])},
+              StoppingRule(min_samples=4, max_noise=0.02))
+    assert got.stop == sampling.CONVERGED
+    assert order[:8] == ["cublas", "kernel"] * 4                 # in turn while both are unsettled
+    assert len(got.series["kernel"].times) == 4                  # then the quiet one stops
+    assert len(got.series["cublas"].times) > 10 and set(order[8:]) == {"cublas"}
+    assert sampling.relative_error_of_mean(got.series["cublas"].times) <= 0.02
 
 
 def test_a_drift_shows_equally_in_both_series():
@@ -210,7 +230,7 @@ def test_summary_table_shows_the_timing_evidence_and_an_honest_model_roof():
     text = "\n".join(foot)
     assert "DRAM-only intensity model (no cache reuse counted)" in text
     assert "below 75% of 1980 MHz are dropped as throttled" in text
-    assert "until each mean is known to 0.5%" in text and "last timed launch's output is checked" in text
+    assert "until its mean is known to 0.5%" in text and "last timed launch's output is checked" in text
     png_points = summary.roofline_png(session)   # the refused kernel is not plotted as a real point
     assert png_points[:8] == b"\x89PNG\r\n\x1a\n"
 

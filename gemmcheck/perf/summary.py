@@ -126,7 +126,7 @@ def footer(session: PerfSession) -> list[str]:
                     if reference else f"clocks unknown ({getattr(clock, 'why_not', None) or 'no NVML'}): "
                                       "nothing dropped"))
     lines.append(f"samples: CUDA events behind a {HOLD_NS // 1000} us hold kernel (host launch cost not timed), "
-                 f"kernel and cuBLAS in turn, until each mean is known to {timing.max_noise:.1%} "
+                 f"kernel and cuBLAS in turn, each until its mean is known to {timing.max_noise:.1%} "
                  f"(stdev / (mean sqrt n): '{CONVERGED}'), at most {timing.max_samples} samples or "
                  f"{timing.max_seconds:g} s; median reported; noise = the samples' own stdev / mean")
     lines.append("cold caches: each sample takes the next input set, so >= 2 x L2 of other data passes "
