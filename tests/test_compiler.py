@@ -26,6 +26,19 @@ def test_a_build_is_cached_and_a_broken_cache_entry_is_rebuilt(cache):
     assert (rebuilt.cubin, rebuilt.mangled) == (first.cubin, first.mangled)
 
 
+def test_every_build_carries_ptxas_report_also_when_nvrtc_built_the_program_before(tmp_path, monkeypatch):
+    """NVRTC >= 12.9 serves a program it built before from its own cache, without ptxas -v's
+    report; on the H200 a pytest-xdist worker's resource check then read nothing for a
+    kernel the other worker had just built. Two cold gemmcheck caches, one program."""
+    major, minor = (int(p) for p in compiler.nvrtc_version().split("."))
+    if (major, minor) >= (12, 9):
+        assert compiler._no_nvrtc_cache() == {"no_cache": True}
+    for run in ("first", "second"):
+        monkeypatch.setenv("GEMMCHECK_CACHE_DIR", str(tmp_path / run))
+        log = compiler.compile_source(SOURCE, NAMES, "sm_90").log
+        assert "Compiling entry function" in log and "Used" in log, (run, log)
+
+
 def test_a_compile_error_names_the_source_and_instantiation(cache, tmp_path):
     bad = tmp_path / "bad.cu"
     bad.write_text("template <typename T, int TILE> __global__ void k() { undefined_thing; }\n")

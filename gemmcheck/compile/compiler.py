@@ -72,8 +72,8 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
     text = cuda_source.device_part(source.read_text(), strip_host_headers=True)
     include = list(toolkit.include_dirs())
     key = hashlib.sha256(json.dumps(
-        [text, str(source), sorted(name_expressions), arch, BASE_OPTIONS, include, list(defines),
-         nvrtc_version()], sort_keys=True).encode()).hexdigest()[:32]
+        [text, str(source), sorted(name_expressions), arch, BASE_OPTIONS, _no_nvrtc_cache(), include,
+         list(defines), nvrtc_version()], sort_keys=True).encode()).hexdigest()[:32]
     entry = cache_dir() / key
     try:
         meta = json.loads((entry / "meta.json").read_text())
@@ -100,12 +100,26 @@ def first_errors(log: str, limit: int = MAX_ERROR_LINES) -> str:
     return "\n".join(shown + ([f"... ({more} more lines)"] if more > 0 else []))
 
 
+@functools.lru_cache(maxsize=None)
+def _no_nvrtc_cache() -> dict:
+    """NVRTC >= 12.9 keeps its own build cache, and a build it serves from there prints no
+    ptxas -v report (NVIDIA/Fuser#4694, cuda-python#1124): on the H200, with -n 2, one
+    worker's resource check read an empty report for a kernel the other had just built.
+    gemmcheck caches builds itself, so NVRTC's cache is turned off where it exists."""
+    from cuda.core import ProgramOptions
+
+    major, minor = (int(p) for p in nvrtc_version().split("."))
+    fields = getattr(ProgramOptions, "__dataclass_fields__", {})
+    return {"no_cache": True} if (major, minor) >= (12, 9) and "no_cache" in fields else {}
+
+
 def _compile(source: Path, text: str, name_expressions, arch: str, include, defines) -> Compiled:
     from cuda.core import Program, ProgramOptions
 
     # The program's name is the user's path, so NVRTC's errors read file.cu(12), not default_program(12).
     options = ProgramOptions(name=str(source), arch=arch, include_path=include or None,
-                             define_macro=[f"{k}={v}" for k, v in defines] or None, **BASE_OPTIONS)
+                             define_macro=[f"{k}={v}" for k, v in defines] or None, **BASE_OPTIONS,
+                             **_no_nvrtc_cache())
     log = io.StringIO()
     program = None
     try:
