@@ -443,6 +443,42 @@ def test_a_rows_tests_land_in_one_shard(suite):
     assert sum(1 for p in parts if p) == 2, parts      # one row each, the third shard empty
 
 
+AHEAD_TESTS = ROW_TESTS + """
+from gemmcheck.pytest_plugin.hazards_plugin import rows_ahead
+
+def test_fourth_claim(matrix_row, request):
+    ahead = ",".join(i.id for i in rows_ahead(request.config, request.session.items))
+    with open(Path(os.environ["ROW_LOG"] + ".ahead"), "a") as out:
+        out.write(f"{os.environ.get('PYTEST_XDIST_WORKER')} {ahead}\\n")
+"""
+
+
+def test_under_xdist_each_worker_runs_the_rows_planned_for_it(suite, monkeypatch):
+    """A worker starts the compute-sanitizer runs of its planned rows at once, so the
+    scheduler must give it those rows (dealt as workers came free, which worker got which
+    row depended on timing)."""
+    pytest.importorskip("xdist")
+    from gemmcheck.pytest_plugin import units
+
+    log = suite.path / "rows.log"
+    monkeypatch.setenv("ROW_LOG", str(log))
+    suite.makepyfile(test_rows=AHEAD_TESTS)
+    four = ("--gemm-kernels", "matmul_naive,matmul_tiled,matmul_tiled_guarded,matmul_tiled_padded",
+            "--gemm-dtypes", "float32", "--gemm-tiles", "16")
+    result = suite.runpytest(*four, "-n", "2", "--gemm-backend=cpu-sim", "--gemm-sanitizer=off")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    runs = [line.split() for line in log.read_text().splitlines()]
+    row = lambda nodeid: nodeid.split("[")[1][:-1]      # noqa: E731
+    ran_on = {row(n): int(w.removeprefix("gw")) for w, n in runs}
+    assert len(ran_on) == 4, runs
+    expected = units.plan(sorted(n for _, n in runs), 2, row)
+    assert ran_on == expected and set(expected.values()) == {0, 1}, (ran_on, expected)
+    # and the rows whose tools a worker starts ahead are the ones it runs
+    ahead = {line.split()[0]: set(line.split()[1].split(","))
+             for line in (suite.path / "rows.log.ahead").read_text().splitlines()}
+    assert ahead == {f"gw{w}": {r for r, v in ran_on.items() if v == w} for w in (0, 1)}, ahead
+
+
 def test_a_tests_row_is_read_from_its_parameter_id():
     from gemmcheck.pytest_plugin.hazards_plugin import row_of
 

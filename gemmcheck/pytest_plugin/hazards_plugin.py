@@ -20,7 +20,7 @@ import pytest
 from gemmcheck import backends, report
 from gemmcheck.verdict import defects
 from gemmcheck.judge import kill_matrix, sanitizer
-from gemmcheck.pytest_plugin import rerun
+from gemmcheck.pytest_plugin import rerun, units
 from gemmcheck.pytest_plugin.session import gemm_config
 from gemmcheck.contract.catalog import Instance
 
@@ -178,7 +178,8 @@ def matrix_row(request, backend) -> kill_matrix.Row:
 def _sanitizer_runs(request, backend) -> kill_matrix.SanitizerRuns | None:
     """The session's pool of compute-sanitizer runs, when the tool runs. Outside pytest-xdist
     every row this session will build has its tools started at once (rows' tools run side by
-    side while the plain columns are built); a worker starts each row's when it builds it."""
+    side while the plain columns are built); a pytest-xdist worker starts those of the rows
+    planned for it (units.planned), and another row's when it builds it."""
     from gemmcheck.judge import hazards
 
     config = request.config
@@ -187,16 +188,25 @@ def _sanitizer_runs(request, backend) -> kill_matrix.SanitizerRuns | None:
         return None
     if SANITIZER_RUNS not in config.stash:
         runs = config.stash[SANITIZER_RUNS] = kill_matrix.SanitizerRuns(settings)
-        if not hasattr(config, "workerinput"):
-            params = (getattr(getattr(item, "callspec", None), "params", {}).get(MATRIX_ROW)
-                      for item in request.session.items)
-            # (an empty parameter set gives pytest's NOTSET, not an instantiation)
-            ahead = {p.id: p for p in params if isinstance(p, Instance)}
-            for inst in ahead.values():
-                # a declared hang, or one the probe saw crash or hang, is not run under the tools
-                if inst.spec.expect != "hang" and not backends.refused(inst.id):
-                    runs.submit(inst)
+        for inst in rows_ahead(config, request.session.items):
+            # a declared hang, or one the probe saw crash or hang, is not run under the tools
+            if inst.spec.expect != "hang" and not backends.refused(inst.id):
+                runs.submit(inst)
     return config.stash[SANITIZER_RUNS]
+
+
+def rows_ahead(config: pytest.Config, items: list[pytest.Item]) -> list[Instance]:
+    """The rows this process will build, in collection order: every row of the session's
+    tests, or in a pytest-xdist worker those planned for it (units.planned)."""
+    params = (getattr(getattr(item, "callspec", None), "params", {}).get(MATRIX_ROW) for item in items)
+    # (an empty parameter set gives pytest's NOTSET, not an instantiation)
+    ahead = {p.id: p for p in params if isinstance(p, Instance)}
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        plan = units.planned(config, [item.nodeid for item in items], worker["workercount"])
+        mine = units.worker_index(worker["workerid"])
+        ahead = {i: p for i, p in ahead.items() if plan.get(i) == mine}
+    return list(ahead.values())
 
 
 @pytest.fixture

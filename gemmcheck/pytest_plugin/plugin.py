@@ -19,7 +19,7 @@ from gemmcheck import backends
 from gemmcheck.compile import resources
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
-from gemmcheck.pytest_plugin import gpus, rerun, shard
+from gemmcheck.pytest_plugin import gpus, rerun, shard, units
 from gemmcheck import phases
 from gemmcheck.problems import profiles
 from gemmcheck.contract.catalog import Instance
@@ -236,42 +236,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.keywords[KERNEL_CHECK] = True
     part = config.getoption("gemm_shard")
     if part is not None:
-        durations = None
-        if config.getoption("gemm_shard_durations"):
-            try:
-                durations = shard.load_durations(config.getoption("gemm_shard_durations"))
-            except ValueError as exc:
-                raise pytest.UsageError(f"--gemm-shard-durations: {exc}") from None
-        kept, dropped = shard.split(items, part, durations, lambda nodeid: work_unit(config, nodeid))
+        kept, dropped = shard.split(items, part, units.recorded_durations(config),
+                                    lambda nodeid: units.work_unit(config, nodeid))
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
 
 
-# -- units of work: a shard or an xdist worker runs all tests of a unit -------------------------
-
-def work_unit(config: pytest.Config, nodeid: str) -> str:
-    """The unit of work of a test (pytest_gemm_work_unit; the test alone when no plugin
-    groups it)."""
-    return config.hook.pytest_gemm_work_unit(config=config, nodeid=nodeid) or nodeid
-
-
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """-n (xdist's "load") deals tests one by one, so each worker that gets a test of a
-    kill-matrix row builds that row again. UnitScheduling deals each unit of work as one
-    unit; as xdist's loadscope does, the largest units go first (--no-loadscope-reorder:
-    collection order). xdist's own loadgroup cannot do it on pytest >= 9.2: it rewrites
-    node ids, which no longer takes (pytest-xdist#1386). An explicit other --dist is kept."""
+    kill-matrix row builds that row again: deal units of work instead (units.make_scheduler).
+    xdist's own loadgroup cannot do it on pytest >= 9.2: it rewrites node ids, which no
+    longer takes (pytest-xdist#1386). An explicit other --dist is kept."""
     if config.getvalue("dist") != "load":
         return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class UnitScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return work_unit(config, nodeid)
-
-    return UnitScheduling(config, log)
+    return units.make_scheduler(config, log)
 
 
 # -- pytest-xdist: one worker per GPU --------------------------------------------------------
