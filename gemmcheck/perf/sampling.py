@@ -102,9 +102,10 @@ class StoppingRule:
         """The series has its minimum samples and its mean is known to max_noise."""
         return len(series.kept) >= self.min_samples and relative_error_of_mean(series.times) <= self.max_noise
 
-    def stop_reason(self, series: list[Series], elapsed_s: float) -> str | None:
-        """Why sampling should stop now, or None to take another round."""
-        if all(self.settled(s) for s in series):
+    def stop_reason(self, series: list[Series], settled: list[bool], elapsed_s: float) -> str | None:
+        """Why sampling should stop now, or None to take another round (`settled`: each
+        series' settled(), computed once per round by the caller)."""
+        if all(settled):
             return CONVERGED
         if any(s.taken >= self.max_samples for s in series):
             return SAMPLE_CAP
@@ -130,10 +131,11 @@ def sample_interleaved(samplers: dict[str, Callable[[], Sample]], rule: Stopping
     if not samplers:
         raise ValueError("sample_interleaved: no samplers")
     series = {label: Series(label) for label in samplers}
+    settled = dict.fromkeys(samplers, False)
     start = clock()
     while True:
         for label, take in samplers.items():
-            if rule.settled(series[label]):
+            if settled[label]:
                 continue
             sample = take()
             if not (sample.seconds > 0 and math.isfinite(sample.seconds)):
@@ -142,6 +144,7 @@ def sample_interleaved(samplers: dict[str, Callable[[], Sample]], rule: Stopping
             bucket.append(sample)
             series[label].last = sample
         elapsed = clock() - start
-        reason = rule.stop_reason(list(series.values()), elapsed)
+        settled = {label: rule.settled(s) for label, s in series.items()}
+        reason = rule.stop_reason(list(series.values()), list(settled.values()), elapsed)
         if reason:
             return Sampled(series, reason, elapsed)
