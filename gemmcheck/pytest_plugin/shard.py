@@ -61,9 +61,11 @@ def assign(nodeids: list[str], count: int, durations: dict[str, float] | None = 
     the ids come in."""
     known = [durations[n] for n in nodeids if durations and n in durations]
     default = statistics.median(known) if known else 1.0
+    # sorted: the float sums below come out the same in every process (xdist's controller
+    # and its workers compute one plan), whatever the order of a set there
+    unit_by = {nodeid: unit_of(nodeid) for nodeid in sorted(set(nodeids))}
     weight: dict[str, float] = {}
-    for nodeid in set(nodeids):
-        unit = unit_of(nodeid)
+    for nodeid, unit in unit_by.items():
         weight[unit] = weight.get(unit, 0.0) + (durations or {}).get(nodeid, default)
     loads = [(0.0, shard) for shard in range(1, count + 1)]   # a heap of (seconds, shard)
     where = {}
@@ -71,7 +73,7 @@ def assign(nodeids: list[str], count: int, durations: dict[str, float] | None = 
         load, shard = heapq.heappop(loads)
         where[unit] = shard
         heapq.heappush(loads, (load + weight[unit], shard))
-    return {nodeid: where[unit_of(nodeid)] for nodeid in nodeids}
+    return {nodeid: where[unit_by[nodeid]] for nodeid in nodeids}
 
 
 def split(items: list, shard: Shard, durations: dict[str, float] | None = None,

@@ -40,9 +40,10 @@ def plan(nodeids: list[str], workers: int, unit_of, durations: dict[str, float] 
     """unit -> worker index (0-based) for every unit of more than one test: the largest
     (by `durations`, else by test count) first to the least-loaded worker. Depends only on
     the node ids, the units and the durations, so every process computes the same plan."""
-    grouped = [n for n in nodeids if unit_of(n) != n]
-    where = shard.assign(grouped, max(1, workers), durations, unit_of)
-    return {unit_of(n): index - 1 for n, index in where.items()}
+    unit = {n: unit_of(n) for n in nodeids}
+    grouped = [n for n in nodeids if unit[n] != n]
+    where = shard.assign(grouped, max(1, workers), durations, unit.__getitem__)
+    return {unit[n]: index - 1 for n, index in where.items()}
 
 
 def planned(config: pytest.Config, nodeids: list[str], workers: int) -> dict[str, int]:
