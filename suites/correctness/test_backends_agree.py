@@ -18,11 +18,16 @@ SHAPES = ((4, 4, 4), (33, 17, 65), (64, 64, 64))
 
 
 @pytest.fixture(scope="session")
-def simulator():
+def simulator(gemm):
+    """The CPU simulator, with every selected instantiation built up front, units side by side
+    (as the `backend` fixture does): built lazily, one instantiation at a time, each first
+    launch rebuilt its source's module with one more instantiation (15 s of the H200's ci run)."""
     try:
-        return backends.create("cpu-sim")
+        simulator = backends.create("cpu-sim")
     except backends.BackendUnavailable as exc:
         pytest.skip(f"needs the CPU simulator too: {exc}")
+    simulator.prepare(gemm.instances("reference"))
+    return simulator
 
 
 @pytest.mark.gpu
