@@ -237,3 +237,33 @@ def test_the_matrix_table_aligns_its_columns_and_seconds_right():
         f"instantiation          declared      {title:<{width}}  with sanitizer  result  s",
         f"broken-float32-TILE8   wrong_values  {'caught: wrong_values':<{width}}  not run         pass     1.2",
         f"broken-float32-TILE16  wrong_values  {'missed':<{width}}  not run         pass    12.0"]
+
+
+def test_a_hanging_rows_child_starts_when_submitted_and_its_row_only_collects_it(instances, monkeypatch):
+    """RowChildren runs the plain observation of a kernel declared to hang (or crash) in a
+    child ahead of its row, on a pool thread; building the row then waits for that result and
+    observes nothing again."""
+    import threading
+
+    calls = []
+    observe = kill_matrix.isolated_observations
+
+    def counted(instances_, settings_):
+        calls.append((tuple(i.id for i in instances_), threading.current_thread().name))
+        return observe(instances_, settings_)
+
+    monkeypatch.setattr(kill_matrix, "isolated_observations", counted)
+    s = settings()
+    sleeps = next(i for i in instances if i.spec.name == "sleeps")
+    good = next(i for i in instances if i.spec.name == "good")
+    children = kill_matrix.RowChildren(s)
+    try:
+        children.submit(sleeps)
+        children.submit(good)          # a reference is observed in this process, not ahead
+        children.wait()
+        assert [ids for ids, _ in calls] == [(sleeps.id,)]
+        assert calls[0][1].startswith("row-children")
+        row = kill_matrix.build_row(matrix_backend(), sleeps, s, children)
+    finally:
+        children.close()
+    assert row.plain.label() == "hang" and len(calls) == 1

@@ -499,3 +499,17 @@ def test_the_detector_benchmark_runs_and_its_stand_in_is_caught(capsys):
     spec.loader.exec_module(bench)
     assert bench.main(["64", "--launches", "3"]) == 0
     assert "found wrong_values, nondeterminism" in capsys.readouterr().out
+
+
+def test_the_performance_suite_asks_the_plugins_to_quiet_the_gpu_before_it_times(suite):
+    """perf_session calls pytest_gemm_before_device_timing first (the hazards plugin waits
+    there for the kill matrix's children), also where it then skips for want of a GPU."""
+    suite.makeconftest((ROOT / "conftest.py").read_text() + (
+        "\nCALLS = []\n"
+        "def pytest_gemm_before_device_timing(config):\n"
+        "    CALLS.append(1)\n"
+        "    config.rootpath.joinpath('quieted').write_text(str(len(CALLS)))\n"))
+    suite.makepyfile(test_probe="def test_timed(perf_session):\n    pass\n")
+    result = suite.runpytest("-p", "no:cacheprovider", "--gemm-backend", "cpu-sim")
+    result.assert_outcomes(skipped=1)
+    assert (suite.path / "quieted").read_text() == "1"

@@ -275,15 +275,15 @@ def unfinished(findings) -> Finding | None:
 
 
 def build_row(backend, instance: Instance, settings: Settings,
-              sanitizer_runs: "SanitizerRuns | None" = None) -> Row:
+              children: "RowChildren | None" = None) -> Row:
     """One row of the matrix, on its own: whatever happens to this instantiation (it does not
     build, crashes, hangs) is this row's verdict and touches no other row.
 
     On a backend that simulates threads (cpu-sim) the first column holds the simulator
     detectors and the sanitizer column does not apply; elsewhere the plain detectors (in a
     child for kernels declared crash or hang, or all with `isolate_all`), then the sanitizer
-    column when the tool is there (from `sanitizer_runs`, where rows share a pool that
-    may have started this row's tools ahead)."""
+    column when the tool is there. `children`: a pool the rows share, which may have started
+    this row's children (its tools; its plain observation when declared crash or hang) ahead."""
     t0 = time.monotonic()
     if hazards.simulates_threads(backend):
         observations = simulator_observations(backend, instance, settings)
@@ -292,7 +292,9 @@ def build_row(backend, instance: Instance, settings: Settings,
                       not_applicable=SANITIZER_NOT_APPLICABLE)
     else:
         detectors = HARDWARE
-        if settings.isolate_all or instance.spec.expect in ISOLATED:
+        if instance.spec.expect in ISOLATED and children is not None:
+            observations = children.isolated(instance)
+        elif settings.isolate_all or instance.spec.expect in ISOLATED:
             observations = isolated_observations([instance], settings)[instance.id]
         else:
             observations = plain_observations(backend, instance, settings)
@@ -301,24 +303,24 @@ def build_row(backend, instance: Instance, settings: Settings,
     row = Row(instance, Column(_merge(findings), detectors=detectors), tool,
               [f"{obs.purpose}: {obs.problem.id}" for obs in observations])
     if detectors == HARDWARE and settings.sanitizer_exe:
-        row.sanitizer = sanitizer_column(row, settings, sanitizer_runs)
+        row.sanitizer = sanitizer_column(row, settings, children)
     row.seconds = time.monotonic() - t0
     return row
 
 
 def build(backend, instances, settings: Settings) -> list[Row]:
-    """Every row of the matrix, each built on its own (build_row); the sanitizer column's
-    tools for every row start at once, side by side in a small pool."""
-    if not settings.sanitizer_exe or hazards.simulates_threads(backend):
+    """Every row of the matrix, each built on its own (build_row); every row's children (its
+    tools, the plain observation of a kernel declared crash or hang) start at once, side by
+    side in a small pool."""
+    if hazards.simulates_threads(backend):
         return [build_row(backend, inst, settings) for inst in instances]
-    runs = SanitizerRuns(settings)
+    children = RowChildren(settings)
     try:
         for inst in instances:
-            if inst.spec.expect != Defect.HANG.value:   # a declared hang is not run under the tools
-                runs.submit(inst)
-        return [build_row(backend, inst, settings, runs) for inst in instances]
+            children.submit(inst)
+        return [build_row(backend, inst, settings, children) for inst in instances]
     finally:
-        runs.close()
+        children.close()
 
 
 def small_problems(instance: Instance, settings: Settings) -> list:
@@ -327,20 +329,33 @@ def small_problems(instance: Instance, settings: Settings) -> list:
             if p in hazards.SMALL_PURPOSES]
 
 
-class SanitizerRuns:
-    """compute-sanitizer runs for many rows side by side: a small pool of threads, each
-    waiting on its own child process (the GPU sees several small launches at once, which
-    the tools allow). `submit` starts a row's tools ahead of its test; `results` waits."""
+class RowChildren:
+    """The child processes of many rows, side by side: each row's compute-sanitizer runs and,
+    for a kernel declared to crash or hang, its plain observation (a child that waits out
+    the hang timeout: 12 s of the H200's ci run when it waited in turn). A small pool of
+    threads, each waiting on its own child (the GPU sees several small launches at once,
+    which the tools allow). `submit` starts a row's children ahead of its test; `results`
+    and `isolated` wait for them; `wait` for all (before device timing)."""
+
+    PLAIN = "plain"   # the key of a row's isolated plain observation
 
     def __init__(self, settings: Settings, workers: int | None = None) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         self.settings = settings
         workers = workers or max(len(settings.tools), min(8, (os.cpu_count() or 2) // 2))
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sanitizer")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="row-children")
         self._futures: dict = {}
 
     def submit(self, instance: Instance) -> None:
+        """Start the row's children: its isolated plain observation when declared crash or
+        hang; its tools unless declared to hang (a hang is not run under the tools)."""
+        expect = instance.spec.expect
+        if expect in ISOLATED and (instance.id, self.PLAIN) not in self._futures:
+            self._futures[(instance.id, self.PLAIN)] = self._pool.submit(
+                lambda: isolated_observations([instance], self.settings)[instance.id])
+        if not self.settings.sanitizer_exe or expect == Defect.HANG.value:
+            return
         plan = [(instance, small_problems(instance, self.settings))]
         if not plan[0][1]:
             return
@@ -355,11 +370,23 @@ class SanitizerRuns:
         except isolation.IsolationError as exc:
             return None, f"{tool}: {exc}"
 
+    def isolated(self, instance: Instance) -> list[hazards.Observation]:
+        """The plain observations of a kernel declared crash or hang, made in a child."""
+        self.submit(instance)
+        with phase("isolation"):   # the child ran on a pool thread: count the wait
+            return self._futures[(instance.id, self.PLAIN)].result()
+
     def results(self, instance: Instance) -> list[tuple]:
         """[(tool, ToolRun or None, error or None)] for every tool, once they have run."""
         self.submit(instance)
         with phase("sanitizer"):   # the children ran on pool threads: count the wait
             return [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
+
+    def wait(self) -> None:
+        """Until every child started so far has ended (their results are kept)."""
+        from concurrent.futures import wait
+
+        wait(list(self._futures.values()))
 
     def close(self) -> None:
         """Stop: runs not started are cancelled, running children killed (a session that
@@ -370,7 +397,7 @@ class SanitizerRuns:
         self._pool.shutdown(wait=True)
 
 
-def sanitizer_column(row: Row, settings: Settings, runs: SanitizerRuns | None = None) -> Column:
+def sanitizer_column(row: Row, settings: Settings, runs: RowChildren | None = None) -> Column:
     """The plain findings of `row` plus compute-sanitizer's: every tool of `settings.tools` on
     the small problems, side by side (`runs`, shared by many rows, or a pool of this row's
     own), each tool's raw log written to `settings.log_dir`."""
@@ -382,7 +409,7 @@ def sanitizer_column(row: Row, settings: Settings, runs: SanitizerRuns | None = 
     if not small_problems(instance, settings):
         return Column(list(row.plain.findings), note="tools not run: no small problem fits the kernel")
     own = runs is None
-    runs = SanitizerRuns(settings) if own else runs
+    runs = RowChildren(settings) if own else runs
     try:
         results = runs.results(instance)
     finally:

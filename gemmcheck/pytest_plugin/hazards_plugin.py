@@ -29,7 +29,7 @@ REPORTED = pytest.StashKey[dict]()        # instance id -> node id of the test t
 SETTINGS = pytest.StashKey[object]()      # kill_matrix.Settings, decided once
 SESSION_STARTED = pytest.StashKey[float]()   # wall clock, to tell this run's worker files
 MATRIX_DOC = pytest.StashKey[dict]()      # the merged kill_matrix.json document, for the summary
-SANITIZER_RUNS = pytest.StashKey[object]()   # kill_matrix.SanitizerRuns shared by the rows
+ROW_CHILDREN = pytest.StashKey[object]()  # kill_matrix.RowChildren shared by the rows
 MATRIX_JSON = Path("reports") / "kill_matrix.json"
 # Fixtures this plugin parametrizes over catalog instantiations.
 MATRIX_ROW = "matrix_row"                 # one per kill-matrix instantiation
@@ -171,28 +171,46 @@ def matrix_row(request, backend) -> kill_matrix.Row:
     rows = config.stash[ROWS]
     if instance.id not in rows:
         rows[instance.id] = kill_matrix.build_row(backend, instance, matrix_settings(config),
-                                                  _sanitizer_runs(request, backend))
+                                                  row_children(config, request.session.items, backend))
     return rows[instance.id]
 
 
-def _sanitizer_runs(request, backend) -> kill_matrix.SanitizerRuns | None:
-    """The session's pool of compute-sanitizer runs, when the tool runs. Outside pytest-xdist
-    every row this session will build has its tools started at once (rows' tools run side by
-    side while the plain columns are built); a pytest-xdist worker starts those of the rows
-    planned for it (units.planned), and another row's when it builds it."""
+def row_children(config: pytest.Config, items, backend) -> kill_matrix.RowChildren | None:
+    """The session's pool of the rows' children (compute-sanitizer runs, the plain observation
+    of kernels declared crash or hang); None on a backend that simulates threads. Made at the
+    first test that launches kernels here (after the probe: pytest_runtest_setup below), it
+    starts the children of every row this session will build at once (in a pytest-xdist
+    worker those planned for it, units.planned), so they run side by side with the suites
+    before the hazards suite waits for them; another row's start when it is built."""
     from gemmcheck.judge import hazards
 
-    config = request.config
-    settings = matrix_settings(config)
-    if not settings.sanitizer_exe or hazards.simulates_threads(backend):
-        return None
-    if SANITIZER_RUNS not in config.stash:
-        runs = config.stash[SANITIZER_RUNS] = kill_matrix.SanitizerRuns(settings)
-        for inst in rows_ahead(config, request.session.items):
-            # a declared hang, or one the probe saw crash or hang, is not run under the tools
-            if inst.spec.expect != "hang" and not backends.refused(inst.id):
-                runs.submit(inst)
-    return config.stash[SANITIZER_RUNS]
+    if ROW_CHILDREN in config.stash:
+        return config.stash[ROW_CHILDREN]
+    config.stash[ROW_CHILDREN] = None
+    if not hazards.simulates_threads(backend):
+        children = config.stash[ROW_CHILDREN] = kill_matrix.RowChildren(matrix_settings(config))
+        for inst in rows_ahead(config, items):
+            # one the probe saw crash or hang is not run under the tools
+            if not backends.refused(inst.id):
+                children.submit(inst)
+    return config.stash[ROW_CHILDREN]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Start the rows' children at the first test whose fixtures made the backend (the probe
+    has run by then: build_plugin), not at the hazards suite's first row."""
+    backend = gemm_config(item.config).backend
+    if backend is not None and ROW_CHILDREN not in item.config.stash:
+        row_children(item.config, item.session.items, backend)
+
+
+def pytest_gemm_before_device_timing(config: pytest.Config) -> None:
+    """Before device timing: every child this session started has ended (the performance
+    suite's samples never share the GPU with them)."""
+    children = config.stash.get(ROW_CHILDREN, None)
+    if children is not None:
+        children.wait()
 
 
 def rows_ahead(config: pytest.Config, items: list[pytest.Item]) -> list[Instance]:
@@ -284,9 +302,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    runs = config.stash.get(SANITIZER_RUNS, None)
-    if runs is not None:
-        runs.close()
+    children = config.stash.get(ROW_CHILDREN, None)
+    if children is not None:
+        children.close()
     path = Path(config.rootpath) / MATRIX_JSON
     worker = rerun.runner_id(config)
     # pytest-xdist workers and a re-run child write their part; the session merges them (a

@@ -23,3 +23,10 @@ def pytest_gemm_work_unit(config: pytest.Config, nodeid: str) -> str | None:
     the two places that divide a run keep a unit together: the --gemm-shard split over hosts
     and the pytest-xdist scheduler over workers (gemmcheck.pytest_plugin.plugin).
     """
+
+
+@pytest.hookspec
+def pytest_gemm_before_device_timing(config: pytest.Config) -> None:
+    """Called before the performance suite times anything on the GPU: end or wait for
+    whatever this process started there in the background (the kill matrix's children,
+    gemmcheck.pytest_plugin.hazards_plugin), so no sample shares the card with it."""

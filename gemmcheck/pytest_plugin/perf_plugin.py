@@ -133,9 +133,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [line]
 
 
+@pytest.fixture
+def perf_session(request: pytest.FixtureRequest) -> perf.PerfSession:
+    """The session's device timer and everything it measured, once the children this session
+    started ahead on the GPU (the kill matrix's tools and isolated rows) have ended: device
+    timing never shares the card with them."""
+    request.config.hook.pytest_gemm_before_device_timing(config=request.config)
+    return request.getfixturevalue("timed_session")
+
+
 @pytest.fixture(scope="session")
-def perf_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
-    """The session's device timer and everything it measured; skips off the GPU."""
+def timed_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
+    """The session's device timer (made once; skips off the GPU): use perf_session."""
     pc = perf_config(request.config)
     if pc.session is None and pc.skip_reason is None:
         if backend.name != "cupy":
