@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from gemmcheck import arrays
+
 
 @dataclass(frozen=True)
 class DType:
@@ -61,11 +63,61 @@ def finfo(dtype: DType):
     return ml_dtypes.finfo(dtype.numpy)
 
 
-def to_bits(values: np.ndarray, dtype: DType) -> np.ndarray:
-    """Round `values` to `dtype` (round to nearest even) and return the raw bits."""
-    return np.ascontiguousarray(np.asarray(values).astype(dtype.numpy)).view(dtype.storage)
+def to_bits(values, dtype: DType):
+    """Round `values` to `dtype` (round to nearest even) and return the raw bits; on the
+    array module of `values` (numpy, or CuPy: see _device_bits)."""
+    xp = arrays.module_of(values)
+    if xp is not np:
+        return _device_bits(xp, values, dtype)
+    values = np.asarray(values)
+    if dtype.name == "bfloat16" and values.dtype == np.float64:
+        # ml_dtypes goes float64 -> float32 -> bfloat16, rounding twice (1 + 2^-8 + 2^-38 becomes
+        # 1, not 1 + 2^-7): rounded once here, as on the GPU
+        return bfloat16_bits_of_float32(np, float32_rounded_to_odd(np, values))
+    return np.ascontiguousarray(values.astype(dtype.numpy)).view(dtype.storage)
 
 
-def from_bits(bits: np.ndarray, dtype: DType) -> np.ndarray:
-    """The values held in raw `bits` of `dtype`."""
-    return np.asarray(bits).view(dtype.numpy)
+def from_bits(bits, dtype: DType):
+    """The values held in raw `bits` of `dtype`. A CuPy array of bfloat16 bits (CuPy has no
+    bfloat16) comes back as float32 values, widened exactly."""
+    xp = arrays.module_of(bits)
+    if xp is not np and dtype.name == "bfloat16":
+        return xp.left_shift(bits.astype(xp.uint32), xp.uint32(16)).view(xp.float32)
+    return xp.asarray(bits).view(dtype.numpy)
+
+
+def float32_rounded_to_odd(xp, values):
+    """float64 -> float32, rounded to odd: toward zero, and the last bit set if that was
+    inexact. Rounding this to a type of p <= 22 significand bits rounds `values` correctly
+    (to nearest even, as if done once): float16 (11) and bfloat16 (8) have p + 2 <= 24."""
+    x = xp.asarray(values, dtype=xp.float64)
+    with np.errstate(over="ignore"):                  # beyond float32's range: inf, stepped back below
+        t = x.astype(xp.float32)                      # to nearest: may round away from zero
+    away = xp.abs(t.astype(xp.float64)) > xp.abs(x)
+    t = xp.where(away, xp.nextafter(t, xp.zeros_like(t)), t)
+    inexact = (t.astype(xp.float64) != x) & ~xp.isnan(x)
+    return (t.view(xp.uint32) | inexact.astype(xp.uint32)).view(xp.float32)
+
+
+def bfloat16_bits_of_float32(xp, t):
+    """float32 values -> bfloat16 bits, rounded to nearest even; NaN stays a quiet NaN."""
+    bits = xp.asarray(t, dtype=xp.float32).view(xp.uint32)
+    rounded = (bits + xp.uint32(0x7FFF) + ((bits >> xp.uint32(16)) & xp.uint32(1))) >> xp.uint32(16)
+    quiet_nan = (bits >> xp.uint32(16)) | xp.uint32(0x0040)
+    return xp.where(xp.isnan(t), quiet_nan, rounded).astype(xp.uint16)
+
+
+def _device_bits(xp, values, d: DType):
+    """to_bits on CuPy, correctly rounded without bfloat16 in the array library and without
+    relying on a direct float64 -> float16 conversion (through float32 rounded to odd)."""
+    x = xp.asarray(values)
+    if d.name == "float64":
+        return xp.ascontiguousarray(x.astype(xp.float64)).view(xp.uint64)
+    if d.name == "float32":
+        return xp.ascontiguousarray(x.astype(xp.float32)).view(xp.uint32)
+    odd = float32_rounded_to_odd(xp, x)
+    if d.name == "float16":
+        return xp.ascontiguousarray(odd.astype(xp.float16)).view(xp.uint16)
+    if d.name == "bfloat16":
+        return bfloat16_bits_of_float32(xp, odd)
+    raise ValueError(f"to_bits on the GPU: no rounding for {d.name}")

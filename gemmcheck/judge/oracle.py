@@ -123,8 +123,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gemmcheck import arrays, report
 from gemmcheck.contract import dtypes as dt
-from gemmcheck import report
 from gemmcheck.phases import timed
 from gemmcheck.tables import format_table
 from gemmcheck.verdict import Defect, Finding, HasFindings, Verdict
@@ -236,14 +236,15 @@ def within_bound(xp, got, ref, absprod, dtype: dt.DType, K: int, alpha=1, beta=0
 
 # -- exactness premise -------------------------------------------------------------------
 
-def _element_quantum_exponents(X: np.ndarray) -> np.ndarray:
+def _element_quantum_exponents(X):
     """Per element: log2 of the largest power of two that divides it; +inf for zero and non-finite."""
-    finite = np.isfinite(X) & (X != 0)
-    mantissa, exponent = np.frexp(np.where(finite, X, 1.0))
-    significand = np.abs(mantissa * 2.0 ** 53).astype(np.int64)
+    xp = arrays.module_of(X)
+    finite = xp.isfinite(X) & (X != 0)
+    mantissa, exponent = xp.frexp(xp.where(finite, X, 1.0))
+    significand = xp.abs(mantissa * 2.0 ** 53).astype(xp.int64)
     lowest_bit = significand & -significand
-    q = exponent - 53 + np.log2(lowest_bit.astype(np.float64))
-    return np.where(finite, q, np.inf)
+    q = exponent - 53 + xp.log2(lowest_bit.astype(xp.float64))
+    return xp.where(finite, q, xp.inf)
 
 
 def _quantum_exponents(X: np.ndarray, axis: int) -> np.ndarray:
@@ -252,8 +253,14 @@ def _quantum_exponents(X: np.ndarray, axis: int) -> np.ndarray:
     return _element_quantum_exponents(X).min(axis=axis)
 
 
-def _is_integer(X: np.ndarray) -> bool:
-    return bool(np.array_equal(np.trunc(X), X))
+def _is_integer(X) -> bool:
+    xp = arrays.module_of(X)
+    return bool(xp.array_equal(xp.trunc(X), X))
+
+
+def _largest(X) -> int:
+    """max |X| as an int (0 for an empty X)."""
+    return int(arrays.module_of(X).abs(X).max()) if X.size else 0
 
 
 def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta=0,
@@ -264,25 +271,26 @@ def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta
         if value != int(value):
             return f"{name}={value!r} is not an integer"
     acc = dt.get(d.accumulator)
-    finite_A, finite_B = np.where(np.isfinite(A), A, 0.0), np.where(np.isfinite(B), B, 0.0)
-    C0 = np.zeros((A.shape[0], B.shape[1])) if beta == 0 or C0 is None else np.asarray(C0, np.float64)
+    xp = arrays.module_of(A)
+    finite_A, finite_B = xp.where(xp.isfinite(A), A, 0.0), xp.where(xp.isfinite(B), B, 0.0)
+    C0 = xp.zeros((A.shape[0], B.shape[1])) if beta == 0 or C0 is None else xp.asarray(C0, dtype=xp.float64)
     if _is_integer(finite_A) and _is_integer(finite_B) and _is_integer(C0):
         # Integer inputs (the common case): every partial sum is an integer no larger than
         # problems.exact_range's bound; within 2^p it is exact, and |A| @ |B| (a second
         # float64 product as large as the reference) is not needed.
-        largest = [int(np.abs(X).max(initial=0)) for X in (finite_A, finite_B, C0)]
+        largest = [_largest(X) for X in (finite_A, finite_B, C0)]
         if (max(abs(int(alpha)), 1) * A.shape[1] * largest[0] * largest[1]
                 + abs(int(beta)) * largest[2] <= 2 ** acc.significand_bits):
             return None
         # A quantum of 1 is a safe, cheap lower bound.
-        q = np.zeros((A.shape[0], B.shape[1]))
+        q = xp.zeros((A.shape[0], B.shape[1]))
     else:
         q = (_quantum_exponents(finite_A, axis=1)[:, None] + _quantum_exponents(finite_B, axis=0)[None, :])
-        q = np.minimum(q, _element_quantum_exponents(C0))
+        q = xp.minimum(q, _element_quantum_exponents(C0))
     # Unscaled partial sums are bounded by P too (alpha = 0 still forms them).
-    P = max(abs(alpha), 1) * (np.abs(finite_A) @ np.abs(finite_B)) + abs(beta) * np.abs(C0)
+    P = max(abs(alpha), 1) * (xp.abs(finite_A) @ xp.abs(finite_B)) + abs(beta) * xp.abs(C0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        needed = np.where(P > 0, np.log2(np.where(P > 0, P, 1.0)) - q, -np.inf)
+        needed = xp.where(P > 0, xp.log2(xp.where(P > 0, P, 1.0)) - q, -xp.inf)
     emin_sub = math.log2(float(dt.finfo(acc).smallest_subnormal))
     p = acc.significand_bits
     too_big = needed > p
@@ -290,15 +298,14 @@ def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta
     for mask, why in ((too_big, f"a partial sum needs more than {p} significand bits"),
                       (too_fine, f"a product is finer than {acc.name}'s smallest subnormal")):
         if mask.any():
-            i, j = np.argwhere(mask)[0]
+            i, j = (int(v) for v in xp.argwhere(mask)[0])
             return f"C[{i}, {j}]: {why} (accumulator {acc.name})"
     return None
 
 
-def exact_reference(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta=0,
-                    C0: np.ndarray | None = None) -> np.ndarray:
-    """The exact alpha A @ B + beta C0 of finite A and B, as float64 (raises InexactProblem
-    if it is not exact).
+def exact_reference(A, B, d: dt.DType, alpha=1, beta=0, C0=None):
+    """The exact alpha A @ B + beta C0 of finite A and B, as float64 on their array module
+    (raises InexactProblem if it is not exact).
 
     Premise checked: every partial sum is exact in d's accumulator, hence (p <= 53) in
     float64, so the float64 product, scaled and summed, is exact in any summation order.
@@ -307,9 +314,10 @@ def exact_reference(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta=0,
     if why:
         raise InexactProblem(f"exact=True, but the inputs do not make every partial sum exact: "
                              f"{why}; use exact=False (the error bound) for these inputs")
+    xp = arrays.module_of(A)
     with np.errstate(invalid="ignore"):
-        return _scaled(np.where(np.isfinite(A), A, 0.0) @ np.where(np.isfinite(B), B, 0.0),
-                       alpha, beta, C0)
+        return _scaled(xp.where(xp.isfinite(A), A, 0.0) @ xp.where(xp.isfinite(B), B, 0.0),
+                       alpha, beta, None if C0 is None else xp.asarray(C0))
 
 
 def _scaled(product: np.ndarray, alpha, beta, C0):
@@ -320,29 +328,30 @@ def _scaled(product: np.ndarray, alpha, beta, C0):
 
 # -- IEEE special values -------------------------------------------------------------------
 
-def special_pattern(A: np.ndarray, B: np.ndarray, alpha=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def special_pattern(A, B, alpha=1) -> tuple:
     """(nan, +inf, -inf) masks of alpha A @ B (+ a finite beta C0) by IEEE 754 rules (assumes
-    finite products stay finite)."""
+    finite products stay finite), on the array module of A and B."""
     M, N = A.shape[0], B.shape[1]
-    if np.isfinite(A).all() and np.isfinite(B).all():
-        none = np.zeros((M, N), dtype=bool)
+    xp = arrays.module_of(A)
+    if xp.isfinite(A).all() and xp.isfinite(B).all():
+        none = xp.zeros((M, N), dtype=bool)
         return none, none.copy(), none.copy()
-    f = np.float64
-    nan_a, nan_b = np.isnan(A).astype(f), np.isnan(B).astype(f)
-    inf_a, inf_b = np.isinf(A).astype(f), np.isinf(B).astype(f)
+    f = xp.float64
+    nan_a, nan_b = xp.isnan(A).astype(f), xp.isnan(B).astype(f)
+    inf_a, inf_b = xp.isinf(A).astype(f), xp.isinf(B).astype(f)
     zero_a, zero_b = (A == 0).astype(f), (B == 0).astype(f)
     pos_a, neg_a = (A > 0).astype(f), (A < 0).astype(f)        # NaN compares false
     pos_b, neg_b = (B > 0).astype(f), (B < 0).astype(f)
-    pinf_a, ninf_a = (A == np.inf).astype(f), (A == -np.inf).astype(f)
-    pinf_b, ninf_b = (B == np.inf).astype(f), (B == -np.inf).astype(f)
-    ones_a, ones_b = np.ones_like(nan_a), np.ones_like(nan_b)
+    pinf_a, ninf_a = (A == xp.inf).astype(f), (A == -xp.inf).astype(f)
+    pinf_b, ninf_b = (B == xp.inf).astype(f), (B == -xp.inf).astype(f)
+    ones_a, ones_b = xp.ones_like(nan_a), xp.ones_like(nan_b)
     nan_products = nan_a @ ones_b + ones_a @ nan_b + inf_a @ zero_b + zero_a @ inf_b
     pos_inf = pinf_a @ pos_b + ninf_a @ neg_b + pos_a @ pinf_b + neg_a @ ninf_b
     neg_inf = pinf_a @ neg_b + ninf_a @ pos_b + pos_a @ ninf_b + neg_a @ pinf_b
     nan = (nan_products > 0) | ((pos_inf > 0) & (neg_inf > 0))
     pos, neg = (pos_inf > 0) & ~nan, (neg_inf > 0) & ~nan
     if alpha == 0:
-        return nan | pos | neg, np.zeros_like(pos), np.zeros_like(neg)
+        return nan | pos | neg, xp.zeros_like(pos), xp.zeros_like(neg)
     return (nan, neg, pos) if alpha < 0 else (nan, pos, neg)
 
 
@@ -467,9 +476,10 @@ def reproduction(problem=None) -> str:
     return "; ".join(parts)
 
 
-def _representable(X: np.ndarray, d: dt.DType) -> bool:
-    back = dt.from_bits(dt.to_bits(X, d), d).astype(np.float64)
-    return bool(np.array_equal(back, X, equal_nan=True))
+def _representable(X, d: dt.DType) -> bool:
+    xp = arrays.module_of(X)
+    back = dt.from_bits(dt.to_bits(X, d), d).astype(xp.float64)
+    return bool(xp.array_equal(back, X, equal_nan=True))
 
 
 def _scaling(run) -> tuple:
@@ -479,11 +489,13 @@ def _scaling(run) -> tuple:
 
 
 @timed("oracle")
-def reference_of(run, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+def reference_of(run, A: np.ndarray, B: np.ndarray):
     """exact_reference of the problem `run` was launched on (its alpha, beta and C0), for
-    judge(reference=) when many runs of that problem are judged."""
+    judge(reference=) when many runs of that problem are judged; on the array module judge
+    uses for that shape (gemmcheck.arrays.module_for)."""
     alpha, beta, C0 = _scaling(run)
-    return exact_reference(np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64),
+    xp = arrays.module_for(run.M, run.N, run.K)
+    return exact_reference(xp.asarray(A, dtype=xp.float64), xp.asarray(B, dtype=xp.float64),
                            run.instance.dt, alpha, beta, C0)
 
 
@@ -499,53 +511,57 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     alpha, beta and C0 come from the run (C = alpha A @ B + beta C0; see the module doc).
     `reference`: with exact, exact_reference of these inputs, when one caller judges many runs
     of one problem (the kill matrix's repeated launches): computed once, not per run.
+    Large problems are judged on the GPU when the session's backend is the GPU (the same
+    judgement: gemmcheck.arrays); the Judgement's arrays are numpy either way.
     """
     inst = run.instance
     alpha, beta, C0 = _scaling(run)
     d = inst.dt
-    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
-    M, K = A.shape
-    K2, N = B.shape
+    (M, K), (K2, N) = np.shape(A), np.shape(B)
+    xp = arrays.module_for(M, N, K)
+    A, B = xp.asarray(A, dtype=xp.float64), xp.asarray(B, dtype=xp.float64)
     if K != K2 or (run.M, run.N, run.K) != (M, N, K) or run.C_bits.shape != (M, N):
         raise ValueError(f"{inst.id}: shapes disagree: A {A.shape}, B {B.shape}, run M={run.M} "
                          f"N={run.N} K={run.K}, C {run.C_bits.shape}")
     if beta != 0 and (C0 is None or np.shape(C0) != (M, N) or not np.isfinite(C0).all()):
         raise ValueError(f"{inst.id}: beta={beta!r} needs a finite C0 of shape ({M}, {N}) in the run")
+    C0 = None if C0 is None else xp.asarray(C0, dtype=xp.float64)
     for name, X in (("A", A), ("B", B)) + ((("C0", C0),) if C0 is not None else ()):
         if not _representable(X, d):
             raise ValueError(f"{inst.id}: {name} holds values not representable in {d.name}; "
                              f"pass the inputs as rounded to the dtype (what the kernel read)")
     label = getattr(problem, "label", None) or (str(problem) if problem is not None else f"M{M}xN{N}xK{K} {d.name}")
 
-    C = run.C.astype(np.float64)
+    C_bits = xp.asarray(run.C_bits)
+    C = dt.from_bits(C_bits, d).astype(xp.float64)
     nan_e, pinf_e, ninf_e = special_pattern(A, B, alpha)
     finite_e = ~(nan_e | pinf_e | ninf_e)
     scaling = "" if (alpha, beta) == (1, 0) else f" (alpha = {alpha:g}, beta = {beta:g})"
     if exact:
-        ref = exact_reference(A, B, d, alpha, beta, C0) if reference is None else reference
-        bound = np.zeros((M, N))
+        ref = exact_reference(A, B, d, alpha, beta, C0) if reference is None else xp.asarray(reference)
+        bound = xp.zeros((M, N))
         bound_text = (f"exact: the exact result{scaling} rounded once to {d.name}, bit for bit "
                       f"(+0.0 and -0.0 equal), every partial sum exact in {d.accumulator}")
     else:
         b = Bound.for_dtype(d, K, alpha, beta)
-        finite_A, finite_B = np.where(np.isfinite(A), A, 0.0), np.where(np.isfinite(B), B, 0.0)
+        finite_A, finite_B = xp.where(xp.isfinite(A), A, 0.0), xp.where(xp.isfinite(B), B, 0.0)
         ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
-        bound = b.evaluate(b.magnitude(np, np.abs(finite_A) @ np.abs(finite_B),
-                                       None if C0 is None else np.abs(C0)), ref)
+        bound = b.evaluate(b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B),
+                                       None if C0 is None else xp.abs(C0)), ref, xp)
         bound_text = b.describe()
     if exact:
         # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer.
-        rounded = dt.from_bits(dt.to_bits(np.where(finite_e, ref, 0.0), d), d).astype(np.float64)
-        pinf_e |= finite_e & (rounded == np.inf)
-        ninf_e |= finite_e & (rounded == -np.inf)
-        finite_e &= np.isfinite(rounded)
-    expected = np.where(nan_e, np.nan, np.where(pinf_e, np.inf, np.where(ninf_e, -np.inf, ref)))
+        rounded = dt.from_bits(dt.to_bits(xp.where(finite_e, ref, 0.0), d), d).astype(xp.float64)
+        pinf_e |= finite_e & (rounded == xp.inf)
+        ninf_e |= finite_e & (rounded == -xp.inf)
+        finite_e &= xp.isfinite(rounded)
+    expected = xp.where(nan_e, xp.nan, xp.where(pinf_e, xp.inf, xp.where(ninf_e, -xp.inf, ref)))
     if C0 is not None:
         _check_every_element_changes(inst, d, C0, ref, bound, finite_e, exact)
 
     findings: list[Finding] = []
-    error_map = np.zeros((M, N))
-    unwritten = np.asarray(run.unwritten, dtype=bool)
+    error_map = xp.zeros((M, N))
+    unwritten = xp.asarray(run.unwritten, dtype=bool)
     written = ~unwritten
 
     # 1. Unwritten: still the poison bits (beta != 0: still C0's bits, which no correct result has).
@@ -553,17 +569,17 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         still = "the poison bits" if C0 is None else "C0's bits, which every correct result changes"
         findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst,
                                  f"never written (still {still})"))
-        error_map[unwritten] = np.inf
+        error_map[unwritten] = xp.inf
 
     # 2. NaN/Inf positions.
-    nan_c = np.isnan(C) & written
-    pinf_c, ninf_c = (C == np.inf) & written, (C == -np.inf) & written
+    nan_c = xp.isnan(C) & written
+    pinf_c, ninf_c = (C == xp.inf) & written, (C == -xp.inf) & written
     nan_where_none = nan_c & ~nan_e
     missing_nan = nan_e & written & ~nan_c
     inf_wrong = written & ~nan_e & ~nan_c & ((pinf_c != pinf_e) | (ninf_c != ninf_e))
     pattern_wrong = nan_where_none | missing_nan | inf_wrong
     if pattern_wrong.any():
-        guard_payload = int(np.count_nonzero(run.C_bits[nan_where_none] == d.guard_bits))
+        guard_payload = int(xp.count_nonzero(C_bits[nan_where_none] == d.guard_bits))
         parts = [f"{n} {what}" for n, what in (
             (int(nan_where_none.sum()), "NaN where none belongs"),
             (int(missing_nan.sum()), "finite where IEEE gives NaN"),
@@ -577,19 +593,19 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
                                           "missing_nan": int(missing_nan.sum()),
                                           "wrong_inf": int(inf_wrong.sum()),
                                           "guard_payload": guard_payload}))
-        error_map[pattern_wrong] = np.inf
+        error_map[pattern_wrong] = xp.inf
 
     # 3. Values, where both are finite.
-    compare = written & finite_e & np.isfinite(C)
+    compare = written & finite_e & xp.isfinite(C)
     if exact:
-        want = dt.to_bits(np.where(finite_e, ref, 0.0), d)
-        same = (run.C_bits == want) | ((C == 0) & (ref == 0))
+        want = dt.to_bits(xp.where(finite_e, ref, 0.0), d)
+        same = (C_bits == want) | ((C == 0) & (ref == 0))
         wrong = compare & ~same
-        error_map[wrong] = np.inf
+        error_map[wrong] = xp.inf
         detector, what = "exact-bits", "differ from the exact result rounded once"
     else:
-        err = np.abs(C - ref)
-        ratio = _ratio(np, err, bound)
+        err = xp.abs(C - ref)
+        ratio = _ratio(xp, err, bound)
         error_map[compare] = ratio[compare]
         wrong = compare & (err > bound)
         detector, what = "error-bound", "outside the forward error bound"
@@ -597,9 +613,11 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         findings.append(_finding(Defect.WRONG_VALUES, detector, wrong, inst, what))
 
     failing = unwritten | pattern_wrong | wrong
+    host = arrays.to_host
     return Judgement(inst, label, M, N, K, exact, bound_text, findings,
-                     float(error_map.max()) if error_map.size else 0.0, error_map,
-                     C, expected, bound, failing, unwritten, reproduction(problem), run)
+                     float(error_map.max()) if error_map.size else 0.0, host(error_map),
+                     host(C), host(expected), host(bound), host(failing), host(unwritten),
+                     reproduction(problem), run)
 
 
 def _ratio(xp, err, bound):
@@ -610,23 +628,25 @@ def _ratio(xp, err, bound):
 
 def _check_every_element_changes(inst, d: dt.DType, C0, ref, bound, finite_e, exact: bool) -> None:
     """The premise of the unwritten check when beta != 0: no correct result holds C0's bits."""
+    xp = arrays.module_of(ref)
     if exact:
-        want = dt.to_bits(np.where(finite_e, ref, 0.0), d)
+        want = dt.to_bits(xp.where(finite_e, ref, 0.0), d)
         rounded = dt.from_bits(want, d)
         same = (want == dt.to_bits(C0, d)) | ((rounded == 0) & (C0 == 0))
     else:
-        same = np.abs(ref - C0) <= bound
+        same = xp.abs(ref - C0) <= bound
     same &= finite_e
     if same.any():
-        i, j = (int(x) for x in np.argwhere(same)[0])
+        i, j = (int(x) for x in xp.argwhere(same)[0])
         raise UnchangedElements(
-            f"{inst.id}: at {int(same.sum())} elements, first C[{i}, {j}] (C0 = {C0[i, j]!r}, correct "
-            f"result {ref[i, j]!r}), a correct result can equal C0, so an unwritten element would "
+            f"{inst.id}: at {int(same.sum())} elements, first C[{i}, {j}] (C0 = {float(C0[i, j])!r}, correct "
+            f"result {float(ref[i, j])!r}), a correct result can equal C0, so an unwritten element would "
             f"pass; use Problem.operands()'s C0 (it avoids this for beta != 1)")
 
 
-def _finding(defect: Defect, detector: str, mask: np.ndarray, inst, what: str,
+def _finding(defect: Defect, detector: str, mask, inst, what: str,
              details: dict | None = None) -> Finding:
+    mask = arrays.to_host(mask)
     count = int(np.count_nonzero(mask))
     i, j = (int(x) for x in np.unravel_index(int(np.argmax(mask)), mask.shape))   # the first, row-major
     tiles = _tiles(mask, inst.tile)

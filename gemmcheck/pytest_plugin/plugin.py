@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import backends
+from gemmcheck import arrays, backends
 from gemmcheck.compile import resources
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
@@ -89,6 +89,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gemm-backend", type=_backend, metavar="NAME", default="auto",
                     help=f"where kernels run: {', '.join(backends.CHOICES)} "
                          "(default: auto, the GPU when there is one)")
+    group.addoption("--gemm-oracle", choices=("gpu", "host"), default="gpu",
+                    help="where large problems (M N >= 2^20 or M N K >= 2^31) are judged when kernels run "
+                         "on the GPU: gpu (default; the same judgement, in milliseconds) or host (numpy)")
     group.addoption("--gemm-gpus", type=gpus.parse_option, metavar="N|ORDINAL,...", default=None,
                     help="GPUs a pytest-xdist run spreads over, one worker per GPU: a count (2) or "
                          "ordinals (0,1); -n auto starts one worker per GPU (default: every GPU)")
@@ -355,6 +358,7 @@ def backend(gemm: GemmConfig, request: pytest.FixtureRequest) -> backends.Backen
             gemm.backend = backends.create(gemm.backend_name,
                                            hang_timeout_s=request.config.getoption("gemm_hang_timeout"))
             gemm.backend.prepare(gemm.instances("any_kernel"))
+            arrays.use_device(gemm.backend.name == "cupy" and request.config.getoption("gemm_oracle") == "gpu")
         except backends.BackendUnavailable as exc:
             gemm.backend_error = str(exc)
     if gemm.backend is None:

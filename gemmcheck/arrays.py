@@ -1,0 +1,59 @@
+"""numpy or CuPy: which array module an array belongs to, host copies, and where the oracle
+computes.
+
+The oracle (gemmcheck.judge.oracle) judges a launch with two float64 products and a few
+dozen elementwise passes over its M x N elements: at the nightly's 4097 x 4095 x 4160 that
+took ~3.5 s of host time per test on the H200 machine, against milliseconds on the GPU. The
+judgement is the same on either: exact inputs make every partial sum exact in float64, so
+any summation order (numpy's BLAS, cuBLAS) gives the same bits; the forward error bound holds
+for a float64 reference summed in any order, with or without FMA. So once the session's
+backend is the GPU (``use_device``), large problems (``module_for``) are judged there. CuPy is
+imported only then.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DEVICE_MIN_ELEMENTS = 1 << 20   # M N from which the GPU judges (1024^2): below it, host passes take ms
+DEVICE_MIN_PRODUCT = 1 << 31    # or M N K (a long K makes the host's products the cost)
+
+_device = False
+
+
+def use_device(on: bool) -> None:
+    """Judge large problems on the GPU (set by the session when its backend is the GPU)."""
+    global _device
+    _device = bool(on)
+
+
+def device_in_use() -> bool:
+    return _device
+
+
+def module_for(M: int, N: int, K: int):
+    """The array module a problem of this shape is judged with: CuPy for large problems once
+    ``use_device(True)``, else numpy."""
+    if _device and (M * N >= DEVICE_MIN_ELEMENTS or M * N * K >= DEVICE_MIN_PRODUCT):
+        import cupy
+
+        return cupy
+    return np
+
+
+def module_of(x):
+    """numpy, or cupy for a CuPy array (CuPy imported only then)."""
+    if type(x).__module__.split(".", 1)[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+def to_host(x):
+    """A numpy array of `x` (a CuPy array copied back; anything else as numpy sees it)."""
+    if x is None:
+        return None
+    if module_of(x) is not np:
+        return x.get()
+    return np.asarray(x)
