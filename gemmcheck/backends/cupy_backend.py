@@ -47,6 +47,8 @@ class CupyBackend(Backend):
             key = _key(inst)
             if key not in self._kernels and key not in self._failed:
                 by_unit[(inst.spec.source, inst.defines)].add(inst.name_expression)
+        compiler.build_many((source, sorted(names), self.arch, defines)
+                            for (source, defines), names in by_unit.items())
         for (source, defines), names in by_unit.items():
             try:
                 self._compile(source, defines, sorted(names))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gemmcheck.compile import buildlock, toolkit
 from gemmcheck.contract import cuda_source
-from gemmcheck.phases import timed
+from gemmcheck.phases import phase, timed
 
 # The options every build uses, spelled for cuda.core's ProgramOptions.
 # ftz=False is NVRTC's default too; it is written out because it is a claim the
@@ -89,6 +89,31 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
     except OSError:
         pass  # a read-only cache only costs time
     return compiled
+
+
+def build_many(jobs) -> None:
+    """Build several ``(source, name_expressions, arch, defines)`` into the disk cache at once,
+    side by side on the host's cores (NVRTC compiles without holding the GIL), so the builds
+    that follow one by one find them there: a session's units took seconds each in turn (5 s
+    for the builtin catalog's largest on the H200). A build that fails is left to its caller,
+    which meets the error itself (failures are not cached)."""
+    jobs = list(dict.fromkeys((source, tuple(names), arch, tuple(defines))
+                              for source, names, arch, defines in jobs))
+    if len(jobs) < 2:
+        return
+    # initialize what the builds share before the threads start
+    _no_nvrtc_cache(), toolkit.include_dirs()
+
+    def one(job) -> None:
+        try:
+            compile_source(*job)
+        except CompileError:
+            pass
+    from concurrent.futures import ThreadPoolExecutor
+
+    with phase("compile"), ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1),
+                                              thread_name_prefix="nvrtc") as pool:
+        list(pool.map(one, jobs))
 
 
 def first_errors(log: str, limit: int = MAX_ERROR_LINES) -> str:
