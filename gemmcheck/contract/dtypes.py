@@ -72,18 +72,59 @@ def to_bits(values, dtype: DType):
     values = np.asarray(values)
     if dtype.name == "bfloat16" and values.dtype == np.float64:
         # ml_dtypes goes float64 -> float32 -> bfloat16, rounding twice (1 + 2^-8 + 2^-38 becomes
-        # 1, not 1 + 2^-7): rounded once here, as on the GPU
-        return bfloat16_bits_of_float32(np, float32_rounded_to_odd(np, values))
+        # 1, not 1 + 2^-7): exact for values float32 holds (all the oracle rounds: sums exact in
+        # the float32 accumulator), else rounded once here, as on the GPU
+        with np.errstate(over="ignore"):
+            single = values.astype(np.float32)
+        same = single == values
+        if not same.all() and not (same | np.isnan(values)).all():
+            return bfloat16_bits_of_float32(np, float32_rounded_to_odd(np, values))
+        values = single
     return np.ascontiguousarray(values.astype(dtype.numpy)).view(dtype.storage)
 
 
+def round_draws(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Random float64 draws as the nearest values of `dtype` (float64): bfloat16 through float32,
+    as ml_dtypes always rounded them (which neighbour a random draw becomes is no claim; the
+    inputs' bits stay what they were, and the fast conversion applies)."""
+    if dtype.name == "bfloat16":
+        values = np.asarray(values).astype(np.float32)
+    return from_bits(to_bits(values, dtype), dtype).astype(np.float64)
+
+
 def from_bits(bits, dtype: DType):
-    """The values held in raw `bits` of `dtype`. A CuPy array of bfloat16 bits (CuPy has no
-    bfloat16) comes back as float32 values, widened exactly."""
+    """The values held in raw `bits` of `dtype`. On a CuPy array, float32 and bfloat16 bits
+    come back as float64 values (exact, subnormals kept: see _widen_float32_bits)."""
     xp = arrays.module_of(bits)
+    if xp is not np and dtype.name == "float32":
+        return _widen_float32_bits(xp, xp.asarray(bits).view(xp.uint32))
     if xp is not np and dtype.name == "bfloat16":
-        return xp.left_shift(bits.astype(xp.uint32), xp.uint32(16)).view(xp.float32)
+        return _widen_float32_bits(xp, xp.left_shift(bits.astype(xp.uint32), xp.uint32(16)))
     return xp.asarray(bits).view(dtype.numpy)
+
+
+F32_MIN_NORMAL = 2.0 ** -126
+F32_SUBNORMAL_STEP_EXP = 149     # float32's subnormals are multiples of 2^-149
+
+
+def _widen_float32_bits(xp, bits):
+    """float32 bits -> float64 values. CuPy builds its kernels with -ftz=true, which flushes
+    float32 subnormals in conversions (seen on the H200): those are made from their integer
+    significand instead."""
+    subnormal = ((bits >> xp.uint32(23)) & xp.uint32(0xFF)) == 0
+    with np.errstate(invalid="ignore"):
+        normal = bits.view(xp.float32).astype(xp.float64)
+    tiny = (bits & xp.uint32(0x7FFFFF)).astype(xp.float64) * 2.0 ** -F32_SUBNORMAL_STEP_EXP
+    return xp.where(subnormal, xp.where((bits >> xp.uint32(31)) == 1, -tiny, tiny), normal)
+
+
+def _tiny_float32_grid(xp, x):
+    """(tiny, |x| on float32's subnormal grid in units of 2^-149, sign bit): the part of
+    float64 -> float32 below float32's smallest normal, done in float64 arithmetic (CuPy's
+    kernels would flush it)."""
+    tiny = xp.abs(x) < F32_MIN_NORMAL
+    scaled = xp.where(tiny, xp.abs(x), 0.0) * 2.0 ** F32_SUBNORMAL_STEP_EXP
+    return tiny, scaled, xp.signbit(x).astype(xp.uint32) << xp.uint32(31)
 
 
 def float32_rounded_to_odd(xp, values):
@@ -96,7 +137,11 @@ def float32_rounded_to_odd(xp, values):
     away = xp.abs(t.astype(xp.float64)) > xp.abs(x)
     t = xp.where(away, xp.nextafter(t, xp.zeros_like(t)), t)
     inexact = (t.astype(xp.float64) != x) & ~xp.isnan(x)
-    return (t.view(xp.uint32) | inexact.astype(xp.uint32)).view(xp.float32)
+    bits = t.view(xp.uint32) | inexact.astype(xp.uint32)
+    tiny, scaled, sign = _tiny_float32_grid(xp, x)
+    toward_zero = xp.trunc(scaled)
+    tiny_bits = sign | toward_zero.astype(xp.uint32) | (toward_zero != scaled).astype(xp.uint32)
+    return xp.where(tiny, tiny_bits, bits).view(xp.float32)
 
 
 def bfloat16_bits_of_float32(xp, t):
@@ -114,7 +159,10 @@ def _device_bits(xp, values, d: DType):
     if d.name == "float64":
         return xp.ascontiguousarray(x.astype(xp.float64)).view(xp.uint64)
     if d.name == "float32":
-        return xp.ascontiguousarray(x.astype(xp.float32)).view(xp.uint32)
+        with np.errstate(over="ignore"):
+            bits = xp.ascontiguousarray(x.astype(xp.float32)).view(xp.uint32)
+        tiny, scaled, sign = _tiny_float32_grid(xp, x.astype(xp.float64))
+        return xp.where(tiny, sign | xp.rint(scaled).astype(xp.uint32), bits)
     odd = float32_rounded_to_odd(xp, x)
     if d.name == "float16":
         return xp.ascontiguousarray(odd.astype(xp.float16)).view(xp.uint16)

@@ -223,7 +223,7 @@ class Problem:
 
 
 def _rounded(values: np.ndarray, d: dt.DType) -> np.ndarray:
-    return dt.from_bits(dt.to_bits(values, d), d).astype(np.float64)
+    return dt.round_draws(values, d)
 
 
 def _integers(rng, shape, r) -> np.ndarray:

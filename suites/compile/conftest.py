@@ -3,15 +3,24 @@ selected instantiations compiles side by side on the host's cores before the fir
 reads its report (gemmcheck.compile.compiler.build_many); each test then finds its unit's
 build in the cache, as the GPU backend does."""
 
+from pathlib import Path
+
 import pytest
 
 from gemmcheck.compile import compiler, resources
+from gemmcheck.contract.catalog import Instance
 
 
 @pytest.fixture(scope="session", autouse=True)
-def units_built(gemm):
+def units_built(gemm, request):
+    """The units of the instantiations this session's compile tests name (a shard's, not the
+    catalog's), each with every selected instantiation of its unit, as the tests build them."""
+    here = Path(__file__).parent
+    named = {(v.spec.source, v.defines) for item in request.session.items if here in Path(item.path).parents
+             for v in getattr(getattr(item, "callspec", None), "params", {}).values() if isinstance(v, Instance)}
     units: dict[tuple, set] = {}
     for inst in gemm.instances("any_kernel"):
-        units.setdefault((inst.spec.source, inst.defines), set()).add(inst.name_expression)
+        if (inst.spec.source, inst.defines) in named:
+            units.setdefault((inst.spec.source, inst.defines), set()).add(inst.name_expression)
     compiler.build_many((source, sorted(names), resources.DEFAULT_ARCH, defines)
                         for (source, defines), names in units.items())
