@@ -79,7 +79,8 @@ def test_exact_judgements_agree_for_a_correct_and_a_broken_output(both, dtype, s
     host, device = both(_run(inst, problem, exact), A, B, True)
     assert host.ok and device.ok and host.ratio == device.ratio == 0
     broken = exact.copy()
-    broken[17, 3:40] += 1                       # wrong values in one row
+    row = broken[17, 3:40]
+    broken[17, 3:40] = np.where(row == 0, 1.0, -row)   # wrong values in one row (in any dtype)
     broken[900:, -1] = np.nan                   # NaN where none belongs
     unwritten = np.zeros(broken.shape, bool)
     unwritten[5:9, 100:140] = True              # never written
