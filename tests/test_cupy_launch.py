@@ -31,7 +31,6 @@ def gpu(monkeypatch):
     backend._cupy = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: device, Event=lambda **kw: finished))
     backend._failed, backend._kernels = {}, {}
     backend.hang_timeout_s = 10.0
-    backend.clear_shared_memory = False      # its kernel needs the real CuPy (test below)
     spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "matmul_tiled_guarded")
     instance = spec.instances()[0]
     kernel = FakeKernel()
@@ -75,42 +74,3 @@ def test_a_kernel_still_running_at_the_timeout_is_a_hang(gpu):
     with pytest.raises(KernelHang, match="did not finish within 0.05 s"):
         backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 0, ()))
     assert backends.contexts_lost() == [instance.id]
-
-
-LEAVE = r"""
-extern "C" __global__ void leave(unsigned int bits, int words) {
-    extern __shared__ unsigned int shared[];
-    volatile unsigned int *s = shared;
-    for (int i = threadIdx.x; i < words; i += blockDim.x) s[i] = bits;
-}
-extern "C" __global__ void peek(unsigned int *out, int words) {
-    extern __shared__ unsigned int shared[];
-    volatile unsigned int *s = shared;
-    for (int i = threadIdx.x; i < words; i += blockDim.x) out[blockIdx.x * words + i] = s[i];
-}
-"""
-
-
-@pytest.mark.gpu
-def test_launches_start_from_zeroed_shared_memory():
-    """What a kernel finds in shared memory it did not write is what earlier kernels left (here
-    a NaN pattern); the backend zeroes every SM's shared memory before a launch."""
-    import cupy
-    import numpy as np
-
-    backend = backends.create("cupy")
-    module = cupy.RawModule(code=LEAVE)
-    leave, peek = module.get_function("leave"), module.get_function("peek")
-    words, blocks = 12 * 1024, 4 * cupy.cuda.Device().attributes["MultiProcessorCount"]   # 48 KB a block
-    out = cupy.zeros(blocks * words, dtype=cupy.uint32)
-
-    def left_behind(clear: bool):
-        leave((blocks,), (1024,), (np.uint32(0x7FC0DEAD), np.int32(words)), shared_mem=4 * words)
-        if clear:
-            backend._clear_shared()
-        peek((blocks,), (1024,), (out, np.int32(words)), shared_mem=4 * words)
-        cupy.cuda.Device().synchronize()
-        return out.get()
-
-    assert (left_behind(clear=False) == 0x7FC0DEAD).any()   # the hazard is real on this card
-    assert not left_behind(clear=True).any()

@@ -92,9 +92,6 @@ class Backend(abc.ABC):
     name: str = "abstract"
     # A launch that takes longer is a hang (KernelHang); set from --gemm-hang-timeout.
     hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S
-    # Whether launches start from zeroed shared memory (the GPU backend; cpu-sim fills a block's
-    # shared memory with poison itself).
-    clear_shared_memory: bool = False
 
     @abc.abstractmethod
     def describe(self) -> str:

@@ -129,41 +129,10 @@ class CupyBackend(Backend):
         driver.funcSetAttribute(kernel.ptr, attribute, nbytes)
         opted[kernel.ptr] = nbytes
 
-    # Before every waited launch (the harness's; timing loops enqueue without it), shared memory
-    # on every SM is set to zeros: a kernel that reads shared memory it did not write (a missing
-    # barrier) then reads finite zeros, never what earlier kernels left. On the H200 a kernel
-    # without barriers read NaN that way at the same elements in two launches with NaN guards,
-    # which the guard-swap detector took for an out-of-bounds read. compute-sanitizer's children
-    # turn it off (the tools would instrument it too).
-    clear_shared_memory = True
-    CLEAR_SOURCE = r"""
-    extern "C" __global__ void gemmcheck_clear_shared(int words) {
-        extern __shared__ unsigned int shared[];
-        volatile unsigned int *s = shared;   // stores nothing reads: volatile keeps them
-        for (int i = threadIdx.x; i < words; i += blockDim.x) s[i] = 0u;
-    }
-    """
-
-    def _clear_shared(self) -> None:
-        """Zero the shared memory of every SM: blocks of the largest dynamic shared memory a
-        block may take, two per SM."""
-        state = self.__dict__.get("_clearing")
-        if state is None:
-            cupy = self._cupy
-            kernel = cupy.RawKernel(self.CLEAR_SOURCE, "gemmcheck_clear_shared")
-            nbytes = self.max_dynamic_shared_bytes()
-            kernel.max_dynamic_shared_size_bytes = nbytes
-            sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-            state = self.__dict__["_clearing"] = (kernel, nbytes, 2 * sms)
-        kernel, nbytes, blocks = state
-        kernel((blocks,), (1024,), (np.int32(nbytes // 4),), shared_mem=nbytes)
-
     @timed("launch")
     def launch(self, instance: Instance, launch: Launch) -> None:
         refuse_if_lost(instance)
         try:
-            if self.clear_shared_memory:
-                self._clear_shared()
             self.enqueue(instance, launch)
             self._wait(instance, launch.grid, launch.block)
             self._cupy.cuda.Device().synchronize()

@@ -376,10 +376,7 @@ def _make_backend(name: str, exact_allocations: bool):
         cupy.cuda.set_pinned_memory_allocator(None)
     from gemmcheck import backends
 
-    backend = backends.create(name)
-    if exact_allocations:   # under compute-sanitizer: its tools would check the clearing kernel too
-        backend.clear_shared_memory = False
-    return backend
+    return backends.create(name)
 
 
 def child_main(job_path: str, outdir: str) -> int:
