@@ -34,6 +34,12 @@ def device_in_use() -> bool:
     return _device
 
 
+def describe_threshold() -> str:
+    """Which problems module_for sends to the GPU, in words: "M N >= 2^22 or M N K >= 2^31"."""
+    return (f"M N >= 2^{DEVICE_MIN_ELEMENTS.bit_length() - 1} or "
+            f"M N K >= 2^{DEVICE_MIN_PRODUCT.bit_length() - 1}")
+
+
 def module_for(M: int, N: int, K: int):
     """The array module a problem of this shape is judged with: CuPy for large problems once
     ``use_device(True)``, else numpy."""

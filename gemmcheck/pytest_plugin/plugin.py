@@ -90,7 +90,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"where kernels run: {', '.join(backends.CHOICES)} "
                          "(default: auto, the GPU when there is one)")
     group.addoption("--gemm-oracle", choices=("gpu", "host"), default="gpu",
-                    help="where large problems (M N >= 2^22 or M N K >= 2^31) are judged when kernels run "
+                    help=f"where large problems ({arrays.describe_threshold()}) are judged when kernels run "
                          "on the GPU: gpu (default; the same judgement, in milliseconds) or host (numpy)")
     group.addoption("--gemm-gpus", type=gpus.parse_option, metavar="N|ORDINAL,...", default=None,
                     help="GPUs a pytest-xdist run spreads over, one worker per GPU: a count (2) or "
