@@ -30,10 +30,6 @@ def use_device(on: bool) -> None:
     _device = bool(on)
 
 
-def device_in_use() -> bool:
-    return _device
-
-
 def describe_threshold() -> str:
     """Which problems module_for sends to the GPU, in words: "M N >= 2^22 or M N K >= 2^31"."""
     return (f"M N >= 2^{DEVICE_MIN_ELEMENTS.bit_length() - 1} or "

@@ -65,11 +65,8 @@ class InputSets:
         self.sets[index][2].fill(self.dtype.poison_bits)
 
     def to_float64(self, bits):
-        """Raw bits of the dtype as float64 values (bfloat16 widened by a shift: exact)."""
-        xp = self.xp
-        if self.dtype.name == "bfloat16":
-            return xp.left_shift(bits.astype(xp.uint32), xp.uint32(16)).view(xp.float32).astype(xp.float64)
-        return bits.view(self.dtype.numpy).astype(xp.float64)
+        """Raw bits of the dtype as float64 values, exact (dtypes.from_bits: on CuPy too)."""
+        return dt.from_bits(bits, self.dtype).astype(self.xp.float64)
 
     def as_values(self, bits):
         """The buffer as cupy.matmul should see it: the dtype's values, not raw bits."""

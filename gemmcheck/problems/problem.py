@@ -222,10 +222,6 @@ class Problem:
         return dt.to_bits(self.exact_product().astype(np.float64), self.dt)
 
 
-def _rounded(values: np.ndarray, d: dt.DType) -> np.ndarray:
-    return dt.round_draws(values, d)
-
-
 def _integers(rng, shape, r) -> np.ndarray:
     return rng.integers(-r, r + 1, size=shape).astype(np.float64)
 
@@ -252,13 +248,13 @@ def _exact(p: Problem, rng_a, rng_b, rng_extra):
 
 
 def _normal(p: Problem, rng_a, rng_b, rng_extra):
-    return (_rounded(rng_a.standard_normal((p.M, p.K)), p.dt),
-            _rounded(rng_b.standard_normal((p.K, p.N)), p.dt))
+    return (dt.round_draws(rng_a.standard_normal((p.M, p.K)), p.dt),
+            dt.round_draws(rng_b.standard_normal((p.K, p.N)), p.dt))
 
 
 def _uniform(p: Problem, rng_a, rng_b, rng_extra):
-    return (_rounded(rng_a.uniform(-1.0, 1.0, (p.M, p.K)), p.dt),
-            _rounded(rng_b.uniform(-1.0, 1.0, (p.K, p.N)), p.dt))
+    return (dt.round_draws(rng_a.uniform(-1.0, 1.0, (p.M, p.K)), p.dt),
+            dt.round_draws(rng_b.uniform(-1.0, 1.0, (p.K, p.N)), p.dt))
 
 
 def _wide(p: Problem, rng_a, rng_b, rng_extra):
@@ -266,7 +262,7 @@ def _wide(p: Problem, rng_a, rng_b, rng_extra):
 
     def draw(rng, shape):
         magnitude = np.exp2(rng.uniform(-E, E, shape))
-        return _rounded(rng.choice((-1.0, 1.0), shape) * magnitude, p.dt)
+        return dt.round_draws(rng.choice((-1.0, 1.0), shape) * magnitude, p.dt)
     return draw(rng_a, (p.M, p.K)), draw(rng_b, (p.K, p.N))
 
 
@@ -322,7 +318,7 @@ def _initial_C(p: Problem, A: np.ndarray, B: np.ndarray, rng) -> np.ndarray:
     if not p.exact:
         magnitude = abs(p.alpha) * (np.abs(finite_A) @ np.abs(finite_B)) * rng.uniform(1, 2, product.shape)
         sign = np.where(product * (p.beta - 1) < 0, -1.0, 1.0)
-        return _rounded(sign * np.where(magnitude > 0, magnitude, 1.0), d)
+        return dt.round_draws(sign * np.where(magnitude > 0, magnitude, 1.0), d)
     r = exact_range(d, p.K, p.alpha, p.beta)
     C0 = _integers(rng, (p.M, p.N), r)
     smallest_normal = float(finfo(d).smallest_normal)

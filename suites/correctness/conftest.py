@@ -8,7 +8,7 @@ import pytest
 from gemmcheck.backends import KernelCompileError, KernelLaunchError
 from gemmcheck.contract import catalog
 from gemmcheck.pytest_plugin import build_plugin, scope_plugin
-from gemmcheck.problems.harness import run_once
+from gemmcheck.problems.harness import run_problem
 from gemmcheck.judge.oracle import assert_judgement, judge
 from gemmcheck.verdict import Verdict
 
@@ -25,12 +25,12 @@ def check(backend, verdicts, request):
     instantiation and skips its other tests; once lost, it is not launched again."""
     def check(instance, problem, *, record: bool = True, leading_dimensions: str = "tight"):
         __tracebackhide__ = True
-        operands = problem.operands()     # made once: 1.7 s for a 4097 x 4160 normal pair
+        operands = problem.operands()     # made once, for the run and the judgement
         A, B = operands[:2]
         try:
             build_plugin.refuse_lost(request.config, instance)
-            run = run_once(backend, instance, *operands, alpha=problem.alpha, beta=problem.beta,
-                           leading_dimensions=leading_dimensions)
+            run = run_problem(backend, instance, problem, operands=operands,
+                              leading_dimensions=leading_dimensions)
         except (KernelCompileError, KernelLaunchError) as exc:
             if instance.id not in build_plugin.containment(request.config).lost:
                 build_plugin.lose(request.config, instance, exc, request.node.nodeid)
