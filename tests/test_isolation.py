@@ -8,6 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gemmcheck.contract import catalog
@@ -137,6 +138,35 @@ def test_steps_run_in_few_children_and_their_runs_come_back(stand_in_catalog, ch
     assert len(observations[0].runs) == 2 and len(observations[0].control) == 1
     assert hazards.classify(hazards.detect(observations[3])).defect == Defect.UNWRITTEN_OUTPUT
     assert "earlier problem" in outcomes[2].message
+
+
+def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp_path, monkeypatch):
+    """Row children load runs on pool threads, and CPython 3.11's AST construction races between
+    threads (gh-106905); .npz headers go through ast.literal_eval, so the runs must not."""
+    import ast
+    import types
+
+    from gemmcheck.problems.harness import Run
+
+    instance = catalog.Instance({s.name: s for s in catalog.load(stand_in_catalog)}["good"], "float32", 4)
+    rng = np.random.default_rng(7)
+    made = [Run(instance, 3, 5, 2, (1, 2, 1), (4, 4, 1), rng.integers(0, 2**32, (3, 5), dtype=np.uint32),
+                rng.random((3, 5)) < 0.5, {"A": 2}, {"B": 1}) for _ in range(2)]
+    made.append(Run(instance, 0, 4, 2, (1, 1, 1), (4, 4, 1), np.zeros((0, 4), np.uint16),
+                    np.zeros((0, 4), bool)))
+    isolation._save_runs(tmp_path, 3, types.SimpleNamespace(runs=made[:2], control=made[2:]))
+
+    def no_parsing(*args, **kwargs):
+        raise AssertionError("loading runs parsed Python source")
+    monkeypatch.setattr(ast, "literal_eval", no_parsing)
+    loaded_step = isolation.Step.of(3, instance, Problem(3, 5, 2, "float32"), purpose="test")
+    got = isolation._load_runs(tmp_path, loaded_step)
+    for back, sent in zip(got["runs"] + got["control"], made):
+        assert back.C_bits.dtype == sent.C_bits.dtype and back.unwritten.dtype == sent.unwritten.dtype
+        assert np.array_equal(back.C_bits, sent.C_bits) and np.array_equal(back.unwritten, sent.unwritten)
+        assert (back.grid, back.block, back.guard_damage, back.inputs_changed) == \
+            (sent.grid, sent.block, sent.guard_damage, sent.inputs_changed)
+    assert got["runs"][0].C_bits.flags.writeable
 
 
 def test_a_child_that_cannot_load_its_backend_raises_isolation_error(stand_in_catalog, child_env, tmp_path):

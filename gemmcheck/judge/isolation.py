@@ -12,7 +12,7 @@ and a half on a warm machine, so steps are batched: one child runs every
 step it can, and only a crash or hang costs another.
 
 Each step is one Observation (hazards.observe) of one instantiation on one
-problem; its runs come back as .npz files and become the same Run objects
+problem; its runs come back as raw bytes described in JSON and become the same Run objects
 an in-process launch gives, so the same detectors judge them.
 """
 
@@ -303,18 +303,35 @@ def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: boo
     return outcomes, children
 
 
-# -- runs travel as .npz ------------------------------------------------------------------
+# -- runs travel as raw bytes ---------------------------------------------------------------
+# Not .npz: numpy parses every .npy header with ast.literal_eval, and on CPython 3.11 AST
+# construction races between threads (gh-106905: "AST constructor recursion depth mismatch").
+# Row children load their runs on pool threads, so shapes and dtypes ride in the JSON instead.
 
 def _save_runs(outdir: Path, step_id: int, obs) -> None:
-    arrays, meta = {}, {"runs": [], "control": []}
-    for kind in ("runs", "control"):
-        for i, run in enumerate(getattr(obs, kind)):
-            arrays[f"{kind}{i}_C"] = run.C_bits
-            arrays[f"{kind}{i}_unwritten"] = run.unwritten
-            meta[kind].append({"grid": list(run.grid), "block": list(run.block),
-                               "guard_damage": run.guard_damage, "inputs_changed": run.inputs_changed})
-    np.savez(outdir / f"step{step_id}.npz", **arrays)
+    meta = {"runs": [], "control": []}
+    with open(outdir / f"step{step_id}.bin", "wb") as blob:
+        for kind in ("runs", "control"):
+            for run in getattr(obs, kind):
+                meta[kind].append({"grid": list(run.grid), "block": list(run.block),
+                                   "C": _write_array(blob, run.C_bits),
+                                   "unwritten": _write_array(blob, run.unwritten),
+                                   "guard_damage": run.guard_damage,
+                                   "inputs_changed": run.inputs_changed})
     (outdir / f"step{step_id}.json").write_text(json.dumps(meta))
+
+
+def _write_array(blob, array: np.ndarray) -> dict:
+    array = np.ascontiguousarray(array)
+    where = {"dtype": array.dtype.str, "shape": list(array.shape), "offset": blob.tell()}
+    blob.write(array.tobytes())
+    return where
+
+
+def _read_array(data: bytearray, where: dict) -> np.ndarray:
+    dtype = np.dtype(where["dtype"])
+    count = int(np.prod(where["shape"], dtype=np.int64))
+    return np.frombuffer(data, dtype, count, where["offset"]).reshape(where["shape"])
 
 
 def _load_runs(outdir: Path, step: Step) -> dict:
@@ -322,14 +339,12 @@ def _load_runs(outdir: Path, step: Step) -> dict:
 
     instance = _instance(step)
     meta = json.loads((outdir / f"step{step.id}.json").read_text())
-    out = {}
-    with np.load(outdir / f"step{step.id}.npz") as arrays:
-        for kind in ("runs", "control"):
-            out[kind] = [Run(instance, step.M, step.N, step.K, tuple(m["grid"]), tuple(m["block"]),
-                             arrays[f"{kind}{i}_C"], arrays[f"{kind}{i}_unwritten"],
-                             dict(m["guard_damage"]), dict(m["inputs_changed"]))
-                         for i, m in enumerate(meta[kind])]
-    return out
+    data = bytearray((outdir / f"step{step.id}.bin").read_bytes())  # writable, as np.load's were
+    return {kind: [Run(instance, step.M, step.N, step.K, tuple(m["grid"]), tuple(m["block"]),
+                       _read_array(data, m["C"]), _read_array(data, m["unwritten"]),
+                       dict(m["guard_damage"]), dict(m["inputs_changed"]))
+                   for m in meta[kind]]
+            for kind in ("runs", "control")}
 
 
 def observation(outcome: StepOutcome):
