@@ -74,3 +74,34 @@ def test_a_kernel_still_running_at_the_timeout_is_a_hang(gpu):
     with pytest.raises(KernelHang, match="did not finish within 0.05 s"):
         backend.launch(instance, Launch((1, 1, 1), (32, 1, 1), 0, ()))
     assert backends.contexts_lost() == [instance.id]
+
+
+def test_prepare_compiles_each_build_unit_once_and_a_broken_instantiation_alone(monkeypatch):
+    from gemmcheck.compile import compiler
+
+    backend = object.__new__(CupyBackend)   # no device here: only the grouping
+    backend._failed, backend._kernels, backend.arch = {}, {}, "sm_90"
+    instances = [i for s in catalog.load(catalog.BUILTIN) for i in s.instances()]
+    broken = instances[1]
+    side_by_side, compiles = [], []
+
+    def compile_unit(source, defines, names):
+        compiles.append((source, defines, tuple(names)))
+        if broken.name_expression in names and broken.build_unit == (source, defines):
+            raise backends.KernelCompileError("no")
+    monkeypatch.setattr(compiler, "build_many", lambda jobs: side_by_side.extend(jobs))
+    monkeypatch.setattr(backend, "_compile", compile_unit)
+
+    backend.prepare(instances + instances[:5])   # repeats are built once
+    units = {i.build_unit for i in instances}
+    assert len(side_by_side) == len(units) and len(units) < len(instances)
+    first = {}
+    for source, defines, names in compiles:
+        first.setdefault((source, defines), names)
+    assert sorted((*unit, n) for unit, names in first.items() for n in names) == \
+        sorted({(*i.build_unit, i.name_expression) for i in instances})
+    retried = [c for c in compiles if c[:2] == broken.build_unit][1:]   # the broken unit only, one at a time
+    assert len(compiles) == len(units) + len(retried)
+    assert sorted(names for *_, names in retried) == sorted({(i.name_expression,) for i in instances
+                                                             if i.build_unit == broken.build_unit})
+    assert list(backend._failed) == [(*broken.build_unit, broken.name_expression)]

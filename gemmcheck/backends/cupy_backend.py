@@ -4,7 +4,6 @@ own architecture; CuPy loads them, launches and moves memory."""
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from typing import Any, Iterable
 
 import numpy as np
@@ -41,20 +40,14 @@ class CupyBackend(Backend):
         return f"cupy on {self._description}"
 
     def prepare(self, instances: Iterable[Instance]) -> None:
-        # One NVRTC compile per source and set of -D macros; instantiations of a template share it.
-        by_unit: dict[tuple, set[str]] = defaultdict(set)
-        for inst in instances:
-            key = _key(inst)
-            if key not in self._kernels and key not in self._failed:
-                by_unit[(inst.spec.source, inst.defines)].add(inst.name_expression)
-        compiler.build_many((source, sorted(names), self.arch, defines)
-                            for (source, defines), names in by_unit.items())
-        for (source, defines), names in by_unit.items():
+        # One NVRTC compile per build unit; instantiations of a template share it.
+        todo = [i for i in instances if _key(i) not in self._kernels and _key(i) not in self._failed]
+        for (source, defines), names in compiler.build_units_of(todo, self.arch).items():
             try:
-                self._compile(source, defines, sorted(names))
+                self._compile(source, defines, names)
             except KernelCompileError:
                 # Compile one by one so a broken instantiation fails only its own tests.
-                for name in sorted(names):
+                for name in names:
                     try:
                         self._compile(source, defines, [name])
                     except KernelCompileError as exc:
@@ -202,4 +195,4 @@ def is_sticky(exc: BaseException) -> bool:
 
 
 def _key(instance: Instance) -> tuple:
-    return (instance.spec.source, instance.defines, instance.name_expression)
+    return (*instance.build_unit, instance.name_expression)

@@ -116,6 +116,17 @@ def build_many(jobs) -> None:
         list(pool.map(one, jobs))
 
 
+def build_units_of(instances, arch: str) -> dict[tuple, list[str]]:
+    """Build the units of these instantiations side by side (build_many), each unit with the
+    name expressions of all of them it holds, as one compile; returns unit -> sorted names."""
+    from gemmcheck.contract.catalog import by_build_unit
+
+    units = {unit: sorted({i.name_expression for i in group})
+             for unit, group in by_build_unit(instances).items()}
+    build_many((source, names, arch, defines) for (source, defines), names in units.items())
+    return units
+
+
 def first_errors(log: str, limit: int = MAX_ERROR_LINES) -> str:
     """The first `limit` lines of a compiler log that say something, starting at the first error."""
     lines = [line.rstrip() for line in log.replace("\x00", "").splitlines() if line.strip()]

@@ -217,6 +217,12 @@ class Instance:
         return tuple((name, self.params[name]) for name in self.spec.macros)
 
     @property
+    def build_unit(self) -> tuple:
+        """What one compile builds: the source and its -D macros. Instantiations of one unit
+        share a module; each backend and the compile suite compile a unit once."""
+        return (self.spec.source, self.defines)
+
+    @property
     def dt(self) -> dt.DType:
         return dt.get(self.dtype)
 
@@ -227,6 +233,14 @@ class Instance:
         """(grid, block) for a problem, from the kernel's geometry."""
         grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K})
         return grid, block
+
+
+def by_build_unit(instances) -> dict[tuple, list[Instance]]:
+    """Instantiations grouped by Instance.build_unit, each once, in the order given."""
+    units: dict[tuple, list[Instance]] = {}
+    for inst in dict.fromkeys(instances):
+        units.setdefault(inst.build_unit, []).append(inst)
+    return units
 
 
 def read_toml(path: Path, error: type[Exception], what: str) -> dict:

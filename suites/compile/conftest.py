@@ -16,11 +16,7 @@ def units_built(gemm, request):
     """The units of the instantiations this session's compile tests name (a shard's, not the
     catalog's), each with every selected instantiation of its unit, as the tests build them."""
     here = Path(__file__).parent
-    named = {(v.spec.source, v.defines) for item in request.session.items if here in Path(item.path).parents
+    named = {v.build_unit for item in request.session.items if here in Path(item.path).parents
              for v in getattr(getattr(item, "callspec", None), "params", {}).values() if isinstance(v, Instance)}
-    units: dict[tuple, set] = {}
-    for inst in gemm.instances("any_kernel"):
-        if (inst.spec.source, inst.defines) in named:
-            units.setdefault((inst.spec.source, inst.defines), set()).add(inst.name_expression)
-    compiler.build_many((source, sorted(names), resources.DEFAULT_ARCH, defines)
-                        for (source, defines), names in units.items())
+    compiler.build_units_of((i for i in gemm.instances("any_kernel") if i.build_unit in named),
+                            resources.DEFAULT_ARCH)

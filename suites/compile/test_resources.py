@@ -13,8 +13,7 @@ COMPILES_TEST = "suites/compile/test_resources.py::test_compiles_for_sm90"
 
 
 def _unit(gemm, instance):
-    return [i for i in gemm.instances("any_kernel")
-            if (i.spec.source, i.defines) == (instance.spec.source, instance.defines)]
+    return [i for i in gemm.instances("any_kernel") if i.build_unit == instance.build_unit]
 
 
 def _compile(instance, names):

@@ -303,8 +303,8 @@ class CpuSimBackend(Backend):
         for inst in instances:
             if inst.spec.gpu_only or _key(inst) in self._module_of or _key(inst) in self._failed:
                 continue
-            self._wanted[_unit(inst)].add(inst)
-            new.add(_unit(inst))
+            self._wanted[inst.build_unit].add(inst)
+            new.add(inst.build_unit)
 
         def one(unit):
             source, defines = unit
@@ -593,9 +593,5 @@ def parse_asan(log: str) -> list[AddressError]:
     return errors
 
 
-def _unit(instance: Instance) -> tuple:
-    return (instance.spec.source, instance.defines)
-
-
 def _key(instance: Instance) -> tuple:
-    return (_unit(instance), instance.name_expression)
+    return (instance.build_unit, instance.name_expression)
