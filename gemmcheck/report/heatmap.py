@@ -21,11 +21,13 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
     with more than ``max_cells`` a side are max-pooled by a power of two (so pooled cells
     line up with power-of-two tiles; inf wins), so no bad element shrinks below a few pixels.
     """
-    import matplotlib
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    # The object API, not pyplot: no global figure manager, no backend switch. Fixed margins, not
+    # tight_layout (a second full draw), and the grid as two line collections, not one artist per
+    # line: a failing test's heatmap took ~0.3 s, 11 s of a run with 28 expected failures.
     from matplotlib.colors import ListedColormap, TwoSlopeNorm
+    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator, MultipleLocator
 
     error_map = np.asarray(error_map, dtype=np.float64)
     if error_map.ndim != 2 or error_map.size == 0:
@@ -51,7 +53,9 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
     lo, hi = -4.0, 4.0
     log_ratio = np.clip(np.where(finite == 0, lo, log_ratio), lo, hi)
 
-    fig, ax = plt.subplots(figsize=(8.5, 7.2), dpi=100)
+    fig = Figure(figsize=(8.5, 7.2), dpi=100)
+    fig.subplots_adjust(left=0.08, right=0.91, top=0.91, bottom=0.13)
+    ax = fig.add_subplot()
     extent = (0, N, M, 0)  # element coordinates: column j to the right, row i downwards
     image = ax.imshow(log_ratio, cmap="RdYlBu_r", norm=TwoSlopeNorm(vmin=lo, vcenter=0, vmax=hi),
                       interpolation="nearest", extent=extent, aspect="auto")
@@ -62,10 +66,9 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
                       aspect="auto", vmin=0, vmax=1)
     lines = max(M, N) / tile
     if lines <= 128:
-        for x in range(tile, N, tile):
-            ax.axvline(x, color="#202020", alpha=0.8, linewidth=0.9 if lines < 32 else 0.4)
-        for y in range(tile, M, tile):
-            ax.axhline(y, color="#202020", alpha=0.8, linewidth=0.9 if lines < 32 else 0.4)
+        style = dict(color="#202020", alpha=0.8, linewidth=0.9 if lines < 32 else 0.4)
+        ax.vlines(range(tile, N, tile), 0, M, **style)
+        ax.hlines(range(tile, M, tile), 0, N, **style)
         grid_note = f"grid: TILE {tile}"
     else:
         grid_note = f"TILE {tile} grid omitted ({int(lines)} tiles a side)"
@@ -80,10 +83,6 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
     over, n_unwritten, n_nan = counts
     ax.set_title(f"{title}\nof {M * N} elements: {over} over the bound, {n_unwritten} unwritten, "
                  f"{n_nan} NaN; {grid_note}{pooled}", fontsize=9)
-    from matplotlib.ticker import MaxNLocator
-
-    from matplotlib.ticker import MultipleLocator
-
     for axis, size in ((ax.xaxis, N), (ax.yaxis, M)):
         per = 1   # ticks on tile boundaries, at most ~10 of them
         while size / (tile * per) > 10:
@@ -92,10 +91,8 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
                                else MaxNLocator(integer=True))
     ax.set_xlabel("column j")
     ax.set_ylabel("row i")
-    fig.tight_layout()
     out = io.BytesIO()
     fig.savefig(out, format="png")
-    plt.close(fig)
     return out.getvalue()
 
 
