@@ -8,7 +8,7 @@ from gemmcheck.judge import hazards
 from gemmcheck.verdict import Defect, Finding
 
 from fakes import NumpyBackend, correct_product
-from hazard_stand_ins import (Racy, StaleNaN, WrappingStore, always_nan, drops_k_tail, floor_grid,
+from hazard_stand_ins import (LingeringNaN, Racy, StaleNaN, WrappingStore, always_nan, drops_k_tail, floor_grid,
                               instance, reads_past_A, scribbles_on_B)
 
 INST = instance()                      # TILE 4, float32, any shape
@@ -90,6 +90,14 @@ def test_a_nan_that_moves_between_launches_is_not_called_an_out_of_bounds_read()
     obs = observe(StaleNaN(), repeats=2)
     assert hazards.check_out_of_bounds_read(obs) == []
     assert defects(hazards.detect(obs)) >= {Defect.NONDETERMINISM, Defect.WRONG_VALUES}
+
+
+def test_a_nan_that_lingers_for_two_launches_whatever_the_guards_is_not_an_out_of_bounds_read():
+    # The zero-guard control goes between the NaN-guard launches: launched after both, it
+    # would see the NaN gone and guard-swap would blame the guards.
+    obs = observe(LingeringNaN(), repeats=2)
+    assert hazards.check_out_of_bounds_read(obs) == []
+    assert defects(hazards.detect(obs)) == {Defect.WRONG_VALUES, Defect.NONDETERMINISM}
 
 
 def test_a_nan_whatever_the_guards_hold_is_wrong_values_not_an_out_of_bounds_read():
