@@ -169,6 +169,16 @@ def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp
     assert got["runs"][0].C_bits.flags.writeable
 
 
+def test_steps_stopped_before_they_start_start_no_child(tmp_path):
+    import threading
+
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(isolation.IsolationError, match="stopped"):
+        isolation.run_steps([step(0)], workdir=tmp_path, stop=stop)
+    assert not list(tmp_path.glob("job*.json"))
+
+
 def test_a_child_that_cannot_load_its_backend_raises_isolation_error(stand_in_catalog, child_env, tmp_path):
     spec = catalog.load(stand_in_catalog)[0]
     steps = [isolation.Step.of(0, catalog.Instance(spec, "float32", 4), Problem(4, 4, 4, "float32"))]

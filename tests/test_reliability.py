@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -220,6 +221,59 @@ def test_a_probe_that_saw_a_crash_or_hang_makes_the_first_test_fail_with_it(pyte
     assert set(rows["crashes-float32-TILE8"]["defects"]) == {"crash"}
     assert set(rows["hangs-float32-TILE8"]["defects"]) == {"hang"}
     assert rows["good-float32-TILE8"]["verdict"] == "correct"
+
+
+PROBED_SESSION = """
+import time
+from pathlib import Path
+
+from gemmcheck.pytest_plugin import build_plugin
+
+def test_builds(any_kernel):                  # an instantiation test that launches nothing
+    Path("built").touch()
+    assert "{fail}" != "fail"
+
+def test_launches(reference, backend, request):
+    assert build_plugin.containment(request.config).probed
+"""
+
+
+def probed_session(pytester, monkeypatch, fail: bool = False):
+    """A session of one test that launches nothing, then one that launches, with the probe
+    forced on and stood in for: the stand-in says what it was given and what it waited for."""
+    monkeypatch.setattr(build_plugin, "_needs_probe", lambda config: True)
+    seen = {}
+
+    def stand_in(instances, backend_name, timeout, stop=None):
+        seen["probed"] = sorted(i.id for i in instances)
+        deadline = time.monotonic() + 20
+        while not (pytester.path / "built").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen["ran_beside_the_build_test"] = (pytester.path / "built").exists()
+        seen["stopped"] = stop is not None and stop.wait(60 if fail else 0)
+        return {}
+    monkeypatch.setattr(build_plugin, "probe_instances", stand_in)
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_probed=PROBED_SESSION.format(fail="fail" if fail else "pass"))
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider", "--gemm-backend=cpu-sim", "-x",
+                                "--gemm-kernels=matmul_naive,broken_no_barriers", "--gemm-tiles=8",
+                                "--gemm-dtypes=float32", f"--gemm-verdicts={pytester.path / 'v.json'}")
+    return result, seen
+
+
+def test_the_probe_runs_beside_the_tests_that_launch_nothing_and_before_the_first_launch(
+        pytester, monkeypatch):
+    result, seen = probed_session(pytester, monkeypatch)
+    result.assert_outcomes(passed=3)
+    assert seen["ran_beside_the_build_test"]   # started at the first instantiation test, not waited for there
+    # only what launches here is probed: the broken kernel has only a test that builds it
+    assert seen["probed"] == ["matmul_naive-float32-TILE8"] and not seen["stopped"]
+
+
+def test_a_session_that_ends_before_any_launch_stops_its_probe(pytester, monkeypatch):
+    result, seen = probed_session(pytester, monkeypatch, fail=True)
+    result.assert_outcomes(failed=1)             # -x: the launching test never runs
+    assert seen["stopped"]
 
 
 def test_the_gpu_backend_refuses_a_lost_instantiation_before_touching_the_device():

@@ -244,14 +244,16 @@ def child_command(job: Path, outdir: Path) -> list[str]:
 
 def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: bool = False,
               ready_timeout: float = READY_TIMEOUT_S, step_timeout: float = STEP_TIMEOUT_S,
-              workdir: Path | None = None, env=None, hang_timeout_s: float | None = None):
+              workdir: Path | None = None, env=None, hang_timeout_s: float | None = None,
+              stop: threading.Event | None = None):
     """Run `steps` in as few children as possible; return ({step id: StepOutcome}, [ChildResult]).
 
     After a step crashes or hangs, the rest of that instantiation's steps are
     not run (not_run, saying why) and a fresh child takes the other steps.
     `prefix` goes before the child's command (compute-sanitizer and its options).
     `hang_timeout_s`: the child's backend's own hang timeout (a launch it stops itself is
-    reported HUNG, a hang); keep it below `step_timeout`.
+    reported HUNG, a hang); keep it below `step_timeout`. `stop`: once set, no further child
+    starts (IsolationError), so the one running can be killed (stop_running_children) for good.
     """
     steps = list(steps)
     outcomes: dict[int, StepOutcome] = {}
@@ -261,6 +263,8 @@ def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: boo
     try:
         remaining = steps
         while remaining:
+            if stop is not None and stop.is_set():
+                raise IsolationError("stopped before its steps were done: the session ended")
             n = len(children)
             job, outdir = base / f"job{n}.json", base / f"out{n}"
             outdir.mkdir(parents=True, exist_ok=True)

@@ -9,11 +9,14 @@ tests skip naming that failure.
   verdict; its other tests skip with ``not run: <crash|hang>; see <that test>``, never
   launching it again (a hang would cost --gemm-hang-timeout per launch).
 - On a backend whose launches share this process's CUDA context (cupy), every
-  instantiation is first probed in one isolated child (gemmcheck.judge.isolation) on small
-  ragged and tile-aligned shapes it claims: one that crashes or hangs there is never
-  launched here. A fault the probe missed that loses the context (a sticky CUDA error,
-  or an in-process hang) is that instantiation's crash / hang, and every later test that
-  runs kernels skips with one line naming the test that lost it.
+  instantiation a test will launch here is first probed in one isolated child
+  (gemmcheck.judge.isolation) on small ragged and tile-aligned shapes it claims: one that
+  crashes or hangs there is never launched here. The probe starts at the session's first
+  instantiation test and runs beside the tests that launch nothing (the compile suite's);
+  the session's backend, once made, waits for it before any launch. A fault the probe
+  missed that loses the context (a sticky CUDA error, or an in-process hang) is that
+  instantiation's crash / hang, and every later test that runs kernels skips with one
+  line naming the test that lost it.
 
 Wiring only: the build is the backend's (``prepare`` / ``build_error``), the launch in a
 child is gemmcheck.judge.isolation's.
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,7 +126,9 @@ class Containment:
     # A fault leaves a sticky error: a fresh process can run the rest. A hang leaves its kernel
     # spinning on the GPU for as long as this process lives: a child would share the GPU with it.
     rerun_after_loss: bool = False
-    probed: bool = False
+    probe: Future | None = None       # the isolated probe's {Instance.id: Lost}, started ahead
+    probe_stop: threading.Event = field(default_factory=threading.Event)
+    probed: bool = False              # its findings are in: launches here may begin
     items: list = field(default_factory=list)
     session: pytest.Session | None = None
     lost_before: int = 0        # contexts lost in this process before this session (an outer one's)
@@ -204,6 +211,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """Run what the lost CUDA context kept from running, before the verdicts and the kill
     matrix are written (they merge the child's part)."""
     state = containment(session.config)
+    stop_probe(state)
     if state.deferred:
         code = rerun.run(session.config, state.deferred)
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED) and session.exitstatus == 0:
@@ -257,9 +265,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     if _not_compiled(item, instance, state):
         return
-    if not state.probed and _needs_probe(item.config):
-        state.probed = True
-        probe(item.config, state)
+    if state.probe is None and not state.probed and _needs_probe(item.config):
+        start_probe(item.config, state)   # awaited when the backend is made (pytest_gemm_backend_made)
     lost = state.lost.get(instance.id)
     if lost is not None and lost.test:
         pytest.skip(skip_reason(lost))
@@ -328,7 +335,8 @@ def probe_steps(instances) -> list:
     return steps
 
 
-def probe_instances(instances, backend_name: str, timeout: float) -> dict[str, Lost]:
+def probe_instances(instances, backend_name: str, timeout: float,
+                    stop: threading.Event | None = None) -> dict[str, Lost]:
     """Launch each instantiation on its probe problems in one isolated child (a fresh one
     only after a crash or hang); the ones that crashed or hung, by Instance.id.
     Raises isolation.IsolationError when the child itself cannot run."""
@@ -341,7 +349,7 @@ def probe_instances(instances, backend_name: str, timeout: float) -> dict[str, L
     # An instantiation that does not build is UNBUILT there: its build test reports it.
     # The child's backend stops a hung launch itself (HUNG); the parent's clock is the backstop.
     outcomes, _ = isolation.run_steps(steps, backend=backend_name, step_timeout=timeout + 5.0,
-                                      hang_timeout_s=timeout)
+                                      hang_timeout_s=timeout, stop=stop)
     lost: dict[str, Lost] = {}
     for out in sorted(outcomes.values(), key=lambda o: o.step.id):
         if out.status in ("crash", "failed", "hang"):
@@ -353,23 +361,52 @@ def probe_instances(instances, backend_name: str, timeout: float) -> dict[str, L
     return lost
 
 
-def probe(config: pytest.Config, state: Containment) -> None:
-    """Probe every instantiation of this session's tests before the first launch here."""
-    from gemmcheck.judge import isolation
-    from gemmcheck.pytest_plugin.session import gemm_config
+def _launches_here(item: pytest.Item) -> bool:
+    """Whether the test launches kernels in this process: every launch goes through the
+    session's backend fixture."""
+    return "backend" in getattr(item, "fixturenames", ())
 
+
+def start_probe(config: pytest.Config, state: Containment) -> None:
+    """Start probing, on a thread of its own, every instantiation that a test of this session
+    will launch here (kernels declared crash or hang are launched only in children already:
+    the hazards suite's)."""
+    from gemmcheck.pytest_plugin.session import gemm_config
     from gemmcheck.verdict import defects
 
     seen: dict[str, Instance] = {}
     for item in state.items:
         inst = _instance_of(item)
-        # Kernels declared crash or hang are launched only in children already (hazards suite).
-        if inst is not None and not item.get_closest_marker("skip") \
+        if inst is not None and _launches_here(item) and not item.get_closest_marker("skip") \
                 and inst.spec.expect not in defects.isolated():
             seen.setdefault(inst.id, inst)
     timeout = config.getoption("gemm_hang_timeout") or DEFAULT_HANG_TIMEOUT_S
+    state.probe = Future()
+    backend_name = gemm_config(config).backend_name
+
+    def run() -> None:
+        try:
+            state.probe.set_result(probe_instances(seen.values(), backend_name, timeout,
+                                                   stop=state.probe_stop))
+        except BaseException as exc:   # handed to whoever waits for it
+            state.probe.set_exception(exc)
+    threading.Thread(target=run, name="gemmcheck-probe", daemon=True).start()
+
+
+@pytest.hookimpl(tryfirst=True)   # before the hazards plugin starts children that read its refusals
+def pytest_gemm_backend_made(session: pytest.Session, backend) -> None:
+    """Before the first launch here: the probe's findings are in (started now if no
+    instantiation test started it), each a refusal the backend meets at that kernel's launch."""
+    from gemmcheck.judge import isolation
+
+    state = containment(session.config)
+    if state.probed or not _needs_probe(session.config):
+        return
+    if state.probe is None:
+        start_probe(session.config, state)
+    state.probed = True
     try:
-        found = probe_instances(seen.values(), gemm_config(config).backend_name, timeout)
+        found = state.probe.result()
     except isolation.IsolationError as exc:
         print(f"\ngemmcheck: the isolated probe could not run, kernels launch unprobed: "
               f"{str(exc).splitlines()[0]}")
@@ -377,6 +414,18 @@ def probe(config: pytest.Config, state: Containment) -> None:
     for inst_id, lost in found.items():
         state.lost.setdefault(inst_id, lost)
         backends.refuse(inst_id, lost.status, lost.message)
+
+
+def stop_probe(state: Containment) -> None:
+    """A session that ends before any launch here (its launching tests deselected by -x,
+    skipped, interrupted) does not wait for the probe: its child is killed, no other starts."""
+    from gemmcheck.judge import isolation
+
+    if state.probe is None or state.probe.done():
+        return
+    state.probe_stop.set()
+    isolation.stop_running_children()
+    state.probe.exception()   # until its thread has let go of the child
 
 
 @pytest.hookimpl(hookwrapper=True)

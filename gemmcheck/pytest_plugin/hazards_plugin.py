@@ -178,7 +178,7 @@ def matrix_row(request, backend) -> kill_matrix.Row:
 def row_children(config: pytest.Config, items, backend) -> kill_matrix.RowChildren | None:
     """The session's pool of the rows' children (compute-sanitizer runs, the plain observation
     of kernels declared crash or hang); None on a backend that simulates threads. Made at the
-    first test that launches kernels here (after the probe: pytest_runtest_setup below), it
+    first test that launches kernels here (after the probe: pytest_gemm_backend_made below), it
     starts the children of every row this session will build at once (in a pytest-xdist
     worker those planned for it, units.planned), so they run side by side with the suites
     before the hazards suite waits for them; another row's start when it is built."""
@@ -196,13 +196,11 @@ def row_children(config: pytest.Config, items, backend) -> kill_matrix.RowChildr
     return config.stash[ROW_CHILDREN]
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Start the rows' children at the first test whose fixtures made the backend (the probe
-    has run by then: build_plugin), not at the hazards suite's first row."""
-    backend = gemm_config(item.config).backend
-    if backend is not None and ROW_CHILDREN not in item.config.stash:
-        row_children(item.config, item.session.items, backend)
+@pytest.hookimpl(trylast=True)   # after build_plugin's probe, whose refusals it reads
+def pytest_gemm_backend_made(session: pytest.Session, backend) -> None:
+    """Start the rows' children as soon as the backend is made, not at the hazards suite's
+    first row."""
+    row_children(session.config, session.items, backend)
 
 
 def pytest_gemm_before_device_timing(config: pytest.Config) -> None:

@@ -30,3 +30,11 @@ def pytest_gemm_before_device_timing(config: pytest.Config) -> None:
     """Called before the performance suite times anything on the GPU: end or wait for
     whatever this process started there in the background (the kill matrix's children,
     gemmcheck.pytest_plugin.hazards_plugin), so no sample shares the card with it."""
+
+
+@pytest.hookspec
+def pytest_gemm_backend_made(session: pytest.Session, backend) -> None:
+    """Called once, when the session's backend has been made and has built the catalog, before
+    any test launches on it: finish what must precede the first launch in this process (the
+    isolated probe, gemmcheck.pytest_plugin.build_plugin) and start what follows it (the kill
+    matrix's children, gemmcheck.pytest_plugin.hazards_plugin)."""

@@ -361,6 +361,8 @@ def backend(gemm: GemmConfig, request: pytest.FixtureRequest) -> backends.Backen
             arrays.use_device(gemm.backend.name == "cupy" and request.config.getoption("gemm_oracle") == "gpu")
         except backends.BackendUnavailable as exc:
             gemm.backend_error = str(exc)
+        else:
+            request.config.hook.pytest_gemm_backend_made(session=request.session, backend=gemm.backend)
     if gemm.backend is None:
         pytest.skip(gemm.backend_error)
     return gemm.backend
