@@ -142,7 +142,8 @@ def test_steps_run_in_few_children_and_their_runs_come_back(stand_in_catalog, ch
 
 def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp_path, monkeypatch):
     """Row children load runs on pool threads, and CPython 3.11's AST construction races between
-    threads (gh-106905); .npz headers go through ast.literal_eval, so the runs must not."""
+    threads (gh-106905): .npz headers go through ast.literal_eval and a catalog's launch
+    expressions through ast.parse, so reading runs back must do neither."""
     import ast
     import types
 
@@ -158,8 +159,9 @@ def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp
 
     def no_parsing(*args, **kwargs):
         raise AssertionError("loading runs parsed Python source")
-    monkeypatch.setattr(ast, "literal_eval", no_parsing)
     loaded_step = isolation.Step.of(3, instance, Problem(3, 5, 2, "float32"), purpose="test")
+    monkeypatch.setattr(ast, "literal_eval", no_parsing)
+    monkeypatch.setattr(catalog, "load", no_parsing)   # the step's spec is the parent's own
     got = isolation._load_runs(tmp_path, loaded_step)
     for back, sent in zip(got["runs"] + got["control"], made):
         assert back.C_bits.dtype == sent.C_bits.dtype and back.unwritten.dtype == sent.unwritten.dtype

@@ -67,8 +67,10 @@ class Step:
 
     @classmethod
     def of(cls, id, instance, problem, *, purpose="", repeats=2, control=True) -> "Step":
-        return cls(id, str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile,
+        step = cls(id, str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile,
                    problem.M, problem.N, problem.K, problem.seed, purpose, repeats, control)
+        _SPECS.setdefault((step.catalog, step.kernel), instance.spec)   # see _spec
+        return step
 
     @property
     def problem(self):
@@ -362,16 +364,30 @@ def observation(outcome: StepOutcome):
     return obs
 
 
-_CATALOGS: dict[str, list] = {}
+# (catalog path, kernel name) -> KernelSpec: the parent's own, from Step.of, so that runs read
+# back on pool threads (kill-matrix children, the probe) never load a catalog there: loading
+# parses launch expressions with ast.parse, which races between threads on CPython 3.11
+# (gh-106905). A child, single-threaded, loads its catalog once.
+_SPECS: dict[tuple[str, str], object] = {}
+_SPECS_LOCK = threading.Lock()
+
+
+def _spec(step: Step):
+    key = (step.catalog, step.kernel)
+    if key not in _SPECS:
+        from gemmcheck.contract import catalog
+
+        with _SPECS_LOCK:
+            if key not in _SPECS:
+                for spec in catalog.load(step.catalog):
+                    _SPECS.setdefault((step.catalog, spec.name), spec)
+    return _SPECS[key]
 
 
 def _instance(step: Step):
     from gemmcheck.contract import catalog
 
-    if step.catalog not in _CATALOGS:
-        _CATALOGS[step.catalog] = catalog.load(step.catalog)
-    spec = next(s for s in _CATALOGS[step.catalog] if s.name == step.kernel)
-    return catalog.Instance(spec, step.dtype, step.tile)
+    return catalog.Instance(_spec(step), step.dtype, step.tile)
 
 
 # -- the child side -------------------------------------------------------------------------

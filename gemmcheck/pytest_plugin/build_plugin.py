@@ -324,14 +324,15 @@ PROBE_SEED = 11
 def probe_steps(instances) -> list:
     """One small ragged and one tile-aligned problem per instantiation, where it claims them."""
     from gemmcheck.judge import isolation
+    from gemmcheck.problems.problem import Problem
 
     steps = []
     for inst in instances:
         t = inst.tile
         for M, N, K in ((t + 3, t + 1, t + 5), (2 * t, 2 * t, 2 * t)):
             if inst.supports(M, N, K):
-                steps.append(isolation.Step(len(steps), str(inst.spec.catalog), inst.spec.name, inst.dtype,
-                                            inst.tile, M, N, K, PROBE_SEED, "probe", 1, False))
+                steps.append(isolation.Step.of(len(steps), inst, Problem(M, N, K, inst.dtype, "exact", PROBE_SEED),
+                                               purpose="probe", repeats=1, control=False))
     return steps
 
 
