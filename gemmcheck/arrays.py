@@ -55,6 +55,17 @@ def module_of(x):
     return np
 
 
+def block_reduce(a: np.ndarray, step: int, op, fill):
+    """`a` (2-D, numpy) reduced over step x step blocks with the ufunc `op`, the last partial
+    blocks padded with `fill`: the tiles holding a wrong element, a heatmap's pooled cells."""
+    M, N = a.shape
+    pm, pn = -(-M // step) * step, -(-N // step) * step
+    padded = np.full((pm, pn), fill, dtype=a.dtype)
+    padded[:M, :N] = a
+    blocks = padded.reshape(pm // step, step, pn // step, step)
+    return op.reduce(op.reduce(blocks, axis=3), axis=1)
+
+
 def to_host(x):
     """A numpy array of `x` (a CuPy array copied back; anything else as numpy sees it)."""
     if x is None:

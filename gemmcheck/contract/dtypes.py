@@ -76,8 +76,7 @@ def to_bits(values, dtype: DType):
         # the float32 accumulator), else rounded once here, as on the GPU
         with np.errstate(over="ignore"):
             single = values.astype(np.float32)
-        same = single == values
-        if not same.all() and not (same | np.isnan(values)).all():
+        if not ((single == values) | np.isnan(values)).all():
             return bfloat16_bits_of_float32(np, float32_rounded_to_odd(np, values))
         values = single
     return np.ascontiguousarray(values.astype(dtype.numpy)).view(dtype.storage)

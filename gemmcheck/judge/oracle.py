@@ -662,11 +662,7 @@ def _tiles(mask: np.ndarray, tile: int) -> list[tuple[int, int]]:
     """The (tile row, tile column) of every tile holding a True element, row-major. In numpy,
     not per element: a racing kernel at nightly's 2048^2 has millions of wrong elements (a
     Python loop over them took seconds per finding on the H200)."""
-    M, N = mask.shape
-    rows, cols = -(-M // tile), -(-N // tile)
-    padded = np.zeros((rows * tile, cols * tile), dtype=bool)
-    padded[:M, :N] = mask
-    return [(int(a), int(b)) for a, b in np.argwhere(padded.reshape(rows, tile, cols, tile).any(axis=(1, 3)))]
+    return [(int(a), int(b)) for a, b in np.argwhere(arrays.block_reduce(mask, tile, np.logical_or, False))]
 
 
 def assert_judgement(judgement: Judgement, verdicts=None) -> None:

@@ -6,6 +6,8 @@ import io
 
 import numpy as np
 
+from gemmcheck.arrays import block_reduce
+
 UNWRITTEN_COLOUR = "#000000"   # never written: still the poison
 NAN_COLOUR = "#ff00ff"         # inf ratio that is not unwritten: a NaN where none belongs
 MAX_CELLS = 160                # larger maps are max-pooled so one bad element stays visible
@@ -44,9 +46,9 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
     while -(-max(M, N) // step) > max_cells:
         step *= 2
     if step > 1:
-        finite = _pool(finite, step, np.fmax, np.nan)
-        unwritten = _pool(unwritten, step, np.logical_or, False)
-        bad_nan = _pool(bad_nan, step, np.logical_or, False)
+        finite = block_reduce(finite, step, np.fmax, np.nan)
+        unwritten = block_reduce(unwritten, step, np.logical_or, False)
+        bad_nan = block_reduce(bad_nan, step, np.logical_or, False)
 
     with np.errstate(divide="ignore", invalid="ignore"):
         log_ratio = np.log10(finite)
@@ -94,15 +96,6 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
     out = io.BytesIO()
     fig.savefig(out, format="png")
     return out.getvalue()
-
-
-def _pool(a: np.ndarray, step: int, op, fill):
-    M, N = a.shape
-    pm, pn = -(-M // step) * step, -(-N // step) * step
-    padded = np.full((pm, pn), fill, dtype=a.dtype)
-    padded[:M, :N] = a
-    blocks = padded.reshape(pm // step, step, pn // step, step)
-    return op.reduce(op.reduce(blocks, axis=3), axis=1)
 
 
 def worst_elements_csv(error_map: np.ndarray, run, *, n: int = 20, expected=None) -> str:
