@@ -8,7 +8,7 @@ from gemmcheck.judge import hazards
 from gemmcheck.verdict import Defect, Finding
 
 from fakes import NumpyBackend, correct_product
-from hazard_stand_ins import (LingeringNaN, Racy, StaleNaN, WrappingStore, always_nan, drops_k_tail, floor_grid,
+from hazard_stand_ins import (LingeringNaN, NaNAt, Racy, StaleNaN, WrappingStore, always_nan, drops_k_tail, floor_grid,
                               instance, reads_past_A, scribbles_on_B)
 
 INST = instance()                      # TILE 4, float32, any shape
@@ -98,6 +98,18 @@ def test_a_nan_that_lingers_for_two_launches_whatever_the_guards_is_not_an_out_o
     obs = observe(LingeringNaN(), repeats=2)
     assert hazards.check_out_of_bounds_read(obs) == []
     assert defects(hazards.detect(obs)) == {Defect.WRONG_VALUES, Defect.NONDETERMINISM}
+
+
+# Launch order: NaN guards, zero guards (the control), NaN guards (hazards.launch_order).
+@pytest.mark.parametrize("places", [
+    ([0, 1], [], [0, 1, 2]),     # the NaN-guard launches disagree: NaN that moves is not the guards'
+    ([0, 1], [5], [0, 1]),       # the control has NaN too: the kernel makes NaN without the guards
+    ([0, 1, 2], [5], [0, 1, 7]),  # both, as the H200 showed in shard 1/10
+], ids=["nan_guard_launches_disagree", "control_has_nan", "both"])
+def test_nan_from_stale_memory_is_not_called_an_out_of_bounds_read(places):
+    obs = observe(NaNAt(*places), repeats=2)
+    assert hazards.check_out_of_bounds_read(obs) == []
+    assert Defect.OUT_OF_BOUNDS_READ not in defects(hazards.detect(obs))
 
 
 def test_a_nan_whatever_the_guards_hold_is_wrong_values_not_an_out_of_bounds_read():
