@@ -62,6 +62,21 @@ def test_a_noisy_series_converges_once_its_mean_is_known_to_half_a_percent():
     assert got.series["k"].noise > 0.04      # the samples' own spread is reported as it is
 
 
+def test_long_launches_need_only_nvbench_s_ten_samples_once_they_add_up_to_enough_seconds():
+    # The nightly asks 50 samples; a quiet 0.12 s launch knows its mean to 0.5 % after 10.
+    rule = StoppingRule(min_samples=50, enough_seconds=1.0)
+    got = run({"k": sampler([0.120, 0.121, 0.119])}, rule)
+    assert got.stop == sampling.CONVERGED and len(got.series["k"].kept) == sampling.NVBENCH_MIN_SAMPLES
+    # Short launches still take the profile's 50: ten of them are far from a second.
+    got = run({"k": sampler([1.000e-3, 1.001e-3, 0.999e-3])}, rule)
+    assert len(got.series["k"].kept) == 50
+    # A noisy long launch is not let off its noise target, only the fixed count.
+    noisy = [0.10, 0.12, 0.08, 0.11]
+    got = run({"k": sampler(noisy)}, StoppingRule(min_samples=50, max_samples=2000, enough_seconds=1.0))
+    assert sampling.relative_error_of_mean(got.series["k"].times) <= 0.005
+    assert len(got.series["k"].kept) > 50
+
+
 def test_the_time_cap_stops_a_noisy_measurement():
     got = run({"k": sampler([1e-3, 2e-3])}, StoppingRule(min_samples=2, max_samples=10**6, max_seconds=5.0),
               step=0.5)
@@ -76,7 +91,8 @@ def test_every_series_must_be_quiet_before_sampling_stops():
 
 
 def test_the_rule_rejects_settings_that_cannot_work():
-    for bad in (dict(max_noise=0), dict(min_samples=1), dict(min_samples=20, max_samples=10), dict(max_seconds=0)):
+    for bad in (dict(max_noise=0), dict(min_samples=1), dict(min_samples=20, max_samples=10), dict(max_seconds=0),
+                dict(enough_seconds=0)):
         with pytest.raises(ValueError, match="StoppingRule"):
             StoppingRule(**bad)
 

@@ -71,6 +71,7 @@ def _with(**changes):
     ({**BUILTIN, "timing": {"tiles": []}}, "'tiles' must be a non-empty list"),
     ({**BUILTIN, "timing": {"warmup": 0}}, "'warmup' must be an integer >= 1"),
     ({**BUILTIN, "timing": {"max_spread": -1}}, "'max_spread' must be a positive number"),
+    ({**BUILTIN, "timing": {"enough_seconds": 0}}, "'enough_seconds' must be a positive number"),
     ({**BUILTIN, "timing": {"repeats": 5}}, "[timing]: unknown field(s) ['repeats']"),
     ({**BUILTIN, "threshold": BUILTIN["threshold"][:1] * 2}, "listed twice"),
 ])

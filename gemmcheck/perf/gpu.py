@@ -144,7 +144,7 @@ class GpuTimer:
     def _rule(self, min_samples: int) -> sampling.StoppingRule:
         t = self.timing
         return sampling.StoppingRule(t.max_noise, max(2, min_samples), max(t.max_samples, min_samples),
-                                     t.max_seconds)
+                                     t.max_seconds, t.enough_seconds)
 
     def _sample(self, samplers, min_samples: int) -> sampling.Sampled:
         for _ in range(self.timing.warmup):

@@ -7,7 +7,10 @@
   which made a 30 ms naive kernel's 20 samples 255 (8 s of a ci run).
 - A sample taken while the SM clock was below ``min_clock_ratio`` x the
   reference clock (nvbench's throttle threshold, 75 %) is dropped and counted.
-- Sampling stops when every series has at least ``min_samples`` kept samples
+- Sampling stops when every series has its least samples (``min_samples``, the
+  profile's perf_repeats; or nvbench's 10 once its kept samples add up to
+  ``enough_seconds`` of device time: at N = 8192 a 0.1 s launch took 50 samples of
+  two series, 15 s, for a mean known to 0.5 % after 10)
   and the relative standard deviation of its mean (stdev / (mean sqrt(n)), the
   noise of the number reported) <= ``max_noise`` (0.5 %): ``converged``. The
   samples' own spread (stdev / mean, ``noise``) is a property of the kernel and
@@ -86,21 +89,34 @@ class Series:
         return relative_noise(self.times)
 
 
+NVBENCH_MIN_SAMPLES = 10   # nvbench's --min-samples: the least any series takes
+
+
 @dataclass(frozen=True)
 class StoppingRule:
     max_noise: float = 0.005
     min_samples: int = 10
     max_samples: int = 1000
     max_seconds: float = 10.0
+    enough_seconds: float = math.inf   # device time after which NVBENCH_MIN_SAMPLES suffice
 
     def __post_init__(self) -> None:
-        if not (self.max_noise > 0 and self.max_seconds > 0 and 2 <= self.min_samples <= self.max_samples):
-            raise ValueError(f"StoppingRule: need max_noise > 0, max_seconds > 0 and "
-                             f"2 <= min_samples <= max_samples; got {self}")
+        if not (self.max_noise > 0 and self.max_seconds > 0 and self.enough_seconds > 0
+                and 2 <= self.min_samples <= self.max_samples):
+            raise ValueError(f"StoppingRule: need max_noise > 0, max_seconds > 0, enough_seconds > 0 "
+                             f"and 2 <= min_samples <= max_samples; got {self}")
+
+    def least_samples(self, series: Series) -> int:
+        """min_samples, or fewer (down to nvbench's 10) once the kept samples add up to
+        enough_seconds of device time: long launches need fewer to know their mean."""
+        if sum(series.times) >= self.enough_seconds:
+            return min(self.min_samples, NVBENCH_MIN_SAMPLES)
+        return self.min_samples
 
     def settled(self, series: Series) -> bool:
-        """The series has its minimum samples and its mean is known to max_noise."""
-        return len(series.kept) >= self.min_samples and relative_error_of_mean(series.times) <= self.max_noise
+        """The series has its least samples and its mean is known to max_noise."""
+        return (len(series.kept) >= self.least_samples(series)
+                and relative_error_of_mean(series.times) <= self.max_noise)
 
     def stop_reason(self, series: list[Series], settled: list[bool], elapsed_s: float) -> str | None:
         """Why sampling should stop now, or None to take another round (`settled`: each

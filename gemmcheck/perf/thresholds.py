@@ -30,7 +30,8 @@ class Timing:
     """How the suite times (nvbench's rules): which TILEs, warm-up, when to stop, what to drop.
 
     Sampling stops when every series timed together has a relative standard
-    deviation <= max_noise (with at least the profile's perf_repeats samples),
+    deviation <= max_noise (with at least the profile's perf_repeats samples, or
+    nvbench's 10 once they add up to enough_seconds of device time),
     or at max_samples, or after max_seconds. A sample whose SM clock is below
     min_clock_ratio x the reference clock is dropped (counted in the table).
     """
@@ -42,6 +43,7 @@ class Timing:
     max_noise: float = 0.005      # the stopping target: RSD <= 0.5 %
     max_samples: int = 1000       # per series, dropped samples included
     min_clock_ratio: float = 0.75  # drop samples below this fraction of the reference SM clock
+    enough_seconds: float = 1.0   # a series with this much device time needs only nvbench's 10 samples
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class Refusal:
 
 
 _TIMING_FIELDS = {"tiles", "warmup", "max_seconds", "max_spread", "max_noise", "max_samples",
-                  "min_clock_ratio"}
+                  "min_clock_ratio", "enough_seconds"}
 _THRESHOLD_FIELDS = {"kernel", "dtype", "tile", "config", "baseline", "baseline_tile", "at_least",
                      "min_size", "max_size", "measured", "target"}
 
@@ -183,7 +185,7 @@ def _timing(path, table) -> Timing:
     if not _positive_number(max_seconds):
         raise ThresholdError(f"{path}: [timing]: 'max_seconds' must be a positive number, got {max_seconds!r}")
     numbers = {}
-    for key in ("max_spread", "max_noise"):
+    for key in ("max_spread", "max_noise", "enough_seconds"):
         value = table.get(key, getattr(default, key))
         if not _positive_number(value):
             raise ThresholdError(f"{path}: [timing]: '{key}' must be a positive number, got {value!r}")
@@ -195,7 +197,7 @@ def _timing(path, table) -> Timing:
     if type(max_samples) is not int or max_samples < 2:
         raise ThresholdError(f"{path}: [timing]: 'max_samples' must be an integer >= 2, got {max_samples!r}")
     return Timing(tuple(tiles), warmup, float(max_seconds), numbers["max_spread"], numbers["max_noise"],
-                  max_samples, float(ratio))
+                  max_samples, float(ratio), numbers["enough_seconds"])
 
 
 def _positive_number(value) -> bool:
