@@ -37,6 +37,7 @@ from gemmcheck import backends
 from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.pytest_plugin import rerun
+from gemmcheck.pytest_plugin.session import instances_of, runs_kernels
 from gemmcheck.verdict import Defect, Verdict
 
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds"
@@ -101,8 +102,7 @@ def describe(source: Path, failed, total: int) -> str:
 
 
 def _instance_of(item: pytest.Item) -> Instance | None:
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    return next((v for v in params.values() if isinstance(v, Instance)), None)
+    return next(iter(instances_of(item)), None)
 
 
 # -- crash and hang: one failure per instantiation, the rest skip --------------------------
@@ -251,7 +251,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     CUDA context is lost; probe instantiations in a child before their first launch here."""
     state = containment(item.config)
     instance = _instance_of(item)
-    if state.context_lost_by and _runs_kernels(item, instance):
+    if state.context_lost_by and runs_kernels(item):
         lost = instance is not None and instance.id in state.lost
         if state.rerun_after_loss and not lost:
             state.deferred.append(item.nodeid)
@@ -272,13 +272,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(skip_reason(lost))
     # Found by the probe, not yet by a test: this one, its first, meets the backend's refusal
     # (backends.refuse_if_lost) at its first launch and fails with it, once.
-
-
-def _runs_kernels(item: pytest.Item, instance: Instance | None) -> bool:
-    from gemmcheck.pytest_plugin.session import INSTANCE_FIXTURES
-
-    names = set(getattr(item, "fixturenames", ()))
-    return instance is not None or "backend" in names or bool(names & set(INSTANCE_FIXTURES))
 
 
 def skip_reason(lost: Lost) -> str:

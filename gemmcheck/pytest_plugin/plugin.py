@@ -22,9 +22,9 @@ from gemmcheck.backends import device
 from gemmcheck.pytest_plugin import gpus, rerun, shard, units
 from gemmcheck import phases
 from gemmcheck.problems import profiles
-from gemmcheck.contract.catalog import Instance
 from gemmcheck.pytest_plugin.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
-from gemmcheck.pytest_plugin.session import GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig, gemm_config  # noqa: F401
+from gemmcheck.pytest_plugin.session import (GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig,  # noqa: F401
+                                              gemm_config, instances_of, runs_kernels)
 
 # Each suite's own hooks (options, summaries, reports) live in its own plugin
 # module; pytest registers these along with this one.
@@ -203,27 +203,17 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
             return ("--gemm-backend cpu-sim: GPU and performance tests run only on the GPU "
                     "backend (cupy)")
     elif gemm_config(config).simulated:
-        gpu_only = [p for p in _instances_of(item) if p.spec.gpu_only]
+        gpu_only = [p for p in instances_of(item) if p.spec.gpu_only]
         if gpu_only:
             return (f"{gpu_only[0].spec.name} is gpu_only in its catalog: it needs what the CPU "
                     "simulator does not model (cp.async, warp shuffles, tensor cores, dynamic "
                     "shared memory); run it with --gemm-backend cupy on a GPU")
-        unsimulated = [p for p in _instances_of(item) if not p.spec.simulated(p.config)]
+        unsimulated = [p for p in instances_of(item) if not p.spec.simulated(p.config)]
         if unsimulated:
             return (f"{unsimulated[0].id}: not among its catalog's sim_configs "
                     f"({', '.join(unsimulated[0].spec.sim_configs)}): the CPU simulator runs a few "
                     "configs of this kernel; all of them run with --gemm-backend cupy on a GPU")
     return None
-
-
-def _instances_of(item: pytest.Item) -> list[Instance]:
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    return [p for p in params.values() if isinstance(p, Instance)]
-
-
-def _runs_kernels(item: pytest.Item) -> bool:
-    names = set(getattr(item, "fixturenames", ()))
-    return "backend" in names or bool(names & set(INSTANCE_FIXTURES)) or bool(_instances_of(item))
 
 
 @pytest.hookimpl(trylast=True)
@@ -233,7 +223,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = config.hook.pytest_gemm_skip_reason(config=config, item=item)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
-        if _runs_kernels(item):
+        if runs_kernels(item):
             # a keyword, not a marker: it reaches the report (and the xdist controller)
             # without becoming an allure tag
             item.keywords[KERNEL_CHECK] = True

@@ -24,6 +24,19 @@ INSTANCE_FIXTURES = {
 }
 
 
+def instances_of(item: pytest.Item) -> list[Instance]:
+    """The catalog instantiations a test is parametrized with."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return [p for p in params.values() if isinstance(p, Instance)]
+
+
+def runs_kernels(item: pytest.Item) -> bool:
+    """Whether a test launches catalog kernels: it takes an instantiation parameter, the
+    backend, or a fixture that parametrizes over instantiations."""
+    names = set(getattr(item, "fixturenames", ()))
+    return "backend" in names or bool(names & set(INSTANCE_FIXTURES)) or bool(instances_of(item))
+
+
 @dataclass
 class GemmConfig:
     """Everything the options decided, kept in config.stash."""
