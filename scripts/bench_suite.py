@@ -4,6 +4,8 @@
     python scripts/bench_suite.py                          # every suite, dev profile, warm cache
     python scripts/bench_suite.py --profile ci --cold      # each suite from an empty build cache
     python scripts/bench_suite.py suites/hazards -- -n 2   # after "--": extra pytest arguments
+    python scripts/bench_suite.py --read s1.json s2.json   # the table of earlier runs' --gemm-phases
+                                                           # files (shards on a GPU runner), summed
 
 Runs pytest once per suite with --gemm-phases and prints a Markdown table: wall time,
 collection (from configuration on: includes allure-pytest clearing old results), the instrumented phases (compile, inputs, launch, oracle, detectors,
@@ -71,11 +73,35 @@ def phase_row(doc: dict, wall: float) -> dict:
     return row
 
 
-def table(rows: list[dict]) -> list[str]:
+def read_rows(paths: list[Path], suites=SUITES) -> tuple[list[dict], dict]:
+    """Rows per suite from --gemm-phases files of whole runs (each may hold every suite, as a
+    shard does), summed over the files; and the "all" row. A file does not say how long each
+    suite took on the wall, so a suite's wall is its tests' summed time; the all row's wall is
+    the files' walls summed, and its pytest column what no test accounts for."""
+    docs = [json.loads(Path(p).read_text()) for p in paths]
+    rows = []
+    for suite in suites:
+        prefix = suite.rstrip("/") + "/"
+        part = [{"collection_s": 0.0, "hypothesis_tests": doc.get("hypothesis_tests", ()),
+                 "tests": doc["tests"],
+                 "durations": {n: d for n, d in doc["durations"].items() if n.startswith(prefix)}}
+                for doc in docs]
+        if not any(p["durations"] for p in part):
+            continue
+        summed = [phase_row(p, sum(p["durations"].values())) for p in part]
+        rows.append({"suite": suite, "exit": 0, "summary": "",
+                     **{c: sum(r[c] for r in summed) for c in (*COLUMNS, "tests")}})
+    whole = [phase_row(doc, doc["wall_s"]) for doc in docs]
+    total = {c: sum(r[c] for r in whole) for c in (*COLUMNS, "tests")}
+    return rows, {"suite": "**all**", "summary": f"{len(docs)} runs", **total}
+
+
+def table(rows: list[dict], total: dict | None = None) -> list[str]:
     header = ["suite", "tests", *COLUMNS, "result"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    total = {c: sum(r[c] for r in rows) for c in COLUMNS}
-    for r in rows + [{"suite": "**all**", "tests": sum(r["tests"] for r in rows), **total, "summary": ""}]:
+    total = total or {"suite": "**all**", "tests": sum(r["tests"] for r in rows),
+                      **{c: sum(r[c] for r in rows) for c in COLUMNS}, "summary": ""}
+    for r in rows + [total]:
         cells = [r["suite"], str(r["tests"]), *(f"{r[c]:.1f}" for c in COLUMNS), r["summary"]]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -90,7 +116,18 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", default="dev", help="gemmcheck profile (default: dev)")
     parser.add_argument("--cold", action="store_true", help="each suite starts from an empty build cache")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument("--read", type=Path, nargs="+", metavar="PHASES",
+                        help="run nothing: the table of these --gemm-phases files, summed")
     args = parser.parse_args(argv)
+    if args.read:
+        missing = [str(p) for p in args.read if not p.is_file()]
+        if missing:
+            parser.error(f"--read: no such file: {', '.join(missing)}")
+        rows, total = read_rows(args.read)
+        print(f"{len(args.read)} --gemm-phases files, seconds (a suite's wall: its tests' summed time)")
+        for line in table(rows, total):
+            print(line)
+        return 0
     rows = [run_suite(s, args.profile, extra, cold=args.cold) for s in args.suites]
     print(f"profile {args.profile}, {'cold' if args.cold else 'warm'} build cache, seconds "
           f"(phases: exclusive time summed over tests){' , pytest ' + ' '.join(extra) if extra else ''}")

@@ -1,0 +1,54 @@
+"""scripts/bench_suite.py --read: the time table of earlier runs' --gemm-phases files (the
+shards of a nightly on GPU runners), without running anything."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_suite.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_suite", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shard(tmp_path, name, wall, durations, tests, hypothesis=()):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"collection_s": 1.0, "wall_s": wall, "durations": durations,
+                                "tests": tests, "hypothesis_tests": list(hypothesis)}))
+    return path
+
+
+def test_read_sums_each_suite_over_the_shards_and_keeps_the_whole_walls(bench, tmp_path):
+    one = shard(tmp_path, "s1", 10.0,
+                {"suites/compile/test_a.py::t": 2.0, "suites/correctness/test_b.py::t[x]": 5.0},
+                {"suites/compile/test_a.py::t": {"compile": 1.5},
+                 "suites/correctness/test_b.py::t[x]": {"oracle": 3.0, "inputs": 1.0}},
+                hypothesis=["suites/correctness/test_b.py::t[x]"])
+    two = shard(tmp_path, "s2", 6.0, {"suites/correctness/test_b.py::t[y]": 4.0},
+                {"suites/correctness/test_b.py::t[y]": {"oracle": 2.5}})
+    rows, total = bench.read_rows([one, two])
+    by = {r["suite"]: r for r in rows}
+    assert set(by) == {"suites/compile", "suites/correctness"}      # no row for suites not run
+    assert by["suites/correctness"]["tests"] == 2
+    assert by["suites/correctness"]["wall"] == pytest.approx(9.0)    # its tests' summed time
+    assert by["suites/correctness"]["oracle"] == pytest.approx(5.5)
+    assert by["suites/correctness"]["hypothesis"] == pytest.approx(1.0)
+    assert by["suites/correctness"]["other tests"] == pytest.approx(1.5)
+    assert by["suites/compile"]["compile"] == pytest.approx(1.5)
+    assert total["wall"] == pytest.approx(16.0) and total["collection"] == pytest.approx(2.0)
+    assert total["pytest"] == pytest.approx(16.0 - 2.0 - 11.0) and total["tests"] == 3
+    lines = bench.table(rows, total)
+    assert lines[-1].startswith("| **all** | 3 | 16.0 |") and "2 runs" in lines[-1]
+
+
+def test_read_names_a_missing_file(bench, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--read", str(tmp_path / "nowhere.json")])
+    assert "no such file" in capsys.readouterr().err
