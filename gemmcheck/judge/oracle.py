@@ -267,18 +267,30 @@ def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta
                         C0: np.ndarray | None = None) -> str | None:
     """Why the partial sums of alpha A @ B + beta C0 are not all exact in d's accumulator
     (None if they are)."""
+    return _violation(_finite(A), _finite(B), d, alpha, beta, C0)
+
+
+def _finite(X):
+    """X with its NaN and Inf as 0 (what the exact product of the finite entries reads)."""
+    xp = arrays.module_of(X)
+    return xp.where(xp.isfinite(X), X, 0.0)
+
+
+def _violation(finite_A, finite_B, d: dt.DType, alpha, beta, C0) -> str | None:
+    """exactness_violation of inputs whose non-finite entries are already 0."""
     for name, value in (("alpha", alpha), ("beta", beta)):
         if value != int(value):
             return f"{name}={value!r} is not an integer"
     acc = dt.get(d.accumulator)
-    xp = arrays.module_of(A)
-    finite_A, finite_B = xp.where(xp.isfinite(A), A, 0.0), xp.where(xp.isfinite(B), B, 0.0)
-    C0 = xp.zeros((A.shape[0], B.shape[1])) if beta == 0 or C0 is None else xp.asarray(C0, dtype=xp.float64)
-    if _is_integer(finite_A) and _is_integer(finite_B) and _is_integer(C0):
+    xp = arrays.module_of(finite_A)
+    A, B = finite_A, finite_B
+    reads_C0 = beta != 0 and C0 is not None
+    C0 = xp.asarray(C0, dtype=xp.float64) if reads_C0 else xp.zeros((A.shape[0], B.shape[1]))
+    if _is_integer(finite_A) and _is_integer(finite_B) and (not reads_C0 or _is_integer(C0)):
         # Integer inputs (the common case): every partial sum is an integer no larger than
         # problems.exact_range's bound; within 2^p it is exact, and |A| @ |B| (a second
         # float64 product as large as the reference) is not needed.
-        largest = [_largest(X) for X in (finite_A, finite_B, C0)]
+        largest = [_largest(X) for X in (finite_A, finite_B)] + [_largest(C0) if reads_C0 else 0]
         if (max(abs(int(alpha)), 1) * A.shape[1] * largest[0] * largest[1]
                 + abs(int(beta)) * largest[2] <= 2 ** acc.significand_bits):
             return None
@@ -310,14 +322,14 @@ def exact_reference(A, B, d: dt.DType, alpha=1, beta=0, C0=None):
     Premise checked: every partial sum is exact in d's accumulator, hence (p <= 53) in
     float64, so the float64 product, scaled and summed, is exact in any summation order.
     """
-    why = exactness_violation(A, B, d, alpha, beta, C0)
+    finite_A, finite_B = _finite(A), _finite(B)
+    why = _violation(finite_A, finite_B, d, alpha, beta, C0)
     if why:
         raise InexactProblem(f"exact=True, but the inputs do not make every partial sum exact: "
                              f"{why}; use exact=False (the error bound) for these inputs")
     xp = arrays.module_of(A)
     with np.errstate(invalid="ignore"):
-        return _scaled(xp.where(xp.isfinite(A), A, 0.0) @ xp.where(xp.isfinite(B), B, 0.0),
-                       alpha, beta, None if C0 is None else xp.asarray(C0))
+        return _scaled(finite_A @ finite_B, alpha, beta, None if C0 is None else xp.asarray(C0))
 
 
 def _scaled(product: np.ndarray, alpha, beta, C0):
@@ -544,14 +556,17 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
                       f"(+0.0 and -0.0 equal), every partial sum exact in {d.accumulator}")
     else:
         b = Bound.for_dtype(d, K, alpha, beta)
-        finite_A, finite_B = xp.where(xp.isfinite(A), A, 0.0), xp.where(xp.isfinite(B), B, 0.0)
+        finite_A, finite_B = _finite(A), _finite(B)
         ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
         bound = b.evaluate(b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B),
                                        None if C0 is None else xp.abs(C0)), ref, xp)
         bound_text = b.describe()
     if exact:
         # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer.
-        rounded = dt.from_bits(dt.to_bits(xp.where(finite_e, ref, 0.0), d), d).astype(xp.float64)
+        # (want: the bits a right element holds; an element that overflows here leaves
+        # finite_e below and is not compared with them.)
+        want = dt.to_bits(xp.where(finite_e, ref, 0.0), d)
+        rounded = dt.from_bits(want, d).astype(xp.float64)
         pinf_e |= finite_e & (rounded == xp.inf)
         ninf_e |= finite_e & (rounded == -xp.inf)
         finite_e &= xp.isfinite(rounded)
@@ -598,7 +613,6 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     # 3. Values, where both are finite.
     compare = written & finite_e & xp.isfinite(C)
     if exact:
-        want = dt.to_bits(xp.where(finite_e, ref, 0.0), d)
         same = (C_bits == want) | ((C == 0) & (ref == 0))
         wrong = compare & ~same
         error_map[wrong] = xp.inf
