@@ -3,6 +3,7 @@ the cause; and judging a claim gives the right verdict and message (on made-up r
 
 import copy
 import math
+import time
 import tomllib
 
 import pytest
@@ -367,3 +368,22 @@ def test_asking_for_ncu_without_ncu_on_path_stops_the_run(pytester, monkeypatch)
     (pytester.path / "ncu").write_text("#!/bin/sh\n")
     (pytester.path / "ncu").chmod(0o755)
     assert pytester.runpytest("--co", "--gemm-ncu").ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_device_timing_is_a_phase_of_its_own(monkeypatch):
+    # bench_suite's table showed the performance suite's sampling as "other tests".
+    from gemmcheck import phases
+
+    timer = FakeTimer(H200_RATES, {"float32": 50.5})
+    slow = timer.timed
+    monkeypatch.setattr(timer, "timed", lambda *a: (time.sleep(0.05), slow(*a))[1])
+    session = perf.PerfSession(timer, repeats=5)
+    instance = catalog.Instance({s.name: s for s in catalog.load(catalog.BUILTIN)}["matmul_tiled"], "float32", 32)
+    phases.enable(True)
+    try:
+        phases.begin()
+        perf.timed_rate(session, instance, 4096)
+        spent = phases.take()
+    finally:
+        phases.enable(False)
+    assert spent.get("timing", 0) >= 0.05 and "timing" in phases.PHASES

@@ -17,6 +17,7 @@ from gemmcheck.backends.device import DeviceProperties
 from gemmcheck.perf.measurement import Check, Measurement
 from gemmcheck.perf.selection import claimed_instance
 from gemmcheck.perf.thresholds import CUBLAS, FP32_PEAK, Threshold
+from gemmcheck.phases import phase
 
 
 @dataclass
@@ -102,7 +103,8 @@ class PerfSession:
             if not check.ok:
                 self.rows[key] = Row(None, instance, check)
             else:
-                timed = self.timer.timed(instance, size, self.repeats)
+                with phase("timing"):   # sampling in turn with cuBLAS (its input sets: "inputs")
+                    timed = self.timer.timed(instance, size, self.repeats)
                 self._pool_cublas(instance.dtype, size, timed.cublas, timed.cublas_error)
                 row = Row(timed.kernel, instance, check, timed.last, timed.cublas,
                           self._impossible(instance, size, timed.kernel))
@@ -140,14 +142,16 @@ class PerfSession:
         key = (dtype_name, size)
         if key not in self._cublas:
             try:
-                self._cublas[key] = self.timer.cublas(dtype_name, size, self.repeats)
+                with phase("timing"):
+                    self._cublas[key] = self.timer.cublas(dtype_name, size, self.repeats)
             except Exception as exc:  # e.g. a CuPy without this dtype in matmul
                 self._cublas[key] = f"cupy.matmul has no {dtype_name} here ({type(exc).__name__}: {exc})"
         return self._cublas[key]
 
     def copy(self) -> Measurement:
         if self._copy is None:
-            self._copy = self.timer.copy(self.repeats)
+            with phase("timing"):
+                self._copy = self.timer.copy(self.repeats)
         return self._copy
 
     def roof(self) -> roofline.Roof | None:
