@@ -6,8 +6,8 @@ defect class it truly establishes and nothing more:
 
 - value check (gemmcheck.judge.oracle.judge, exact integer inputs): WRONG_VALUES
 - poison bits still in C: UNWRITTEN_OUTPUT
-- output depends on memory outside the operands (NaN where the guards hold
-  NaN, finite where they hold zeros): OUT_OF_BOUNDS_READ
+- output depends on memory outside the operands (NaN at the same places in
+  every launch with NaN guards, none with zero guards): OUT_OF_BOUNDS_READ
 - guard bands changed: OUT_OF_BOUNDS_WRITE
 - A or B changed: INPUT_MUTATION
 - bits differ between launches on identical inputs: NONDETERMINISM
@@ -323,8 +323,9 @@ def check_out_of_bounds_read(obs: Observation) -> list[Finding]:
     reads = nan_guards[0]
     n, where = int(reads.sum()), _first(reads)
     return [Finding(Defect.OUT_OF_BOUNDS_READ, Detector.GUARD_SWAP,
-                    f"{n} of {reads.size} elements of C are NaN when the guard bands around A and B "
-                    f"hold NaN and finite when they hold zeros: the kernel reads outside its operands; "
+                    f"{n} of {reads.size} elements of C are NaN in every launch while the guard bands "
+                    f"around A and B hold NaN, and C has no NaN while they hold zeros: the kernel "
+                    f"reads outside its operands; "
                     f"first at C{list(where)}", n, where, {"launches": len(obs.runs) + len(obs.control)})]
 
 
