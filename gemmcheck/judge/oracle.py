@@ -284,19 +284,19 @@ def _violation(finite_A, finite_B, d: dt.DType, alpha, beta, C0) -> str | None:
             return f"{name}={value!r} is not an integer"
     acc = dt.get(d.accumulator)
     xp = arrays.module_of(finite_A)
-    A, B = finite_A, finite_B
+    (M, K), N = finite_A.shape, finite_B.shape[1]
     reads_C0 = beta != 0 and C0 is not None
-    C0 = xp.asarray(C0, dtype=xp.float64) if reads_C0 else xp.zeros((A.shape[0], B.shape[1]))
+    C0 = xp.asarray(C0, dtype=xp.float64) if reads_C0 else xp.zeros((M, N))
     if _is_integer(finite_A) and _is_integer(finite_B) and (not reads_C0 or _is_integer(C0)):
         # Integer inputs (the common case): every partial sum is an integer no larger than
         # problems.exact_range's bound; within 2^p it is exact, and |A| @ |B| (a second
         # float64 product as large as the reference) is not needed.
         largest = [_largest(X) for X in (finite_A, finite_B)] + [_largest(C0) if reads_C0 else 0]
-        if (max(abs(int(alpha)), 1) * A.shape[1] * largest[0] * largest[1]
+        if (max(abs(int(alpha)), 1) * K * largest[0] * largest[1]
                 + abs(int(beta)) * largest[2] <= 2 ** acc.significand_bits):
             return None
         # A quantum of 1 is a safe, cheap lower bound.
-        q = xp.zeros((A.shape[0], B.shape[1]))
+        q = xp.zeros((M, N))
     else:
         q = (_quantum_exponents(finite_A, axis=1)[:, None] + _quantum_exponents(finite_B, axis=0)[None, :])
         q = xp.minimum(q, _element_quantum_exponents(C0))
