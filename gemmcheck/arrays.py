@@ -55,6 +55,14 @@ def module_of(x):
     return np
 
 
+def finite_part(X):
+    """X with its NaN and Inf as 0, on X's array module (X itself when all finite): what the
+    product of the finite entries reads."""
+    xp = module_of(X)
+    finite = xp.isfinite(X)
+    return X if finite.all() else xp.where(finite, X, 0.0)
+
+
 def block_reduce(a: np.ndarray, step: int, op, fill):
     """`a` (2-D, numpy) reduced over step x step blocks with the ufunc `op`, the last partial
     blocks padded with `fill`: the tiles holding a wrong element, a heatmap's pooled cells."""

@@ -267,14 +267,7 @@ def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta
                         C0: np.ndarray | None = None) -> str | None:
     """Why the partial sums of alpha A @ B + beta C0 are not all exact in d's accumulator
     (None if they are)."""
-    return _violation(_finite(A), _finite(B), d, alpha, beta, C0)
-
-
-def _finite(X):
-    """X with its NaN and Inf as 0 (what the exact product of the finite entries reads)."""
-    xp = arrays.module_of(X)
-    finite = xp.isfinite(X)
-    return X if finite.all() else xp.where(finite, X, 0.0)
+    return _violation(arrays.finite_part(A), arrays.finite_part(B), d, alpha, beta, C0)
 
 
 def _violation(finite_A, finite_B, d: dt.DType, alpha, beta, C0) -> str | None:
@@ -323,7 +316,7 @@ def exact_reference(A, B, d: dt.DType, alpha=1, beta=0, C0=None):
     Premise checked: every partial sum is exact in d's accumulator, hence (p <= 53) in
     float64, so the float64 product, scaled and summed, is exact in any summation order.
     """
-    finite_A, finite_B = _finite(A), _finite(B)
+    finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
     why = _violation(finite_A, finite_B, d, alpha, beta, C0)
     if why:
         raise InexactProblem(f"exact=True, but the inputs do not make every partial sum exact: "
@@ -559,7 +552,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
                       f"(+0.0 and -0.0 equal), every partial sum exact in {d.accumulator}")
     else:
         b = Bound.for_dtype(d, K, alpha, beta)
-        finite_A, finite_B = _finite(A), _finite(B)
+        finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
         ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
         bound = b.evaluate(b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B),
                                        None if C0 is None else xp.abs(C0)), ref, xp)
@@ -577,7 +570,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     expected = (xp.where(nan_e, xp.nan, xp.where(pinf_e, xp.inf, xp.where(ninf_e, -xp.inf, ref)))
                 if specials.any() else ref)
     if C0 is not None:
-        _check_every_element_changes(inst, d, C0, ref, bound, finite_e, exact)
+        _check_every_element_changes(inst, d, C0, ref, bound, finite_e, want if exact else None)
 
     findings: list[Finding] = []
     error_map = xp.zeros((M, N))
@@ -647,11 +640,11 @@ def _ratio(xp, err, bound):
     return xp.where(zero, xp.where(err > 0, xp.inf, 0.0), ratio) if zero.any() else ratio
 
 
-def _check_every_element_changes(inst, d: dt.DType, C0, ref, bound, finite_e, exact: bool) -> None:
-    """The premise of the unwritten check when beta != 0: no correct result holds C0's bits."""
+def _check_every_element_changes(inst, d: dt.DType, C0, ref, bound, finite_e, want) -> None:
+    """The premise of the unwritten check when beta != 0: no correct result holds C0's bits.
+    `want`: an exact judgement's right bits (None when judged by the bound)."""
     xp = arrays.module_of(ref)
-    if exact:
-        want = dt.to_bits(xp.where(finite_e, ref, 0.0), d)
+    if want is not None:
         rounded = dt.from_bits(want, d)
         same = (want == dt.to_bits(C0, d)) | ((rounded == 0) & (C0 == 0))
     else:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.phases import timed
 
@@ -313,7 +314,7 @@ def _initial_C(p: Problem, A: np.ndarray, B: np.ndarray, rng) -> np.ndarray:
     far above the error bound (terms of |alpha||A||B| and |beta||C0| times K u).
     """
     d = p.dt
-    finite_A, finite_B = np.where(np.isfinite(A), A, 0.0), np.where(np.isfinite(B), B, 0.0)
+    finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
     product = p.alpha * (finite_A @ finite_B)
     if not p.exact:
         magnitude = abs(p.alpha) * (np.abs(finite_A) @ np.abs(finite_B)) * rng.uniform(1, 2, product.shape)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gemmcheck.compile import compiler, resources
-from gemmcheck.contract.catalog import Instance
+from gemmcheck.pytest_plugin.session import instances_of
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -16,7 +16,7 @@ def units_built(gemm, request):
     """The units of the instantiations this session's compile tests name (a shard's, not the
     catalog's), each with every selected instantiation of its unit, as the tests build them."""
     here = Path(__file__).parent
-    named = {v.build_unit for item in request.session.items if here in Path(item.path).parents
-             for v in getattr(getattr(item, "callspec", None), "params", {}).values() if isinstance(v, Instance)}
+    named = {i.build_unit for item in request.session.items if here in Path(item.path).parents
+             for i in instances_of(item)}
     compiler.build_units_of((i for i in gemm.instances("any_kernel") if i.build_unit in named),
                             resources.DEFAULT_ARCH)
