@@ -443,6 +443,26 @@ def test_a_rows_tests_land_in_one_shard(suite):
     assert sum(1 for p in parts if p) == 2, parts      # one row each, the third shard empty
 
 
+def test_the_performance_tests_of_one_dtype_and_size_land_in_one_shard(suite):
+    """A claim reads the measurements of its kernel and of its baseline kernel (the best of its
+    TILEs); a shard without them timed them again (16 s for one claim at N = 8192 on the H200)."""
+    suite.makepyfile(test_perf=(ROOT / "suites" / "performance" / "test_throughput.py").read_text())
+    args = ("--co", "-q", "--gemm-profile", "nightly", "--gemm-backend=cpu-sim")
+    parts = [collected(suite.runpytest(*args, "--gemm-shard", f"{i}/4")) for i in (1, 2, 3, 4)]
+    shards_of = {}
+    for index, part in enumerate(parts):
+        for nodeid in part:
+            param = nodeid.split("[")[1].rstrip("]")
+            size = param.rpartition("N")[2]
+            dtype = next((d for d in ("bfloat16", "float16", "float32", "float64") if f"-{d}-" in f"-{param}-"),
+                         "float32" if param == f"N{size}" else None)
+            if size.isdigit() and dtype:
+                shards_of.setdefault((dtype, size), set()).add(index)
+    assert len(shards_of) == 16, sorted(shards_of)      # 4 dtypes x the nightly's 4 sizes
+    assert all(len(shards) == 1 for shards in shards_of.values()), shards_of
+    assert all(parts), parts                            # and the units still spread over every shard
+
+
 AHEAD_TESTS = ROW_TESTS + """
 from gemmcheck.pytest_plugin.hazards_plugin import rows_ahead
 

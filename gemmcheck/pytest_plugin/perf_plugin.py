@@ -36,6 +36,7 @@ class PerfConfig:
 
 
 PERF_CONFIG = pytest.StashKey[PerfConfig]()
+PERF_UNITS = pytest.StashKey[dict]()   # a perf test's parameter id -> its unit of work (pytest_gemm_work_unit)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,6 +99,37 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if REFUSE in names:
         cases = selection.refusal_cases(instances, thresholds, sizes)
         metafunc.parametrize(REFUSE, cases, ids=[c.id for c, _ in cases])
+
+
+def pytest_gemm_work_unit(config: pytest.Config, nodeid: str) -> str | None:
+    """The performance tests of one dtype and size are one unit of work. A claim reads the
+    measurements its throughput tests took: of its kernel, and of its baseline (another kernel
+    at that dtype and size, the best of its TILEs). A shard or worker without them timed them
+    again: at N = 8192 a too-slow kernel's claim against the naive kernel's best TILE took
+    16.4 s of an H200 nightly shard, the kernel's own throughput test 8.4 s."""
+    if PERF_UNITS not in config.stash:
+        config.stash[PERF_UNITS] = perf_units(config)
+    param = nodeid.rpartition("::")[2].partition("[")[2]
+    return config.stash[PERF_UNITS].get(param[:-1]) if param.endswith("]") else None
+
+
+def perf_units(config: pytest.Config) -> dict[str, str]:
+    """{parameter id: "perf-<dtype>-N<size>"} of every test the perf suite parametrizes with an
+    instantiation, a claim or a size (the ids pytest_generate_tests gives them)."""
+    gc, thresholds = gemm_config(config), perf_config(config).thresholds
+    instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
+    timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all")
+
+    def unit(dtype: str, size: int) -> str:
+        return f"perf-{dtype}-N{size}"
+
+    units = {f"N{n}": unit("float32", n) for n in sizes}          # cuBLAS float32 alone (TF32 check)
+    units.update({f"{i.id}-N{n}": unit(i.dtype, n) for i in timed for n in sizes})
+    for expect in ("correct", "too_slow"):
+        units.update({c.id: unit(c.claim.dtype, c.size)
+                      for c in selection.threshold_cases(instances, thresholds, sizes, expect)})
+    units.update({c.id: unit(c.claim.dtype, c.size) for c, _ in selection.refusal_cases(instances, thresholds, sizes)})
+    return units
 
 
 @pytest.hookimpl(trylast=True)   # a missing device (the core plugin's reason) says more
