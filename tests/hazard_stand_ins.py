@@ -158,6 +158,21 @@ class Racy:
         self.launches += 1
 
 
+class SkipsRepeats:
+    """Right on its first launch, zeros after (state kept across launches): the catalog's
+    cheat_skips_repeats, which counts its launches in __device__ memory."""
+
+    def __init__(self):
+        self.launches = 0
+
+    def __call__(self, instance, grid, block, A, B, C, M, N, K):
+        if self.launches == 0:
+            correct_product(instance, grid, block, A, B, C, M, N, K)
+        else:
+            C[:] = dt.to_bits(np.zeros(M * N), instance.dt)
+        self.launches += 1
+
+
 # -- kernels that crash or hang the (child) process ----------------------------------
 
 def segfaults(instance, grid, block, A, B, C, M, N, K):
@@ -245,6 +260,7 @@ MATRIX_KERNELS = {  # entry -> (declared defect, stand-in factory)
     "wrapping_store": ("out_of_bounds_write", WrappingStore),
     "floor_grid": ("unwritten_output", lambda: floor_grid),
     "drops_k_tail": ("wrong_values", lambda: drops_k_tail),
+    "skips_repeats": ("wrong_values", SkipsRepeats),      # right on its first launch only
     "divergent": ("divergent_barrier", lambda: last_row_wrong_on_ragged_m),
     "segfaults": ("crash", lambda: segfaults),
     "sleeps": ("hang", lambda: sleeps),
