@@ -13,60 +13,40 @@ imported only then.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-# Where the GPU judges faster than the host (scripts/bench_oracle.py on the H200, one judgement of a
-# correct output, host / GPU ms: 400^3 4.0 / 4.5-6.1, 640^3 12-16 / 9-12, 1024^3 40-53 / 12-15). The
-# GPU's ~40 CuPy calls cost ~4 ms whatever the size; the host's passes grow with M N and its two
-# float64 products with M N K. So: M N >= 1024^2 (the race size of every profile, ci's large shape),
-# or M N K >= 2^29 (~812^3; a long K makes the host's products the cost).
-DEVICE_MIN_ELEMENTS = 1 << 20
-DEVICE_MIN_PRODUCT = 1 << 29
+# M N from which the GPU judges (2048^2: the nightly's race sizes and large shapes). Below it the
+# host's passes take tens of ms, less than CuPy's first compile of each kernel the oracle uses
+# (measured: ci's 1025 x 1023 problems judged on the GPU made a cold run slower). One judgement,
+# host / GPU ms on the H200 (scripts/bench_oracle.py): 400^3 4.0 / 4.5-6.1, 640^3 12-16 / 9-12,
+# 1024^3 40-53 / 12-15, with ~9 s of CuPy compiles before the first on an empty CuPy cache. From
+# 2^20 with those compiles on a thread beside the suites (eighth session), ci's cold run went from
+# 89.5 to 102.4 s (a test waited 16.7 s for them) and the nightly's hazards oracle time did not
+# fall (141 s against 135 s), so the threshold stayed.
+DEVICE_MIN_ELEMENTS = 1 << 22
+DEVICE_MIN_PRODUCT = 1 << 31    # or M N K (a long K makes the host's products the cost)
 
 _device = False
-_warming: threading.Thread | None = None
 
 
-def use_device(on: bool, warm=None) -> None:
-    """Judge large problems on the GPU (set by the session when its backend is the GPU).
-
-    `warm`: a callable run on a thread of its own (the oracle's judgements of small problems
-    on the GPU, which make CuPy compile the kernels every judgement uses: ~9 s on a machine
-    with an empty CuPy cache), so the first large problem does not pay for it in its test; the
-    first device judgement waits for it (``wait_for_device``)."""
-    global _device, _warming
+def use_device(on: bool) -> None:
+    """Judge large problems on the GPU (set by the session when its backend is the GPU)."""
+    global _device
     _device = bool(on)
-    if _device and warm is not None and _warming is None:
-        _warming = threading.Thread(target=warm, name="gemmcheck-oracle-warm-up", daemon=True)
-        _warming.start()
-
-
-def wait_for_device() -> None:
-    """Return once the warm-up started by use_device has ended (at once when there is none)."""
-    if _warming is not None:
-        _warming.join()
 
 
 def describe_threshold() -> str:
-    """Which problems module_for sends to the GPU, in words: "M N >= 2^20 or M N K >= 2^29"."""
+    """Which problems module_for sends to the GPU, in words: "M N >= 2^22 or M N K >= 2^31"."""
     return (f"M N >= 2^{DEVICE_MIN_ELEMENTS.bit_length() - 1} or "
             f"M N K >= 2^{DEVICE_MIN_PRODUCT.bit_length() - 1}")
 
 
-def on_device(M: int, N: int, K: int) -> bool:
-    """Whether a problem of this shape is judged on the GPU in this session."""
-    return _device and (M * N >= DEVICE_MIN_ELEMENTS or M * N * K >= DEVICE_MIN_PRODUCT)
-
-
 def module_for(M: int, N: int, K: int):
     """The array module a problem of this shape is judged with: CuPy for large problems once
-    ``use_device(True)`` (after the warm-up, if one runs), else numpy."""
-    if on_device(M, N, K):
+    ``use_device(True)``, else numpy."""
+    if _device and (M * N >= DEVICE_MIN_ELEMENTS or M * N * K >= DEVICE_MIN_PRODUCT):
         import cupy
 
-        wait_for_device()
         return cupy
     return np
 

@@ -1,15 +1,13 @@
 """The oracle on the GPU (gemmcheck.arrays.use_device): large problems judged with CuPy give
 the judgement numpy gives, for correct and for broken outputs, exact and bounded."""
 
-import threading
-
 import numpy as np
 import pytest
 
 from gemmcheck import arrays
 from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.judge import oracle, oracle_warmup
+from gemmcheck.judge import oracle
 from gemmcheck.problems.harness import Run
 from gemmcheck.problems.problem import Problem
 
@@ -37,44 +35,6 @@ def test_small_problems_and_a_host_session_stay_on_numpy():
         assert arrays.module_for(64, 64, 4096) is np  # small: the host's passes take ms
     finally:
         arrays.use_device(False)
-
-
-def test_the_first_device_judgement_waits_for_the_warm_up(monkeypatch):
-    monkeypatch.setattr(arrays, "_warming", None)
-    started, release = threading.Event(), threading.Event()
-
-    def warm():
-        started.set()
-        release.wait(5)
-
-    arrays.use_device(False, warm=warm)          # a host session starts no warm-up
-    assert arrays._warming is None
-    try:
-        arrays.use_device(True, warm=warm)
-        assert started.wait(5) and arrays.on_device(*SHAPE)
-        waiter = threading.Thread(target=arrays.wait_for_device)
-        waiter.start()
-        waiter.join(0.2)
-        assert waiter.is_alive()                 # still warming: the judgement would wait
-        release.set()
-        waiter.join(5)
-        assert not waiter.is_alive()
-    finally:
-        release.set()
-        arrays.use_device(False)
-
-
-@pytest.mark.parametrize("values", [case[0] for case in oracle_warmup.CASES])
-def test_the_warm_up_judges_a_right_and_a_wrong_output_of_each_case(values):
-    # On the host here: the warm-up's runs must take both ways through a judgement, or the
-    # kernels of the failing way would still compile inside a test.
-    _, alpha, beta = next(c for c in oracle_warmup.CASES if c[0] == values)
-    for dtype in ("float32", "bfloat16"):
-        problem = Problem(*oracle_warmup.SHAPE, dtype, values, 1, alpha, beta)
-        judged = [oracle.judge(run, A, B, exact=exact, xp=np)
-                  for run, A, B, exact in oracle_warmup._runs(_instance(dtype), problem)]
-        assert [j.ok for j in judged] == [True, False]
-        assert {f.detector for f in judged[1].findings} >= {"poison"}
 
 
 @pytest.fixture
@@ -131,18 +91,6 @@ def test_exact_judgements_agree_for_a_correct_and_a_broken_output(both, dtype, s
     assert not host.ok and np.isinf(host.ratio) and np.isinf(device.ratio)
     assert {f.detector for f in host.findings} == {"poison", "nan-inf-pattern", "exact-bits"}
     _same_findings(host, device, ("failing", "unwritten", "expected", "bound", "error_map"))
-
-
-@pytest.mark.gpu
-def test_the_warm_up_runs_on_the_gpu_and_leaves_judgements_unchanged(both):
-    instances = [_instance(d) for d in ("float32", "float16", "bfloat16", "float64")]
-    oracle_warmup.warm(instances)                # errors would be swallowed: judge again below
-    import cupy
-
-    for inst in instances:
-        for run, A, B, exact in oracle_warmup._runs(inst, Problem(*oracle_warmup.SHAPE, inst.dtype, "special", 1)):
-            host, device = oracle.judge(run, A, B, exact=exact, xp=np), oracle.judge(run, A, B, exact=exact, xp=cupy)
-            _same_findings(host, device)
 
 
 @pytest.mark.gpu

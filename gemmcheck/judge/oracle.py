@@ -497,19 +497,19 @@ def _scaling(run) -> tuple:
 
 
 @timed("oracle")
-def reference_of(run, A: np.ndarray, B: np.ndarray, *, xp=None):
+def reference_of(run, A: np.ndarray, B: np.ndarray):
     """exact_reference of the problem `run` was launched on (its alpha, beta and C0), for
     judge(reference=) when many runs of that problem are judged; on the array module judge
-    uses for that shape (gemmcheck.arrays.module_for; `xp` to choose)."""
+    uses for that shape (gemmcheck.arrays.module_for)."""
     alpha, beta, C0 = _scaling(run)
-    xp = xp or arrays.module_for(run.M, run.N, run.K)
+    xp = arrays.module_for(run.M, run.N, run.K)
     return exact_reference(xp.asarray(A, dtype=xp.float64), xp.asarray(B, dtype=xp.float64),
                            run.instance.dt, alpha, beta, C0)
 
 
 @timed("oracle")
 def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
-          reference: np.ndarray | None = None, xp=None) -> Judgement:
+          reference: np.ndarray | None = None) -> Judgement:
     """Judge one run against the inputs it was given.
 
     `A`, `B`: float64 host inputs, already exactly representable in the dtype.
@@ -520,14 +520,13 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     `reference`: with exact, exact_reference of these inputs, when one caller judges many runs
     of one problem (the kill matrix's repeated launches): computed once, not per run.
     Large problems are judged on the GPU when the session's backend is the GPU (the same
-    judgement: gemmcheck.arrays); `xp` (numpy or cupy) chooses instead. The Judgement's arrays
-    are numpy either way.
+    judgement: gemmcheck.arrays); the Judgement's arrays are numpy either way.
     """
     inst = run.instance
     alpha, beta, C0 = _scaling(run)
     d = inst.dt
     (M, K), (K2, N) = np.shape(A), np.shape(B)
-    xp = xp or arrays.module_for(M, N, K)
+    xp = arrays.module_for(M, N, K)
     A, B = xp.asarray(A, dtype=xp.float64), xp.asarray(B, dtype=xp.float64)
     if K != K2 or (run.M, run.N, run.K) != (M, N, K) or run.C_bits.shape != (M, N):
         raise ValueError(f"{inst.id}: shapes disagree: A {A.shape}, B {B.shape}, run M={run.M} "

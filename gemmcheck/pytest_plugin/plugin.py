@@ -8,7 +8,6 @@ imports another.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import time
 from typing import Callable
@@ -20,7 +19,6 @@ from gemmcheck import arrays, backends
 from gemmcheck.compile import resources
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
-from gemmcheck.judge import oracle_warmup
 from gemmcheck.pytest_plugin import gpus, rerun, shard, units
 from gemmcheck import phases
 from gemmcheck.problems import profiles
@@ -350,8 +348,7 @@ def backend(gemm: GemmConfig, request: pytest.FixtureRequest) -> backends.Backen
             gemm.backend = backends.create(gemm.backend_name,
                                            hang_timeout_s=request.config.getoption("gemm_hang_timeout"))
             gemm.backend.prepare(gemm.instances("any_kernel"))
-            on = gemm.backend.name == "cupy" and request.config.getoption("gemm_oracle") == "gpu"
-            arrays.use_device(on, warm=functools.partial(oracle_warmup.warm, gemm.instances("any_kernel")))
+            arrays.use_device(gemm.backend.name == "cupy" and request.config.getoption("gemm_oracle") == "gpu")
         except backends.BackendUnavailable as exc:
             gemm.backend_error = str(exc)
         else:
@@ -359,11 +356,6 @@ def backend(gemm: GemmConfig, request: pytest.FixtureRequest) -> backends.Backen
     if gemm.backend is None:
         pytest.skip(gemm.backend_error)
     return gemm.backend
-
-
-def pytest_gemm_before_device_timing(config: pytest.Config) -> None:
-    """The oracle's warm-up (CuPy compiles on a thread of its own) has ended before device timing."""
-    arrays.wait_for_device()
 
 
 @pytest.fixture
