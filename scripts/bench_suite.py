@@ -8,7 +8,7 @@
                                                            # files (shards on a GPU runner), summed
 
 Runs pytest once per suite with --gemm-phases and prints a Markdown table: wall time,
-collection (from configuration on: includes allure-pytest clearing old results), the instrumented phases (compile, inputs, launch, oracle, detectors,
+collection (from configuration on: includes allure-pytest clearing old results), the instrumented phases (compile, inputs, harness, launch, oracle, detectors,
 isolation children, compute-sanitizer children: exclusive times, summed over tests),
 then what no phase covers: inside hypothesis tests ("hypothesis": its search,
 shrinking, database, plus the test's own code) and in other tests, and pytest's

@@ -32,6 +32,7 @@ from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import launch
 from gemmcheck.backends import Backend
 from gemmcheck.contract.catalog import Instance
+from gemmcheck.phases import timed
 from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, scaling_id
 
 MIN_GUARD = 1024
@@ -201,6 +202,7 @@ class Run:
 class GuardedGemm:
     """One problem on one instantiation: initialize once, run many times."""
 
+    @timed("harness")   # guarded buffers, raw bits, uploads: where a small problem's time went
     def __init__(self, backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray,
                  C0: np.ndarray | None = None, *, alpha=1, beta=0, leading_dimensions: str = "tight",
                  guard_bits: int | None = None, poison_bits: int | None = None,
@@ -283,6 +285,7 @@ class GuardedGemm:
                 "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
                 "alpha": self.alpha, "beta": self.beta}
 
+    @timed("harness")   # the launch and the copies back are "launch" (phases are exclusive)
     def run(self) -> Run:
         """Reset C (poison, or C0 when beta != 0), launch, and read back what the kernel did
         to every buffer."""
