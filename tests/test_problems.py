@@ -249,3 +249,16 @@ def test_alpha_and_beta_are_checked_and_shown():
     assert repr(problem).endswith("seed=7, alpha=2, beta=-1)") and eval(repr(problem)) == problem
     assert "alpha" not in Problem(4, 4, 4, "float32").label + repr(Problem(4, 4, 4, "float32"))
     assert scaling_id(*BETA_SCALING) == "alpha2-beta-1"
+
+
+def test_a_large_problems_operands_are_made_once_and_read_only():
+    from gemmcheck.problems import problem as problem_module
+
+    large = Problem(1024, 1024, 1024, "float32", "exact", 3)
+    assert 2 * 1024 * 1024 >= problem_module.SHARED_ELEMENTS
+    first, again = large.operands(), Problem(1024, 1024, 1024, "float32", "exact", 3).operands()
+    assert all(a is b for a, b in zip(first, again))                 # equal problems share them
+    assert not any(X.flags.writeable for X in first)
+    assert all(np.array_equal(a, b) for a, b in zip(first, large._make_operands()))
+    small = Problem(33, 17, 65, "float32", "exact", 3)
+    assert small.operands()[0] is not small.operands()[0] and small.operands()[0].flags.writeable

@@ -32,7 +32,6 @@ that offers thread schedules and launch reports (the CPU simulator).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -116,13 +115,9 @@ class Observation:
         return operands(self.problem)
 
 
-@functools.lru_cache(maxsize=4)
 def operands(problem: Problem):
-    """The problem's (A, B), read-only and computed once (a 1024^3 problem is launched often)."""
-    A, B = problem.operands()
-    A.setflags(write=False)
-    B.setflags(write=False)
-    return A, B
+    """The problem's (A, B): a race size's are made once and shared (Problem.operands)."""
+    return problem.operands()[:2]
 
 
 def launch_order(repeats: int, control: bool) -> list[str]:
