@@ -259,6 +259,6 @@ def test_a_large_problems_operands_are_made_once_and_read_only():
     first, again = large.operands(), Problem(1024, 1024, 1024, "float32", "exact", 3).operands()
     assert all(a is b for a, b in zip(first, again))                 # equal problems share them
     assert not any(X.flags.writeable for X in first)
-    assert all(np.array_equal(a, b) for a, b in zip(first, large._make_operands()))
+    assert all(np.array_equal(a, b) for a, b in zip(first, large.make_operands()))
     small = Problem(33, 17, 65, "float32", "exact", 3)
     assert small.operands()[0] is not small.operands()[0] and small.operands()[0].flags.writeable

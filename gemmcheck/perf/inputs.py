@@ -2,7 +2,8 @@
 
 Each set's A and B are exactly what ``problems.Problem(N, N, N, dtype, "uniform",
 seed).operands()`` gives (one definition of how inputs are made: generated on
-the host in float64, exact in the dtype, uploaded as raw bits); set i uses seed
+the host in float64, exact in the dtype, uploaded as raw bits; made afresh with
+``make_operands``, not kept in Problem's cache of shared large operands); set i uses seed
 ``seed + i``. Enough sets rotate that the others hold >= 2 x L2 between two uses
 of one set (``n_input_sets``), so no launch finds its operands cached. One more
 set (``check_set``), never timed, is the one the first launch is checked on: the
@@ -86,4 +87,4 @@ def _operands_side_by_side(problems) -> list:
     release the GIL): the host drew the nightly's 8192^2 sets one after the other, 46 s of
     the performance tests' time over half the nightly on an H200."""
     with phase("inputs"), ThreadPoolExecutor(len(problems)) as pool:
-        return list(pool.map(Problem.operands, problems))
+        return list(pool.map(Problem.make_operands, problems))

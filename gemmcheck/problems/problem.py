@@ -208,9 +208,11 @@ class Problem:
         (SHARED_ELEMENTS) are made once and shared, read-only (_shared_operands)."""
         if self.M * self.K + self.K * self.N >= SHARED_ELEMENTS:
             return _shared_operands(self)
-        return self._make_operands()
+        return self.make_operands()
 
-    def _make_operands(self) -> tuple[np.ndarray, ...]:
+    def make_operands(self) -> tuple[np.ndarray, ...]:
+        """operands(), made afresh and writable, never shared (the performance suite's input
+        sets hold gigabytes of their own at N = 8192 and release them)."""
         streams = [np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(4)]
         A, B = GENERATORS[self.values](self, *streams[:3])
         if not self.reads_C:
@@ -238,7 +240,7 @@ SHARED_ELEMENTS = 1 << 21
 
 @functools.lru_cache(maxsize=4)   # one large problem per dtype: tests run instantiation by instantiation
 def _shared_operands(problem: Problem) -> tuple[np.ndarray, ...]:
-    operands = problem._make_operands()
+    operands = problem.make_operands()
     for X in operands:
         X.setflags(write=False)   # shared by every test of the problem: none may change them
     return operands
