@@ -43,7 +43,8 @@ class Timing:
     max_noise: float = 0.005      # the stopping target: RSD <= 0.5 %
     max_samples: int = 1000       # per series, dropped samples included
     min_clock_ratio: float = 0.75  # drop samples below this fraction of the reference SM clock
-    enough_seconds: float = 1.0   # a series with this much device time needs only nvbench's 10 samples
+    enough_seconds: float = 0.5   # a series with this much device time needs only nvbench's 10 samples
+                                  # (nvbench's --min-time default)
 
 
 @dataclass(frozen=True)
