@@ -125,6 +125,22 @@ def test_each_worker_gets_its_own_gpu_and_knows_whether_it_shares():
     assert gpus.pin(inputs[1], pinned) == "5" and pinned == {"CUDA_VISIBLE_DEVICES": "5"}
 
 
+def test_each_worker_takes_its_share_of_the_cores_for_numpy_s_thread_pools():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from gemmcheck.pytest_plugin import cores
+
+    assert cores.share(32, 2) == 16 and cores.share(2, 8) == 1 and cores.share(5, 0) == 5
+    assert cores.limit({}, environ={}) is None                                # not a worker
+    assert cores.limit({"workercount": 2}, environ={"OMP_NUM_THREADS": "3"}, cores=8) is None  # the user's
+    environ = {}
+    with threadpool_limits(limits=None):        # restores this process's pools afterwards
+        assert cores.limit({"workercount": 2}, environ=environ, cores=4) == 2
+        pools = [p for p in threadpool_info() if p["user_api"] == "blas"]
+        assert pools and all(p["num_threads"] == 2 for p in pools), pools
+    assert environ == dict.fromkeys(cores.THREAD_VARIABLES, "2")              # for its children
+
+
 def test_perf_may_time_only_where_the_gpu_is_owned():
     from types import SimpleNamespace
     assert gpus.owns_its_gpu(SimpleNamespace())                              # no xdist

@@ -19,7 +19,7 @@ from gemmcheck import arrays, backends
 from gemmcheck.compile import resources
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
-from gemmcheck.pytest_plugin import gpus, rerun, shard, units
+from gemmcheck.pytest_plugin import cores, gpus, rerun, shard, units
 from gemmcheck import phases
 from gemmcheck.problems import profiles
 from gemmcheck.pytest_plugin.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
@@ -115,8 +115,10 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    # A pytest-xdist worker takes its GPU before anything initializes CUDA.
+    # A pytest-xdist worker takes its GPU before anything initializes CUDA, and its share of
+    # the cores for numpy's thread pools.
     gpus.pin(getattr(config, "workerinput", {}))
+    cores.limit(getattr(config, "workerinput", {}))
     for marker, text in (
         ("gpu", "needs a CUDA device (skipped with the reason when there is none)"),
         ("slow", "takes more than a few seconds"),
