@@ -332,6 +332,7 @@ def test_the_builtin_refusals_name_declared_defective_kernels():
     ({"kernel": "k", "dtype": "float8", "tile": 32}, "unknown dtype 'float8'"),
     ({"kernel": "k", "dtype": "float32", "tile": 0}, "'tile' must be a positive integer, got 0"),
     ({"kernel": "k", "dtype": "float32", "tile": 32, "speed": 1}, "unknown field(s) ['speed']"),
+    ({"kernel": "k", "dtype": "float32", "tile": 32, "impossible_from": 0}, "'impossible_from' must be a positive"),
 ])
 def test_a_bad_refusal_is_reported_with_its_cause(entry, message):
     with pytest.raises(perf.ThresholdError, match=re_escape(f"refuse #1: {message}")):
@@ -341,6 +342,16 @@ def test_a_bad_refusal_is_reported_with_its_cause(entry, message):
 def re_escape(text):
     import re
     return re.escape(text)
+
+
+def test_a_refusal_asks_the_roofline_from_its_size_on():
+    """On the H200 the builtin cheat, first launched by the performance suite at N = 1024 (an
+    xdist worker that had not run it before), stored zeros in 10.9 us: 197 TFLOP/s, a time the
+    roofline allows (float32's tensor cores: 535)."""
+    (cheat,) = perf.load_thresholds(perf.BUILTIN_THRESHOLDS).refusals
+    assert not cheat.roofline_refuses_at(1024) and cheat.roofline_refuses_at(2048)
+    every = perf.parse_thresholds({"refuse": [{"kernel": "k", "dtype": "float32", "tile": 32}]}).refusals[0]
+    assert every.roofline_refuses_at(1)
 
 
 def test_selection_finds_refusals_only_for_selected_instances():

@@ -105,10 +105,19 @@ class Refusal:
     dtype: str
     tile: int
     why: str = ""
+    impossible_from: int | None = None   # N from which a timed run must also be refused by the
+                                         # roofline (None: at every N)
 
     @property
     def id(self) -> str:
         return f"{self.kernel}-{self.dtype}-TILE{self.tile}"
+
+    def roofline_refuses_at(self, size: int) -> bool:
+        """Whether a timed run at N = size must be refused by the roofline too: a launch that
+        skips the work still takes the time of a launch, which is within the roofline of a small
+        problem (the builtin cheat stored 1024^2 zeros in 10.9 us on the H200: 197 TFLOP/s,
+        under the 535 of float32's tensor cores)."""
+        return self.impossible_from is None or size >= self.impossible_from
 
 
 _TIMING_FIELDS = {"tiles", "warmup", "max_seconds", "max_spread", "max_noise", "max_samples",
@@ -146,7 +155,7 @@ def parse_thresholds(data: dict, path: str | Path = "<thresholds>") -> Threshold
                       tuple(_refusal(path, i, e) for i, e in enumerate(refusals)))
 
 
-_REFUSAL_FIELDS = {"kernel", "dtype", "tile", "why"}
+_REFUSAL_FIELDS = {"kernel", "dtype", "tile", "why", "impossible_from"}
 
 
 def _refusal(path, index: int, entry) -> Refusal:
@@ -165,7 +174,10 @@ def _refusal(path, index: int, entry) -> Refusal:
         raise ThresholdError(f"{path}: {label}: unknown dtype {entry['dtype']!r}; known: {', '.join(dt.DTYPES)}")
     if type(entry["tile"]) is not int or entry["tile"] < 1:
         raise ThresholdError(f"{path}: {label}: 'tile' must be a positive integer, got {entry['tile']!r}")
-    return Refusal(entry["kernel"], entry["dtype"], entry["tile"], entry.get("why", ""))
+    since = entry.get("impossible_from")
+    if since is not None and (type(since) is not int or since < 1):
+        raise ThresholdError(f"{path}: {label}: 'impossible_from' must be a positive integer N, got {since!r}")
+    return Refusal(entry["kernel"], entry["dtype"], entry["tile"], entry.get("why", ""), since)
 
 
 def _timing(path, table) -> Timing:
