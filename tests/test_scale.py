@@ -459,6 +459,20 @@ def test_a_rows_tests_land_in_one_shard(suite):
     assert sum(1 for p in parts if p) == 2, parts      # one row each, the third shard empty
 
 
+def test_a_worker_takes_its_own_units_first_and_its_deferred_ones_last():
+    """The performance suite's units wait for every child their worker started before they time
+    anything: dealt first (they are large), they waited 17 and 27 s on an H200 pair."""
+    from gemmcheck.pytest_plugin import units
+
+    perf = units.deferred("perf-float32-N8192")
+    queued = [perf, "row-a", "row-b", "test_x.py::test_alone"]
+    plan = {perf: 0, "row-a": 1, "row-b": 0}
+    assert units.choose(queued, plan, 0) == "row-b"                     # its own, not deferred
+    assert units.choose([perf, "row-a"], plan, 0) == perf               # its own deferred, then
+    assert units.choose(["row-a"], plan, 0) is None                     # none of its own left
+    assert units.choose(queued, {}, 1) == "row-a"                       # unplanned: anyone's
+
+
 def test_the_performance_tests_of_one_dtype_and_size_land_in_one_shard(suite):
     """A claim reads the measurements of its kernel and of its baseline kernel (the best of its
     TILEs); a shard without them timed them again (16 s for one claim at N = 8192 on the H200)."""

@@ -14,7 +14,7 @@ import pytest
 from gemmcheck.backends import device
 from gemmcheck import perf, report
 from gemmcheck.perf import selection, summary
-from gemmcheck.pytest_plugin import gpus
+from gemmcheck.pytest_plugin import gpus, units
 from gemmcheck.pytest_plugin.session import gemm_config
 
 # Fixtures the perf suite parametrizes, and what each gets.
@@ -114,22 +114,22 @@ def pytest_gemm_work_unit(config: pytest.Config, nodeid: str) -> str | None:
 
 
 def perf_units(config: pytest.Config) -> dict[str, str]:
-    """{parameter id: "perf-<dtype>-N<size>"} of every test the perf suite parametrizes with an
+    """{parameter id: "perf-<dtype>-N<size>" (deferred)} of every test the perf suite parametrizes with an
     instantiation, a claim or a size (the ids pytest_generate_tests gives them)."""
     gc, thresholds = gemm_config(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
     timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all")
 
-    def unit(dtype: str, size: int) -> str:
-        return f"perf-{dtype}-N{size}"
+    def unit(dtype: str, size: int) -> str:   # after a worker's other units: timing waits for its children
+        return units.deferred(f"perf-{dtype}-N{size}")
 
-    units = {f"N{n}": unit("float32", n) for n in sizes}          # cuBLAS float32 alone (TF32 check)
-    units.update({f"{i.id}-N{n}": unit(i.dtype, n) for i in timed for n in sizes})
+    by_id = {f"N{n}": unit("float32", n) for n in sizes}          # cuBLAS float32 alone (TF32 check)
+    by_id.update({f"{i.id}-N{n}": unit(i.dtype, n) for i in timed for n in sizes})
     for expect in ("correct", "too_slow"):
-        units.update({c.id: unit(c.claim.dtype, c.size)
+        by_id.update({c.id: unit(c.claim.dtype, c.size)
                       for c in selection.threshold_cases(instances, thresholds, sizes, expect)})
-    units.update({c.id: unit(c.claim.dtype, c.size) for c, _ in selection.refusal_cases(instances, thresholds, sizes)})
-    return units
+    by_id.update({c.id: unit(c.claim.dtype, c.size) for c, _ in selection.refusal_cases(instances, thresholds, sizes)})
+    return by_id
 
 
 @pytest.hookimpl(trylast=True)   # a missing device (the core plugin's reason) says more
