@@ -57,6 +57,14 @@ def test_without_the_tool_every_kernel_is_caught_and_classified_where_hardware_c
     json.dumps(kill_matrix.document(rows, settings()))
 
 
+def test_a_kernel_that_keeps_state_across_launches_is_wrong_values_in_a_child_too(instances):
+    """Observed in a fresh child (--gemm-isolate all), its first launch there is right and the
+    next zeros: the child launches it once before observing it, as the parent does."""
+    skips = next(i for i in instances if i.spec.name == "skips_repeats")
+    row = kill_matrix.build_row(matrix_backend(), skips, settings(isolate_all=True))
+    assert row.plain.label() == "wrong_values" and row.outcome()[0] == "pass"
+
+
 def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_path, monkeypatch):
     def at(kernel):
         return f"=========     at void {kernel}<float, (int)8>(const T1 *, const T1 *, T1 *, int, int, int)+0x40"

@@ -134,11 +134,19 @@ def launch_order(repeats: int, control: bool) -> list[str]:
 
 
 def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: int = 2,
-            control: bool = True, purpose: str = "") -> Observation:
+            control: bool = True, purpose: str = "", prime: bool = False) -> Observation:
     """Launch `repeats` times with NaN guards and (if `control`) once with zero guards, in
-    launch_order."""
+    launch_order. `prime`: launch once before, not observed, as the first observation of an
+    instantiation in a process does: a kernel that keeps state across launches (the catalog's
+    cheat_skips_repeats: right on its first launch in a process, zeros after) is then observed
+    in the state it keeps for the session, whatever the process launched before. Without it
+    the verdict followed test order: after the correctness suite every launch gave zeros
+    (wrong_values); in the hazards suite alone the first was right and the second differed,
+    inferred as a shared-memory race (H200, the nightly's hazards suite on its own)."""
     A, B = operands(problem)
     obs = Observation(instance, problem, purpose)
+    if prime:   # buffers of its own: what the launch does to A and B stays out of the observation
+        GuardedGemm(backend, instance, A, B).run()
     gemms = {"runs": GuardedGemm(backend, instance, A, B)}
     if control:
         gemms["control"] = GuardedGemm(backend, instance, A, B, guard_bits=CONTROL_GUARD_BITS)

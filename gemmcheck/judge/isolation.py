@@ -433,6 +433,7 @@ def child_main(job_path: str, outdir: str) -> int:
         return 2
     _say("READY")
     unbuilt = set()   # instantiations that did not compile: their other steps are not run
+    primed = set()    # instantiations launched in this child (hazards.observe's prime)
     for step in steps:
         if step.instance_key in unbuilt:
             continue
@@ -446,7 +447,9 @@ def child_main(job_path: str, outdir: str) -> int:
                                           [gemm.run() for _ in range(step.repeats)])
             else:
                 obs = hazards.observe(backend, instance, problem, repeats=step.repeats,
-                                      control=step.control, purpose=step.purpose)
+                                      control=step.control, purpose=step.purpose,
+                                      prime=step.instance_key not in primed)
+                primed.add(step.instance_key)
         except KernelCompileError as exc:
             # This instantiation's verdict; the context is fine, so go on with the next step.
             _say("UNBUILT", f"{step.id} {json.dumps(str(exc))}")

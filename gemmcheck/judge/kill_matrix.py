@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 
 from gemmcheck.verdict import defects
 from gemmcheck.judge import hazards, isolation, sanitizer
-from gemmcheck.problems.harness import GuardedGemm
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict.detectors import Detector
 from gemmcheck.phases import phase, timed
@@ -216,16 +215,7 @@ def plain_observations(backend, instance: Instance, settings: Settings) -> list[
     for n, (purpose, problem) in enumerate(hazards.exposing_problems(instance, settings.race_sizes)):
         race = hazards.is_race_stress(purpose)
         try:
-            if n == 0:
-                # One launch first, not observed: a kernel that keeps state across launches (the
-                # catalog's cheat_skips_repeats: right on its first launch in a process, zeros
-                # after) is observed in the state it keeps for the session, whatever this process
-                # launched before. Without it the verdict followed test order: after the
-                # correctness suite every launch gave zeros (wrong_values); in the hazards suite
-                # alone the first was right and the second differed from it, inferred as a
-                # shared-memory race (H200, the nightly's hazards suite run on its own).
-                GuardedGemm(backend, instance, *hazards.operands(problem)).run()
-            obs = hazards.observe(backend, instance, problem, purpose=purpose,
+            obs = hazards.observe(backend, instance, problem, purpose=purpose, prime=n == 0,
                                   repeats=settings.race_repeats if race else 2, control=not race)
         except (KernelCompileError, KernelLaunchError) as exc:
             obs = hazards.Observation(instance, problem, purpose)
