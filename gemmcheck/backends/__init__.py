@@ -113,6 +113,15 @@ class Backend(abc.ABC):
     def to_host(self, buffer: Any) -> np.ndarray:
         """Copy a buffer back as a numpy array of the same raw bits."""
 
+    def copy(self, buffer: Any) -> Any:
+        """A new buffer holding `buffer`'s bits (the GPU copies on the device)."""
+        return self.to_device(self.to_host(buffer))
+
+    def same(self, a: Any, b: Any) -> bool:
+        """Whether two buffers hold the same bits (the GPU compares on the device: nothing
+        is copied back)."""
+        return bool(np.array_equal(self.to_host(a), self.to_host(b)))
+
     @abc.abstractmethod
     def launch(self, instance: Instance, launch: "Launch") -> None:
         """Run one planned launch (gemmcheck.contract.launch.plan) and wait for it.

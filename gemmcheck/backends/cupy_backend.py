@@ -96,6 +96,12 @@ class CupyBackend(Backend):
             error.context_lost = True
             raise error from None
 
+    def copy(self, buffer):
+        return buffer.copy()
+
+    def same(self, a, b) -> bool:
+        return bool(self._cupy.array_equal(a, b))
+
     def max_dynamic_shared_bytes(self) -> int:
         return self._cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
 
