@@ -7,6 +7,7 @@ import pytest
 from gemmcheck.contract import launch
 from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.problems import harness
 from gemmcheck.problems.harness import GuardedGemm, guard_elements, run_once
 
 from fakes import NumpyBackend, correct_product
@@ -59,22 +60,25 @@ def test_input_mutation_is_counted():
     assert run.inputs_changed == {"A": 1, "B": 0}
 
 
-def test_a_run_copies_back_only_C_unless_an_operand_changed():
+class Counting(NumpyBackend):
+    """Counts what is copied back; copies and compares 'on the device', as the GPU does."""
+    copied_back = 0
+
+    def to_host(self, buffer):
+        Counting.copied_back += 1
+        return super().to_host(buffer)
+
+    def copy(self, buffer):
+        return np.array(buffer, copy=True)
+
+    def same(self, a, b):
+        return bool(np.array_equal(a, b))
+
+
+def test_a_run_copies_back_only_C_unless_an_operand_changed(monkeypatch):
     """A and B are compared where they live (Backend.same) and copied back only when they
     differ: at the nightly's race sizes each is up to 32 MB, read back ten times a row."""
-    class Counting(NumpyBackend):
-        copied_back = 0
-
-        def to_host(self, buffer):
-            Counting.copied_back += 1
-            return super().to_host(buffer)
-
-        def copy(self, buffer):               # on the device, as the GPU copies
-            return np.array(buffer, copy=True)
-
-        def same(self, a, b):                 # on the device, as the GPU compares
-            return bool(np.array_equal(a, b))
-
+    monkeypatch.setattr(harness, "DEVICE_COMPARE_BYTES", 0)     # every buffer counts as large
     def scribbles_on_B_guard(instance, grid, block, A, B, C, M, N, K):
         correct_product(instance, grid, block, A, B, C, M, N, K)
         B.base[0] ^= 1
@@ -85,6 +89,40 @@ def test_a_run_copies_back_only_C_unless_an_operand_changed():
         run = gemm.run()
         assert Counting.copied_back == copies and run.guard_damage == damage
         assert run.inputs_changed == {"A": 0, "B": 0}
+
+
+def test_a_run_that_leaves_the_last_runs_bits_shares_its_arrays_instead_of_reading_C_back(monkeypatch):
+    """Compared on the device first: the same bits are not read back (16 MB a launch at the
+    race sizes); different bits are, and get arrays of their own. Shared arrays are read-only."""
+    monkeypatch.setattr(harness, "DEVICE_COMPARE_BYTES", 0)     # every buffer counts as large
+    launches = []
+
+    def alternates(instance, grid, block, A, B, C, M, N, K):   # right, right, then one element off
+        correct_product(instance, grid, block, A, B, C, M, N, K)
+        launches.append(1)
+        if len(launches) == 3:
+            C[0] ^= 1
+    gemm = GuardedGemm(Counting({"matmul_tiled_guarded": alternates}), inst(), *operands(5, 7, 3))
+    Counting.copied_back = 0
+    first, second, third = gemm.run(), gemm.run(), gemm.run()
+    assert Counting.copied_back == 2                      # the first and the third C
+    assert second.C_bits is first.C_bits and second.unwritten is first.unwritten
+    assert third.C_bits is not first.C_bits and np.count_nonzero(third.C_bits != first.C_bits) == 1
+    with pytest.raises(ValueError, match="read-only"):
+        first.C_bits[0, 0] = 0
+
+
+def test_small_buffers_are_read_back_without_comparing_on_the_device():
+    """Below DEVICE_COMPARE_BYTES a compare costs more than the copy (and compiles CuPy
+    kernels on first use): A, B and C are read back, never compared there."""
+    class NeverCompares(Counting):
+        def same(self, a, b):
+            raise AssertionError("compared on the device")
+
+    gemm = GuardedGemm(NeverCompares({"matmul_tiled_guarded": correct_product}), inst(), *operands(5, 7, 3))
+    Counting.copied_back = 0
+    first, second = gemm.run(), gemm.run()
+    assert Counting.copied_back == 6 and np.array_equal(first.C_bits, second.C_bits)
 
 
 def test_C_is_poisoned_again_before_every_run():
