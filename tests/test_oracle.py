@@ -276,6 +276,18 @@ def test_a_kernel_that_drops_nan_and_inf_is_caught():
     assert j.findings[0].details["missing_nan"] > 0
 
 
+def test_zeros_where_ieee_gives_nan_or_inf_are_caught_though_they_are_the_exact_results_bits():
+    """The bits the exact result rounds to hold 0 where IEEE gives NaN or Inf: a kernel that
+    stores exactly those bits must not pass judge's shortcut for all-exact outputs."""
+    def zeros_at_specials(instance, a, b):
+        specials = np.logical_or.reduce(special_pattern(a, b))
+        return np.where(specials, 0.0, np.nan_to_num(a, nan=0, posinf=0, neginf=0)
+                        @ np.nan_to_num(b, nan=0, posinf=0, neginf=0))
+    j = judged(stand_in(zeros_at_specials), Problem(9, 11, 7, "float32", "special", 5))
+    assert Defect.WRONG_VALUES in j.defects
+    assert j.findings[0].details["missing_nan"] > 0
+
+
 def test_a_kernel_that_flushes_subnormals_is_caught():
     def flushes(instance, a, b):
         tiny = 2.0 ** -126

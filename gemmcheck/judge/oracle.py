@@ -544,6 +544,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     C = dt.from_bits(C_bits, d).astype(xp.float64)
     nan_e, pinf_e, ninf_e = special_pattern(A, B, alpha)
     finite_e = ~(nan_e | pinf_e | ninf_e)
+    no_special_inputs = bool(finite_e.all())
     scaling = "" if (alpha, beta) == (1, 0) else f" (alpha = {alpha:g}, beta = {beta:g})"
     if exact:
         ref = exact_reference(A, B, d, alpha, beta, C0) if reference is None else xp.asarray(reference)
@@ -583,6 +584,15 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst,
                                  f"never written (still {still})"))
         error_map[unwritten] = xp.inf
+
+    if exact and no_special_inputs and not findings and bool((C_bits == want).all()):
+        # Every element holds the exact result's bits (an overflow's Inf included): nothing
+        # below can find anything. Most runs end here; the kill matrix judges a reference's
+        # output at 1024^2 on the host about a dozen times a row.
+        return Judgement(inst, label, M, N, K, exact, bound_text, findings, 0.0,
+                         arrays.to_host(error_map), arrays.to_host(C), arrays.to_host(expected),
+                         arrays.to_host(bound), np.zeros((M, N), bool), arrays.to_host(unwritten),
+                         reproduction(problem), run)
 
     # 2. NaN/Inf positions.
     nan_c = xp.isnan(C) & written
