@@ -105,14 +105,16 @@ def _item(*markers):
     return SimpleNamespace(get_closest_marker=lambda name: name if name in markers else None)
 
 
-def test_perf_tests_skip_in_an_xdist_worker_that_shares_its_gpu_and_run_when_it_owns_one():
+def test_perf_tests_run_in_a_worker_that_owns_its_gpu_or_takes_turns_on_it_and_skip_otherwise():
     from types import SimpleNamespace
 
-    from gemmcheck.pytest_plugin import gpus, perf_plugin
+    from gemmcheck.pytest_plugin import gpu_turns, gpus, perf_plugin
 
     shared = SimpleNamespace(workerinput={gpus.WORKER_GPU: "0", gpus.WORKER_OWNS_GPU: False})
     owned = SimpleNamespace(workerinput={gpus.WORKER_GPU: "1", gpus.WORKER_OWNS_GPU: True})
+    turns = SimpleNamespace(workerinput={**shared.workerinput, gpu_turns.WORKER_GPU_LOCK: "/run/gpu-0.lock"})
     assert "shares its GPU with another" in perf_plugin.pytest_gemm_skip_reason(shared, _item("perf"))
     assert perf_plugin.pytest_gemm_skip_reason(owned, _item("perf")) is None
+    assert perf_plugin.pytest_gemm_skip_reason(turns, _item("perf")) is None
     assert perf_plugin.pytest_gemm_skip_reason(SimpleNamespace(), _item("perf")) is None   # no xdist
     assert perf_plugin.pytest_gemm_skip_reason(shared, _item("gpu")) is None               # not timed

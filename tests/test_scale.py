@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck.pytest_plugin import gpus, shard
+from gemmcheck.pytest_plugin import gpu_turns, gpus, shard
 from gemmcheck import phases
 from gemmcheck.report import merge
 
@@ -120,6 +120,11 @@ def test_each_worker_gets_its_own_gpu_and_knows_whether_it_shares():
     crowded = [gpus.worker_input((0, 1), k, 3, {}) for k in range(3)]
     assert [i[gpus.WORKER_GPU] for i in crowded] == ["0", "1", "0"]
     assert not any(i[gpus.WORKER_OWNS_GPU] for i in crowded)
+    assert not any(gpu_turns.WORKER_GPU_LOCK in i for i in crowded + inputs)   # no folder given
+    locked = [gpus.worker_input((0, 1), k, 3, {}, lock_folder=lambda: "/run") for k in range(3)]
+    paths = [i[gpu_turns.WORKER_GPU_LOCK] for i in locked]
+    assert paths[0] == paths[2] == "/run/gpu-0.lock" and paths[1] == "/run/gpu-1.lock"
+    assert gpu_turns.WORKER_GPU_LOCK not in gpus.worker_input((0, 1), 0, 2, {}, lambda: "/run")
     assert gpus.worker_input((), 0, 2) == {}
     pinned = {}
     assert gpus.pin(inputs[1], pinned) == "5" and pinned == {"CUDA_VISIBLE_DEVICES": "5"}
@@ -147,6 +152,66 @@ def test_perf_may_time_only_where_the_gpu_is_owned():
     assert gpus.owns_its_gpu(SimpleNamespace(workerinput={gpus.WORKER_OWNS_GPU: True}))
     assert not gpus.owns_its_gpu(SimpleNamespace(workerinput={gpus.WORKER_OWNS_GPU: False}))
     assert not gpus.owns_its_gpu(SimpleNamespace(workerinput={}))             # xdist on cpu-sim
+
+
+def _acquires_within(action, seconds: float) -> bool:
+    """Whether `action` (a lock request) returns within `seconds` (it keeps running if not)."""
+    import threading
+
+    done = threading.Event()
+    threading.Thread(target=lambda: (action(), done.set()), daemon=True).start()
+    return done.wait(seconds)
+
+
+def test_a_worker_that_shares_its_gpu_times_only_when_no_other_is_inside_a_test_or_has_children(tmp_path):
+    """Two workers' turns on one GPU (two open lock files conflict like two processes): a
+    test held shared by one keeps the other from timing; so do its running children; tests
+    of both run side by side."""
+    path = gpu_turns.lock_path(str(tmp_path), "0")
+    first, second = gpu_turns.GpuTurns(path), gpu_turns.GpuTurns(path)
+    try:
+        first.test.shared()
+        assert _acquires_within(second.test.shared, 1.0)           # tests side by side
+        second.test.release()
+        assert not _acquires_within(second.test.exclusive, 0.3)    # timing waits for the test
+        first.test.release()
+        assert _wait_for(lambda: _holds_exclusive(path))            # its turn, once the test ends
+        second.test.release()
+        first.children_started()
+        first.children_started()
+        first.children_ended()
+        assert not _acquires_within(second.test.exclusive, 0.3)    # one child still runs
+        first.children_ended()
+        assert _wait_for(lambda: _holds_exclusive(path))
+    finally:
+        first.close()
+        second.close()
+
+
+def _holds_exclusive(path: str) -> bool:
+    """Whether some open file holds `path` exclusive (a shared request would fail)."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _wait_for(condition, seconds: float = 2.0) -> bool:
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
 
 
 # -- phases ------------------------------------------------------------------------------------
@@ -459,18 +524,21 @@ def test_a_rows_tests_land_in_one_shard(suite):
     assert sum(1 for p in parts if p) == 2, parts      # one row each, the third shard empty
 
 
-def test_a_worker_takes_its_own_units_first_and_its_deferred_ones_last():
-    """The performance suite's units wait for every child their worker started before they time
-    anything: dealt first (they are large), they waited 17 and 27 s on an H200 pair."""
+def test_a_worker_takes_anyones_units_then_its_own_and_its_deferred_ones_last():
+    """A row waits for the compute-sanitizer children its worker started at its first kernel
+    test: taken first, rows waited 22-27 s each (one H200, ci, -n 8). The performance suite's
+    units wait for every child their worker started before they time anything: dealt first
+    (they are large), they waited 17 and 27 s on an H200 pair."""
     from gemmcheck.pytest_plugin import units
 
     perf = units.deferred("perf-float32-N8192")
     queued = [perf, "row-a", "row-b", "test_x.py::test_alone"]
     plan = {perf: 0, "row-a": 1, "row-b": 0}
-    assert units.choose(queued, plan, 0) == "row-b"                     # its own, not deferred
-    assert units.choose([perf, "row-a"], plan, 0) == perf               # its own deferred, then
+    assert units.choose(queued, plan, 0) == "test_x.py::test_alone"     # anyone's first
+    assert units.choose(queued[:3], plan, 0) == "row-b"                 # then its own, not deferred
+    assert units.choose([perf, "row-a"], plan, 0) == perf               # its own deferred last
     assert units.choose(["row-a"], plan, 0) is None                     # none of its own left
-    assert units.choose(queued, {}, 1) == "row-a"                       # unplanned: anyone's
+    assert units.choose(queued[1:], {}, 1) == "row-a"                   # unplanned: anyone's, in order
 
 
 def test_the_performance_tests_of_one_dtype_and_size_land_in_one_shard(suite):
@@ -494,7 +562,20 @@ def test_the_performance_tests_of_one_dtype_and_size_land_in_one_shard(suite):
 
 
 AHEAD_TESTS = ROW_TESTS + """
+import time
+
+import pytest
+
 from gemmcheck.pytest_plugin.hazards_plugin import rows_ahead
+
+@pytest.fixture(autouse=True, scope="session")
+def both_workers_started():
+    # A worker that starts late has its planned rows taken by the other (by design: none
+    # waits for a slow one); on a busy host that made which worker ran which row vary.
+    Path(os.environ["ROW_LOG"] + "." + os.environ["PYTEST_XDIST_WORKER"]).touch()
+    end = time.monotonic() + 60
+    while len(list(Path(os.environ["ROW_LOG"]).parent.glob("rows.log.gw*"))) < 2 and time.monotonic() < end:
+        time.sleep(0.05)
 
 def test_fourth_claim(matrix_row, request):
     ahead = ",".join(i.id for i in rows_ahead(request.config, request.session.items))

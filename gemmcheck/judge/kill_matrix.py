@@ -339,11 +339,17 @@ class RowChildren:
 
     PLAIN = "plain"   # the key of a row's isolated plain observation
 
-    def __init__(self, settings: Settings, workers: int | None = None) -> None:
+    def __init__(self, settings: Settings, workers: int | None = None, turns=None) -> None:
+        """`turns`: a pytest-xdist worker's gpu_turns.GpuTurns when it shares its GPU: the
+        children hold the GPU (shared) while they run, so no other worker times then."""
         from concurrent.futures import ThreadPoolExecutor
 
         self.settings = settings
-        workers = workers or max(len(settings.tools), min(8, (os.cpu_count() or 2) // 2))
+        self._turns = turns
+        # Half this process's share of the cores (pytest-xdist workers split them; the
+        # children are CPU-heavy), at least one child per tool.
+        share = (os.cpu_count() or 2) // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
+        workers = workers or max(len(settings.tools), min(8, share // 2))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="row-children")
         self._futures: dict = {}
 
@@ -352,8 +358,8 @@ class RowChildren:
         hang; its tools unless declared to hang (a hang is not run under the tools)."""
         expect = instance.spec.expect
         if expect in ISOLATED and (instance.id, self.PLAIN) not in self._futures:
-            self._futures[(instance.id, self.PLAIN)] = self._pool.submit(
-                lambda: isolated_observations([instance], self.settings)[instance.id])
+            self._start((instance.id, self.PLAIN),
+                        lambda: isolated_observations([instance], self.settings)[instance.id])
         if not self.settings.sanitizer_exe or expect == Defect.HANG.value:
             return
         plan = [(instance, small_problems(instance, self.settings))]
@@ -361,7 +367,14 @@ class RowChildren:
             return
         for tool in self.settings.tools:
             if (instance.id, tool) not in self._futures:
-                self._futures[(instance.id, tool)] = self._pool.submit(self._run, tool, plan)
+                self._start((instance.id, tool), self._run, tool, plan)
+
+    def _start(self, key, fn, *args) -> None:
+        if self._turns is not None:
+            self._turns.children_started()
+        future = self._futures[key] = self._pool.submit(fn, *args)
+        if self._turns is not None:
+            future.add_done_callback(self._turns.children_ended)
 
     def _run(self, tool: str, plan):
         try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from gemmcheck.pytest_plugin import gpu_turns
+
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 # Keys gemmcheck adds to pytest-xdist's workerinput.
 WORKER_GPU = "gemm_gpu"              # the CUDA_VISIBLE_DEVICES value the worker sets
@@ -68,12 +70,17 @@ def physical(ordinal: int, environ=os.environ) -> str:
 
 
 def worker_input(gpus: tuple[int, ...], worker_index: int, worker_count: int,
-                 environ=os.environ) -> dict:
-    """What the controller adds to worker `worker_index`'s workerinput."""
+                 environ=os.environ, lock_folder=None) -> dict:
+    """What the controller adds to worker `worker_index`'s workerinput. A worker that shares
+    its GPU also gets that GPU's lock file (gpu_turns), in the folder `lock_folder()` gives."""
     if not gpus:
         return {}
-    return {WORKER_GPU: physical(gpus[worker_index % len(gpus)], environ),
-            WORKER_OWNS_GPU: worker_count <= len(gpus)}
+    gpu = physical(gpus[worker_index % len(gpus)], environ)
+    owned = worker_count <= len(gpus)
+    given = {WORKER_GPU: gpu, WORKER_OWNS_GPU: owned}
+    if not owned and lock_folder is not None:
+        given[gpu_turns.WORKER_GPU_LOCK] = gpu_turns.lock_path(lock_folder(), gpu)
+    return given
 
 
 def worker_index(worker_id: str) -> int:
@@ -90,10 +97,15 @@ def pin(workerinput: dict, environ=os.environ) -> str | None:
 
 
 def owns_its_gpu(config) -> bool:
-    """True when no other process of this run times kernels on this process's GPU: no
-    pytest-xdist, or a worker pinned to a GPU no other worker has. The performance
-    suite may time kernels exactly then."""
+    """True when no other process of this run launches on this process's GPU: no
+    pytest-xdist, or a worker pinned to a GPU no other worker has."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:
         return True
     return bool(workerinput.get(WORKER_OWNS_GPU, False))
+
+
+def can_time(config) -> bool:
+    """Whether this process may time kernels: it owns its GPU, or it shares it and takes
+    turns with the others (gpu_turns: no sample while another launches)."""
+    return owns_its_gpu(config) or gpu_turns.WORKER_GPU_LOCK in getattr(config, "workerinput", {})

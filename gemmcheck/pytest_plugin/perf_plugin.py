@@ -14,7 +14,7 @@ import pytest
 from gemmcheck.backends import device
 from gemmcheck import perf, report
 from gemmcheck.perf import selection, summary
-from gemmcheck.pytest_plugin import gpus, units
+from gemmcheck.pytest_plugin import gpu_turns, gpus, units
 from gemmcheck.pytest_plugin.session import gemm_config
 
 # Fixtures the perf suite parametrizes, and what each gets.
@@ -134,9 +134,10 @@ def perf_units(config: pytest.Config) -> dict[str, str]:
 
 @pytest.hookimpl(trylast=True)   # a missing device (the core plugin's reason) says more
 def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | None:
-    if item.get_closest_marker("perf") and not gpus.owns_its_gpu(config):
+    if item.get_closest_marker("perf") and not gpus.can_time(config):
         return ("device timing needs the GPU to itself; this pytest-xdist worker shares its GPU with "
-                "another. Run the performance suite without xdist (pytest suites/performance "
+                "another and was given no lock to take turns with it (gemmcheck's controller gives "
+                "one). Run the performance suite without xdist (pytest suites/performance "
                 "-p no:xdist) or with at most one worker per GPU (-n N, N <= the GPUs)")
     return None
 
@@ -171,7 +172,8 @@ def perf_session(request: pytest.FixtureRequest) -> perf.PerfSession:
     started ahead on the GPU (the kill matrix's tools and isolated rows) have ended: device
     timing never shares the card with them."""
     request.config.hook.pytest_gemm_before_device_timing(config=request.config)
-    return request.getfixturevalue("timed_session")
+    with gpu_turns.alone(request.config):   # a worker that shares its GPU waits for its turn
+        yield request.getfixturevalue("timed_session")
 
 
 @pytest.fixture(scope="session")

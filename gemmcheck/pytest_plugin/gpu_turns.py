@@ -1,0 +1,128 @@
+"""Workers that share a GPU take turns for device timing.
+
+Under pytest-xdist with more workers than GPUs (``-n 4`` on one H200), each worker that
+shares its GPU holds that GPU's lock *shared* for every test it runs and while children it
+started (compute-sanitizer runs) are alive, and holds it *exclusive* for the body of a
+performance test, once its own children have ended. So no sample is taken while any other
+process of the run launches on the card, and everything else runs side by side: the host
+work of the correctness and hazards suites (the oracle, hypothesis) spreads over the cores
+instead of waiting in turn.
+
+The lock is flock(2) on one file per physical GPU, in a folder the controller makes for the
+run (so two runs on one machine do not wait for each other). Converting a shared lock to an
+exclusive one drops it first, so a worker never waits for the lock while holding it and
+two workers that both want to time cannot deadlock. An exclusive request waits until no
+worker is inside a test: in practice until the other workers have run their other units
+(a worker runs its performance units last: units.deferred).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+WORKER_GPU_LOCK = "gemm_gpu_lock"   # workerinput: the lock file of a worker's shared GPU
+
+
+def make_folder() -> str:
+    """The controller's folder for the run's lock files (remove_folder at the end)."""
+    return tempfile.mkdtemp(prefix="gemmcheck-gpu-turns-")
+
+
+def remove_folder(folder: str) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def lock_path(folder: str, physical_gpu: str) -> str:
+    """The lock file of one physical GPU (its CUDA_VISIBLE_DEVICES value)."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in physical_gpu)
+    return str(Path(folder) / f"gpu-{safe}.lock")
+
+
+class _Lock:
+    """One open file description of the lock file: flock's unit of ownership (two of them
+    in one process conflict like two processes)."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def shared(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def exclusive(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        os.close(self._fd)   # releases whatever it held
+
+
+class GpuTurns:
+    """A worker's side of its GPU's lock: `test` for its tests (shared; exclusive while
+    timing), `children_started` / `children_ended` for the children it runs on the GPU."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.test = _Lock(path)
+        self._children = _Lock(path)
+        self._running = 0
+        self._guard = threading.Lock()
+
+    def children_started(self) -> None:
+        with self._guard:
+            if self._running == 0:
+                self._children.shared()
+            self._running += 1
+
+    def children_ended(self, *_ignored) -> None:
+        """(Also a concurrent.futures done-callback: the future is ignored.)"""
+        with self._guard:
+            self._running -= 1
+            if self._running == 0:
+                self._children.release()
+
+    def close(self) -> None:
+        self.test.close()
+        self._children.close()
+
+
+# -- a run's turns (turns_plugin opens and closes them) ---------------------------------------
+
+FOLDER = pytest.StashKey[str]()
+TURNS = pytest.StashKey[GpuTurns]()
+
+
+def folder(config: pytest.Config) -> str:
+    """The controller's lock folder for this run (made at the first worker that needs it)."""
+    if FOLDER not in config.stash:
+        config.stash[FOLDER] = make_folder()
+    return config.stash[FOLDER]
+
+
+def turns(config: pytest.Config) -> GpuTurns | None:
+    """This worker's turns on a GPU it shares; None when it has the GPU to itself."""
+    return config.stash.get(TURNS, None)
+
+
+@contextlib.contextmanager
+def alone(config: pytest.Config):
+    """The GPU to this process alone for the block (device timing); a no-op for a worker
+    that does not share its GPU, or no worker."""
+    worker_turns = turns(config)
+    if worker_turns is None:
+        yield
+        return
+    worker_turns.test.exclusive()
+    try:
+        yield
+    finally:
+        worker_turns.test.shared()

@@ -1,0 +1,35 @@
+"""Workers that share a GPU take turns for device timing (gemmcheck.pytest_plugin.gpu_turns):
+a worker opens its GPU's lock, holds it shared for each test, and the controller removes the
+run's lock folder at the end."""
+
+from __future__ import annotations
+
+import pytest
+
+from gemmcheck.pytest_plugin.gpu_turns import FOLDER, TURNS, WORKER_GPU_LOCK, GpuTurns, remove_folder, turns
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    path = getattr(config, "workerinput", {}).get(WORKER_GPU_LOCK)
+    if path:
+        config.stash[TURNS] = GpuTurns(path)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if TURNS in config.stash:
+        config.stash[TURNS].close()
+    if FOLDER in config.stash:
+        remove_folder(config.stash[FOLDER])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    worker_turns = turns(item.config)
+    if worker_turns is not None:
+        worker_turns.test.shared()
+    try:
+        yield
+    finally:
+        if worker_turns is not None:
+            worker_turns.test.release()
