@@ -52,10 +52,15 @@ def correct_product(instance, grid, block, A, B, C, M, N, K):
 
 # -- kernels that take their arguments by role (layouts, leading dimensions, alpha/beta) ----
 
+# Every fake catalog entry's folder, removed when the process ends (they used to stay in /tmp:
+# 17,000 of them after a day of runs).
+_FAKES = tempfile.TemporaryDirectory(prefix="gemmcheck-fakes-")
+
+
 def RoleSpec(name, roles, layouts=None, policy="tile2d", shapes="any"):
     """A real catalog entry (gemmcheck.contract.catalog validates it) whose parameters are `roles`,
     with operand `layouts` and a TILE-based launch policy; its source only declares it."""
-    folder = Path(tempfile.mkdtemp(prefix="gemmcheck-fake-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_FAKES.name))
     (folder / f"{name}.cu").write_text(f"template <typename T, int TILE>\n__global__ void {name}() {{}}\n")
     entry = {"name": name, "source": f"{name}.cu", "entry": name, "args": list(roles),
              "layout": dict(layouts or {}), "policy": policy, "tiles": [1, 2, 4, 8, 16, 32],
