@@ -105,3 +105,27 @@ def test_prepare_compiles_each_build_unit_once_and_a_broken_instantiation_alone(
     assert sorted(names for *_, names in retried) == sorted({(i.name_expression,) for i in instances
                                                              if i.build_unit == broken.build_unit})
     assert list(backend._failed) == [(*broken.build_unit, broken.name_expression)]
+
+
+@pytest.mark.parametrize("storage", ["uint16", "uint32", "uint64"])
+def test_on_a_gpu_same_tells_every_differing_element_and_copy_is_a_copy(storage):
+    """Backend.same / copy on the device (the harness compares A, B and C there before reading
+    anything back): every single changed element, at either end or inside, is seen."""
+    import numpy as np
+
+    from gemmcheck.backends import device
+    ok, why = device.cuda_device()
+    if not ok:
+        pytest.skip(why)
+    gpu = CupyBackend()
+    bits = np.arange(3 * 1024 * 1024 + 7, dtype=storage)      # odd length, more than one grid
+    a = gpu.to_device(bits)
+    b = gpu.copy(a)
+    assert b is not a and b.data.ptr != a.data.ptr and gpu.same(a, b)
+    for where in (0, 1, len(bits) // 2, len(bits) - 1):
+        changed = bits.copy()
+        changed[where] ^= 1
+        assert not gpu.same(a, gpu.to_device(changed)), where
+    assert not gpu.same(a, gpu.to_device(bits[:-1]))
+    b[0] = 0
+    assert gpu.same(a, gpu.to_device(bits))                   # the copy is its own buffer
