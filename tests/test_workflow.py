@@ -42,7 +42,7 @@ def test_shards_suites_merge_report_and_history_are_wired():
     shards = flow["jobs"]["suites"]["strategy"]["matrix"]["shard"]
     assert shards == list(range(1, int(flow["env"]["SHARDS"]) + 1))
     text = WORKFLOW.read_text()
-    for needed in ("--gemm-shard", "--gemm-profile \"$PROFILE\"", "-n auto", "python -m gemmcheck.report.merge",
+    for needed in ("--gemm-shard", "--gemm-profile \"$PROFILE\"", "WORKERS_PER_GPU", "python -m gemmcheck.report.merge",
                    "build_report.sh --single-file", "--benchmark-compare-fail", "allure-history.jsonl",
                    "scripts/nightly_failures.py merged/verdicts.json", "actions/cache/save"):
         assert needed in text, needed
