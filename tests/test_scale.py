@@ -3,6 +3,7 @@ reports equal to one run's, phase timing, and a run that checked nothing failing
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -373,6 +374,70 @@ def test_merging_kill_matrix_perf_and_allure(tmp_path):
     assert json.loads((out / "performance" / "perf.json").read_text())["kernels"] == {"x-N1": 1, "y-N1": 2}
     assert sorted(p.name for p in (out / "allure-results").iterdir()) == [
         "environment.properties", "u1-result.json", "u2-result.json"]
+
+
+def test_merging_hosts_joins_their_performance_tables(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for part, table in ((a, "kernel x 1.0\n"), (b, "kernel y 2.0\n")):
+        (part / "performance").mkdir(parents=True)
+        (part / "performance" / "perf.json").write_text(json.dumps({"device": "H200", "kernels": {}, "cublas": {}}))
+        (part / "performance" / "summary.txt").write_text(table)
+    assert merge.main([str(tmp_path / "out"), str(a), str(b)]) == 0
+    assert (tmp_path / "out" / "performance" / "summary.txt").read_text() == (
+        f"== {a} ==\nkernel x 1.0\n\n== {b} ==\nkernel y 2.0\n")
+
+
+WORKER_PERF_PARTS = """
+import json, time
+from pathlib import Path
+
+def test_two_workers_timed_things(request):
+    parts = Path(request.config.rootpath) / "reports" / "performance" / "parts"
+    for worker, kernel in (("gw0", "x-N1024"), ("gw1", "y-N1024")):
+        (parts / worker).mkdir(parents=True)
+        (parts / worker / "perf.json").write_text(json.dumps(
+            {"device": "H200", "kernels": {kernel: {"tflops": 1.0}}, "cublas": {}}))
+        (parts / worker / "summary.txt").write_text(f"table of {worker}\\n")
+    (parts / "gw0" / "roofline.png").write_bytes(b"png")
+"""
+
+
+def test_the_session_joins_what_its_workers_timed_into_one_perf_json_and_summary(suite):
+    """Under pytest-xdist each worker writes the performance reports of what it timed in a
+    folder of its own (it prints no summary); the session joins them at its end and prints
+    each worker's table. Here the parts are written by a test, as workers would."""
+    stale = suite.path / "reports" / "performance" / "parts" / "gw7"
+    stale.mkdir(parents=True)
+    (stale / "perf.json").write_text(json.dumps({"device": "H100", "kernels": {}, "cublas": {}}))
+    old = time.time() - 3600
+    os.utime(stale / "perf.json", (old, old))
+    os.utime(stale, (old, old))
+    suite.makepyfile(test_parts=WORKER_PERF_PARTS)
+    result = suite.runpytest("-p", "no:allure_pytest", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*gemmcheck: performance*per worker*", "== gw0 ==", "table of gw0",
+                                 "== gw1 ==", "table of gw1", "wrote *summary.txt", "wrote *perf.json",
+                                 "wrote *gw0*roofline.png"])
+    out = suite.path / "reports" / "performance"
+    assert json.loads((out / "perf.json").read_text())["kernels"] == {"x-N1024": {"tflops": 1.0},
+                                                                      "y-N1024": {"tflops": 1.0}}
+    assert not stale.exists()                     # an earlier run's part: removed, not joined
+
+
+def test_an_xdist_worker_writes_its_performance_reports_in_a_folder_of_its_own(suite):
+    pytest.importorskip("xdist")
+    suite.makepyfile(test_where="""
+import os
+from gemmcheck.pytest_plugin.perf_plugin import perf_config
+
+def test_where(request):
+    print("REPORTS", os.environ["PYTEST_XDIST_WORKER"], perf_config(request.config).reports)
+    assert perf_config(request.config).reports.parts[-3:] == ("performance", "parts",
+                                                              os.environ["PYTEST_XDIST_WORKER"])
+""")
+    result = suite.runpytest("-n", "2", "-p", "no:allure_pytest", "-p", "no:cacheprovider",
+                             "--gemm-backend=cpu-sim")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
 
 
 def test_merge_refuses_what_cannot_be_one_report(tmp_path, capsys):

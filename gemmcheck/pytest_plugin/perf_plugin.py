@@ -6,6 +6,7 @@ gemmcheck.perf, the table / JSON / PNG from gemmcheck.perf.summary.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,8 +14,9 @@ import pytest
 
 from gemmcheck.backends import device
 from gemmcheck import perf, report
+from gemmcheck.report import merge
 from gemmcheck.perf import selection, summary
-from gemmcheck.pytest_plugin import gpu_turns, gpus, units
+from gemmcheck.pytest_plugin import gpu_turns, gpus, rerun, units
 from gemmcheck.pytest_plugin.session import gemm_config
 
 # Fixtures the perf suite parametrizes, and what each gets.
@@ -36,6 +38,7 @@ class PerfConfig:
 
 
 PERF_CONFIG = pytest.StashKey[PerfConfig]()
+STARTED = pytest.StashKey[float]()     # when the session started (its workers' report parts are newer)
 PERF_UNITS = pytest.StashKey[dict]()   # a perf test's parameter id -> its unit of work (pytest_gemm_work_unit)
 
 
@@ -65,7 +68,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--gemm-ncu needs ncu (Nsight Compute) on PATH; not found. "
                                 "Add it to PATH or drop the flag.")
     reports = Path(config.rootpath) / "reports"
-    config.stash[PERF_CONFIG] = PerfConfig(thresholds, reports / "performance", ncu=ncu)
+    # A pytest-xdist worker (or a re-run child) writes its own reports in a folder of its own;
+    # the session joins them (pytest_terminal_summary).
+    part = rerun.runner_id(config)
+    out = reports / "performance" if part is None else reports / "performance" / merge.PERF_PARTS / part
+    config.stash[PERF_CONFIG] = PerfConfig(thresholds, out, ncu=ncu)
     # pytest-benchmark keeps saved runs in ./.benchmarks unless told otherwise; ours
     # belong under reports/. Its own configure runs after this one (trylast).
     if getattr(config.option, "benchmark_storage", None) == "file://./.benchmarks":
@@ -241,12 +248,45 @@ def record_benchmark(request: pytest.FixtureRequest):
     return record
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[STARTED] = time.time() - 1   # parts older than this are an earlier run's
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker (or a re-run child) writes what it timed (it prints no summary);
+    the session joins the parts."""
+    pc = perf_config(session.config)
+    if rerun.runner_id(session.config) is not None and pc.session is not None and pc.session.rows:
+        summary.write_reports(pc.reports, pc.session)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     pc = perf_config(config)
     if pc.session is None or not pc.session.rows:
+        _join_parts(terminalreporter, config, pc)
         return
     terminalreporter.section("gemmcheck: performance (device-event time, same-run ceilings)")
     for line in summary.table_text(pc.session).splitlines():
         terminalreporter.write_line(line)
     for path in summary.write_reports(pc.reports, pc.session):
+        terminalreporter.write_line(f"wrote {path}")
+
+
+def _join_parts(terminalreporter, config: pytest.Config, pc: PerfConfig) -> None:
+    """The session's summary of what its pytest-xdist workers timed, each worker's table under
+    its name; one perf.json of them all."""
+    if rerun.runner_id(config) is not None or STARTED not in config.stash:
+        return
+    try:
+        written = merge.merge_perf_parts(pc.reports, config.stash[STARTED])
+    except merge.MergeError as exc:
+        terminalreporter.write_line(f"gemmcheck: performance parts not joined: {exc} "
+                                    f"(each worker's are in {pc.reports / merge.PERF_PARTS})")
+        return
+    if not written:
+        return
+    terminalreporter.section("gemmcheck: performance (device-event time, same-run ceilings; per worker)")
+    for line in written[0].read_text().splitlines():
+        terminalreporter.write_line(line)
+    for path in written:
         terminalreporter.write_line(f"wrote {path}")

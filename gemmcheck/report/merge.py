@@ -125,6 +125,38 @@ def merge_perf(docs: list[dict]) -> dict:
     return out
 
 
+PERF_PARTS = "parts"   # performance/parts/<worker>/: one pytest-xdist worker's (or re-run child's) reports
+
+
+def join_summaries(parts: list[tuple[str, str]]) -> str:
+    """One summary.txt from several parts' (name, table text): each under its part's name (a
+    part's ratios are to the cuBLAS ceilings it measured itself)."""
+    return "\n".join(f"== {name} ==\n{text}" for name, text in parts)
+
+
+def merge_perf_parts(out: Path, since: float) -> list[Path]:
+    """out/perf.json and out/summary.txt from the parts a session's pytest-xdist workers (or a
+    re-run child) wrote under out/parts/<name>/ since `since` (a time.time()): perf.json merged
+    as merge_perf does, the summaries joined; each part's roofline.png stays in its folder.
+    Parts older than `since` (an earlier run's) are removed. Returns the paths written and the
+    parts' rooflines; [] when there are none. Raises MergeError (parts timed on different
+    devices), leaving the parts as they are."""
+    fresh = []
+    for part in sorted(p for p in (Path(out) / PERF_PARTS).glob("*") if p.is_dir()):
+        if (part / "perf.json").is_file() and (part / "perf.json").stat().st_mtime >= since:
+            fresh.append(part)
+        elif part.stat().st_mtime < since:
+            shutil.rmtree(part, ignore_errors=True)
+    if not fresh:
+        return []
+    merged = merge_perf([_load(part / "perf.json") for part in fresh])
+    written = [Path(out) / "summary.txt", Path(out) / "perf.json"]
+    written[0].write_text(join_summaries([(part.name, (part / "summary.txt").read_text())
+                                          for part in fresh if (part / "summary.txt").is_file()]))
+    written[1].write_text(json.dumps(merged, indent=2) + "\n")
+    return written + [part / "roofline.png" for part in fresh if (part / "roofline.png").is_file()]
+
+
 def merge_durations(docs: list[dict]) -> dict:
     joined: dict[str, float] = {}
     for doc in docs:
@@ -177,6 +209,13 @@ def merge(out: Path, parts: list[Path]) -> list[str]:
         else:
             target.write_text(json.dumps(doc, indent=2) + "\n")
         lines.append(f"{target}: from {len(found)} of {len(parts)} parts")
+    summaries = [(str(p), (p / PERF.parent / "summary.txt").read_text()) for p in parts
+                 if (p / PERF.parent / "summary.txt").is_file()]
+    if summaries:
+        target = out / PERF.parent / "summary.txt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(join_summaries(summaries))
+        lines.append(f"{target}: the tables of {len(summaries)} of {len(parts)} parts")
     allure = [p / ALLURE for p in parts if (p / ALLURE).is_dir()]
     if allure:
         n = copy_allure(allure, out / ALLURE)
