@@ -238,7 +238,12 @@ def record_benchmark(request: pytest.FixtureRequest):
         fixture = request.getfixturevalue("benchmark")
 
     def record(measurement: perf.Measurement, group: str, **extra_info) -> None:
-        if fixture is None or not fixture.enabled:
+        if fixture is None:
+            return
+        if not fixture.enabled:
+            # Disabled (--benchmark-disable; xdist): nothing is recorded, but a call marks the
+            # fixture used, or pytest-benchmark warns "not used at all" once per timed test.
+            fixture.pedantic(lambda: None)
             return
         fixture.group = group
         fixture.extra_info.update(extra_info)
