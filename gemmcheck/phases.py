@@ -1,4 +1,5 @@
-"""Where a test's time goes: compile, inputs, harness, launch, oracle, detectors, children, device timing.
+"""Where a test's time goes: compile, inputs, harness, launch, oracle, detectors, children, waiting
+for a turn on a shared GPU, device timing.
 
 Off unless a run asks for it (``--gemm-phases PATH``). When on, every function wrapped
 with ``@timed("oracle")`` (or a block ``with phase("oracle"):``) adds its *exclusive*
@@ -16,7 +17,8 @@ from contextlib import contextmanager
 
 # The phases the code base reports, in table order. Time a test spends outside all of
 # them (its own code, hypothesis's search, pytest) is "other" in the table.
-PHASES = ("compile", "inputs", "harness", "launch", "oracle", "detectors", "isolation", "sanitizer", "timing")
+PHASES = ("compile", "inputs", "harness", "launch", "oracle", "detectors", "isolation", "sanitizer",
+          "turns", "timing")
 
 _enabled = False
 _tally: dict[str, float] = {}

@@ -189,6 +189,30 @@ def test_a_worker_that_shares_its_gpu_times_only_when_no_other_is_inside_a_test_
         second.close()
 
 
+def test_waiting_for_a_turn_counts_as_the_turns_phase(tmp_path):
+    import threading
+    from types import SimpleNamespace
+
+    path = gpu_turns.lock_path(str(tmp_path), "0")
+    mine, other = gpu_turns.GpuTurns(path), gpu_turns.GpuTurns(path)
+    config = SimpleNamespace(stash=pytest.Stash())
+    config.stash[gpu_turns.TURNS] = mine
+    other.test.shared()                                      # another worker inside a test
+    threading.Timer(0.3, other.test.release).start()
+    phases.enable()
+    try:
+        phases.begin()
+        mine.test.shared()
+        with gpu_turns.alone(config):
+            assert _holds_exclusive(path)
+        counted = phases.take()
+    finally:
+        phases.enable(False)
+        mine.close()
+        other.close()
+    assert set(counted) == {"turns"} and counted["turns"] >= 0.25, counted
+
+
 def _holds_exclusive(path: str) -> bool:
     """Whether some open file holds `path` exclusive (a shared request would fail)."""
     import fcntl

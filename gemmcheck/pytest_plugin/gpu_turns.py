@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from gemmcheck import phases
+
 WORKER_GPU_LOCK = "gemm_gpu_lock"   # workerinput: the lock file of a worker's shared GPU
 
 
@@ -121,7 +123,8 @@ def alone(config: pytest.Config):
     if worker_turns is None:
         yield
         return
-    worker_turns.test.exclusive()
+    with phases.phase("turns"):   # waiting until no other worker is inside a test
+        worker_turns.test.exclusive()
     try:
         yield
     finally:
