@@ -189,6 +189,26 @@ def test_a_worker_that_shares_its_gpu_times_only_when_no_other_is_inside_a_test_
         second.close()
 
 
+def test_children_started_during_a_workers_own_turn_do_not_wait_for_it_and_hold_the_gpu_after(tmp_path):
+    """A worker whose first kernel test is a performance test makes the backend inside its
+    turn, which starts its rows' children: asking the lock for them must not wait for the
+    worker's own exclusive hold (it would wait forever); once the turn ends they hold it."""
+    path = gpu_turns.lock_path(str(tmp_path), "0")
+    mine, other = gpu_turns.GpuTurns(path), gpu_turns.GpuTurns(path)
+    try:
+        mine.test.shared()
+        with mine.alone():
+            assert _acquires_within(mine.children_started, 1.0)
+        other_times = _acquires_within(other.test.exclusive, 0.3)
+        assert not other_times                                  # the child still runs
+        mine.test.release()
+        mine.children_ended()
+        assert _wait_for(lambda: _holds_exclusive(path))         # the other's turn now
+    finally:
+        mine.close()
+        other.close()
+
+
 def test_waiting_for_a_turn_counts_as_the_turns_phase(tmp_path):
     import threading
     from types import SimpleNamespace

@@ -69,28 +69,55 @@ class _Lock:
 
 
 class GpuTurns:
-    """A worker's side of its GPU's lock: `test` for its tests (shared; exclusive while
-    timing), `children_started` / `children_ended` for the children it runs on the GPU."""
+    """A worker's side of its GPU's lock: `test` for its tests (shared), `alone` while it
+    times, `children_started` / `children_ended` for the children it runs on the GPU."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.test = _Lock(path)
         self._children = _Lock(path)
-        self._running = 0
+        self._running = 0              # children alive
+        self._children_held = False    # self._children holds the lock shared for them
+        self._alone = False            # this process holds `test` exclusive
         self._guard = threading.Lock()
 
     def children_started(self) -> None:
         with self._guard:
-            if self._running == 0:
-                self._children.shared()
             self._running += 1
+            self._hold_for_children()
 
     def children_ended(self, *_ignored) -> None:
         """(Also a concurrent.futures done-callback: the future is ignored.)"""
         with self._guard:
             self._running -= 1
-            if self._running == 0:
+            if self._running == 0 and self._children_held:
                 self._children.release()
+                self._children_held = False
+
+    def _hold_for_children(self) -> None:
+        # Not while this process times alone: the others are kept off already, and a shared
+        # request of its own would wait for its own exclusive lock forever (a worker whose
+        # first kernel test is a performance test makes the backend, and starts its rows'
+        # children, inside its turn). Taken when the turn ends instead.
+        if self._running and not self._children_held and not self._alone:
+            self._children.shared()
+            self._children_held = True
+
+    @contextlib.contextmanager
+    def alone(self):
+        """The lock exclusive for the block (converted from the test's shared lock; waits for
+        this process's own children, too)."""
+        with phases.phase("turns"):   # waiting until no other worker is inside a test
+            self.test.exclusive()
+        with self._guard:
+            self._alone = True
+        try:
+            yield
+        finally:
+            self.test.shared()
+            with self._guard:
+                self._alone = False
+                self._hold_for_children()
 
     def close(self) -> None:
         self.test.close()
@@ -123,9 +150,5 @@ def alone(config: pytest.Config):
     if worker_turns is None:
         yield
         return
-    with phases.phase("turns"):   # waiting until no other worker is inside a test
-        worker_turns.test.exclusive()
-    try:
+    with worker_turns.alone():
         yield
-    finally:
-        worker_turns.test.shared()
