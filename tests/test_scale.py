@@ -137,6 +137,8 @@ def test_each_worker_takes_its_share_of_the_cores_for_numpy_s_thread_pools():
     from gemmcheck.pytest_plugin import cores
 
     assert cores.share(32, 2) == 16 and cores.share(2, 8) == 1 and cores.share(5, 0) == 5
+    assert cores.of_this_process({}) == cores.available()
+    assert cores.of_this_process({"workercount": 2}) == cores.share(cores.available(), 2)
     assert cores.limit({}, environ={}) is None                                # not a worker
     assert cores.limit({"workercount": 2}, environ={"OMP_NUM_THREADS": "3"}, cores=8) is None  # the user's
     environ = {}

@@ -300,14 +300,8 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a is b or bool(np.array_equal(a, b))
 
 
-def _nan(run: Run, memo: dict | None = None) -> np.ndarray:
-    """Where C is NaN and written; `memo` keeps it per output array shared by several runs."""
-    if memo is not None and id(run.C_bits) in memo:
-        return memo[id(run.C_bits)]
-    nan = np.isnan(run.C.astype(np.float64)) & ~run.unwritten
-    if memo is not None:
-        memo[id(run.C_bits)] = nan
-    return nan
+def _nan(run: Run) -> np.ndarray:
+    return np.isnan(run.C.astype(np.float64)) & ~run.unwritten
 
 
 def check_out_of_bounds_read(obs: Observation) -> list[Finding]:
@@ -329,10 +323,10 @@ def check_out_of_bounds_read(obs: Observation) -> list[Finding]:
     """
     if len(obs.runs) < 2 or not obs.control:
         return []
-    memo: dict = {}
-    nan_guards = [_nan(r, memo) for r in obs.runs]
-    if not nan_guards[0].any() or any(n is not nan_guards[0] and (n != nan_guards[0]).any()
-                                      for n in nan_guards[1:]):
+    # once per distinct output: runs that left the same bits share one array (GuardedGemm.run)
+    distinct = list({id(r.C_bits): r for r in obs.runs}.values())
+    nan_guards = [_nan(r) for r in distinct]
+    if not nan_guards[0].any() or any((n != nan_guards[0]).any() for n in nan_guards[1:]):
         return []
     if any(_nan(r).any() for r in obs.control):
         return []

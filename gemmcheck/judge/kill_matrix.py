@@ -339,17 +339,18 @@ class RowChildren:
 
     PLAIN = "plain"   # the key of a row's isolated plain observation
 
-    def __init__(self, settings: Settings, workers: int | None = None, turns=None) -> None:
+    def __init__(self, settings: Settings, workers: int | None = None, turns=None,
+                 cores: int | None = None) -> None:
         """`turns`: a pytest-xdist worker's gpu_turns.GpuTurns when it shares its GPU: the
-        children hold the GPU (shared) while they run, so no other worker times then."""
+        children hold the GPU (shared) while they run, so no other worker times then.
+        `cores`: the cores this process may use (a worker's share; the host's by default):
+        the children, CPU-heavy, get half of them, 8 at most and at least one per tool."""
         from concurrent.futures import ThreadPoolExecutor
 
         self.settings = settings
         self._turns = turns
-        # Half this process's share of the cores (pytest-xdist workers split them; the
-        # children are CPU-heavy), at least one child per tool.
-        share = (os.cpu_count() or 2) // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
-        workers = workers or max(len(settings.tools), min(8, share // 2))
+        cores = cores or os.cpu_count() or 2
+        workers = workers or max(len(settings.tools), min(8, cores // 2))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="row-children")
         self._futures: dict = {}
 

@@ -30,6 +30,12 @@ def share(cores: int, workers: int) -> int:
     return max(1, cores // max(1, workers))
 
 
+def of_this_process(workerinput: dict) -> int:
+    """The cores this process may use: its share among the run's pytest-xdist workers (all it
+    may run on, outside xdist)."""
+    return share(available(), int(workerinput.get("workercount") or 1))
+
+
 def limit(workerinput: dict, environ=os.environ, cores: int | None = None) -> int | None:
     """In a pytest-xdist worker: limit this process's BLAS and OpenMP pools to its share of
     the cores. Returns the share, or None when nothing was limited (not a worker, or the

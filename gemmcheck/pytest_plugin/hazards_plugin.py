@@ -20,7 +20,7 @@ import pytest
 from gemmcheck import backends, report
 from gemmcheck.verdict import defects
 from gemmcheck.judge import kill_matrix, sanitizer
-from gemmcheck.pytest_plugin import gpu_turns, rerun, units
+from gemmcheck.pytest_plugin import cores, gpu_turns, rerun, units
 from gemmcheck.pytest_plugin.session import gemm_config
 from gemmcheck.contract.catalog import Instance
 
@@ -189,7 +189,8 @@ def row_children(config: pytest.Config, items, backend) -> kill_matrix.RowChildr
     config.stash[ROW_CHILDREN] = None
     if not hazards.simulates_threads(backend):
         children = config.stash[ROW_CHILDREN] = kill_matrix.RowChildren(
-            matrix_settings(config), turns=gpu_turns.turns(config))
+            matrix_settings(config), turns=gpu_turns.turns(config),
+            cores=cores.of_this_process(getattr(config, "workerinput", {})))
         for inst in rows_ahead(config, items):
             # one the probe saw crash or hang is not run under the tools
             if not backends.refused(inst.id):

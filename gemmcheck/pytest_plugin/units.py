@@ -3,9 +3,9 @@ once by the first of its tests in a process) run in one process, i.e. one --gemm
 and one pytest-xdist worker. Plugins name a test's unit through pytest_gemm_work_unit.
 
 Under pytest-xdist the units of several tests are also dealt ahead (`planned`): the
-controller's scheduler gives each worker its own units first, and the worker, which
-computes the same plan from the same collection, starts its rows' compute-sanitizer runs
-at once, as a serial session starts every row's. Dealt as they came, a worker learnt of a
+controller's scheduler gives each worker its own units (after the tests anyone may run:
+`choose`), and the worker, which computes the same plan from the same collection, starts
+its rows' compute-sanitizer runs at once, as a serial session starts every row's. Dealt as they came, a worker learnt of a
 row only when it built it and then waited for its tools: on an H200 pair the hazards
 tests' summed time rose from 29 s to 52 s under -n 2. A worker left without units of its
 own takes another's, so nothing waits for a worker that is behind; the tools started
@@ -13,6 +13,8 @@ ahead for that unit elsewhere are then wasted, never wrong.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import pytest
 
@@ -63,7 +65,7 @@ def deferred(unit: str) -> str:
     return DEFERRED + unit
 
 
-def choose(queued: list[str], plan: dict[str, int], worker: int) -> str | None:
+def choose(queued: Iterable[str], plan: dict[str, int], worker: int) -> str | None:
     """The unit `worker` takes next from `queued` (xdist's work queue, largest first): a unit
     no plan names (anyone's), then its own planned units, deferred ones last; None when it has
     none left (it then takes the queue's next, another's). Its rows come after the tests
@@ -71,10 +73,16 @@ def choose(queued: list[str], plan: dict[str, int], worker: int) -> str | None:
     hazards suite): their compute-sanitizer children, started at the worker's first kernel
     test, then run beside that work. Taken first, the rows waited for children just started:
     on one H200 with -n 8 the ci profile's row tests spent 181 s in setup, 22-27 s each."""
-    anyones = [unit for unit in queued if unit not in plan]
-    own = [unit for unit in queued if plan.get(unit) == worker]
-    ordered = anyones + [u for u in own if not u.startswith(DEFERRED)] + [u for u in own if u.startswith(DEFERRED)]
-    return ordered[0] if ordered else None
+    own = own_deferred = None
+    for unit in queued:   # one pass, ending at anyone's first (the controller asks once a unit)
+        if unit not in plan:
+            return unit
+        if plan[unit] == worker:
+            if unit.startswith(DEFERRED):
+                own_deferred = own_deferred or unit
+            else:
+                own = own or unit
+    return own or own_deferred
 
 
 def worker_index(workerid: str) -> int:
@@ -83,8 +91,8 @@ def worker_index(workerid: str) -> int:
 
 
 def make_scheduler(config: pytest.Config, log):
-    """xdist's loadscope over units: each unit as one, the largest first, a worker's planned
-    units before any other and its deferred ones last (see the module's docstring)."""
+    """xdist's loadscope over units: each unit as one, the largest first, in the order
+    `choose` gives (anyone's, then a worker's planned ones, its deferred ones last)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class UnitScheduling(LoadScopeScheduling):
@@ -96,7 +104,7 @@ def make_scheduler(config: pytest.Config, log):
         def _assign_work_unit(self, node) -> None:
             if self._plan is None:
                 self._plan = planned(config, list(self.collection), len(self.nodes))
-            pick = choose(list(self.workqueue), self._plan, worker_index(node.gateway.id))
+            pick = choose(self.workqueue, self._plan, worker_index(node.gateway.id))
             if pick is not None:               # else take the next unit, another worker's
                 self.workqueue.move_to_end(pick, last=False)
             super()._assign_work_unit(node)
