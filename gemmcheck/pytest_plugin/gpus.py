@@ -83,11 +83,6 @@ def worker_input(gpus: tuple[int, ...], worker_index: int, worker_count: int,
     return given
 
 
-def worker_index(worker_id: str) -> int:
-    """0 for pytest-xdist's "gw0"."""
-    return int(worker_id.lstrip("gw") or 0)
-
-
 def pin(workerinput: dict, environ=os.environ) -> str | None:
     """In a worker: restrict CUDA to the worker's GPU. Returns the value set, or None."""
     gpu = workerinput.get(WORKER_GPU)

@@ -266,7 +266,7 @@ def pytest_configure_node(node) -> None:
         return
     workerinput = node.workerinput
     count = int(workerinput.get("workercount") or config.getoption("numprocesses") or 1)
-    workerinput.update(gpus.worker_input(_run_gpus(config), gpus.worker_index(workerinput["workerid"]),
+    workerinput.update(gpus.worker_input(_run_gpus(config), units.worker_index(workerinput["workerid"]),
                                          count, lock_folder=lambda: gpu_turns.folder(config)))
 
 
