@@ -6,6 +6,8 @@
     python scripts/bench_suite.py suites/hazards -- -n 2   # after "--": extra pytest arguments
     python scripts/bench_suite.py --read s1.json s2.json   # the table of earlier runs' --gemm-phases
                                                            # files (shards on a GPU runner), summed
+    python scripts/bench_suite.py --timeline run.json      # when each suite ran, on how many workers,
+                                                           # and the tests that ended last
 
 Runs pytest once per suite with --gemm-phases and prints a Markdown table: wall time,
 collection (from configuration on: includes allure-pytest clearing old results), the instrumented phases (compile, inputs, harness, launch, oracle, detectors,
@@ -96,6 +98,34 @@ def read_rows(paths: list[Path], suites=SUITES) -> tuple[list[dict], dict]:
     return rows, {"suite": "**all**", "summary": f"{len(docs)} runs", **total}
 
 
+def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
+    """Worker-seconds per suite in each `step` seconds of a run (a test counts where its
+    setup-to-teardown span falls), then the tests that ended last: what the wall waited for."""
+    spans = doc.get("spans")
+    if not spans:
+        raise SystemExit("bench_suite: this --gemm-phases file has no spans (written before they were recorded)")
+    workers = sorted({w for w, _, _ in spans.values()})
+    end = max(b for _, _, b in spans.values())
+    suites = [s for s in SUITES if any(n.startswith(s + "/") for n in spans)]
+    lines = [f"{len(spans)} tests on {len(workers)} workers, wall {doc['wall_s']:.1f} s, last test ended at "
+             f"{end:.1f} s; worker-seconds per {step:g} s:",
+             "| seconds | " + " | ".join(suites) + " | idle |", "|" + "---|" * (len(suites) + 2)]
+    for lo in [i * step for i in range(int(end // step) + 1)]:
+        hi = lo + step
+        busy = {s: 0.0 for s in suites}
+        for nodeid, (_, a, b) in spans.items():
+            overlap = min(b, hi) - max(a, lo)
+            if overlap > 0:
+                busy[next(s for s in suites if nodeid.startswith(s + "/"))] += overlap
+        idle = max(0.0, len(workers) * step - sum(busy.values()))
+        lines.append(f"| {lo:g}-{hi:g} | " + " | ".join(f"{busy[s]:.1f}" for s in suites) + f" | {idle:.1f} |")
+    lines += ["", f"the {last} tests that ended last (worker, start, stop, phases):"]
+    for nodeid, (w, a, b) in sorted(spans.items(), key=lambda kv: kv[1][2])[-last:]:
+        spent = ", ".join(f"{k} {v:.1f}" for k, v in doc["tests"].get(nodeid, {}).items() if v >= 0.05)
+        lines.append(f"  {w:>5} {a:6.1f} {b:6.1f}  {nodeid}  {spent}")
+    return lines
+
+
 def table(rows: list[dict], total: dict | None = None) -> list[str]:
     header = ["suite", "tests", *COLUMNS, "result"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -118,7 +148,14 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--read", type=Path, nargs="+", metavar="PHASES",
                         help="run nothing: the table of these --gemm-phases files, summed")
+    parser.add_argument("--timeline", type=Path, metavar="PHASES",
+                        help="run nothing: when each suite of this --gemm-phases file's run ran")
     args = parser.parse_args(argv)
+    if args.timeline:
+        if not args.timeline.is_file():
+            parser.error(f"--timeline: no such file: {args.timeline}")
+        print("\n".join(timeline(json.loads(args.timeline.read_text()))))
+        return 0
     if args.read:
         missing = [str(p) for p in args.read if not p.is_file()]
         if missing:

@@ -52,3 +52,23 @@ def test_read_names_a_missing_file(bench, tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--read", str(tmp_path / "nowhere.json")])
     assert "no such file" in capsys.readouterr().err
+
+
+def test_timeline_counts_each_suites_worker_seconds_where_its_tests_ran_and_names_the_last(bench):
+    doc = {"wall_s": 12.0, "tests": {"suites/hazards/test_k.py::row": {"sanitizer": 6.0}},
+           "spans": {"suites/compile/test_a.py::t": ["gw0", 0.0, 4.0],
+                     "suites/correctness/test_b.py::t": ["gw1", 1.0, 6.0],
+                     "suites/hazards/test_k.py::row": ["gw0", 4.0, 11.0]}}
+    lines = bench.timeline(doc, step=5.0, last=2)
+    assert lines[0].startswith("3 tests on 2 workers, wall 12.0 s, last test ended at 11.0 s")
+    rows = {line.split(" | ")[0]: line for line in lines if line.startswith("| ") and "-" in line.split(" | ")[0]}
+    assert rows["| 0-5"] == "| 0-5 | 4.0 | 4.0 | 1.0 | 1.0 |"      # compile, correctness, hazards, idle
+    assert rows["| 5-10"] == "| 5-10 | 0.0 | 1.0 | 5.0 | 4.0 |"
+    assert rows["| 10-15"] == "| 10-15 | 0.0 | 0.0 | 1.0 | 9.0 |"
+    assert "suites/hazards/test_k.py::row  sanitizer 6.0" in lines[-1] and "gw0" in lines[-1]
+    assert "suites/correctness/test_b.py::t" in lines[-2]
+
+
+def test_timeline_of_a_file_without_spans_says_so(bench):
+    with pytest.raises(SystemExit, match="no spans"):
+        bench.timeline({"wall_s": 1.0, "tests": {}, "durations": {}})

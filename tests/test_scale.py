@@ -321,6 +321,19 @@ def test_phases_file_records_each_test(suite, tmp_path):
     doc = json.loads(out.read_text())
     assert doc["collection_s"] > 0 and len(doc["tests"]) == 4
     assert all(set(t) == {"oracle"} for t in doc["tests"].values())
+    assert set(doc["spans"]) == set(doc["tests"])
+    assert all(w == "main" and 0 < a <= b <= doc["wall_s"] for w, a, b in doc["spans"].values())
+
+
+def test_phases_file_under_xdist_says_which_worker_ran_each_test_and_when(suite, tmp_path):
+    suite.makepyfile(test_probe="import time\ndef test_probe(any_kernel):\n    time.sleep(0.2)\n")
+    out = tmp_path / "phases.json"
+    assert suite.runpytest(*NARROW, "-n", "2", "--gemm-backend=cpu-sim", "--gemm-sanitizer=off",
+                           f"--gemm-phases={out}").ret == 0
+    doc = json.loads(out.read_text())
+    spans = doc["spans"].values()
+    assert len(doc["spans"]) == 4 and {w for w, _, _ in spans} <= {"gw0", "gw1"}
+    assert all(b - a >= 0.2 and b <= doc["wall_s"] for _, a, b in spans)
 
 
 # -- a run that checked nothing fails ----------------------------------------------------------

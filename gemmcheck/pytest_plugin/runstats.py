@@ -22,9 +22,11 @@ HYPOTHESIS_PROPERTY = "gemm_hypothesis"   # set on the reports of hypothesis tes
 class RunStats:
     def __init__(self) -> None:
         self.started = time.monotonic()
+        self.started_epoch = time.time()   # reports' start and stop are epoch seconds
         self.collection_s: float | None = None
         self.durations: dict[str, float] = {}            # node id -> setup + call + teardown
         self.phases: dict[str, dict[str, float]] = {}    # node id -> phase -> seconds
+        self.spans: dict[str, list] = {}   # node id -> [worker, start, stop], seconds from the session's start
         self.hypothesis_tests: set[str] = set()
         self.kernel_tests: set[str] = set()
         self.kernel_tests_ran: set[str] = set()
@@ -35,6 +37,7 @@ class RunStats:
 
     def add(self, report) -> None:
         self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
+        self._span(report)
         for key, value in report.user_properties:
             if key == PHASES_PROPERTY:
                 self.phases[report.nodeid] = value
@@ -51,6 +54,17 @@ class RunStats:
             # passed, failed or xfailed: a check ran (an error in setup counts too: it is
             # a failure the run reports)
             self.kernel_tests_ran.add(report.nodeid)
+
+    def _span(self, report) -> None:
+        """When the test ran and where (the timeline of scripts/bench_suite.py --timeline)."""
+        start, stop = getattr(report, "start", 0.0), getattr(report, "stop", 0.0)
+        if not start:
+            return
+        node = getattr(report, "node", None)   # pytest-xdist's worker, on the controller
+        worker = getattr(getattr(node, "gateway", None), "id", "main")
+        start, stop = start - self.started_epoch, stop - self.started_epoch
+        span = self.spans.setdefault(report.nodeid, [worker, start, stop])
+        span[1], span[2] = min(span[1], start), max(span[2], stop)
 
     def nothing_checked(self, *, collect_only: bool, exitstatus: int) -> str | None:
         """One line saying why this run checked nothing, or None when it checked something
@@ -70,4 +84,5 @@ class RunStats:
     def phases_document(self) -> dict:
         return {"collection_s": self.collection_s, "wall_s": time.monotonic() - self.started,
                 "phases": list(phases.PHASES), "durations": self.durations, "tests": self.phases,
-                "hypothesis_tests": sorted(self.hypothesis_tests)}
+                "hypothesis_tests": sorted(self.hypothesis_tests),
+                "spans": {k: [w, round(a, 3), round(b, 3)] for k, (w, a, b) in self.spans.items()}}
