@@ -213,6 +213,9 @@ if target[0] == "--padding":
     target = target[2:]
 reports = json.loads(open(os.environ["FAKE_SANITIZER_REPORTS"]).read()).get(tool, {})
 steps = {s["id"]: s for s in json.loads(open(target[-2]).read())["steps"]}
+if os.environ.get("FAKE_SANITIZER_CALLS"):   # one line per child: its tool and kernels
+    with open(os.environ["FAKE_SANITIZER_CALLS"], "a") as calls:
+        calls.write(json.dumps([tool, sorted({s["kernel"] for s in steps.values()})]) + "\\n")
 proc = subprocess.Popen(target, stdout=subprocess.PIPE, text=True)
 print("========= COMPUTE-SANITIZER", flush=True)
 found = 0

@@ -83,9 +83,21 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
                      "segfaults": ["========= Invalid __global__ write of size 4 bytes",
                                    at("segfaults"), *invalid]},
     }, monkeypatch)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
     s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck", "synccheck", "memcheck"),
                  log_dir=tmp_path / "logs")
     rows = kill_matrix.build(matrix_backend(), instances, s)
+    # Each tool ran in few children, not one per row: the references together, the other
+    # defects together, and a kernel declared to crash or write out of bounds alone.
+    children = [json.loads(line) for line in calls.read_text().splitlines()]
+    batches = (["good"], ["floor_grid", "racy", "reads_past_A"], ["divergent", "drops_k_tail", "skips_repeats"],
+               ["segfaults"], ["wrapping_store"])   # six defects in order: MAX_BATCH_ROWS at most
+    assert sorted(children) == sorted([tool_, kernels] for tool_ in ("racecheck", "synccheck", "memcheck")
+                                      for kernels in batches)
+    racy_log = (tmp_path / "logs" / "racecheck-racy-float32-TILE8.log").read_text()
+    assert "Race reported" in racy_log and "ran this row with" in racy_log
+    assert "Race reported" not in (tmp_path / "logs" / "racecheck-floor_grid-float32-TILE8.log").read_text()
     assert "Divergent thread(s) in block" in (tmp_path / "logs" / "synccheck-divergent-float32-TILE8.log").read_text()
     assert {r.instance.spec.name: r.outcome()[0] for r in rows} == {n: "pass" for n in MATRIX_KERNELS
                                                                    if n != "slow"}
@@ -248,6 +260,26 @@ def test_the_matrix_table_aligns_its_columns_and_seconds_right():
         f"broken-float32-TILE16  wrong_values  {'missed':<{width}}  not run         pass    12.0"]
 
 
+def test_a_tools_rows_go_in_batches_of_consecutive_rows_references_and_defects_apart():
+    def row(name, expect):
+        spec = catalog.KernelSpec(name=name, source=catalog.BUILTIN, entry=name, signature="mnk",
+                                  policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
+        return (catalog.Instance(spec, "float32", 16), ["problems"])
+
+    rows = [row("r1", "correct"), row("b1", "shared_memory_race"), row("r2", "correct"),
+            row("crash", "crash"), row("b2", "wrong_values"), row("r3", "correct"),
+            row("oob", "out_of_bounds_write"), row("b3", "unwritten_output")]
+    names = lambda batches: [[i.spec.name for i, _ in b] for b in batches]   # noqa: E731
+    assert names(kill_matrix.RowChildren.batches(rows, 1)) == [["r1", "r2", "r3"], ["b1", "b2", "b3"],
+                                                                ["crash"], ["oob"]]
+    assert names(kill_matrix.RowChildren.batches(rows, 2)) == [["r1", "r2"], ["r3"], ["b1", "b2"], ["b3"],
+                                                                ["crash"], ["oob"]]
+    assert names(kill_matrix.RowChildren.batches(rows[:1], 4)) == [["r1"]]
+    many = [row(f"r{n}", "correct") for n in range(10)]
+    assert [len(b) for b in kill_matrix.RowChildren.batches(many, 1)] == [4, 4, 2]   # MAX_BATCH_ROWS
+    assert kill_matrix.RowChildren.batches([], 2) == []
+
+
 def test_a_hanging_rows_child_starts_when_submitted_and_its_row_only_collects_it(instances, monkeypatch):
     """RowChildren runs the plain observation of a kernel declared to hang (or crash) in a
     child ahead of its row, on a pool thread; building the row then waits for that result and
@@ -271,7 +303,7 @@ def test_a_hanging_rows_child_starts_when_submitted_and_its_row_only_collects_it
         children.submit(good)          # a reference is observed in this process, not ahead
         children.wait()
         assert [ids for ids, _ in calls] == [(sleeps.id,)]
-        assert calls[0][1].startswith("row-children")
+        assert calls[0][1].startswith("row-children-isolated")   # never behind the tools' runs
         row = kill_matrix.build_row(matrix_backend(), sleeps, s, children)
     finally:
         children.close()

@@ -310,14 +310,13 @@ def build_row(backend, instance: Instance, settings: Settings,
 
 def build(backend, instances, settings: Settings) -> list[Row]:
     """Every row of the matrix, each built on its own (build_row); every row's children (its
-    tools, the plain observation of a kernel declared crash or hang) start at once, side by
-    side in a small pool."""
+    tools, in batches; the plain observation of a kernel declared crash or hang) start at once,
+    side by side in small pools."""
     if hazards.simulates_threads(backend):
         return [build_row(backend, inst, settings) for inst in instances]
     children = RowChildren(settings)
     try:
-        for inst in instances:
-            children.submit(inst)
+        children.submit_rows(instances)
         return [build_row(backend, inst, settings, children) for inst in instances]
     finally:
         children.close()
@@ -332,50 +331,98 @@ def small_problems(instance: Instance, settings: Settings) -> list:
 class RowChildren:
     """The child processes of many rows, side by side: each row's compute-sanitizer runs and,
     for a kernel declared to crash or hang, its plain observation (a child that waits out
-    the hang timeout: 12 s of the H200's ci run when it waited in turn). A small pool of
+    the hang timeout: 12 s of the H200's ci run when it waited in turn). Small pools of
     threads, each waiting on its own child (the GPU sees several small launches at once,
-    which the tools allow). `submit` starts a row's children ahead of its test; `results`
-    and `isolated` wait for them; `wait` for all (before device timing)."""
+    which the tools allow). `submit` / `submit_rows` start rows' children ahead of their tests;
+    `results` and `isolated` wait for them; `wait` for all (before device timing).
+
+    A tool runs over the rows submitted together in few children (`batches`), not one child
+    per row and tool: each child pays its start under the tool (Python, CuPy, a CUDA context
+    the tool instruments) once for many rows. A child's steps are told apart by the kernel
+    each report names and the step it falls in (sanitizer.run), and a crash costs only a
+    fresh child for the steps left (isolation.run_steps). Rows declared correct never share a
+    child with rows declared defective, and a kernel declared to crash or to write out of
+    bounds has its children to itself: whatever a broken kernel leaves behind in a child
+    never lands on another row's report."""
 
     PLAIN = "plain"   # the key of a row's isolated plain observation
+    ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_WRITE.value})   # children of their own
+    # A batch's rows wait for the whole batch, and racecheck takes long on a racing kernel
+    # (rows of broken_no_barriers waited 46-103 s in the nightly on an H200): a few rows each.
+    MAX_BATCH_ROWS = 4
 
     def __init__(self, settings: Settings, workers: int | None = None, turns=None,
                  cores: int | None = None) -> None:
         """`turns`: a pytest-xdist worker's gpu_turns.GpuTurns when it shares its GPU: the
         children hold the GPU (shared) while they run, so no other worker times then.
         `cores`: the cores this process may use (a worker's share; the host's by default):
-        the children, CPU-heavy, get half of them, 8 at most and at least one per tool."""
+        the tools' children, CPU-heavy, get half of them, 8 at most and at least one per tool;
+        a tool's rows are split into as many batches as that leaves children per tool."""
         from concurrent.futures import ThreadPoolExecutor
 
         self.settings = settings
         self._turns = turns
         cores = cores or os.cpu_count() or 2
         workers = workers or max(len(settings.tools), min(8, cores // 2))
+        self._batches = max(1, workers // max(1, len(settings.tools)))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="row-children")
+        # A kernel declared to hang waits out its timeout in its child, using no core: it
+        # never waits behind the tools' runs (it did, 10.7 s at the end of ci's hazards suite).
+        self._isolated_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="row-children-isolated")
         self._futures: dict = {}
 
     def submit(self, instance: Instance) -> None:
-        """Start the row's children: its isolated plain observation when declared crash or
-        hang; its tools unless declared to hang (a hang is not run under the tools)."""
-        expect = instance.spec.expect
-        if expect in ISOLATED and (instance.id, self.PLAIN) not in self._futures:
-            self._start((instance.id, self.PLAIN),
-                        lambda: isolated_observations([instance], self.settings)[instance.id])
-        if not self.settings.sanitizer_exe or expect == Defect.HANG.value:
-            return
-        plan = [(instance, small_problems(instance, self.settings))]
-        if not plan[0][1]:
-            return
-        for tool in self.settings.tools:
-            if (instance.id, tool) not in self._futures:
-                self._start((instance.id, tool), self._run, tool, plan)
+        """Start one row's children (submit_rows)."""
+        self.submit_rows([instance])
 
-    def _start(self, key, fn, *args) -> None:
+    def submit_rows(self, instances) -> None:
+        """Start these rows' children: each one's isolated plain observation when declared crash
+        or hang; the tools over the rows, in batches (in the order given: a batch's rows wait
+        for the whole batch, so the first rows go in the first batch), unless declared to hang
+        (a hang is not run under the tools)."""
+        tool_rows = []
+        for instance in instances:
+            expect = instance.spec.expect
+            if expect in ISOLATED and (instance.id, self.PLAIN) not in self._futures:
+                self._futures[(instance.id, self.PLAIN)] = self._start(
+                    self._isolated_pool, lambda i=instance: isolated_observations([i], self.settings)[i.id])
+            if not self.settings.sanitizer_exe or expect == Defect.HANG.value:
+                continue
+            if any((instance.id, tool) in self._futures for tool in self.settings.tools):
+                continue
+            problems = small_problems(instance, self.settings)
+            if problems:
+                tool_rows.append((instance, problems))
+        for batch in self.batches(tool_rows, self._batches):
+            for tool in self.settings.tools:
+                future = self._start(self._pool, self._run, tool, batch)
+                for instance, _ in batch:
+                    self._futures[(instance.id, tool)] = future
+
+    @classmethod
+    def batches(cls, rows, per_class: int) -> list[list]:
+        """Rows ([(instance, problems)]) in batches for one child each: rows declared correct and
+        rows declared defective apart, each split in order into runs of consecutive rows, at
+        least `per_class` of them (where there are as many rows) and at most MAX_BATCH_ROWS
+        rows each; rows of ALONE one each."""
+        alone = [[r] for r in rows if r[0].spec.expect in cls.ALONE]
+        out = []
+        for correct in (True, False):
+            part = [r for r in rows if (r[0].spec.expect == "correct") == correct
+                    and r[0].spec.expect not in cls.ALONE]
+            n = max(min(per_class, len(part)), -(-len(part) // cls.MAX_BATCH_ROWS))
+            if n:
+                size = -(-len(part) // n)
+                out += [part[i:i + size] for i in range(0, len(part), size)]
+        return out + alone
+
+    def _start(self, pool, fn, *args):
         if self._turns is not None:
             self._turns.children_started()
-        future = self._futures[key] = self._pool.submit(fn, *args)
+        future = pool.submit(fn, *args)
         if self._turns is not None:
             future.add_done_callback(self._turns.children_ended)
+        return future
 
     def _run(self, tool: str, plan):
         try:
@@ -391,10 +438,12 @@ class RowChildren:
             return self._futures[(instance.id, self.PLAIN)].result()
 
     def results(self, instance: Instance) -> list[tuple]:
-        """[(tool, ToolRun or None, error or None)] for every tool, once they have run."""
+        """[(tool, ToolRun or None, error or None)] for every tool, once they have run: each
+        ToolRun as this row sees it (ToolRun.of), whatever batch it ran in."""
         self.submit(instance)
         with phase("sanitizer"):   # the children ran on pool threads: count the wait
-            return [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
+            got = [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
+        return [(tool, run.of(instance) if run is not None else None, error) for tool, run, error in got]
 
     def wait(self) -> None:
         """Until every child started so far has ended (their results are kept)."""
@@ -405,10 +454,12 @@ class RowChildren:
     def close(self) -> None:
         """Stop: runs not started are cancelled, running children killed (a session that
         ends does not wait up to the step timeout for a kernel that hangs under a tool)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._pool, self._isolated_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
         if any(not f.done() for f in self._futures.values()):
             isolation.stop_running_children()
-        self._pool.shutdown(wait=True)
+        for pool in (self._pool, self._isolated_pool):
+            pool.shutdown(wait=True)
 
 
 def sanitizer_column(row: Row, settings: Settings, runs: RowChildren | None = None) -> Column:

@@ -218,6 +218,24 @@ class ToolRun:
                                  details={**f.details, "tool": self.tool}))
         return found
 
+    def of(self, instance) -> "ToolRun":
+        """The run as one of its rows sees it: that row's report and steps, and its steps'
+        output (the whole log when the run was of this row alone). Reports no step or kernel
+        can be tied to stay in `unattributed`, shown to every row of the run."""
+        if set(self.reports) == {instance.id}:
+            return self
+        key = (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile)
+        mine = {i: o for i, o in sorted(self.outcomes.items()) if o.step.instance_key == key}
+        others = sorted(set(self.reports) - {instance.id})
+        lines = [f"(one {self.tool} child ran this row with {', '.join(others)}: "
+                 f"below, its output during this row's launches)"]
+        for o in mine.values():
+            s = o.step
+            lines += [f"--- {s.purpose} M{s.M} N{s.N} K{s.K}: {o.status}"
+                      + (f" ({o.message})" if o.message else ""), *o.output]
+        return ToolRun(self.tool, {instance.id: self.reports[instance.id]}, mine, "\n".join(lines),
+                       list(self.unattributed))
+
 
 def _groups(steps, instances):
     """Batches of steps in which no two instantiations share a kernel name (so the tool's

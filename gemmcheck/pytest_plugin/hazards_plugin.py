@@ -191,10 +191,8 @@ def row_children(config: pytest.Config, items, backend) -> kill_matrix.RowChildr
         children = config.stash[ROW_CHILDREN] = kill_matrix.RowChildren(
             matrix_settings(config), turns=gpu_turns.turns(config),
             cores=cores.of_this_process(getattr(config, "workerinput", {})))
-        for inst in rows_ahead(config, items):
-            # one the probe saw crash or hang is not run under the tools
-            if not backends.refused(inst.id):
-                children.submit(inst)
+        # one the probe saw crash or hang is not run under the tools
+        children.submit_rows([inst for inst in rows_ahead(config, items) if not backends.refused(inst.id)])
     return config.stash[ROW_CHILDREN]
 
 
