@@ -123,8 +123,8 @@ def timer_for(monkeypatch):
     monkeypatch.setattr(device, "properties", lambda device_id=0: props)
     monkeypatch.setattr(device, "SmClock", Clock)
 
-    def make(behaviour):
-        timer = perf.GpuTimer(Backend(gpu, behaviour), perf.Timing(warmup=2))
+    def make(behaviour, turn=None):
+        timer = perf.GpuTimer(Backend(gpu, behaviour), perf.Timing(warmup=2), turn=turn)
         session = perf.PerfSession(timer, repeats=6)
         session._copy = perf.Measurement("copy", 2**30, (0.5e-3,) * 5, bytes_moved=2 * 2**30)
         return session, gpu
@@ -147,6 +147,30 @@ def test_an_honest_kernel_is_timed_in_turn_with_cublas_and_accepted(timer_for):
     launches = [e for e in gpu.log if e != "hold"]
     timed = launches[launches.index("cublas"):]        # after the first check: the probe, then rounds
     assert timed[1:] == ["cublas", "kernel"] * (len(timed[1:]) // 2)
+
+
+def test_only_the_sampling_loops_run_in_the_workers_turn_on_the_gpu(timer_for):
+    """Under pytest-xdist with workers sharing a GPU, the turn (the card to this worker alone)
+    covers each sampling loop, warm-up included, and nothing else: the first check launch and
+    the judgements run beside the other workers."""
+    import contextlib
+
+    log = None
+
+    @contextlib.contextmanager
+    def turn():
+        log.append("turn")
+        yield
+        log.append("end of turn")
+
+    session, gpu = timer_for("honest", turn)
+    log = gpu.log
+    perf.timed_rate(session, instance(), N)
+    seen = [e for e in gpu.log if e != "hold"]
+    # the check and cuBLAS's dtype probe beside the others; then one turn: warm-up and samples
+    assert seen[:3] == ["kernel", "cublas", "turn"] and seen[-1] == "end of turn"
+    inside = seen[3:-1]
+    assert set(inside) == {"kernel", "cublas"} and len(inside) == 4 + len(session.rows[(instance().id, N)].measurement.times) * 2
 
 
 @pytest.mark.parametrize("behaviour, says", [

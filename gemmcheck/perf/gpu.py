@@ -62,12 +62,19 @@ class GpuTimer:
 
     SEED = 20240605
 
-    def __init__(self, backend, timing: Timing) -> None:
+    def __init__(self, backend, timing: Timing, turn=None) -> None:
+        """`turn`: a context manager factory held around every sampling loop (its warm-up too):
+        a pytest-xdist worker that shares its GPU has the card to itself there
+        (gpu_turns.alone), and only there: inputs, first checks and judgements run beside the
+        other workers."""
+        import contextlib
+
         import cupy
 
         self.cupy = cupy
         self.backend = backend
         self.timing = timing
+        self.turn = turn or contextlib.nullcontext
         device_id = cupy.cuda.Device().id
         self.device = device.properties(device_id)
         self.clock = device.SmClock(device_id, cupy.cuda.Device(device_id).pci_bus_id)
@@ -147,12 +154,13 @@ class GpuTimer:
                                      t.max_seconds, t.enough_seconds)
 
     def _sample(self, samplers, min_samples: int) -> sampling.Sampled:
-        for _ in range(self.timing.warmup):
-            for take in samplers.values():
-                take()
-        return sampling.sample_interleaved(samplers, self._rule(min_samples),
-                                           reference_mhz=self.clock.reference_mhz,
-                                           min_clock_ratio=self.timing.min_clock_ratio)
+        with self.turn():
+            for _ in range(self.timing.warmup):
+                for take in samplers.values():
+                    take()
+            return sampling.sample_interleaved(samplers, self._rule(min_samples),
+                                               reference_mhz=self.clock.reference_mhz,
+                                               min_clock_ratio=self.timing.min_clock_ratio)
 
     def check(self, instance: Instance, size: int, index: int | None = None) -> Check:
         """Launch once on set ``index`` (default: the check set, never timed), C poisoned first,

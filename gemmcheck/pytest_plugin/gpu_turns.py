@@ -2,11 +2,13 @@
 
 Under pytest-xdist with more workers than GPUs (``-n 4`` on one H200), each worker that
 shares its GPU holds that GPU's lock *shared* for every test it runs and while children it
-started (compute-sanitizer runs) are alive, and holds it *exclusive* for the body of a
-performance test, once its own children have ended. So no sample is taken while any other
-process of the run launches on the card, and everything else runs side by side: the host
-work of the correctness and hazards suites (the oracle, hypothesis) spreads over the cores
-instead of waiting in turn.
+started (compute-sanitizer runs) are alive, and holds it *exclusive* for each sampling loop
+of a performance test (gemmcheck.perf.gpu.GpuTimer's `turn`), once its own children have
+ended. So no sample is taken while any other process of the run launches on the card, and
+everything else runs side by side: the host work of the correctness and hazards suites (the
+oracle, hypothesis) spreads over the cores instead of waiting in turn, and so do the
+performance tests' input sets, first checks and judgements (in ci on one H200 with -n 8 they
+had waited inside the turn: ~8 s of CuPy compiles for the first check alone).
 
 The lock is flock(2) on one file per physical GPU, in a folder the controller makes for the
 run (so two runs on one machine do not wait for each other). Converting a shared lock to an

@@ -177,10 +177,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def perf_session(request: pytest.FixtureRequest) -> perf.PerfSession:
     """The session's device timer and everything it measured, once the children this session
     started ahead on the GPU (the kill matrix's tools and isolated rows) have ended: device
-    timing never shares the card with them."""
+    timing never shares the card with them. A worker that shares its GPU samples in its turn
+    (the timer's `turn`, timed_session); the rest of the test runs beside the other workers."""
     request.config.hook.pytest_gemm_before_device_timing(config=request.config)
-    with gpu_turns.alone(request.config):   # a worker that shares its GPU waits for its turn
-        yield request.getfixturevalue("timed_session")
+    return request.getfixturevalue("timed_session")
 
 
 @pytest.fixture(scope="session")
@@ -192,7 +192,7 @@ def timed_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
             pc.skip_reason = (f"performance is timed on a CUDA device; backend {backend.name!r} "
                               "does not time kernels")
         else:
-            timer = perf.GpuTimer(backend, pc.thresholds.timing)
+            timer = perf.GpuTimer(backend, pc.thresholds.timing, turn=lambda: gpu_turns.alone(request.config))
             pc.session = perf.PerfSession(timer, gemm_config(request.config).profile.perf_repeats, ncu=pc.ncu)
             pc.session.copy()   # the memory roof, measured first, on an idle card
     if pc.session is None:
