@@ -341,12 +341,17 @@ class RowChildren:
     the tool instruments) once for many rows. A child's steps are told apart by the kernel
     each report names and the step it falls in (sanitizer.run), and a crash costs only a
     fresh child for the steps left (isolation.run_steps). Rows declared correct never share a
-    child with rows declared defective, and a kernel declared to crash or to write out of
-    bounds has its children to itself: whatever a broken kernel leaves behind in a child
-    never lands on another row's report."""
+    child with rows declared defective, and a kernel declared to crash or to read or write out
+    of bounds has its children to itself: whatever a broken kernel leaves behind in a child
+    never lands on another row's report. memcheck runs one row per child: its verdict hangs on
+    where the allocations lie, and in a batch of defects on an H200 (one nightly of two) it
+    missed broken_unguarded_loads' read outside A, which then faulted as a plain crash.
+    """
 
     PLAIN = "plain"   # the key of a row's isolated plain observation
-    ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_WRITE.value})   # children of their own
+    ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_READ.value,
+                       Defect.OUT_OF_BOUNDS_WRITE.value})   # children of their own
+    UNBATCHED = frozenset({"memcheck"})                     # tools that run one row per child
     # A batch's rows wait for the whole batch, and racecheck takes long on a racing kernel
     # (rows of broken_no_barriers waited 46-103 s in the nightly on an H200): a few rows each.
     MAX_BATCH_ROWS = 4
@@ -393,11 +398,14 @@ class RowChildren:
             problems = small_problems(instance, self.settings)
             if problems:
                 tool_rows.append((instance, problems))
-        for batch in self.batches(tool_rows, self._batches):
+        batched = self.batches(tool_rows, self._batches)
+        for n in range(max(len(batched), len(tool_rows))):   # first rows first, every tool
             for tool in self.settings.tools:
-                future = self._start(self._pool, self._run, tool, batch)
-                for instance, _ in batch:
-                    self._futures[(instance.id, tool)] = future
+                runs = [[r] for r in tool_rows] if tool in self.UNBATCHED else batched
+                if n < len(runs):
+                    future = self._start(self._pool, self._run, tool, runs[n])
+                    for instance, _ in runs[n]:
+                        self._futures[(instance.id, tool)] = future
 
     @classmethod
     def batches(cls, rows, per_class: int) -> list[list]:
