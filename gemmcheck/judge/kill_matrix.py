@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 
 from gemmcheck.verdict import defects
+from gemmcheck import watchdog
 from gemmcheck.judge import hazards, isolation, sanitizer
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict.detectors import Detector
@@ -442,14 +443,14 @@ class RowChildren:
     def isolated(self, instance: Instance) -> list[hazards.Observation]:
         """The plain observations of a kernel declared crash or hang, made in a child."""
         self.submit(instance)
-        with phase("isolation"):   # the child ran on a pool thread: count the wait
-            return self._futures[(instance.id, self.PLAIN)].result()
+        with phase("isolation"), watchdog.reporting(f"the isolated observation of {instance.id}"):
+            return self._futures[(instance.id, self.PLAIN)].result()   # a child on a pool thread
 
     def results(self, instance: Instance) -> list[tuple]:
         """[(tool, ToolRun or None, error or None)] for every tool, once they have run: each
         ToolRun as this row sees it (ToolRun.of), whatever batch it ran in."""
         self.submit(instance)
-        with phase("sanitizer"):   # the children ran on pool threads: count the wait
+        with phase("sanitizer"), watchdog.reporting(f"the compute-sanitizer runs of {instance.id}"):
             got = [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
         return [(tool, run.of(instance) if run is not None else None, error) for tool, run, error in got]
 
@@ -457,7 +458,8 @@ class RowChildren:
         """Until every child started so far has ended (their results are kept)."""
         from concurrent.futures import wait
 
-        wait(list(self._futures.values()))
+        with watchdog.reporting("every child this process started (before device timing)"):
+            wait(list(self._futures.values()))
 
     def close(self) -> None:
         """Stop: runs not started are cancelled, running children killed (a session that

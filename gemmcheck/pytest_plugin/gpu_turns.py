@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck import phases
+from gemmcheck import phases, watchdog
 
 WORKER_GPU_LOCK = "gemm_gpu_lock"   # workerinput: the lock file of a worker's shared GPU
 
@@ -76,6 +76,7 @@ class GpuTurns:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        watchdog.watch_lock(path)
         self.test = _Lock(path)
         self._children = _Lock(path)
         self._running = 0              # children alive
@@ -102,15 +103,16 @@ class GpuTurns:
         # first kernel test is a performance test makes the backend, and starts its rows'
         # children, inside its turn). Taken when the turn ends instead.
         if self._running and not self._children_held and not self._alone:
-            self._children.shared()
+            with watchdog.reporting("the GPU's shared hold for its children"):
+                self._children.shared()
             self._children_held = True
 
     @contextlib.contextmanager
     def alone(self):
         """The lock exclusive for the block (converted from the test's shared lock; waits for
         this process's own children, too)."""
-        with phases.phase("turns"):   # waiting until no other worker is inside a test
-            self.test.exclusive()
+        with phases.phase("turns"), watchdog.reporting("its turn to time alone on the GPU"):
+            self.test.exclusive()   # until no other worker is inside a test
         with self._guard:
             self._alone = True
         try:

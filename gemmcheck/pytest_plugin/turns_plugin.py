@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from gemmcheck import watchdog
 from gemmcheck.pytest_plugin.gpu_turns import FOLDER, TURNS, WORKER_GPU_LOCK, GpuTurns, remove_folder, turns
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    watchdog.configure(config.rootpath / "reports" / "stalls")
     path = getattr(config, "workerinput", {}).get(WORKER_GPU_LOCK)
     if path:
         config.stash[TURNS] = GpuTurns(path)
@@ -27,7 +29,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     worker_turns = turns(item.config)
     if worker_turns is not None:
-        worker_turns.test.shared()
+        with watchdog.reporting(f"the GPU's shared hold to run {item.nodeid}"):
+            worker_turns.test.shared()
     try:
         yield
     finally:
