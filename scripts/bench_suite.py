@@ -106,7 +106,9 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
         raise SystemExit("bench_suite: this --gemm-phases file has no spans (written before they were recorded)")
     workers = sorted({w for w, _, _ in spans.values()})
     end = max(b for _, _, b in spans.values())
-    suites = [s for s in SUITES if any(n.startswith(s + "/") for n in spans)]
+    # each test's suite, once (a test outside the suites, e.g. tests/, counts as "other")
+    suite_of = {n: next((s for s in SUITES if n.startswith(s + "/")), "other") for n in spans}
+    suites = [s for s in (*SUITES, "other") if s in suite_of.values()]
     lines = [f"{len(spans)} tests on {len(workers)} workers, wall {doc['wall_s']:.1f} s, last test ended at "
              f"{end:.1f} s; worker-seconds per {step:g} s:",
              "| seconds | " + " | ".join(suites) + " | idle |", "|" + "---|" * (len(suites) + 2)]
@@ -116,7 +118,7 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
         for nodeid, (_, a, b) in spans.items():
             overlap = min(b, hi) - max(a, lo)
             if overlap > 0:
-                busy[next(s for s in suites if nodeid.startswith(s + "/"))] += overlap
+                busy[suite_of[nodeid]] += overlap
         idle = max(0.0, len(workers) * step - sum(busy.values()))
         lines.append(f"| {lo:g}-{hi:g} | " + " | ".join(f"{busy[s]:.1f}" for s in suites) + f" | {idle:.1f} |")
     lines += ["", f"the {last} tests that ended last (worker, start, stop, phases):"]

@@ -69,6 +69,14 @@ def test_timeline_counts_each_suites_worker_seconds_where_its_tests_ran_and_name
     assert "suites/correctness/test_b.py::t" in lines[-2]
 
 
+def test_timeline_counts_tests_outside_the_suites_as_other(bench):
+    doc = {"wall_s": 3.0, "tests": {}, "spans": {"tests/test_x.py::t": ["main", 0.0, 2.0],
+                                                 "suites/compile/test_a.py::t": ["main", 2.0, 3.0]}}
+    lines = bench.timeline(doc, step=5.0)
+    assert lines[1] == "| seconds | suites/compile | other | idle |"
+    assert lines[3] == "| 0-5 | 1.0 | 2.0 | 2.0 |"
+
+
 def test_timeline_of_a_file_without_spans_says_so(bench):
     with pytest.raises(SystemExit, match="no spans"):
         bench.timeline({"wall_s": 1.0, "tests": {}, "durations": {}})
