@@ -399,13 +399,13 @@ class RowChildren:
             problems = small_problems(instance, self.settings)
             if problems:
                 tool_rows.append((instance, problems))
-        batched = self.batches(tool_rows, self._batches)
-        for n in range(max(len(batched), len(tool_rows))):   # first rows first, every tool
-            for tool in self.settings.tools:
-                runs = [[r] for r in tool_rows] if tool in self.UNBATCHED else batched
-                if n < len(runs):
-                    future = self._start(self._pool, self._run, tool, runs[n])
-                    for instance, _ in runs[n]:
+        batched, alone = self.batches(tool_rows, self._batches), [[r] for r in tool_rows]
+        runs = {tool: alone if tool in self.UNBATCHED else batched for tool in self.settings.tools}
+        for n in range(len(alone)):   # first rows first, every tool (batches are never more than rows)
+            for tool, plans in runs.items():
+                if n < len(plans):
+                    future = self._start(self._pool, self._run, tool, plans[n])
+                    for instance, _ in plans[n]:
                         self._futures[(instance.id, tool)] = future
 
     @classmethod
