@@ -27,12 +27,20 @@ _stack: list[list] = []   # [name, started, seconds spent in nested phases]
 # waited on by a thread pool) are not counted there: they overlap the test's time, and
 # the test counts its wait for them instead (a phase around the wait).
 _owner = threading.get_ident()
+# The children this process ran (any thread): [what, start, ready, stop] in epoch seconds, so a
+# run's timeline can show how many ran at once and which ones the wall waited for.
+_children: list[list] = []
+_children_lock = threading.Lock()
 
 
 def enable(on: bool = True) -> None:
     global _enabled, _owner
     _enabled = on
     _owner = threading.get_ident()
+# The children this process ran (any thread): [what, start, ready, stop] in epoch seconds, so a
+# run's timeline can show how many ran at once and which ones the wall waited for.
+_children: list[list] = []
+_children_lock = threading.Lock()
 
 
 def enabled() -> bool:
@@ -72,6 +80,20 @@ def phase(name: str):
         _tally[name] = _tally.get(name, 0.0) + spent - frame[2]
         if _stack:
             _stack[-1][2] += spent
+
+
+def child_ran(what: str, start: float, ready: float | None, stop: float) -> None:
+    """Record a child process (nothing when timing is off): `what` names its tool and rows;
+    `ready` is when it said it was ready (after its start-up), None if it never did."""
+    if _enabled:
+        with _children_lock:
+            _children.append([what, round(start, 3), round(ready, 3) if ready else None, round(stop, 3)])
+
+
+def children() -> list[list]:
+    """The children recorded so far ([what, start, ready, stop], epoch seconds)."""
+    with _children_lock:
+        return [list(c) for c in _children]
 
 
 def timed(name: str):

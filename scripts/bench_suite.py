@@ -109,22 +109,47 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
     # each test's suite, once (a test outside the suites, e.g. tests/, counts as "other")
     suite_of = {n: next((s for s in SUITES if n.startswith(s + "/")), "other") for n in spans}
     suites = [s for s in (*SUITES, "other") if s in suite_of.values()]
+    children = doc.get("children") or []   # [worker, what, start, ready, stop]
     lines = [f"{len(spans)} tests on {len(workers)} workers, wall {doc['wall_s']:.1f} s, last test ended at "
-             f"{end:.1f} s; worker-seconds per {step:g} s:",
-             "| seconds | " + " | ".join(suites) + " | idle |", "|" + "---|" * (len(suites) + 2)]
+             f"{end:.1f} s; worker-seconds per {step:g} s"
+             + (", and the child processes running (on average)" if children else "") + ":",
+             "| seconds | " + " | ".join(suites) + " | idle |" + (" children |" if children else ""),
+             "|" + "---|" * (len(suites) + 2 + bool(children))]
+    overlap = lambda a, b, lo, hi: max(0.0, min(b, hi) - max(a, lo))   # noqa: E731
     for lo in [i * step for i in range(int(end // step) + 1)]:
         hi = lo + step
         busy = {s: 0.0 for s in suites}
         for nodeid, (_, a, b) in spans.items():
-            overlap = min(b, hi) - max(a, lo)
-            if overlap > 0:
-                busy[suite_of[nodeid]] += overlap
+            busy[suite_of[nodeid]] += overlap(a, b, lo, hi)
         idle = max(0.0, len(workers) * step - sum(busy.values()))
-        lines.append(f"| {lo:g}-{hi:g} | " + " | ".join(f"{busy[s]:.1f}" for s in suites) + f" | {idle:.1f} |")
+        running = sum(overlap(c[2], c[4], lo, hi) for c in children) / step
+        lines.append(f"| {lo:g}-{hi:g} | " + " | ".join(f"{busy[s]:.1f}" for s in suites) + f" | {idle:.1f} |"
+                     + (f" {running:.1f} |" if children else ""))
     lines += ["", f"the {last} tests that ended last (worker, start, stop, phases):"]
     for nodeid, (w, a, b) in sorted(spans.items(), key=lambda kv: kv[1][2])[-last:]:
         spent = ", ".join(f"{k} {v:.1f}" for k, v in doc["tests"].get(nodeid, {}).items() if v >= 0.05)
         lines.append(f"  {w:>5} {a:6.1f} {b:6.1f}  {nodeid}  {spent}")
+    return lines + (children_lines(children, last) if children else [])
+
+
+def children_lines(children: list, last: int) -> list[str]:
+    """Per tool: how many children, their summed seconds and start-up (to READY), the longest;
+    then the children that ended last."""
+    kinds: dict[str, list] = {}
+    for c in children:
+        kinds.setdefault(c[1].partition(":")[0], []).append(c)
+    lines = ["", "child processes per tool (start-up: until the child said READY):",
+             "| tool | children | summed s | start-up s | longest s | last ended at |", "|---|---|---|---|---|---|"]
+    for kind, cs in sorted(kinds.items()):
+        ups = [c[3] - c[2] for c in cs if c[3] is not None]
+        lines.append(f"| {kind} | {len(cs)} | {sum(c[4] - c[2] for c in cs):.1f} | {sum(ups):.1f} | "
+                     f"{max(c[4] - c[2] for c in cs):.1f} | {max(c[4] for c in cs):.1f} |")
+    lines += ["", f"the {last} children that ended last (worker, start, stop, seconds, what):"]
+    for w, what, a, _, b in sorted(children, key=lambda c: c[4])[-last:]:
+        lines.append(f"  {w:>5} {a:6.1f} {b:6.1f} {b - a:6.1f}  {what[:160]}")
+    lines += ["", f"the {last} longest children:"]
+    for w, what, a, _, b in sorted(children, key=lambda c: c[4] - c[2])[-last:]:
+        lines.append(f"  {w:>5} {a:6.1f} {b:6.1f} {b - a:6.1f}  {what[:160]}")
     return lines
 
 

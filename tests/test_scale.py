@@ -336,7 +336,23 @@ def test_phases_file_under_xdist_says_which_worker_ran_each_test_and_when(suite,
     assert all(b - a >= 0.2 and b <= doc["wall_s"] for _, a, b in spans)
 
 
-# -- a run that checked nothing fails ----------------------------------------------------------
+def test_phases_file_under_xdist_lists_the_child_processes_each_worker_ran(suite, tmp_path):
+    suite.makepyfile(test_probe=(
+        "import sys\n"
+        "from gemmcheck.judge import isolation\n"
+        "def test_probe(any_kernel):\n"
+        "    say = f'print({isolation.MARK!r}, \"READY\", flush=True)'\n"
+        "    step = isolation.Step(0, 'c.toml', 'good', 'float32', 4, 9, 5, 17, seed=1)\n"
+        "    isolation.supervise([sys.executable, '-c', say], [step])\n"))
+    out = tmp_path / "phases.json"
+    assert suite.runpytest(*NARROW, "-n", "2", "--gemm-backend=cpu-sim", "--gemm-sanitizer=off",
+                           f"--gemm-phases={out}").ret == 0
+    doc = json.loads(out.read_text())
+    assert len(doc["children"]) == 4      # one per test, from both workers
+    assert {c[0] for c in doc["children"]} <= {"gw0", "gw1"}
+    assert all(what == "plain: good-float32-TILE4" and 0 <= start <= ready <= stop <= doc["wall_s"]
+               for _, what, start, ready, stop in doc["children"])
+
 
 def test_a_run_whose_kernel_tests_all_skip_fails_with_the_reason(suite):
     suite.makepyfile(test_probe="import pytest\n"

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gemmcheck import phases
 from gemmcheck.verdict.detectors import Detector
 from gemmcheck.verdict import Finding
 
@@ -113,6 +114,7 @@ class ChildResult:
     stderr: str
     ready: bool
     error: str = ""           # the child's own failure (not a kernel's): set when it said ERROR
+    ready_at: float | None = None   # epoch second it said READY (its start-up done)
 
 
 # -- the parent side ----------------------------------------------------------------------
@@ -148,15 +150,27 @@ def supervise(argv, steps, *, ready_timeout: float = READY_TIMEOUT_S,
     """
     by_id = {s.id: s for s in steps}
     outcomes: dict[int, StepOutcome] = {}
+    began = time.time()
     proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True, errors="replace")
     with _running_lock:
         _running.add(proc)
+    result = None
     try:
-        return _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout)
+        result = _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout)
+        return result
     finally:
         with _running_lock:
             _running.discard(proc)
+        phases.child_ran(_child_label(argv, steps), began, result.ready_at if result else None, time.time())
+
+
+def _child_label(argv, steps) -> str:
+    """'racecheck: row, row' (or 'plain: ...'): the tool a child ran under and its rows."""
+    argv = list(argv)
+    tool = argv[argv.index("--tool") + 1] if "--tool" in argv[:-1] else "plain"
+    rows = dict.fromkeys(f"{s.kernel}-{s.dtype}-TILE{s.tile}" for s in steps)
+    return f"{tool}: {', '.join(rows)}"
 
 
 def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> ChildResult:
@@ -170,7 +184,7 @@ def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> Chi
     error = ""
     ready, current, started = False, None, time.monotonic()
     deadline = started + ready_timeout
-    killed_for = None
+    killed_for, ready_at = None, None
     while True:
         try:
             line = lines_q.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -189,7 +203,7 @@ def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> Chi
         if word == "ERROR":
             error = json.loads(rest) if rest else "unknown error"
         elif word == "READY":
-            ready, deadline = True, time.monotonic() + step_timeout
+            ready, deadline, ready_at = True, time.monotonic() + step_timeout, time.time()
         elif word == "LAUNCH":
             current = int(rest)
             outcomes[current] = StepOutcome(by_id[current], "running")
@@ -221,7 +235,7 @@ def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> Chi
         outcomes.setdefault(step.id, StepOutcome(step, "not_run"))
     if killed_for == "ready" and current is None:
         stderr += f"\n(killed: not ready within {ready_timeout:g} s)"
-    return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error)
+    return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error, ready_at)
 
 
 def _kill(proc: subprocess.Popen) -> None:

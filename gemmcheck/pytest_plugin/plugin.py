@@ -32,6 +32,7 @@ pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_pl
 
 DURATIONS_JSON = Path("reports") / "durations.json"
 NOTHING_CHECKED = pytest.StashKey[str]()
+CHILDREN_OUTPUT = "gemm_children"   # a pytest-xdist worker's child processes (phases.children)
 
 
 # -- option converters: each quotes the bad value and says what would do ----------------
@@ -309,8 +310,11 @@ class _Recorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
         config, stats = self.config, self.stats
         if rerun.runner_id(config) is not None:
+            if hasattr(config, "workeroutput") and phases.enabled():
+                config.workeroutput[CHILDREN_OUTPUT] = phases.children()   # to the controller
             return   # pytest-xdist: the controller sees every report and writes the files; a
                      # re-run child (rerun.py) leaves them to the session that started it
+        stats.add_children("main", phases.children())
         if stats.durations and not config.option.collectonly:
             _write_json(config.rootpath / DURATIONS_JSON, stats.durations_document())
         if config.getoption("gemm_phases"):
@@ -319,6 +323,12 @@ class _Recorder:
         if why:
             config.stash[NOTHING_CHECKED] = why
             session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """pytest-xdist: a worker's children, for the timeline."""
+        self.stats.add_children(node.gateway.id, getattr(node, "workeroutput", {}).get(CHILDREN_OUTPUT, ()))
 
 
 def _uses_hypothesis(item: pytest.Item) -> bool:

@@ -27,6 +27,7 @@ class RunStats:
         self.durations: dict[str, float] = {}            # node id -> setup + call + teardown
         self.phases: dict[str, dict[str, float]] = {}    # node id -> phase -> seconds
         self.spans: dict[str, list] = {}   # node id -> [worker, start, stop], seconds from the session's start
+        self.children: list[list] = []     # [worker, what, start, ready, stop], seconds likewise
         self.hypothesis_tests: set[str] = set()
         self.kernel_tests: set[str] = set()
         self.kernel_tests_ran: set[str] = set()
@@ -66,6 +67,11 @@ class RunStats:
         span = self.spans.setdefault(report.nodeid, [worker, start, stop])
         span[1], span[2] = min(span[1], start), max(span[2], stop)
 
+    def add_children(self, worker: str, children) -> None:
+        """Child processes a process ran (phases.children: epoch seconds), on the run's clock."""
+        at = lambda t: None if t is None else round(t - self.started_epoch, 3)   # noqa: E731
+        self.children += [[worker, what, at(start), at(ready), at(stop)] for what, start, ready, stop in children]
+
     def nothing_checked(self, *, collect_only: bool, exitstatus: int) -> str | None:
         """One line saying why this run checked nothing, or None when it checked something
         (or selected no kernel test, or already failed, or only collected)."""
@@ -85,4 +91,5 @@ class RunStats:
         return {"collection_s": self.collection_s, "wall_s": time.monotonic() - self.started,
                 "phases": list(phases.PHASES), "durations": self.durations, "tests": self.phases,
                 "hypothesis_tests": sorted(self.hypothesis_tests),
-                "spans": {k: [w, round(a, 3), round(b, 3)] for k, (w, a, b) in self.spans.items()}}
+                "spans": {k: [w, round(a, 3), round(b, 3)] for k, (w, a, b) in self.spans.items()},
+                "children": sorted(self.children, key=lambda c: c[2])}
