@@ -82,16 +82,18 @@ def phase(name: str):
             _stack[-1][2] += spent
 
 
-def child_ran(what: str, start: float, ready: float | None, stop: float) -> None:
+def child_ran(what: str, start: float, ready: float | None, stop: float, marks=None) -> None:
     """Record a child process (nothing when timing is off): `what` names its tool and rows;
-    `ready` is when it said it was ready (after its start-up), None if it never did."""
+    `ready` is when it said it was ready (after its start-up), None if it never did; `marks`
+    the moments of its start-up it reported ({"main": its imports done, "backend": ...})."""
     if _enabled:
         with _children_lock:
-            _children.append([what, round(start, 3), round(ready, 3) if ready else None, round(stop, 3)])
+            _children.append([what, round(start, 3), round(ready, 3) if ready else None, round(stop, 3),
+                              {k: round(v, 3) for k, v in (marks or {}).items()}])
 
 
 def children() -> list[list]:
-    """The children recorded so far ([what, start, ready, stop], epoch seconds)."""
+    """The children recorded so far ([what, start, ready, stop, marks], epoch seconds)."""
     with _children_lock:
         return [list(c) for c in _children]
 

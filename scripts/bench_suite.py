@@ -133,23 +133,33 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
 
 
 def children_lines(children: list, last: int) -> list[str]:
-    """Per tool: how many children, their summed seconds and start-up (to READY), the longest;
-    then the children that ended last."""
+    """Per tool: how many children, their summed seconds and start-up (to READY: the tool's and
+    the interpreter's start with gemmcheck's imports, making the backend, preparing the
+    kernels), the longest; then the children that ended last and the longest."""
     kinds: dict[str, list] = {}
     for c in children:
         kinds.setdefault(c[1].partition(":")[0], []).append(c)
-    lines = ["", "child processes per tool (start-up: until the child said READY):",
-             "| tool | children | summed s | start-up s | longest s | last ended at |", "|---|---|---|---|---|---|"]
+    lines = ["", "child processes per tool (seconds summed; start-up: until the child said READY):",
+             "| tool | children | summed | start-up | of it: start and imports | backend | prepare | longest | last ended at |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for kind, cs in sorted(kinds.items()):
         ups = [c[3] - c[2] for c in cs if c[3] is not None]
+        parts = [0.0, 0.0, 0.0]
+        for c in cs:
+            marks = c[5] if len(c) > 5 else {}
+            if {"main", "backend", "prepared"} <= set(marks):
+                parts[0] += marks["main"] - c[2]
+                parts[1] += marks["backend"] - marks["main"]
+                parts[2] += marks["prepared"] - marks["backend"]
         lines.append(f"| {kind} | {len(cs)} | {sum(c[4] - c[2] for c in cs):.1f} | {sum(ups):.1f} | "
-                     f"{max(c[4] - c[2] for c in cs):.1f} | {max(c[4] for c in cs):.1f} |")
+                     + " | ".join(f"{x:.1f}" for x in parts)
+                     + f" | {max(c[4] - c[2] for c in cs):.1f} | {max(c[4] for c in cs):.1f} |")
     lines += ["", f"the {last} children that ended last (worker, start, stop, seconds, what):"]
-    for w, what, a, _, b in sorted(children, key=lambda c: c[4])[-last:]:
-        lines.append(f"  {w:>5} {a:6.1f} {b:6.1f} {b - a:6.1f}  {what[:160]}")
+    for c in sorted(children, key=lambda c: c[4])[-last:]:
+        lines.append(f"  {c[0]:>5} {c[2]:6.1f} {c[4]:6.1f} {c[4] - c[2]:6.1f}  {c[1][:160]}")
     lines += ["", f"the {last} longest children:"]
-    for w, what, a, _, b in sorted(children, key=lambda c: c[4] - c[2])[-last:]:
-        lines.append(f"  {w:>5} {a:6.1f} {b:6.1f} {b - a:6.1f}  {what[:160]}")
+    for c in sorted(children, key=lambda c: c[4] - c[2])[-last:]:
+        lines.append(f"  {c[0]:>5} {c[2]:6.1f} {c[4]:6.1f} {c[4] - c[2]:6.1f}  {c[1][:160]}")
     return lines
 
 

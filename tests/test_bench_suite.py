@@ -79,16 +79,17 @@ def test_timeline_counts_tests_outside_the_suites_as_other(bench):
 
 def test_timeline_counts_the_children_running_and_names_the_longest_per_tool(bench):
     doc = {"wall_s": 10.0, "tests": {}, "spans": {"suites/hazards/test_k.py::row": ["gw0", 0.0, 10.0]},
-           "children": [["gw0", "racecheck: a-float32-TILE8, b-float32-TILE8", 0.0, 2.0, 10.0],
-                        ["gw1", "memcheck: a-float32-TILE8", 2.5, 3.0, 5.0],
-                        ["gw1", "plain: hang-float32-TILE8", 1.0, None, 4.0]]}
+           "children": [["gw0", "racecheck: a-float32-TILE8, b-float32-TILE8", 0.0, 2.0, 10.0,
+                         {"main": 0.5, "backend": 1.25, "prepared": 1.75}],
+                        ["gw1", "memcheck: a-float32-TILE8", 2.5, 3.0, 5.0, {}],
+                        ["gw1", "plain: hang-float32-TILE8", 1.0, None, 4.0, {}]]}
     lines = bench.timeline(doc, step=5.0, last=2)
     assert lines[1].endswith("| idle | children |")
     assert "| 0-5 | 5.0 | 0.0 | 2.1 |" in lines          # (5 + 2.5 + 3) child-seconds / 5 s
     assert "| 5-10 | 5.0 | 0.0 | 1.0 |" in lines
-    assert "| memcheck | 1 | 2.5 | 0.5 | 2.5 | 5.0 |" in lines
-    assert "| plain | 1 | 3.0 | 0.0 | 3.0 | 4.0 |" in lines        # never said READY: no start-up
-    assert "| racecheck | 1 | 10.0 | 2.0 | 10.0 | 10.0 |" in lines
+    assert "| memcheck | 1 | 2.5 | 0.5 | 0.0 | 0.0 | 0.0 | 2.5 | 5.0 |" in lines   # no marks sent
+    assert "| plain | 1 | 3.0 | 0.0 | 0.0 | 0.0 | 0.0 | 3.0 | 4.0 |" in lines      # never said READY
+    assert "| racecheck | 1 | 10.0 | 2.0 | 0.5 | 0.8 | 0.5 | 10.0 | 10.0 |" in lines
     assert lines[-1].endswith("10.0  racecheck: a-float32-TILE8, b-float32-TILE8")   # the longest
 
 

@@ -138,6 +138,9 @@ def test_steps_run_in_few_children_and_their_runs_come_back(stand_in_catalog, ch
     assert len(observations[0].runs) == 2 and len(observations[0].control) == 1
     assert hazards.classify(hazards.detect(observations[3])).defect == Defect.UNWRITTEN_OUTPUT
     assert "earlier problem" in outcomes[2].message
+    for child in children:   # each said where its start-up went, in order, before it was ready
+        marks = child.marks
+        assert marks["main"] <= marks["backend"] <= marks["prepared"] <= child.ready_at
 
 
 def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp_path, monkeypatch):

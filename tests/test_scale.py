@@ -351,7 +351,7 @@ def test_phases_file_under_xdist_lists_the_child_processes_each_worker_ran(suite
     assert len(doc["children"]) == 4      # one per test, from both workers
     assert {c[0] for c in doc["children"]} <= {"gw0", "gw1"}
     assert all(what == "plain: good-float32-TILE4" and 0 <= start <= ready <= stop <= doc["wall_s"]
-               for _, what, start, ready, stop in doc["children"])
+               and marks == {} for _, what, start, ready, stop, marks in doc["children"])
 
 
 def test_a_run_whose_kernel_tests_all_skip_fails_with_the_reason(suite):

@@ -115,6 +115,7 @@ class ChildResult:
     ready: bool
     error: str = ""           # the child's own failure (not a kernel's): set when it said ERROR
     ready_at: float | None = None   # epoch second it said READY (its start-up done)
+    marks: dict = field(default_factory=dict)   # its start-up: {"main", "backend", "prepared": epoch}
 
 
 # -- the parent side ----------------------------------------------------------------------
@@ -162,7 +163,8 @@ def supervise(argv, steps, *, ready_timeout: float = READY_TIMEOUT_S,
     finally:
         with _running_lock:
             _running.discard(proc)
-        phases.child_ran(_child_label(argv, steps), began, result.ready_at if result else None, time.time())
+        phases.child_ran(_child_label(argv, steps), began, result.ready_at if result else None, time.time(),
+                         result.marks if result else {})
 
 
 def _child_label(argv, steps) -> str:
@@ -184,7 +186,7 @@ def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> Chi
     error = ""
     ready, current, started = False, None, time.monotonic()
     deadline = started + ready_timeout
-    killed_for, ready_at = None, None
+    killed_for, ready_at, marks = None, None, {}
     while True:
         try:
             line = lines_q.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -204,6 +206,7 @@ def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> Chi
             error = json.loads(rest) if rest else "unknown error"
         elif word == "READY":
             ready, deadline, ready_at = True, time.monotonic() + step_timeout, time.time()
+            marks = _marks(rest)
         elif word == "LAUNCH":
             current = int(rest)
             outcomes[current] = StepOutcome(by_id[current], "running")
@@ -235,7 +238,16 @@ def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> Chi
         outcomes.setdefault(step.id, StepOutcome(step, "not_run"))
     if killed_for == "ready" and current is None:
         stderr += f"\n(killed: not ready within {ready_timeout:g} s)"
-    return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error, ready_at)
+    return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error, ready_at, marks)
+
+
+def _marks(rest: str) -> dict:
+    """READY's optional start-up marks ({"main": epoch, ...}); {} from a child that sent none."""
+    try:
+        marks = json.loads(rest) if rest else {}
+    except ValueError:
+        return {}
+    return {k: float(v) for k, v in marks.items()} if isinstance(marks, dict) else {}
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -436,16 +448,19 @@ def child_main(job_path: str, outdir: str) -> int:
     job = json.loads(Path(job_path).read_text())
     out = Path(outdir)
     steps = [Step(**s) for s in job["steps"]]
+    marks = {"main": _MAIN_AT or time.time()}   # where its start-up went (the parent's timeline)
     try:
         backend = _make_backend(job["backend"], job.get("exact_allocations", False))
+        marks["backend"] = time.time()
         if job.get("hang_timeout_s"):
             backend.hang_timeout_s = float(job["hang_timeout_s"])
         instances = {s.id: _instance(s) for s in steps}
         backend.prepare(list({i.id: i for i in instances.values()}.values()))
+        marks["prepared"] = time.time()
     except Exception as exc:
         _say("ERROR", json.dumps(f"{type(exc).__name__}: {exc}"))
         return 2
-    _say("READY")
+    _say("READY", json.dumps(marks))
     unbuilt = set()   # instantiations that did not compile: their other steps are not run
     primed = set()    # instantiations launched in this child (hazards.observe's prime)
     for step in steps:
@@ -482,5 +497,8 @@ def child_main(job_path: str, outdir: str) -> int:
     return 0
 
 
+_MAIN_AT = None   # when the child's module had loaded (its interpreter and imports done)
+
 if __name__ == "__main__":
+    _MAIN_AT = time.time()
     sys.exit(child_main(sys.argv[1], sys.argv[2]))

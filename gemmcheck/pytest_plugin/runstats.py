@@ -27,7 +27,7 @@ class RunStats:
         self.durations: dict[str, float] = {}            # node id -> setup + call + teardown
         self.phases: dict[str, dict[str, float]] = {}    # node id -> phase -> seconds
         self.spans: dict[str, list] = {}   # node id -> [worker, start, stop], seconds from the session's start
-        self.children: list[list] = []     # [worker, what, start, ready, stop], seconds likewise
+        self.children: list[list] = []     # [worker, what, start, ready, stop, marks], seconds likewise
         self.hypothesis_tests: set[str] = set()
         self.kernel_tests: set[str] = set()
         self.kernel_tests_ran: set[str] = set()
@@ -70,7 +70,8 @@ class RunStats:
     def add_children(self, worker: str, children) -> None:
         """Child processes a process ran (phases.children: epoch seconds), on the run's clock."""
         at = lambda t: None if t is None else round(t - self.started_epoch, 3)   # noqa: E731
-        self.children += [[worker, what, at(start), at(ready), at(stop)] for what, start, ready, stop in children]
+        self.children += [[worker, what, at(start), at(ready), at(stop), {k: at(v) for k, v in marks.items()}]
+                          for what, start, ready, stop, marks in children]
 
     def nothing_checked(self, *, collect_only: bool, exitstatus: int) -> str | None:
         """One line saying why this run checked nothing, or None when it checked something
