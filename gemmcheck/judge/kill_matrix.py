@@ -344,15 +344,20 @@ class RowChildren:
     fresh child for the steps left (isolation.run_steps). Rows declared correct never share a
     child with rows declared defective, and a kernel declared to crash or to read or write out
     of bounds has its children to itself: whatever a broken kernel leaves behind in a child
-    never lands on another row's report. memcheck runs one row per child: its verdict hangs on
-    where the allocations lie, and in a batch of defects on an H200 (one nightly of two) it
-    missed broken_unguarded_loads' read outside A, which then faulted as a plain crash.
+    never lands on another row's report. And a batch's verdict on a row is checked alone
+    (`suspect`): in a batch of defects on an H200, memcheck once said nothing of
+    broken_unguarded_loads' read outside A, whose launch then faulted as a plain crash. A row
+    whose launch failed under the tool with no report from it, or a row declared correct that
+    the tool reports on, is run again in a child of its own, and that child's run is the row's.
+
+    Children cost the host more than their work: on an H200 host, CUDA's start in each child
+    (the `backend` part of its start-up) serializes across processes and GPUs, ~3.7 children a
+    second at best on one GPU and ~4 on two (scripts/bench_children.py). So rows share children.
     """
 
     PLAIN = "plain"   # the key of a row's isolated plain observation
     ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_READ.value,
                        Defect.OUT_OF_BOUNDS_WRITE.value})   # children of their own
-    UNBATCHED = frozenset({"memcheck"})                     # tools that run one row per child
     # A batch's rows wait for the whole batch, and racecheck takes long on a racing kernel
     # (rows of broken_no_barriers waited 46-103 s in the nightly on an H200): a few rows each.
     MAX_BATCH_ROWS = 4
@@ -362,15 +367,16 @@ class RowChildren:
         """`turns`: a pytest-xdist worker's gpu_turns.GpuTurns when it shares its GPU: the
         children hold the GPU (shared) while they run, so no other worker times then.
         `cores`: the cores this process may use (a worker's share; the host's by default):
-        the tools' children, CPU-heavy, get half of them, 8 at most and at least one per tool;
-        a tool's rows are split into as many batches as that leaves children per tool."""
+        the children run half as many at once, 2 at least and 8 at most. More gain nothing:
+        the host starts children at its own pace (on an H200 host 16 at once started 3.7 a
+        second, 32 at once 3.2; scripts/bench_children.py), and each waits longer to start.
+        For the same reason a tool's rows go in as few batches as MAX_BATCH_ROWS allows."""
         from concurrent.futures import ThreadPoolExecutor
 
         self.settings = settings
         self._turns = turns
         cores = cores or os.cpu_count() or 2
-        workers = workers or max(len(settings.tools), min(8, cores // 2))
-        self._batches = max(1, workers // max(1, len(settings.tools)))
+        workers = workers or max(2, min(8, cores // 2))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="row-children")
         # A kernel declared to hang waits out its timeout in its child, using no core: it
         # never waits behind the tools' runs (it did, 10.7 s at the end of ci's hazards suite).
@@ -399,14 +405,11 @@ class RowChildren:
             problems = small_problems(instance, self.settings)
             if problems:
                 tool_rows.append((instance, problems))
-        batched, alone = self.batches(tool_rows, self._batches), [[r] for r in tool_rows]
-        runs = {tool: alone if tool in self.UNBATCHED else batched for tool in self.settings.tools}
-        for n in range(len(alone)):   # first rows first, every tool (batches are never more than rows)
-            for tool, plans in runs.items():
-                if n < len(plans):
-                    future = self._start(self._pool, self._run, tool, plans[n])
-                    for instance, _ in plans[n]:
-                        self._futures[(instance.id, tool)] = future
+        for plan in self.batches(tool_rows, 1):   # first rows first, every tool
+            for tool in self.settings.tools:
+                future = self._start(self._pool, self._run, tool, plan)
+                for instance, _ in plan:
+                    self._futures[(instance.id, tool)] = future
 
     @classmethod
     def batches(cls, rows, per_class: int) -> list[list]:
@@ -434,11 +437,34 @@ class RowChildren:
         return future
 
     def _run(self, tool: str, plan):
+        """(ToolRun or None, error or None, {instance id: (ToolRun, error)} of rows run again
+        alone because the batch's verdict on them was suspect)."""
         try:
-            return sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe,
-                                 backend=self.settings.backend_name), None
+            run = sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe,
+                                backend=self.settings.backend_name)
         except isolation.IsolationError as exc:
-            return None, f"{tool}: {exc}"
+            return None, f"{tool}: {exc}", {}
+        again = {}
+        for instance, problems in plan:
+            why = self.suspect(run, instance) if len(plan) > 1 else None
+            if why:
+                alone, error, _ = self._run(tool, [(instance, problems)])
+                if alone is not None:
+                    alone.log = f"(run again alone: in a batch of {len(plan)} rows {why})\n" + alone.log
+                again[instance.id] = (alone, error)
+        return run, None, again
+
+    @staticmethod
+    def suspect(run: sanitizer.ToolRun, instance: Instance) -> str | None:
+        """Why a batch's verdict on this row needs a child of its own, or None."""
+        key = (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile)
+        reported = run.reports[instance.id].findings
+        if not reported and any(o.step.instance_key == key and o.status in ("crash", "failed")
+                                for o in run.outcomes.values()):
+            return f"its launch failed under {run.tool} with no report from it"
+        if reported and instance.spec.expect == "correct":
+            return f"{run.tool} reported on a kernel declared correct"
+        return None
 
     def isolated(self, instance: Instance) -> list[hazards.Observation]:
         """The plain observations of a kernel declared crash or hang, made in a child."""
@@ -452,13 +478,17 @@ class RowChildren:
         self.submit(instance)
         with phase("sanitizer"), watchdog.reporting(f"the compute-sanitizer runs of {instance.id}"):
             got = [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
-        return [(tool, run.of(instance) if run is not None else None, error) for tool, run, error in got]
+        out = []
+        for tool, run, error, again in got:
+            run, error = again.get(instance.id, (run, error))
+            out.append((tool, run.of(instance) if run is not None else None, error))
+        return out
 
     def wait(self) -> None:
         """Until every child started so far has ended (their results are kept)."""
         from concurrent.futures import wait
 
-        with watchdog.reporting("every child this process started (before device timing)"):
+        with phase("sanitizer"), watchdog.reporting("every child this process started (before device timing)"):
             wait(list(self._futures.values()))
 
     def close(self) -> None:
