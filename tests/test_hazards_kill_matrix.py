@@ -91,7 +91,7 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
     # Each tool ran in few children, not one per row: the references together, the other
     # defects together, and a kernel declared to crash or write out of bounds alone.
     children = [json.loads(line) for line in calls.read_text().splitlines()]
-    batches = (["good", "good_too"], ["drops_k_tail", "floor_grid", "racy"], ["divergent", "skips_repeats"],
+    batches = (["good", "good_too"], ["divergent", "drops_k_tail", "floor_grid", "racy", "skips_repeats"],
                ["reads_past_A"], ["segfaults"], ["wrapping_store"])   # MAX_BATCH_ROWS at most
     assert sorted(children) == sorted([[tool_, kernels] for tool_ in ("racecheck", "synccheck", "memcheck")
                                        for kernels in batches])
@@ -319,8 +319,9 @@ def test_a_tools_rows_go_in_batches_of_consecutive_rows_references_and_defects_a
     assert names(kill_matrix.RowChildren.batches(rows, 2)) == [["r1", "r2"], ["r3"], ["b1", "b2"], ["b3"],
                                                                 ["crash"], ["oob"], ["oobr"]]
     assert names(kill_matrix.RowChildren.batches(rows[:1], 4)) == [["r1"]]
-    many = [row(f"r{n}", "correct") for n in range(10)]
-    assert [len(b) for b in kill_matrix.RowChildren.batches(many, 1)] == [4, 4, 2]   # MAX_BATCH_ROWS
+    most = kill_matrix.RowChildren.MAX_BATCH_ROWS
+    many = [row(f"r{n}", "correct") for n in range(2 * most + 2)]
+    assert [len(b) for b in kill_matrix.RowChildren.batches(many, 1)] == [-(-len(many) // 3)] * 3
     assert kill_matrix.RowChildren.batches([], 2) == []
 
 

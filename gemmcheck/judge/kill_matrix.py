@@ -358,9 +358,10 @@ class RowChildren:
     PLAIN = "plain"   # the key of a row's isolated plain observation
     ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_READ.value,
                        Defect.OUT_OF_BOUNDS_WRITE.value})   # children of their own
-    # A batch's rows wait for the whole batch, and racecheck takes long on a racing kernel
-    # (rows of broken_no_barriers waited 46-103 s in the nightly on an H200): a few rows each.
-    MAX_BATCH_ROWS = 4
+    # A batch's rows wait for the whole batch, so not all of a process's rows in one: on an
+    # H200 a child's work on a row takes ~0.2-3 s (racecheck on a racing kernel the longest),
+    # its start 2 s alone and 10-15 s among 30 others.
+    MAX_BATCH_ROWS = 8
 
     def __init__(self, settings: Settings, workers: int | None = None, turns=None,
                  cores: int | None = None) -> None:
