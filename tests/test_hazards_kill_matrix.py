@@ -88,10 +88,10 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
     s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck", "synccheck", "memcheck"),
                  log_dir=tmp_path / "logs")
     rows = kill_matrix.build(matrix_backend(), instances, s)
-    # Each tool ran in few children, not one per row: the references together, the other
-    # defects together, and a kernel declared to crash or write out of bounds alone.
+    # Each tool ran in few children, not one per row: the rows together, and a kernel declared
+    # to crash or read or write out of bounds alone.
     children = [json.loads(line) for line in calls.read_text().splitlines()]
-    batches = (["good", "good_too"], ["divergent", "drops_k_tail", "floor_grid", "racy", "skips_repeats"],
+    batches = (["divergent", "drops_k_tail", "floor_grid", "good", "good_too", "racy", "skips_repeats"],
                ["reads_past_A"], ["segfaults"], ["wrapping_store"])   # MAX_BATCH_ROWS at most
     assert sorted(children) == sorted([[tool_, kernels] for tool_ in ("racecheck", "synccheck", "memcheck")
                                        for kernels in batches])
@@ -304,7 +304,7 @@ def test_the_matrix_table_aligns_its_columns_and_seconds_right():
         f"broken-float32-TILE16  wrong_values  {'missed':<{width}}  not run         pass    12.0"]
 
 
-def test_a_tools_rows_go_in_batches_of_consecutive_rows_references_and_defects_apart():
+def test_a_tools_rows_go_in_batches_of_consecutive_rows_and_declared_faults_alone():
     def row(name, expect):
         spec = catalog.KernelSpec(name=name, source=catalog.BUILTIN, entry=name, signature="mnk",
                                   policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
@@ -314,9 +314,9 @@ def test_a_tools_rows_go_in_batches_of_consecutive_rows_references_and_defects_a
             row("crash", "crash"), row("b2", "wrong_values"), row("r3", "correct"),
             row("oob", "out_of_bounds_write"), row("b3", "unwritten_output"), row("oobr", "out_of_bounds_read")]
     names = lambda batches: [[i.spec.name for i, _ in b] for b in batches]   # noqa: E731
-    assert names(kill_matrix.RowChildren.batches(rows, 1)) == [["r1", "r2", "r3"], ["b1", "b2", "b3"],
+    assert names(kill_matrix.RowChildren.batches(rows, 1)) == [["r1", "b1", "r2", "b2", "r3", "b3"],
                                                                 ["crash"], ["oob"], ["oobr"]]
-    assert names(kill_matrix.RowChildren.batches(rows, 2)) == [["r1", "r2"], ["r3"], ["b1", "b2"], ["b3"],
+    assert names(kill_matrix.RowChildren.batches(rows, 2)) == [["r1", "b1", "r2"], ["b2", "r3", "b3"],
                                                                 ["crash"], ["oob"], ["oobr"]]
     assert names(kill_matrix.RowChildren.batches(rows[:1], 4)) == [["r1"]]
     most = kill_matrix.RowChildren.MAX_BATCH_ROWS

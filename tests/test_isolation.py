@@ -47,6 +47,25 @@ def test_a_child_killed_by_a_signal_during_a_launch_is_a_crash():
     assert result.outcomes[0].finding is None
 
 
+def test_a_child_gets_a_copy_of_the_environment_and_one_that_cannot_start_is_an_isolation_error(monkeypatch):
+    """With env=None a vfork()ed child reads the parent's `environ`, which another thread's
+    setenv() may move meanwhile (OSError: [Errno 14] Bad address on an H200 worker)."""
+    import subprocess
+
+    seen = []
+
+    class Refused:
+        def __init__(self, argv, **kwargs):
+            seen.append(kwargs["env"])
+            raise OSError(14, "Bad address")
+
+    monkeypatch.setenv("GEMMCHECK_PROBE_VARIABLE", "here")
+    monkeypatch.setattr(subprocess, "Popen", Refused)
+    with pytest.raises(isolation.IsolationError, match="did not start: .*Bad address"):
+        isolation.supervise(["compute-sanitizer"], [step(0)])
+    assert seen[0] is not os.environ and seen[0]["GEMMCHECK_PROBE_VARIABLE"] == "here"
+
+
 def test_a_launch_that_outlasts_the_timeout_is_a_hang_and_the_child_is_killed():
     started = time.monotonic()
     result = isolation.supervise(python_child("""

@@ -152,8 +152,15 @@ def supervise(argv, steps, *, ready_timeout: float = READY_TIMEOUT_S,
     by_id = {s.id: s for s in steps}
     outcomes: dict[int, StepOutcome] = {}
     began = time.time()
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True, errors="replace")
+    # The environment goes as a copy of its own: with env=None the vfork()ed child reads the
+    # process's `environ` while other threads run, and a setenv() there can move it (an H200
+    # worker's compute-sanitizer child failed to start: OSError [Errno 14] Bad address).
+    env = dict(os.environ) if env is None else dict(env)
+    try:
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env, start_new_session=True, errors="replace")
+    except OSError as exc:
+        raise IsolationError(f"the child {argv[0]!r} did not start: {exc}") from exc
     with _running_lock:
         _running.add(proc)
     result = None

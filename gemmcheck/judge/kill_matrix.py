@@ -341,14 +341,15 @@ class RowChildren:
     per row and tool: each child pays its start under the tool (Python, CuPy, a CUDA context
     the tool instruments) once for many rows. A child's steps are told apart by the kernel
     each report names and the step it falls in (sanitizer.run), and a crash costs only a
-    fresh child for the steps left (isolation.run_steps). Rows declared correct never share a
-    child with rows declared defective, and a kernel declared to crash or to read or write out
-    of bounds has its children to itself: whatever a broken kernel leaves behind in a child
-    never lands on another row's report. And a batch's verdict on a row is checked alone
-    (`suspect`): in a batch of defects on an H200, memcheck once said nothing of
-    broken_unguarded_loads' read outside A, whose launch then faulted as a plain crash. A row
-    whose launch failed under the tool with no report from it, or a row declared correct that
-    the tool reports on, is run again in a child of its own, and that child's run is the row's.
+    fresh child for the steps left (isolation.run_steps). A kernel declared to crash or to read
+    or write out of bounds has its children to itself. And a batch's verdict on a row is
+    checked alone (`suspect`): a row whose launch failed under the tool with no report from it
+    (in a batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads'
+    read outside A, whose launch then faulted as a plain crash), or a row declared correct
+    that the tool reports on, is run again in a child of its own, and that child's run is the
+    row's. So whatever a broken kernel leaves behind in a child never stands as a reference's
+    verdict, and references share batches with defects (kept apart, a worker of ci's -n 8
+    with one row of each ran two children per tool).
 
     Children cost the host more than their work: on an H200 host, CUDA's start in each child
     (the `backend` part of its start-up) serializes across processes and GPUs, ~3.7 children a
@@ -406,28 +407,22 @@ class RowChildren:
             problems = small_problems(instance, self.settings)
             if problems:
                 tool_rows.append((instance, problems))
-        for plan in self.batches(tool_rows, 1):   # first rows first, every tool
+        for plan in self.batches(tool_rows):   # first rows first, every tool
             for tool in self.settings.tools:
                 future = self._start(self._pool, self._run, tool, plan)
                 for instance, _ in plan:
                     self._futures[(instance.id, tool)] = future
 
     @classmethod
-    def batches(cls, rows, per_class: int) -> list[list]:
-        """Rows ([(instance, problems)]) in batches for one child each: rows declared correct and
-        rows declared defective apart, each split in order into runs of consecutive rows, at
-        least `per_class` of them (where there are as many rows) and at most MAX_BATCH_ROWS
-        rows each; rows of ALONE one each."""
+    def batches(cls, rows, per_class: int = 1) -> list[list]:
+        """Rows ([(instance, problems)]) in batches for one child each: in order, split into runs
+        of consecutive rows, at least `per_class` of them (where there are as many rows) and at
+        most MAX_BATCH_ROWS rows each; rows of ALONE one each, after them."""
         alone = [[r] for r in rows if r[0].spec.expect in cls.ALONE]
-        out = []
-        for correct in (True, False):
-            part = [r for r in rows if (r[0].spec.expect == "correct") == correct
-                    and r[0].spec.expect not in cls.ALONE]
-            n = max(min(per_class, len(part)), -(-len(part) // cls.MAX_BATCH_ROWS))
-            if n:
-                size = -(-len(part) // n)
-                out += [part[i:i + size] for i in range(0, len(part), size)]
-        return out + alone
+        part = [r for r in rows if r[0].spec.expect not in cls.ALONE]
+        n = max(min(per_class, len(part)), -(-len(part) // cls.MAX_BATCH_ROWS))
+        size = -(-len(part) // n) if n else 1
+        return [part[i:i + size] for i in range(0, len(part), size)] + alone
 
     def _start(self, pool, fn, *args):
         if self._turns is not None:
