@@ -27,8 +27,8 @@ _stack: list[list] = []   # [name, started, seconds spent in nested phases]
 # waited on by a thread pool) are not counted there: they overlap the test's time, and
 # the test counts its wait for them instead (a phase around the wait).
 _owner = threading.get_ident()
-# The children this process ran (any thread): [what, start, ready, stop] in epoch seconds, so a
-# run's timeline can show how many ran at once and which ones the wall waited for.
+# The children this process ran (any thread): [what, start, ready, stop, marks] in epoch seconds,
+# so a run's timeline can show how many ran at once and which ones the wall waited for.
 _children: list[list] = []
 _children_lock = threading.Lock()
 
@@ -37,10 +37,6 @@ def enable(on: bool = True) -> None:
     global _enabled, _owner
     _enabled = on
     _owner = threading.get_ident()
-# The children this process ran (any thread): [what, start, ready, stop] in epoch seconds, so a
-# run's timeline can show how many ran at once and which ones the wall waited for.
-_children: list[list] = []
-_children_lock = threading.Lock()
 
 
 def enabled() -> bool:

@@ -351,9 +351,10 @@ class RowChildren:
     verdict, and references share batches with defects (kept apart, a worker of ci's -n 8
     with one row of each ran two children per tool).
 
-    Children cost the host more than their work: on an H200 host, CUDA's start in each child
-    (the `backend` part of its start-up) serializes across processes and GPUs, ~3.7 children a
-    second at best on one GPU and ~4 on two (scripts/bench_children.py). So rows share children.
+    Children cost the host more than their work: on an H200 host a child's start (its `backend`
+    part above all: CuPy's import and CUDA's start) takes longer the more start beside it, on
+    one GPU or two alike: ~3.7 children a second at best on one GPU, ~4 on two
+    (scripts/bench_children.py). So rows share children.
     """
 
     PLAIN = "plain"   # the key of a row's isolated plain observation

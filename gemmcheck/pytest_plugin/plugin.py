@@ -324,7 +324,6 @@ class _Recorder:
             config.stash[NOTHING_CHECKED] = why
             session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
 
-
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
         """pytest-xdist: a worker's children, for the timeline."""
