@@ -354,6 +354,21 @@ def test_phases_file_under_xdist_lists_the_child_processes_each_worker_ran(suite
                and marks == {} for _, what, start, ready, stop, marks in doc["children"])
 
 
+def test_a_session_sends_long_waits_reports_to_its_reports_stalls_folder(suite):
+    suite.makepyfile(test_probe=(
+        "import time\n"
+        "from gemmcheck import watchdog\n"
+        "def test_probe(any_kernel):\n"
+        "    with watchdog.reporting('a probe wait', after=0.1):\n"
+        "        time.sleep(0.6)\n"))
+    assert suite.runpytest("--gemm-kernels", "matmul_naive", "--gemm-dtypes", "float32", "--gemm-tiles", "16",
+                           "--gemm-backend=cpu-sim", "--gemm-sanitizer=off").ret == 0
+    reports = list((suite.path / "reports" / "stalls").glob("*.txt"))
+    assert len(reports) == 1 and "a probe wait" in reports[0].read_text()
+
+
+# -- a run that checked nothing fails ----------------------------------------------------------
+
 def test_a_run_whose_kernel_tests_all_skip_fails_with_the_reason(suite):
     suite.makepyfile(test_probe="import pytest\n"
                                 "def test_probe(any_kernel):\n    pytest.skip('no card today')\n"

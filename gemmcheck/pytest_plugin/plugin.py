@@ -20,7 +20,7 @@ from gemmcheck.compile import resources
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
 from gemmcheck.pytest_plugin import cores, gpu_turns, gpus, rerun, shard, units
-from gemmcheck import phases
+from gemmcheck import phases, watchdog
 from gemmcheck.problems import profiles
 from gemmcheck.pytest_plugin.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
 from gemmcheck.pytest_plugin.session import (GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig,  # noqa: F401
@@ -153,6 +153,7 @@ def pytest_configure(config: pytest.Config) -> None:
         backend_name=opt.gemm_backend)
     _load_hypothesis_profile(config)
     phases.enable(bool(opt.gemm_phases))
+    watchdog.configure(config.rootpath / "reports" / "stalls")   # where a long wait's report goes
     config.pluginmanager.register(_Recorder(config), "gemmcheck-recorder")
 
 

@@ -12,7 +12,6 @@ from gemmcheck.pytest_plugin.gpu_turns import FOLDER, TURNS, WORKER_GPU_LOCK, Gp
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    watchdog.configure(config.rootpath / "reports" / "stalls")
     path = getattr(config, "workerinput", {}).get(WORKER_GPU_LOCK)
     if path:
         config.stash[TURNS] = GpuTurns(path)
