@@ -1,19 +1,13 @@
 """scripts/bench_children.py: children of one row, side by side, timed (a dry run on cpu-sim)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_children.py"
+import script_loader
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_children", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_loader.load("bench_children")
 
 
 def test_it_times_children_side_by_side_and_splits_their_start_up(bench, capsys):

@@ -1,21 +1,16 @@
 """scripts/bench_suite.py --read: the time table of earlier runs' --gemm-phases files (the
 shards of a nightly on GPU runners), without running anything."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_suite.py"
+import script_loader
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_suite", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_loader.load("bench_suite")
 
 
 def shard(tmp_path, name, wall, durations, tests, hypothesis=()):

@@ -787,11 +787,9 @@ def test_a_tests_row_is_read_from_its_parameter_id():
 
 
 def test_the_detector_benchmark_runs_and_its_stand_in_is_caught(capsys):
-    import importlib.util
+    import script_loader
 
-    spec = importlib.util.spec_from_file_location("bench_detectors", ROOT / "scripts" / "bench_detectors.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = script_loader.load("bench_detectors")
     assert bench.main(["64", "--launches", "3"]) == 0
     assert "found wrong_values, nondeterminism" in capsys.readouterr().out
 

@@ -1,7 +1,6 @@
 """The nightly workflow is a valid GitHub Actions file that runs the shards, merges them and
 fails by kernel name; scripts/nightly_failures.py names the kernels."""
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -9,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+import script_loader
 
 ROOT = Path(__file__).parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
@@ -50,10 +51,7 @@ def test_shards_suites_merge_report_and_history_are_wired():
 
 
 def _nightly_failures():
-    spec = importlib.util.spec_from_file_location("nightly_failures", ROOT / "scripts" / "nightly_failures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_loader.load("nightly_failures")
 
 
 def _row(kernel, rest, expect, defects, status):
