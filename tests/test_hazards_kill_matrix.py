@@ -153,6 +153,28 @@ def test_a_batch_that_reports_on_a_kernel_declared_correct_is_checked_alone(inst
         ["racecheck", ["good", "good_too"]], ["racecheck", ["good"]]]
 
 
+def test_what_makes_a_batchs_verdict_on_a_row_suspect():
+    from gemmcheck.judge import isolation, sanitizer
+
+    def verdict(expect, status, reported):
+        spec = catalog.KernelSpec(name="k", source=catalog.BUILTIN, entry="k", signature="mnk",
+                                  policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
+        instance = catalog.Instance(spec, "float32", 16)
+        step = isolation.Step(0, str(spec.catalog), "k", "float32", 16, 33, 17, 65, seed=1)
+        report = sanitizer.Report("memcheck", findings=[_f(Defect.OUT_OF_BOUNDS_READ, "memcheck")] if reported else [])
+        run = sanitizer.ToolRun("memcheck", {instance.id: report}, {0: isolation.StepOutcome(step, status)}, "")
+        return kill_matrix.RowChildren.suspect(run, instance)
+
+    assert verdict("wrong_values", "crash", False) == "its launch failed under memcheck with no report from it"
+    assert verdict("wrong_values", "failed", False) is not None
+    assert verdict("wrong_values", "crash", True) is None        # the tool said why it failed
+    assert verdict("wrong_values", "hang", False) is None        # a defect's hang stands
+    assert verdict("wrong_values", "ok", True) is None
+    assert verdict("correct", "ok", True) == "memcheck reported on a kernel declared correct"
+    assert "did not finish" in verdict("correct", "hang", False)
+    assert verdict("correct", "ok", False) is None
+
+
 def _row(expect, plain=(), tool=None, note="needs compute-sanitizer on PATH; not found"):
     spec = catalog.KernelSpec(name="k", source=catalog.BUILTIN, entry="k", signature="mnk",
                               policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)

@@ -453,14 +453,18 @@ class RowChildren:
 
     @staticmethod
     def suspect(run: sanitizer.ToolRun, instance: Instance) -> str | None:
-        """Why a batch's verdict on this row needs a child of its own, or None."""
+        """Why a batch's verdict on this row needs a child of its own, or None: a launch that
+        failed under the tool with no report from it; for a kernel declared correct, any
+        report or any launch that did not finish (a hang too: a reference is never called
+        wrong on a batch's word)."""
         key = (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile)
         reported = run.reports[instance.id].findings
-        if not reported and any(o.step.instance_key == key and o.status in ("crash", "failed")
-                                for o in run.outcomes.values()):
+        ended = {o.status for o in run.outcomes.values() if o.step.instance_key == key}
+        if instance.spec.expect == "correct" and (reported or ended & {"crash", "failed", "hang"}):
+            return (f"{run.tool} reported on a kernel declared correct" if reported
+                    else f"a launch of a kernel declared correct did not finish under {run.tool}")
+        if not reported and ended & {"crash", "failed"}:
             return f"its launch failed under {run.tool} with no report from it"
-        if reported and instance.spec.expect == "correct":
-            return f"{run.tool} reported on a kernel declared correct"
         return None
 
     def isolated(self, instance: Instance) -> list[hazards.Observation]:
