@@ -346,8 +346,8 @@ class RowChildren:
     checked alone (`suspect`): a row whose launch failed under the tool with no report from it
     (in a batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads'
     read outside A, whose launch then faulted as a plain crash), or a row declared correct
-    that the tool reports on, is run again in a child of its own, and that child's run is the
-    row's. So whatever a broken kernel leaves behind in a child never stands as a reference's
+    that the tool reports on or whose launch did not finish, is run again in a child of its
+    own, and that child's run is the row's. So whatever a broken kernel leaves behind in a child never stands as a reference's
     verdict, and references share batches with defects (kept apart, a worker of ci's -n 8
     with one row of each ran two children per tool).
 
