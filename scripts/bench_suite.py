@@ -109,7 +109,7 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
     # each test's suite, once (a test outside the suites, e.g. tests/, counts as "other")
     suite_of = {n: next((s for s in SUITES if n.startswith(s + "/")), "other") for n in spans}
     suites = [s for s in (*SUITES, "other") if s in suite_of.values()]
-    children = doc.get("children") or []   # [worker, what, start, ready, stop]
+    children = doc.get("children") or []   # [worker, what, start, ready, stop, marks]
     lines = [f"{len(spans)} tests on {len(workers)} workers, wall {doc['wall_s']:.1f} s, last test ended at "
              f"{end:.1f} s; worker-seconds per {step:g} s"
              + (", and the child processes running (on average)" if children else "") + ":",
