@@ -347,9 +347,9 @@ class RowChildren:
     (in a batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads'
     read outside A, whose launch then faulted as a plain crash), or a row declared correct
     that the tool reports on or whose launch did not finish, is run again in a child of its
-    own, and that child's run is the row's. So whatever a broken kernel leaves behind in a child never stands as a reference's
-    verdict, and references share batches with defects (kept apart, a worker of ci's -n 8
-    with one row of each ran two children per tool).
+    own, and that child's run is the row's. So whatever a broken kernel leaves behind in a
+    child never stands as a reference's verdict, and references share batches with defects
+    (kept apart, a worker of ci's -n 8 with one row of each ran two children per tool).
 
     Children cost the host more than their work: on an H200 host a child's start (its `backend`
     part above all: CuPy's import and CUDA's start) takes longer the more start beside it, on
@@ -415,13 +415,13 @@ class RowChildren:
                     self._futures[(instance.id, tool)] = future
 
     @classmethod
-    def batches(cls, rows, per_class: int = 1) -> list[list]:
+    def batches(cls, rows, at_least: int = 1) -> list[list]:
         """Rows ([(instance, problems)]) in batches for one child each: in order, split into runs
-        of consecutive rows, at least `per_class` of them (where there are as many rows) and at
+        of consecutive rows, at least `at_least` of them (where there are as many rows) and at
         most MAX_BATCH_ROWS rows each; rows of ALONE one each, after them."""
         alone = [[r] for r in rows if r[0].spec.expect in cls.ALONE]
         part = [r for r in rows if r[0].spec.expect not in cls.ALONE]
-        n = max(min(per_class, len(part)), -(-len(part) // cls.MAX_BATCH_ROWS))
+        n = max(min(at_least, len(part)), -(-len(part) // cls.MAX_BATCH_ROWS))
         size = -(-len(part) // n) if n else 1
         return [part[i:i + size] for i in range(0, len(part), size)] + alone
 
@@ -457,9 +457,8 @@ class RowChildren:
         failed under the tool with no report from it; for a kernel declared correct, any
         report or any launch that did not finish (a hang too: a reference is never called
         wrong on a batch's word)."""
-        key = (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile)
         reported = run.reports[instance.id].findings
-        ended = {o.status for o in run.outcomes.values() if o.step.instance_key == key}
+        ended = {o.status for o in run.outcomes_of(instance).values()}
         if instance.spec.expect == "correct" and (reported or ended & {"crash", "failed", "hang"}):
             return (f"{run.tool} reported on a kernel declared correct" if reported
                     else f"a launch of a kernel declared correct did not finish under {run.tool}")

@@ -209,14 +209,17 @@ class ToolRun:
         """The tool's findings for one instantiation; a launch that failed under the tool
         with no report from it is a CRASH (or HANG) in its own right."""
         found = list(self.reports[instance.id].findings)
-        key = (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile)
-        failed = [o.finding for o in self.outcomes.values()
-                  if o.step.instance_key == key and o.finding is not None]
+        failed = [o.finding for o in self.outcomes_of(instance).values() if o.finding is not None]
         if failed and not found:
             f = failed[0]
             found.append(replace(f, summary=f"under {self.tool}: {f.summary}",
                                  details={**f.details, "tool": self.tool}))
         return found
+
+    def outcomes_of(self, instance) -> dict:
+        """{step id: StepOutcome} of one instantiation's steps, in step order."""
+        key = (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile)
+        return {i: o for i, o in sorted(self.outcomes.items()) if o.step.instance_key == key}
 
     def of(self, instance) -> "ToolRun":
         """The run as one of its rows sees it: that row's report and steps, and its steps'
@@ -224,8 +227,7 @@ class ToolRun:
         can be tied to stay in `unattributed`, shown to every row of the run."""
         if set(self.reports) == {instance.id}:
             return self
-        key = (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile)
-        mine = {i: o for i, o in sorted(self.outcomes.items()) if o.step.instance_key == key}
+        mine = self.outcomes_of(instance)
         others = sorted(set(self.reports) - {instance.id})
         lines = [f"(one {self.tool} child ran this row with {', '.join(others)}: "
                  f"below, its output during this row's launches)"]
