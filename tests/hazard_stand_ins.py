@@ -207,10 +207,10 @@ import json, os, subprocess, sys
 # Runs the target and, when a step of a kernel it has a report for starts, prints that
 # report (as the real tool prints during the launch), then exits 99 if it printed any.
 args = sys.argv[1:]
-tool = args[args.index("--tool") + 1]
-target = args[args.index("--print-limit") + 2:]
-if target[0] == "--padding":
-    target = target[2:]
+options = {}
+while args[0].startswith("--"):   # every option gemmcheck passes takes a value
+    options[args[0]], args = args[1], args[2:]
+tool, target = options["--tool"], args
 reports = json.loads(open(os.environ["FAKE_SANITIZER_REPORTS"]).read()).get(tool, {})
 steps = {s["id"]: s for s in json.loads(open(target[-2]).read())["steps"]}
 if os.environ.get("FAKE_SANITIZER_CALLS"):   # one line per child: its tool and kernels
