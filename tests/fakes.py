@@ -53,14 +53,21 @@ def correct_product(instance, grid, block, A, B, C, M, N, K):
 # -- kernels that take their arguments by role (layouts, leading dimensions, alpha/beta) ----
 
 # Every fake catalog entry's folder, removed when the process ends (they used to stay in /tmp:
-# 17,000 of them after a day of runs).
-_FAKES = tempfile.TemporaryDirectory(prefix="gemmcheck-fakes-")
+# 17,000 of them after a day of runs). Made at the first entry: a child process that imports
+# this module and leaves by os._exit made one for nothing and left it (528 empty ones here).
+_FAKES: list[tempfile.TemporaryDirectory] = []
+
+
+def _fakes_folder() -> str:
+    if not _FAKES:
+        _FAKES.append(tempfile.TemporaryDirectory(prefix="gemmcheck-fakes-"))
+    return _FAKES[0].name
 
 
 def RoleSpec(name, roles, layouts=None, policy="tile2d", shapes="any"):
     """A real catalog entry (gemmcheck.contract.catalog validates it) whose parameters are `roles`,
     with operand `layouts` and a TILE-based launch policy; its source only declares it."""
-    folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_FAKES.name))
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_fakes_folder()))
     (folder / f"{name}.cu").write_text(f"template <typename T, int TILE>\n__global__ void {name}() {{}}\n")
     entry = {"name": name, "source": f"{name}.cu", "entry": name, "args": list(roles),
              "layout": dict(layouts or {}), "policy": policy, "tiles": [1, 2, 4, 8, 16, 32],

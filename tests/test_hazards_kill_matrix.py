@@ -375,3 +375,48 @@ def test_a_hanging_rows_child_starts_when_submitted_and_its_row_only_collects_it
     finally:
         children.close()
     assert row.plain.label() == "hang" and len(calls) == 1
+
+
+def test_a_rows_tool_runs_once_per_run_and_the_other_processes_wait_for_its_result(instances, tmp_path,
+                                                                                  monkeypatch):
+    """Two processes of a run (here two RowChildren over one folder) that both build a row: the
+    first to claim its tool runs it, the other gets the same verdict without a child; a claim
+    given up (its process ended first) is run by the one waiting."""
+    from gemmcheck.judge.once import Once
+
+    tool = fake_sanitizer(tmp_path, {"racecheck": {"racy": [
+        "========= Error: Race reported between Write access at void racy<float, (int)8>(const T1 *)+0x10",
+        "=========     and Read access at void racy<float, (int)8>(const T1 *)+0x20 [5 hazards]",
+        "========= "]}}, monkeypatch)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
+    rows = [i for i in instances if i.spec.name in ("good", "racy")]
+    s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck",))
+    folder = tmp_path / "run"
+    folder.mkdir()
+    planned, taker = (kill_matrix.RowChildren(s, shared=Once(folder)) for _ in range(2))
+    try:
+        planned.submit_rows(rows)
+        taker.submit_rows(rows)                       # e.g. xdist moved the rows to it
+        for row in rows:
+            (_, mine, _), = planned.results(row)
+            (_, theirs, _), = taker.results(row)
+            assert [f.summary for f in theirs.findings(row)] == [f.summary for f in mine.findings(row)]
+        racy = rows[[r.spec.name for r in rows].index("racy")]
+        (_, got, _), = taker.results(racy)
+        assert [f.defect for f in got.findings(racy)] == [Defect.SHARED_MEMORY_RACE]
+        assert [json.loads(line) for line in calls.read_text().splitlines()] == [["racecheck", ["good", "racy"]]]
+
+        (_, first, _), = taker.results(rows[0])
+        owner, waiter = Once(folder), kill_matrix.RowChildren(s, shared=Once(folder))
+        late = [i for i in instances if i.spec.name == "floor_grid"]
+        assert owner.claim(f"racecheck {late[0].id}")
+        waiter.submit_rows(late)
+        owner.abandon()                               # its session ended with the run queued
+        (_, alone, error), = waiter.results(late[0])
+        assert error is None and alone.findings(late[0]) == []
+        assert json.loads(calls.read_text().splitlines()[-1]) == ["racecheck", ["floor_grid"]]
+        waiter.close()
+    finally:
+        planned.close()
+        taker.close()

@@ -270,6 +270,23 @@ def test_the_probe_runs_beside_the_tests_that_launch_nothing_and_before_the_firs
     assert seen["probed"] == ["matmul_naive-float32-TILE8"] and not seen["stopped"]
 
 
+def test_the_processes_of_a_run_probe_once_and_share_what_it_found(pytester, monkeypatch, tmp_path):
+    """pytest-xdist workers collect the same tests: the first to claim the probe runs it, the
+    others take its findings (here two sessions in turn over one run folder)."""
+    from gemmcheck.judge.once import Once
+    from gemmcheck.pytest_plugin import shared_work
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    monkeypatch.setattr(shared_work, "once", lambda config: Once(folder))
+    first, seen = probed_session(pytester, monkeypatch)
+    first.assert_outcomes(passed=3)
+    assert seen["probed"] == ["matmul_naive-float32-TILE8"]
+    second, seen = probed_session(pytester, monkeypatch)
+    second.assert_outcomes(passed=3)
+    assert seen == {}                            # not probed again: the first one's findings
+
+
 def test_a_session_that_ends_before_any_launch_stops_its_probe(pytester, monkeypatch):
     result, seen = probed_session(pytester, monkeypatch, fail=True)
     result.assert_outcomes(failed=1)             # -x: the launching test never runs

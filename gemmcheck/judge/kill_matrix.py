@@ -40,6 +40,7 @@ its instantiations. The nightly profile runs every instantiation.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -366,9 +367,13 @@ class RowChildren:
     MAX_BATCH_ROWS = 8
 
     def __init__(self, settings: Settings, workers: int | None = None, turns=None,
-                 cores: int | None = None) -> None:
+                 cores: int | None = None, shared=None) -> None:
         """`turns`: a pytest-xdist worker's gpu_turns.GpuTurns when it shares its GPU: the
         children hold the GPU (shared) while they run, so no other worker times then.
+        `shared`: the run's once.Once when other processes of the run build rows too: a
+        row's tool runs once per run, by the process that claims them first, and the others
+        wait for its results (a worker that took another's planned row ran its children again:
+        9 of ci's ~60 children, the last to end).
         `cores`: the cores this process may use (a worker's share; the host's by default):
         the children run half as many at once, 2 at least and 8 at most. More gain nothing:
         the host starts children at its own pace (on an H200 host 16 at once started 3.7 a
@@ -384,6 +389,10 @@ class RowChildren:
         # A kernel declared to hang waits out its timeout in its child, using no core: it
         # never waits behind the tools' runs (it did, 10.7 s at the end of ci's hazards suite).
         self._isolated_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="row-children-isolated")
+        self._shared = shared
+        # Threads that wait for another process's runs (no child, no core): as many as it takes.
+        self._waiting_pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="row-children-waiting")
+        self._closing = threading.Event()
         self._futures: dict = {}
 
     def submit(self, instance: Instance) -> None:
@@ -408,11 +417,54 @@ class RowChildren:
             problems = small_problems(instance, self.settings)
             if problems:
                 tool_rows.append((instance, problems))
-        for plan in self.batches(tool_rows):   # first rows first, every tool
-            for tool in self.settings.tools:
-                future = self._start(self._pool, self._run, tool, plan)
+        tools = self.settings.tools
+        mine = {tool: [r for r in tool_rows if self._claim(r[0], tool)] for tool in tools}
+        batches = {tool: self.batches(mine[tool]) for tool in tools}
+        for n in range(max((len(b) for b in batches.values()), default=0)):   # first rows first, every tool
+            for tool in tools:
+                if n < len(batches[tool]):
+                    plan = batches[tool][n]
+                    future = self._start(self._pool, self._run_for_all, tool, plan)
+                    for instance, _ in plan:
+                        self._futures[(instance.id, tool)] = future
+        for tool in tools:
+            for instance, problems in tool_rows:
+                if (instance.id, tool) not in self._futures:   # another process runs it
+                    self._futures[(instance.id, tool)] = self._waiting_pool.submit(
+                        self._theirs, tool, instance, problems)
+
+    @staticmethod
+    def _key(instance: Instance, tool: str) -> str:
+        return f"{tool} {instance.id}"
+
+    def _claim(self, instance: Instance, tool: str) -> bool:
+        return self._shared is None or self._shared.claim(self._key(instance, tool))
+
+    def _run_for_all(self, tool: str, plan):
+        """_run, its verdict on each row published to the run's other processes (as the row
+        sees it: ToolRun.of)."""
+        try:
+            run, error, again = self._run(tool, plan)
+        except BaseException:
+            if self._shared is not None:
                 for instance, _ in plan:
-                    self._futures[(instance.id, tool)] = future
+                    self._shared.give_up(self._key(instance, tool))
+            raise
+        if self._shared is not None:
+            for instance, _ in plan:
+                mine, mine_error = again.get(instance.id, (run, error))
+                self._shared.publish(self._key(instance, tool),
+                                     (mine.of(instance) if mine is not None else None, mine_error))
+        return run, error, again
+
+    def _theirs(self, tool: str, instance: Instance, problems):
+        """The result of a row's run that another process of the run claimed; run here when
+        that process is gone without it (as _run gives it)."""
+        done, got = self._shared.wait(self._key(instance, tool), stop=self._closing)
+        if done:
+            run, error = got
+            return run, error, {}
+        return self._start(self._pool, self._run_for_all, tool, [(instance, problems)]).result()
 
     @classmethod
     def batches(cls, rows, at_least: int = 1) -> list[list]:
@@ -494,12 +546,16 @@ class RowChildren:
     def close(self) -> None:
         """Stop: runs not started are cancelled, running children killed (a session that
         ends does not wait up to the step timeout for a kernel that hangs under a tool)."""
-        for pool in (self._pool, self._isolated_pool):
+        self._closing.set()
+        pools = (self._pool, self._isolated_pool, self._waiting_pool)
+        for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
         if any(not f.done() for f in self._futures.values()):
             isolation.stop_running_children()
-        for pool in (self._pool, self._isolated_pool):
+        for pool in pools:
             pool.shutdown(wait=True)
+        if self._shared is not None:
+            self._shared.abandon()   # what others wait for and this process did not finish
 
 
 def sanitizer_column(row: Row, settings: Settings, runs: RowChildren | None = None) -> Column:

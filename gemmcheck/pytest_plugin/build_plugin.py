@@ -13,7 +13,8 @@ tests skip naming that failure.
   (gemmcheck.judge.isolation) on small ragged and tile-aligned shapes it claims: one that
   crashes or hangs there is never launched here. The probe starts at the session's first
   instantiation test and runs beside the tests that launch nothing (the compile suite's);
-  the session's backend, once made, waits for it before any launch. A fault the probe
+  the session's backend, once made, waits for it before any launch. Under pytest-xdist
+  one worker probes for all (gemmcheck.judge.once). A fault the probe
   missed that loses the context (a sticky CUDA error, or an in-process hang) is that
   instantiation's crash / hang, and every later test that runs kernels skips with one
   line naming the test that lost it.
@@ -24,6 +25,7 @@ child is gemmcheck.judge.isolation's.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import threading
@@ -36,7 +38,7 @@ import pytest
 from gemmcheck import backends
 from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.pytest_plugin import rerun
+from gemmcheck.pytest_plugin import rerun, shared_work
 from gemmcheck.pytest_plugin.session import instances_of, runs_kernels
 from gemmcheck.verdict import Defect, Verdict
 
@@ -377,11 +379,31 @@ def start_probe(config: pytest.Config, state: Containment) -> None:
     timeout = config.getoption("gemm_hang_timeout") or DEFAULT_HANG_TIMEOUT_S
     state.probe = Future()
     backend_name = gemm_config(config).backend_name
+    shared = shared_work.once(config)
+    # pytest-xdist workers collect the same tests: one of them probes for all (8 probe
+    # children at the start of ci's -n 8, when the host starts children slowest).
+    key = "probe " + hashlib.sha256(repr((sorted(seen), backend_name, timeout)).encode()).hexdigest()
+
+    def probe():
+        return probe_instances(seen.values(), backend_name, timeout, stop=state.probe_stop)
 
     def run() -> None:
         try:
-            state.probe.set_result(probe_instances(seen.values(), backend_name, timeout,
-                                                   stop=state.probe_stop))
+            if shared is None:
+                state.probe.set_result(probe())
+                return
+            if not shared.claim(key):
+                done, found = shared.wait(key, stop=state.probe_stop)
+                if done:
+                    state.probe.set_result(found)
+                    return
+            try:
+                found = probe()
+            except BaseException:
+                shared.give_up(key)
+                raise
+            shared.publish(key, found)
+            state.probe.set_result(found)
         except BaseException as exc:   # handed to whoever waits for it
             state.probe.set_exception(exc)
     threading.Thread(target=run, name="gemmcheck-probe", daemon=True).start()

@@ -20,7 +20,7 @@ import pytest
 from gemmcheck import backends, report
 from gemmcheck.verdict import defects
 from gemmcheck.judge import kill_matrix, sanitizer
-from gemmcheck.pytest_plugin import cores, gpu_turns, rerun, units
+from gemmcheck.pytest_plugin import cores, gpu_turns, rerun, shared_work, units
 from gemmcheck.pytest_plugin.session import gemm_config
 from gemmcheck.contract.catalog import Instance
 
@@ -190,7 +190,8 @@ def row_children(config: pytest.Config, items, backend) -> kill_matrix.RowChildr
     if not hazards.simulates_threads(backend):
         children = config.stash[ROW_CHILDREN] = kill_matrix.RowChildren(
             matrix_settings(config), turns=gpu_turns.turns(config),
-            cores=cores.of_this_process(getattr(config, "workerinput", {})))
+            cores=cores.of_this_process(getattr(config, "workerinput", {})),
+            shared=shared_work.once(config))
         # one the probe saw crash or hang is not run under the tools
         children.submit_rows([inst for inst in rows_ahead(config, items) if not backends.refused(inst.id)])
     return config.stash[ROW_CHILDREN]

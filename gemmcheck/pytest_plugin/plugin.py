@@ -19,7 +19,7 @@ from gemmcheck import arrays, backends
 from gemmcheck.compile import resources
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
-from gemmcheck.pytest_plugin import cores, gpu_turns, gpus, rerun, shard, units
+from gemmcheck.pytest_plugin import cores, gpu_turns, gpus, rerun, shard, shared_work, units
 from gemmcheck import phases, watchdog
 from gemmcheck.problems import profiles
 from gemmcheck.pytest_plugin.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
@@ -28,7 +28,7 @@ from gemmcheck.pytest_plugin.session import (GEMM_CONFIG, INSTANCE_FIXTURES, Gem
 
 # Each suite's own hooks (options, summaries, reports) live in its own plugin
 # module; pytest registers these along with this one.
-pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_plugin.perf_plugin", "gemmcheck.pytest_plugin.report_plugin", "gemmcheck.pytest_plugin.build_plugin", "gemmcheck.pytest_plugin.scope_plugin", "gemmcheck.pytest_plugin.turns_plugin")
+pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_plugin.perf_plugin", "gemmcheck.pytest_plugin.report_plugin", "gemmcheck.pytest_plugin.build_plugin", "gemmcheck.pytest_plugin.scope_plugin", "gemmcheck.pytest_plugin.turns_plugin", "gemmcheck.pytest_plugin.once_plugin")
 
 DURATIONS_JSON = Path("reports") / "durations.json"
 NOTHING_CHECKED = pytest.StashKey[str]()
@@ -270,6 +270,7 @@ def pytest_configure_node(node) -> None:
     count = int(workerinput.get("workercount") or config.getoption("numprocesses") or 1)
     workerinput.update(gpus.worker_input(_run_gpus(config), units.worker_index(workerinput["workerid"]),
                                          count, lock_folder=lambda: gpu_turns.folder(config)))
+    workerinput.update(shared_work.worker_input(config))
 
 
 def _run_gpus(config: pytest.Config) -> tuple[int, ...]:
