@@ -89,10 +89,10 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
                  log_dir=tmp_path / "logs")
     rows = kill_matrix.build(matrix_backend(), instances, s)
     # Each tool ran in few children, not one per row: the rows together, and a kernel declared
-    # to crash or write out of bounds alone.
+    # to crash or read or write out of bounds alone.
     children = [json.loads(line) for line in calls.read_text().splitlines()]
-    batches = (["divergent", "drops_k_tail", "floor_grid", "good", "good_too", "racy", "reads_past_A",
-                "skips_repeats"], ["segfaults"], ["wrapping_store"])   # MAX_BATCH_ROWS at most
+    batches = (["divergent", "drops_k_tail", "floor_grid", "good", "good_too", "racy", "skips_repeats"],
+               ["reads_past_A"], ["segfaults"], ["wrapping_store"])   # MAX_BATCH_ROWS at most
     assert sorted(children) == sorted([[tool_, kernels] for tool_ in ("racecheck", "synccheck", "memcheck")
                                        for kernels in batches])
     racy_log = (tmp_path / "logs" / "racecheck-racy-float32-TILE8.log").read_text()
@@ -336,11 +336,10 @@ def test_a_tools_rows_go_in_batches_of_consecutive_rows_and_declared_faults_alon
             row("crash", "crash"), row("b2", "wrong_values"), row("r3", "correct"),
             row("oob", "out_of_bounds_write"), row("b3", "unwritten_output"), row("oobr", "out_of_bounds_read")]
     names = lambda batches: [[i.spec.name for i, _ in b] for b in batches]   # noqa: E731
-    # a read out of bounds shares a batch (memcheck ends it at its first bad read); a write not
-    assert names(kill_matrix.RowChildren.batches(rows, 1)) == [["r1", "b1", "r2", "b2", "r3", "b3", "oobr"],
-                                                                ["crash"], ["oob"]]
-    assert names(kill_matrix.RowChildren.batches(rows, 2)) == [["r1", "b1", "r2", "b2"], ["r3", "b3", "oobr"],
-                                                                ["crash"], ["oob"]]
+    assert names(kill_matrix.RowChildren.batches(rows, 1)) == [["r1", "b1", "r2", "b2", "r3", "b3"],
+                                                                ["crash"], ["oob"], ["oobr"]]
+    assert names(kill_matrix.RowChildren.batches(rows, 2)) == [["r1", "b1", "r2"], ["b2", "r3", "b3"],
+                                                                ["crash"], ["oob"], ["oobr"]]
     assert names(kill_matrix.RowChildren.batches(rows[:1], 4)) == [["r1"]]
     most = kill_matrix.RowChildren.MAX_BATCH_ROWS
     many = [row(f"r{n}", "correct") for n in range(2 * most + 2)]

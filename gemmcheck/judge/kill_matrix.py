@@ -342,11 +342,8 @@ class RowChildren:
     per row and tool: each child pays its start under the tool (Python, CuPy, a CUDA context
     the tool instruments) once for many rows. A child's steps are told apart by the kernel
     each report names and the step it falls in (sanitizer.run), and a crash costs only a
-    fresh child for the steps left (isolation.run_steps). A kernel declared to crash or to
-    write out of bounds has its children to itself (its writes land in memory the child's
-    other rows may use); one that reads out of bounds shares them (under memcheck, which
-    ends it at its first bad read, and under the other tools, where a read it survives harms
-    no other row and a launch it does not survive is run again alone). And a batch's verdict on a row is
+    fresh child for the steps left (isolation.run_steps). A kernel declared to crash or to read
+    or write out of bounds has its children to itself. And a batch's verdict on a row is
     checked alone (`suspect`): a row whose launch failed under the tool with no report from it
     (in a batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads'
     read outside A, whose launch then faulted as a plain crash), or a row declared correct
@@ -362,7 +359,8 @@ class RowChildren:
     """
 
     PLAIN = "plain"   # the key of a row's isolated plain observation
-    ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_WRITE.value})   # children of their own
+    ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_READ.value,
+                       Defect.OUT_OF_BOUNDS_WRITE.value})   # children of their own
     # A batch's rows wait for the whole batch, so not all of a process's rows in one: on an
     # H200 a child's work on a row takes ~0.2-3 s (racecheck on a racing kernel the longest),
     # its start 2 s alone and 10-15 s among 30 others.
