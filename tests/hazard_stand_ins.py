@@ -218,27 +218,45 @@ if os.environ.get("FAKE_SANITIZER_CALLS"):   # one line per child: its tool and 
         calls.write(json.dumps([tool, sorted({s["kernel"] for s in steps.values()})]) + "\\n")
 proc = subprocess.Popen(target, stdout=subprocess.PIPE, text=True)
 print("========= COMPUTE-SANITIZER", flush=True)
-found = 0
-# A report starting "!crash-in-a-batch": in a child of several kernels, the launch dies with
-# nothing reported; "!only-in-a-batch": reported only there. Alone, both report as written.
+found = unprinted = 0
+full = died = False
+# A report starting "!fails-in-a-batch": in a child of several kernels, the launch fails with
+# nothing reported and the child leaves; "!only-in-a-batch": reported only there. Alone, both
+# report as written.
+# "!fills-the-print-limit": printed, and no report after it in that child is (the real tool
+# prints 100 in all).
 batch = len({s["kernel"] for s in steps.values()}) > 1
 for line in proc.stdout:
     print(line, end="", flush=True)
     words = line.split()
     if len(words) == 3 and words[1] == "LAUNCH":
         report = list(reports.get(steps[int(words[2])]["kernel"], []))
-        if report and report[0] == "!crash-in-a-batch":
-            report = report[1:]
-            if batch:
+        if report and report[0] == "!fails-in-a-batch":
+            if batch:   # the launch fails and its child leaves
+                print(f'@@gemmcheck FAILED {words[2]} "cudaErrorLaunchFailure (stand-in)"', flush=True)
                 proc.kill()
+                died = True
                 break
+            report = report[1:]
         if report and report[0] == "!only-in-a-batch":
             report = report[1:] if batch else []
+        fills = bool(report) and report[0] == "!fills-the-print-limit"
+        report = report[1:] if fills else report
+        if full:
+            unprinted += len(report)
+            report = []
+        full = full or fills
         for out in report:
             print(out, flush=True)
             found += 1
 proc.wait()
-print(f"========= ERROR SUMMARY: {found} errors", flush=True)
+if died:
+    print("========= Error: process didn't terminate successfully", flush=True)
+    print("========= The application may have hit an error when dereferencing Unified Memory from the host.", flush=True)
+print(f"========= ERROR SUMMARY: {found + unprinted} errors", flush=True)
+if unprinted:
+    print(f"========= ERROR SUMMARY: {unprinted} errors were not printed. Use --print-limit option to "
+          "adjust the number of printed errors", flush=True)
 sys.exit(99 if found else proc.returncode)
 '''
 

@@ -89,12 +89,14 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
                  log_dir=tmp_path / "logs")
     rows = kill_matrix.build(matrix_backend(), instances, s)
     # Each tool ran in few children, not one per row: the rows together, and a kernel declared
-    # to crash or read or write out of bounds alone.
+    # to crash or read or write out of bounds alone, as one whose defect floods the tool.
     children = [json.loads(line) for line in calls.read_text().splitlines()]
-    batches = (["divergent", "drops_k_tail", "floor_grid", "good", "good_too", "racy", "skips_repeats"],
-               ["reads_past_A"], ["segfaults"], ["wrapping_store"])   # MAX_BATCH_ROWS at most
-    assert sorted(children) == sorted([[tool_, kernels] for tool_ in ("racecheck", "synccheck", "memcheck")
-                                       for kernels in batches])
+    rest = ["drops_k_tail", "floor_grid", "good", "good_too", "racy", "skips_repeats"]
+    alone = [["reads_past_A"], ["segfaults"], ["wrapping_store"]]
+    batches = {"racecheck": [["divergent", *rest], *alone],   # MAX_BATCH_ROWS at most
+               "memcheck": [["divergent", *rest], *alone],
+               "synccheck": [rest, ["divergent"], *alone]}
+    assert sorted(children) == sorted([[tool_, kernels] for tool_, b in batches.items() for kernels in b])
     racy_log = (tmp_path / "logs" / "racecheck-racy-float32-TILE8.log").read_text()
     assert "Race reported" in racy_log and "ran this row with" in racy_log
     assert "Race reported" not in (tmp_path / "logs" / "racecheck-floor_grid-float32-TILE8.log").read_text()
@@ -114,18 +116,21 @@ def test_a_batch_whose_launch_failed_with_no_report_runs_that_row_again_alone(in
     outside A, and the launch faulted. The row is run again in a child of its own, whose
     report is the row's; the batch's other rows keep the batch's."""
     tool = fake_sanitizer(tmp_path, {"memcheck": {"drops_k_tail": [
-        "!crash-in-a-batch", "========= Invalid __global__ read of size 4 bytes",
+        "!fails-in-a-batch", "========= Invalid __global__ read of size 4 bytes",
         "=========     at void drops_k_tail<float, (int)8>(const T1 *, const T1 *, T1 *, int, int, int)+0x40",
         "=========     by thread (0,0,0) in block (0,0,0)", "========= "]}}, monkeypatch)
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
-    batch = [i for i in instances if i.spec.name in ("drops_k_tail", "floor_grid", "racy")]
+    batch = [i for i in instances if i.spec.name in ("drops_k_tail", "floor_grid", "good")]
     s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("memcheck",), log_dir=tmp_path / "logs")
     rows = {r.instance.spec.name: r for r in kill_matrix.build(matrix_backend(), batch, s)}
     children = [json.loads(line) for line in calls.read_text().splitlines()]
-    assert children[0] == ["memcheck", ["drops_k_tail", "floor_grid", "racy"]]
+    assert children[0] == ["memcheck", ["drops_k_tail", "floor_grid", "good"]]
     assert ["memcheck", ["drops_k_tail"]] in children            # again, alone
-    assert ["memcheck", ["floor_grid"]] not in children and ["memcheck", ["racy"]] not in children
+    assert ["memcheck", ["floor_grid"]] not in children and ["memcheck", ["good"]] not in children
+    # What the tool says of the child that died names no kernel: it is not the reference's
+    # (on an H200 "process didn't terminate successfully" failed five references of a batch).
+    assert rows["good"].outcome()[0] == "pass" and rows["good"].sanitizer.unrecognized == []
     found = rows["drops_k_tail"].sanitizer.found(detector="memcheck")
     assert [f.defect for f in found] == [Defect.OUT_OF_BOUNDS_READ]
     log = (tmp_path / "logs" / "memcheck-drops_k_tail-float32-TILE8.log").read_text()
@@ -420,3 +425,42 @@ def test_a_rows_tool_runs_once_per_run_and_the_other_processes_wait_for_its_resu
     finally:
         planned.close()
         taker.close()
+
+
+def test_a_row_silent_in_a_child_that_reached_the_print_limit_is_checked_alone(instances, tmp_path, monkeypatch):
+    """A child prints 100 reports in all: after a kernel that fills them, a neighbour's report
+    goes unprinted (synccheck over two divergent barriers on an H200). A row with no report
+    from such a child is run again alone."""
+    race = ["========= Error: Race reported between Write access at void {k}<float, (int)8>(const T1 *)+0x10",
+            "=========     and Read access at void {k}<float, (int)8>(const T1 *)+0x20 [5 hazards]", "========= "]
+    tool = fake_sanitizer(tmp_path, {"racecheck": {
+        "floor_grid": ["!fills-the-print-limit", *(x.format(k="floor_grid") for x in race)],
+        "racy": [x.format(k="racy") for x in race]}}, monkeypatch)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
+    by_name = {i.spec.name: i for i in instances}
+    s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck",))
+    children = kill_matrix.RowChildren(s)
+    try:
+        children.submit_rows([by_name["floor_grid"], by_name["racy"], by_name["good"]])
+        (_, racy, _), = children.results(by_name["racy"])
+        (_, good, _), = children.results(by_name["good"])
+    finally:
+        children.close()
+    assert [f.defect for f in racy.findings(by_name["racy"])] == [Defect.SHARED_MEMORY_RACE]
+    assert racy.log.startswith("(run again alone: in a batch of 3 rows racecheck stopped printing")
+    assert good.findings(by_name["good"]) == []
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [
+        ["racecheck", ["floor_grid", "good", "racy"]], ["racecheck", ["racy"]], ["racecheck", ["good"]]]
+
+
+def test_a_row_whose_declared_defect_floods_a_tool_has_that_tools_children_to_itself():
+    def row(name, expect):
+        spec = catalog.KernelSpec(name=name, source=catalog.BUILTIN, entry=name, signature="mnk",
+                                  policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
+        return (catalog.Instance(spec, "float32", 16), ["problems"])
+
+    rows = [row("r1", "correct"), row("d1", "divergent_barrier"), row("d2", "divergent_barrier")]
+    names = lambda batches: [[i.spec.name for i, _ in b] for b in batches]   # noqa: E731
+    assert names(kill_matrix.RowChildren.batches(rows, tool="synccheck")) == [["r1"], ["d1"], ["d2"]]
+    assert names(kill_matrix.RowChildren.batches(rows, tool="racecheck")) == [["r1", "d1", "d2"]]

@@ -320,7 +320,8 @@ def test_phases_file_records_each_test(suite, tmp_path):
     assert suite.runpytest(*NARROW, f"--gemm-phases={out}").ret == 0
     doc = json.loads(out.read_text())
     assert doc["collection_s"] > 0 and len(doc["tests"]) == 4
-    assert all(set(t) == {"oracle"} for t in doc["tests"].values())
+    # (and the build, where this run found the build cache cold: once in a full `pytest -n 2`)
+    assert all({"oracle"} <= set(t) <= {"oracle", "compile"} for t in doc["tests"].values()), doc["tests"]
     assert set(doc["spans"]) == set(doc["tests"])
     assert all(w == "main" and 0 < a <= b <= doc["wall_s"] for w, a, b in doc["spans"].values())
 

@@ -343,11 +343,14 @@ class RowChildren:
     the tool instruments) once for many rows. A child's steps are told apart by the kernel
     each report names and the step it falls in (sanitizer.run), and a crash costs only a
     fresh child for the steps left (isolation.run_steps). A kernel declared to crash or to read
-    or write out of bounds has its children to itself. And a batch's verdict on a row is
+    or write out of bounds has its children to itself (a read out of bounds faulted under
+    racecheck on an H200), and so does one whose declared defect floods a tool with reports
+    under that tool (sanitizer.FLOODS: a child prints 100). And a batch's verdict on a row is
     checked alone (`suspect`): a row whose launch failed under the tool with no report from it
     (in a batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads'
-    read outside A, whose launch then faulted as a plain crash), or a row declared correct
-    that the tool reports on or whose launch did not finish, is run again in a child of its
+    read outside A, whose launch then faulted as a plain crash), a row declared correct
+    that the tool reports on or whose launch did not finish, or a row with no report from a
+    child that reached the tool's print limit, is run again in a child of its
     own, and that child's run is the row's. So whatever a broken kernel leaves behind in a
     child never stands as a reference's verdict, and references share batches with defects
     (kept apart, a worker of ci's -n 8 with one row of each ran two children per tool).
@@ -419,7 +422,7 @@ class RowChildren:
                 tool_rows.append((instance, problems))
         tools = self.settings.tools
         mine = {tool: [r for r in tool_rows if self._claim(r[0], tool)] for tool in tools}
-        batches = {tool: self.batches(mine[tool]) for tool in tools}
+        batches = {tool: self.batches(mine[tool], tool=tool) for tool in tools}
         for n in range(max((len(b) for b in batches.values()), default=0)):   # first rows first, every tool
             for tool in tools:
                 if n < len(batches[tool]):
@@ -467,12 +470,14 @@ class RowChildren:
         return self._start(self._pool, self._run_for_all, tool, [(instance, problems)]).result()
 
     @classmethod
-    def batches(cls, rows, at_least: int = 1) -> list[list]:
+    def batches(cls, rows, at_least: int = 1, tool: str | None = None) -> list[list]:
         """Rows ([(instance, problems)]) in batches for one child each: in order, split into runs
         of consecutive rows, at least `at_least` of them (where there are as many rows) and at
-        most MAX_BATCH_ROWS rows each; rows of ALONE one each, after them."""
-        alone = [[r] for r in rows if r[0].spec.expect in cls.ALONE]
-        part = [r for r in rows if r[0].spec.expect not in cls.ALONE]
+        most MAX_BATCH_ROWS rows each; rows of ALONE, and those whose reports flood `tool`
+        (sanitizer.FLOODS), one each, after them."""
+        alone_too = cls.ALONE | sanitizer.FLOODS.get(tool, frozenset())
+        alone = [[r] for r in rows if r[0].spec.expect in alone_too]
+        part = [r for r in rows if r[0].spec.expect not in alone_too]
         n = max(min(at_least, len(part)), -(-len(part) // cls.MAX_BATCH_ROWS))
         size = -(-len(part) // n) if n else 1
         return [part[i:i + size] for i in range(0, len(part), size)] + alone
@@ -516,6 +521,9 @@ class RowChildren:
                     else f"a launch of a kernel declared correct did not finish under {run.tool}")
         if not reported and ended & {"crash", "failed"}:
             return f"its launch failed under {run.tool} with no report from it"
+        if not reported and instance.id in run.unprinted:
+            return (f"{run.tool} stopped printing reports in its child ({sanitizer.PRINT_LIMIT} "
+                    f"printed), so its silence on this row says nothing")
         return None
 
     def isolated(self, instance: Instance) -> list[hazards.Observation]:

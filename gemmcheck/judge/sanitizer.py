@@ -32,6 +32,13 @@ from gemmcheck.verdict import Defect, Finding
 
 TOOLS = tuple(t.value for t in SANITIZER_TOOLS)
 ERROR_EXITCODE = 99
+PRINT_LIMIT = 100   # reports a child prints, all its launches together (--print-limit)
+# The defects whose reports come by the hundred or thousand (one per thread and access) under a
+# tool: a kernel with one fills a child's PRINT_LIMIT, and a neighbour's reports in that child
+# would go unprinted (on an H200, synccheck printed nothing of a second divergent barrier).
+FLOODS = {"memcheck": frozenset({Defect.OUT_OF_BOUNDS_READ.value, Defect.OUT_OF_BOUNDS_WRITE.value}),
+          "synccheck": frozenset({Defect.DIVERGENT_BARRIER.value})}
+_UNPRINTED = re.compile(r"ERROR SUMMARY: (\d+) errors? were not printed")
 MISSING = "needs compute-sanitizer on PATH; not found"
 STEP_TIMEOUT_S = 120.0
 MIN_PADDING = 64 * 1024
@@ -46,7 +53,7 @@ def executable() -> str | None:
 def command(tool: str, *, exe: str = "compute-sanitizer", padding: int = MIN_PADDING) -> list[str]:
     if tool not in TOOLS:
         raise ValueError(f"unknown compute-sanitizer tool {tool!r}; use one of {', '.join(TOOLS)}")
-    argv = [exe, "--tool", tool, "--error-exitcode", str(ERROR_EXITCODE), "--print-limit", "100",
+    argv = [exe, "--tool", tool, "--error-exitcode", str(ERROR_EXITCODE), "--print-limit", str(PRINT_LIMIT),
             # A precise error ends the kernel, not the context: the child's other launches (a
             # batch's other rows) go on, where each such kernel had cost a fresh child (on an
             # H200: synccheck over a divergent barrier, memcheck over an out-of-bounds read).
@@ -214,6 +221,7 @@ class ToolRun:
     outcomes: dict                 # step id -> isolation.StepOutcome
     log: str
     unattributed: list[str] = field(default_factory=list)  # reports naming no kernel of the run
+    unprinted: set = field(default_factory=set)  # instance ids whose child reached PRINT_LIMIT
 
     def findings(self, instance) -> list[Finding]:
         """The tool's findings for one instantiation; a launch that failed under the tool
@@ -246,7 +254,7 @@ class ToolRun:
             lines += [f"--- {s.purpose} M{s.M} N{s.N} K{s.K}: {o.status}"
                       + (f" ({o.message})" if o.message else ""), *o.output]
         return ToolRun(self.tool, {instance.id: self.reports[instance.id]}, mine, "\n".join(lines),
-                       list(self.unattributed))
+                       list(self.unattributed), self.unprinted & {instance.id})
 
 
 def _groups(steps, instances):
@@ -287,7 +295,7 @@ def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
     padding = max([MIN_PADDING] + [harness.guard_elements(s.M, s.N, s.K, s.tile) * 8 for s in steps])
     padding = -(-padding // 4096) * 4096
     reports = {i.id: Report(tool) for i in instances.values()}
-    outcomes, logs, unattributed = {}, [], []
+    outcomes, logs, unattributed, unprinted = {}, [], [], set()
     for group in _groups(steps, instances):
         got, children = isolation.run_steps(group, backend=backend, exact_allocations=True,
                                             prefix=command(tool, exe=exe, padding=padding),
@@ -298,6 +306,12 @@ def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
             by_name.setdefault(normalize(instances[s.id].name_expression), instances[s.id])
         for child in children:
             logs.append("\n".join(child.lines))
+            ran = {instances[i].id for i, o in child.outcomes.items() if o.status != "not_run"}
+            if any(_UNPRINTED.search(line) for line in child.lines):
+                unprinted |= ran
+            # What the tool says of a child that died ("process didn't terminate successfully")
+            # names no kernel: it is the row's whose launch died there, when one did.
+            died = {instances[i].id for i, o in child.outcomes.items() if o.status in ("crash", "failed", "hang")}
             assigned: dict[str, list[Block]] = {}
             in_steps = set()
             # A report inside a step's window belongs to that step's kernel unless it names another.
@@ -313,7 +327,11 @@ def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
                 inst = by_name.get(b.function())
                 if inst is not None:
                     assigned.setdefault(inst.id, []).append(b)
-                elif not _SKIP.match(b.head):
+                elif _SKIP.match(b.head):
+                    continue
+                elif len(died) == 1:
+                    assigned.setdefault(next(iter(died)), []).append(b)
+                else:
                     unattributed.append("\n".join([b.head, *b.body[:3]]))
             for inst_id, bl in assigned.items():
                 parsed = parse(tool, bl)
@@ -323,7 +341,7 @@ def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
                 rep.api_errors += parsed.api_errors
     for rep in reports.values():
         rep.findings = _merge(rep.findings)
-    return ToolRun(tool, reports, outcomes, "\n".join(logs), unattributed)
+    return ToolRun(tool, reports, outcomes, "\n".join(logs), unattributed, unprinted)
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
