@@ -83,9 +83,8 @@ def test_an_unknown_report_is_kept_not_dropped():
 def test_every_run_passes_an_error_exitcode_and_memcheck_gets_padding():
     argv = sanitizer.command("racecheck")
     assert "--error-exitcode" in argv
-    # a caught error ends its kernel, not the child's other rows; no host backtraces
-    assert argv[argv.index("--destroy-on-device-error") + 1] == "kernel"
-    assert argv[argv.index("--show-backtrace") + 1] == "device"
+    assert argv[argv.index("--show-backtrace") + 1] == "device"   # no host backtraces
+    assert "--destroy-on-device-error" not in argv   # "kernel" hung synccheck on an H200
     argv = sanitizer.command("memcheck", padding=1 << 20)
     assert argv[argv.index("--padding") + 1] == str(1 << 20)
     with pytest.raises(ValueError, match="unknown compute-sanitizer tool 'leakcheck'"):

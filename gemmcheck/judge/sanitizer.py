@@ -4,10 +4,8 @@ Every run goes through gemmcheck.judge.isolation: a child with CuPy's memory poo
 off and exact-size allocations (no guard bands: an access outside an
 operand must land outside every allocation for memcheck to see it; memcheck's
 `--padding` keeps neighbouring allocations apart), `--error-exitcode` (the
-tools exit 0 even when they report), `--destroy-on-device-error kernel` (an
-error the tool catches ends that kernel and the child goes on), device
-backtraces only, and timeouts (a kernel that faults under a tool is a crash,
-one that stalls is a hang).
+tools exit 0 even when they report), device backtraces only, and timeouts (a
+kernel that faults under a tool is a crash, one that stalls is a hang).
 
 What each report establishes, and no more:
 - racecheck "Race reported between Write access at ... and Read access at ...":
@@ -35,7 +33,8 @@ ERROR_EXITCODE = 99
 PRINT_LIMIT = 100   # reports a child prints, all its launches together (--print-limit)
 # The defects whose reports come by the hundred or thousand (one per thread and access) under a
 # tool: a kernel with one fills a child's PRINT_LIMIT, and a neighbour's reports in that child
-# would go unprinted (on an H200, synccheck printed nothing of a second divergent barrier).
+# would go unprinted (on an H200, in a child kept going after the first one's error, synccheck
+# printed nothing of a second divergent barrier; memcheck nothing of a second read out of bounds).
 FLOODS = {"memcheck": frozenset({Defect.OUT_OF_BOUNDS_READ.value, Defect.OUT_OF_BOUNDS_WRITE.value}),
           "synccheck": frozenset({Defect.DIVERGENT_BARRIER.value})}
 _UNPRINTED = re.compile(r"ERROR SUMMARY: (\d+) errors? were not printed")
@@ -54,10 +53,9 @@ def command(tool: str, *, exe: str = "compute-sanitizer", padding: int = MIN_PAD
     if tool not in TOOLS:
         raise ValueError(f"unknown compute-sanitizer tool {tool!r}; use one of {', '.join(TOOLS)}")
     argv = [exe, "--tool", tool, "--error-exitcode", str(ERROR_EXITCODE), "--print-limit", str(PRINT_LIMIT),
-            # A precise error ends the kernel, not the context: the child's other launches (a
-            # batch's other rows) go on, where each such kernel had cost a fresh child (on an
-            # H200: synccheck over a divergent barrier, memcheck over an out-of-bounds read).
-            "--destroy-on-device-error", "kernel",
+            # (Not --destroy-on-device-error kernel, which would keep a child going after a
+            # precise error: on an H200 it made broken_divergent_barrier hang under synccheck
+            # and kill racecheck's child.)
             # No host backtraces: they show gemmcheck's launch, never the kernel, and cost the
             # tool (memcheck over broken_unguarded_loads-float64-TILE32 on an H200: 4.2 s and
             # 259 kB of log with them, 2.3 s and 39 kB without).
