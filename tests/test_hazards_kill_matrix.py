@@ -412,7 +412,18 @@ def test_a_rows_tool_runs_once_per_run_and_the_other_processes_wait_for_its_resu
         assert [f.defect for f in got.findings(racy)] == [Defect.SHARED_MEMORY_RACE]
         assert [json.loads(line) for line in calls.read_text().splitlines()] == [["racecheck", ["good", "racy"]]]
 
-        (_, first, _), = taker.results(rows[0])
+        # So is a hanging kernel's isolated observation (its timeout waited out once).
+        observed = []
+        isolated = kill_matrix.isolated_observations
+        monkeypatch.setattr(kill_matrix, "isolated_observations",
+                            lambda i, st: observed.append(i[0].id) or isolated(i, st))
+        sleeps = next(i for i in instances if i.spec.name == "sleeps")
+        planned.submit(sleeps)
+        taker.submit(sleeps)
+        assert [o.failure.defect for o in taker.isolated(sleeps)] == [Defect.HANG]
+        assert [o.failure.defect for o in planned.isolated(sleeps)] == [Defect.HANG]
+        assert observed == [sleeps.id]
+
         owner, waiter = Once(folder), kill_matrix.RowChildren(s, shared=Once(folder))
         late = [i for i in instances if i.spec.name == "floor_grid"]
         assert owner.claim(f"racecheck {late[0].id}")

@@ -411,8 +411,14 @@ class RowChildren:
         for instance in instances:
             expect = instance.spec.expect
             if expect in ISOLATED and (instance.id, self.PLAIN) not in self._futures:
-                self._futures[(instance.id, self.PLAIN)] = self._start(
-                    self._isolated_pool, lambda i=instance: isolated_observations([i], self.settings)[i.id])
+                key = self._key(instance, self.PLAIN)
+                observe = lambda i=instance, k=key: self._for_all(   # noqa: E731
+                    [k], lambda: isolated_observations([i], self.settings)[i.id], lambda obs: [obs])
+                if self._claim(instance, self.PLAIN):
+                    self._futures[(instance.id, self.PLAIN)] = self._start(self._isolated_pool, observe)
+                else:   # a hang's 10 s, waited out once (ci ran broken_hangs twice, the second to 37 s)
+                    self._futures[(instance.id, self.PLAIN)] = self._waiting_pool.submit(
+                        self._theirs, key, lambda o=observe: self._start(self._isolated_pool, o).result())
             if not self.settings.sanitizer_exe or expect == Defect.HANG.value:
                 continue
             if any((instance.id, tool) in self._futures for tool in self.settings.tools):
@@ -434,7 +440,9 @@ class RowChildren:
             for instance, problems in tool_rows:
                 if (instance.id, tool) not in self._futures:   # another process runs it
                     self._futures[(instance.id, tool)] = self._waiting_pool.submit(
-                        self._theirs, tool, instance, problems)
+                        self._theirs, self._key(instance, tool),
+                        lambda t=tool, r=(instance, problems): self._start(
+                            self._pool, self._run_for_all, t, [r]).result())
 
     @staticmethod
     def _key(instance: Instance, tool: str) -> str:
@@ -443,31 +451,36 @@ class RowChildren:
     def _claim(self, instance: Instance, tool: str) -> bool:
         return self._shared is None or self._shared.claim(self._key(instance, tool))
 
-    def _run_for_all(self, tool: str, plan):
-        """_run, its verdict on each row published to the run's other processes (as the row
-        sees it: ToolRun.of)."""
+    def _for_all(self, keys: list[str], work, parts):
+        """work()'s result, and each part of it (`parts(result)`, one per key) published to the
+        run's other processes under its key; the keys given up if work fails."""
         try:
-            run, error, again = self._run(tool, plan)
+            result = work()
         except BaseException:
             if self._shared is not None:
-                for instance, _ in plan:
-                    self._shared.give_up(self._key(instance, tool))
+                for key in keys:
+                    self._shared.give_up(key)
             raise
         if self._shared is not None:
+            for key, part in zip(keys, parts(result)):
+                self._shared.publish(key, part)
+        return result
+
+    def _run_for_all(self, tool: str, plan):
+        """_run, its verdict on each row published as the row sees it (ToolRun.of), in _run's
+        form."""
+        def parts(result):
+            run, error, again = result
             for instance, _ in plan:
                 mine, mine_error = again.get(instance.id, (run, error))
-                self._shared.publish(self._key(instance, tool),
-                                     (mine.of(instance) if mine is not None else None, mine_error))
-        return run, error, again
+                yield mine.of(instance) if mine is not None else None, mine_error, {}
+        return self._for_all([self._key(i, tool) for i, _ in plan], lambda: self._run(tool, plan), parts)
 
-    def _theirs(self, tool: str, instance: Instance, problems):
-        """The result of a row's run that another process of the run claimed; run here when
-        that process is gone without it (as _run gives it)."""
-        done, got = self._shared.wait(self._key(instance, tool), stop=self._closing)
-        if done:
-            run, error = got
-            return run, error, {}
-        return self._start(self._pool, self._run_for_all, tool, [(instance, problems)]).result()
+    def _theirs(self, key: str, here):
+        """What another process of the run claimed to do under `key`; done `here()` when that
+        process is gone without it."""
+        done, got = self._shared.wait(key, stop=self._closing)
+        return got if done else here()
 
     @classmethod
     def batches(cls, rows, at_least: int = 1, tool: str | None = None) -> list[list]:
