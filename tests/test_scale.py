@@ -680,7 +680,7 @@ def test_a_rows_tests_land_in_one_shard(suite):
     assert sum(1 for p in parts if p) == 2, parts      # one row each, the third shard empty
 
 
-def test_a_worker_takes_anyones_units_then_its_own_and_its_deferred_ones_last():
+def test_a_worker_takes_anyones_units_then_its_own_then_anothers_rows_and_its_deferred_ones_last():
     """A row waits for the compute-sanitizer children its worker started at its first kernel
     test: taken first, rows waited 22-27 s each (one H200, ci, -n 8). The performance suite's
     units wait for every child their worker started before they time anything: dealt first
@@ -692,8 +692,9 @@ def test_a_worker_takes_anyones_units_then_its_own_and_its_deferred_ones_last():
     plan = {perf: 0, "row-a": 1, "row-b": 0}
     assert units.choose(queued, plan, 0) == "test_x.py::test_alone"     # anyone's first
     assert units.choose(queued[:3], plan, 0) == "row-b"                 # then its own, not deferred
-    assert units.choose([perf, "row-a"], plan, 0) == perf               # its own deferred last
-    assert units.choose(["row-a"], plan, 0) is None                     # none of its own left
+    assert units.choose([perf, "row-a"], plan, 0) == "row-a"            # another's row (its children
+    assert units.choose([perf], plan, 0) == perf                        # are the run's), its deferred last
+    assert units.choose([units.deferred("perf-b")], {units.deferred("perf-b"): 1}, 0) is None   # none left
     assert units.choose(queued[1:], {}, 1) == "row-a"                   # unplanned: anyone's, in order
 
 

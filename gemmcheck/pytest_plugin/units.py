@@ -7,9 +7,10 @@ controller's scheduler gives each worker its own units (after the tests anyone m
 `choose`), and the worker, which computes the same plan from the same collection, starts
 its rows' compute-sanitizer runs at once, as a serial session starts every row's. Dealt as they came, a worker learnt of a
 row only when it built it and then waited for its tools: on an H200 pair the hazards
-tests' summed time rose from 29 s to 52 s under -n 2. A worker left without units of its
-own takes another's, so nothing waits for a worker that is behind; the tools started
-ahead for that unit elsewhere are then wasted, never wrong.
+tests' summed time rose from 29 s to 52 s under -n 2. A worker left without rows of its
+own takes another's before its deferred units, so nothing waits for a worker that is
+behind; the tools started ahead for that row elsewhere give it their results
+(gemmcheck.judge.once).
 """
 
 from __future__ import annotations
@@ -67,22 +68,28 @@ def deferred(unit: str) -> str:
 
 def choose(queued: Iterable[str], plan: dict[str, int], worker: int) -> str | None:
     """The unit `worker` takes next from `queued` (xdist's work queue, largest first): a unit
-    no plan names (anyone's), then its own planned units, deferred ones last; None when it has
-    none left (it then takes the queue's next, another's). Its rows come after the tests
-    anyone may run, as in a serial session (the compile and correctness suites before the
-    hazards suite): their compute-sanitizer children, started at the worker's first kernel
-    test, then run beside that work. Taken first, the rows waited for children just started:
-    on one H200 with -n 8 the ci profile's row tests spent 181 s in setup, 22-27 s each."""
-    own = own_deferred = None
+    no plan names (anyone's), then its own planned units, then another worker's (not deferred),
+    its own deferred ones last; None when it has none of those left (it then takes the queue's
+    next). Its rows come after the tests anyone may run, as in a serial session (the compile
+    and correctness suites before the hazards suite): their compute-sanitizer children,
+    started at the worker's first kernel test, then run beside that work. Taken first, the
+    rows waited for children just started: on one H200 with -n 8 the ci profile's row tests
+    spent 181 s in setup, 22-27 s each. Another's row costs no child of its own (the row's
+    children are the run's, gemmcheck.judge.once), and its deferred units could not time
+    while that row's tests still run: a worker that waited for its turn instead left the
+    one-GPU nightly's last rows to two or three workers for ~130 s on an H200."""
+    own = own_deferred = others = None
     for unit in queued:   # one pass, ending at anyone's first (the controller asks once a unit)
         if unit not in plan:
             return unit
-        if plan[unit] == worker:
-            if unit.startswith(DEFERRED):
+        if unit.startswith(DEFERRED):
+            if plan[unit] == worker:
                 own_deferred = own_deferred or unit
-            else:
-                own = own or unit
-    return own or own_deferred
+        elif plan[unit] == worker:
+            own = own or unit
+        else:
+            others = others or unit
+    return own or others or own_deferred
 
 
 def worker_index(workerid: str) -> int:
