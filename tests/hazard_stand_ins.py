@@ -221,8 +221,9 @@ print("========= COMPUTE-SANITIZER", flush=True)
 found = unprinted = 0
 full = died = False
 # A report starting "!fails-in-a-batch": in a child of several kernels, the launch fails with
-# nothing reported and the child leaves; "!only-in-a-batch": reported only there. Alone, both
-# report as written.
+# nothing reported and the child leaves ("!fails-once": in the first child that launches it;
+# "!fails": in every child); "!only-in-a-batch": reported only there. Otherwise they report
+# as written.
 # "!fills-the-print-limit": printed, and no report after it in that child is (the real tool
 # prints 100 in all).
 batch = len({s["kernel"] for s in steps.values()}) > 1
@@ -231,8 +232,12 @@ for line in proc.stdout:
     words = line.split()
     if len(words) == 3 and words[1] == "LAUNCH":
         report = list(reports.get(steps[int(words[2])]["kernel"], []))
-        if report and report[0] == "!fails-in-a-batch":
-            if batch:   # the launch fails and its child leaves
+        if report and report[0] in ("!fails-in-a-batch", "!fails-once", "!fails"):
+            once = os.path.join(os.path.dirname(os.environ["FAKE_SANITIZER_REPORTS"]),
+                                "failed-once-" + steps[int(words[2])]["kernel"])
+            if (report[0] == "!fails" or (report[0] == "!fails-in-a-batch" and batch)
+                    or (report[0] == "!fails-once" and not os.path.exists(once))):
+                open(once, "w").close()   # the launch fails and its child leaves
                 print(f'@@gemmcheck FAILED {words[2]} "cudaErrorLaunchFailure (stand-in)"', flush=True)
                 proc.kill()
                 died = True

@@ -475,3 +475,25 @@ def test_a_row_whose_declared_defect_floods_a_tool_has_that_tools_children_to_it
     names = lambda batches: [[i.spec.name for i, _ in b] for b in batches]   # noqa: E731
     assert names(kill_matrix.RowChildren.batches(rows, tool="synccheck")) == [["r1"], ["d1"], ["d2"]]
     assert names(kill_matrix.RowChildren.batches(rows, tool="racecheck")) == [["r1", "d1", "d2"]]
+
+
+@pytest.mark.parametrize("fails", ["!fails-once", "!fails"])
+def test_a_launch_that_fails_silently_under_a_tool_alone_is_run_once_more(instances, tmp_path, monkeypatch, fails):
+    """memcheck once faulted on broken_unguarded_loads-float64-TILE8, alone, with no report (an
+    H200's one-GPU nightly); the tool is asked once more, and a second such failure stands."""
+    tool = fake_sanitizer(tmp_path, {"memcheck": {"reads_past_A": [
+        fails, "========= Invalid __global__ read of size 4 bytes",
+        "=========     at void reads_past_A<float, (int)8>(const T1 *, const T1 *, T1 *, int, int, int)+0x40",
+        "=========     by thread (0,0,0) in block (0,0,0)", "========= "]}}, monkeypatch)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
+    reads = next(i for i in instances if i.spec.name == "reads_past_A")
+    children = kill_matrix.RowChildren(settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("memcheck",)))
+    try:
+        (_, run, _), = children.results(reads)
+    finally:
+        children.close()
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [["memcheck", ["reads_past_A"]]] * 2
+    assert run.log.startswith("(run again: alone, its launch failed under memcheck with no report from it)")
+    found = [f.defect for f in run.findings(reads)]
+    assert found == ([Defect.OUT_OF_BOUNDS_READ] if fails == "!fails-once" else [Defect.CRASH])

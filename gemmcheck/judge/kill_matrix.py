@@ -503,9 +503,13 @@ class RowChildren:
             future.add_done_callback(self._turns.children_ended)
         return future
 
-    def _run(self, tool: str, plan):
+    def _run(self, tool: str, plan, retry: bool = True):
         """(ToolRun or None, error or None, {instance id: (ToolRun, error)} of rows run again
-        alone because the batch's verdict on them was suspect)."""
+        alone because the batch's verdict on them was suspect, or, alone already, because
+        their launch failed under the tool with no report from it: the tool's word is then
+        asked once more (`retry`). On an H200 memcheck's child over broken_unguarded_loads-
+        float64-TILE8 alone once faulted with no report, as it had once in a batch; run again,
+        such a child reported the read. A second such failure is the row's verdict.)"""
         try:
             run = sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe,
                                 backend=self.settings.backend_name)
@@ -513,13 +517,28 @@ class RowChildren:
             return None, f"{tool}: {exc}", {}
         again = {}
         for instance, problems in plan:
-            why = self.suspect(run, instance) if len(plan) > 1 else None
+            if len(plan) > 1:
+                why = self.suspect(run, instance)
+                note = f"(run again alone: in a batch of {len(plan)} rows {why})"
+            else:
+                # (a kernel declared to crash does what it says)
+                why = retry and instance.spec.expect != Defect.CRASH.value and self.failed_silently(run, instance)
+                note = f"(run again: alone, {self.failed_silently(run, instance)})"
             if why:
-                alone, error, _ = self._run(tool, [(instance, problems)])
+                alone, error, _ = self._run(tool, [(instance, problems)], retry=False)
                 if alone is not None:
-                    alone.log = f"(run again alone: in a batch of {len(plan)} rows {why})\n" + alone.log
+                    alone.log = f"{note}\n" + alone.log
                 again[instance.id] = (alone, error)
         return run, None, again
+
+    @staticmethod
+    def failed_silently(run: sanitizer.ToolRun, instance: Instance) -> str | None:
+        """Why this row's launch under the tool says nothing of the kernel: it failed with no
+        report from the tool (a fault the tool did not explain), or None."""
+        ended = {o.status for o in run.outcomes_of(instance).values()}
+        if not run.reports[instance.id].findings and ended & {"crash", "failed"}:
+            return f"its launch failed under {run.tool} with no report from it"
+        return None
 
     @staticmethod
     def suspect(run: sanitizer.ToolRun, instance: Instance) -> str | None:
@@ -532,8 +551,8 @@ class RowChildren:
         if instance.spec.expect == "correct" and (reported or ended & {"crash", "failed", "hang"}):
             return (f"{run.tool} reported on a kernel declared correct" if reported
                     else f"a launch of a kernel declared correct did not finish under {run.tool}")
-        if not reported and ended & {"crash", "failed"}:
-            return f"its launch failed under {run.tool} with no report from it"
+        if failed := RowChildren.failed_silently(run, instance):
+            return failed
         if not reported and instance.id in run.unprinted:
             return (f"{run.tool} stopped printing reports in its child ({sanitizer.PRINT_LIMIT} "
                     f"printed), so its silence on this row says nothing")
