@@ -30,6 +30,20 @@ def settings(**kw):
                                 backend_name="hazard_stand_ins:matrix_backend", **kw)
 
 
+def race_report(kernel: str) -> list[str]:
+    """What the stand-in racecheck prints on `kernel` (float32, TILE 8)."""
+    return [f"========= Error: Race reported between Write access at void {kernel}<float, (int)8>(const T1 *)+0x10",
+            f"=========     and Read access at void {kernel}<float, (int)8>(const T1 *)+0x20 [5 hazards]",
+            "========= "]
+
+
+def batch_row(name: str, expect: str):
+    """(instance, problems) of a catalog entry declared `expect`, as RowChildren.batches takes."""
+    spec = catalog.KernelSpec(name=name, source=catalog.BUILTIN, entry=name, signature="mnk",
+                              policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
+    return (catalog.Instance(spec, "float32", 16), ["problems"])
+
+
 def test_one_instantiation_per_kernel_float32_at_the_tile_nearest_16(instances):
     assert [i.id for i in instances] == [f"{name}-float32-TILE8" for name in MATRIX_KERNELS
                                          if name != "slow"]
@@ -70,10 +84,7 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
         return f"=========     at void {kernel}<float, (int)8>(const T1 *, const T1 *, T1 *, int, int, int)+0x40"
     invalid = ["=========     by thread (0,0,0) in block (0,0,0)", "========= "]
     tool = fake_sanitizer(tmp_path, {
-        "racecheck": {"racy": [
-            "========= Error: Race reported between Write access at void racy<float, (int)8>(const T1 *)+0x10",
-            "=========     and Read access at void racy<float, (int)8>(const T1 *)+0x20 [5 hazards]",
-            "========= "]},
+        "racecheck": {"racy": race_report("racy")},
         "synccheck": {"divergent": ["========= Barrier error detected. Divergent thread(s) in block.",
                                     at("divergent"), *invalid]},
         "memcheck": {"reads_past_A": ["========= Invalid __global__ read of size 4 bytes",
@@ -142,11 +153,8 @@ def test_a_batch_whose_launch_failed_with_no_report_runs_that_row_again_alone(in
 def test_a_batch_that_reports_on_a_kernel_declared_correct_is_checked_alone(instances, tmp_path, monkeypatch):
     """A report on a reference in a batch (of references) is confirmed in a child of its own:
     never call a correct kernel wrong because of a neighbour. Here the alone run is clean."""
-    tool = fake_sanitizer(tmp_path, {"racecheck": {"good": [
-        "!only-in-a-batch",
-        "========= Error: Race reported between Write access at void good<float, (int)8>(const T1 *)+0x10",
-        "=========     and Read access at void good<float, (int)8>(const T1 *)+0x20 [5 hazards]",
-        "========= "]}}, monkeypatch)
+    tool = fake_sanitizer(tmp_path, {"racecheck": {"good": ["!only-in-a-batch", *race_report("good")]}},
+                          monkeypatch)
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
     references = [i for i in instances if i.spec.name in ("good", "good_too")]
@@ -332,14 +340,10 @@ def test_the_matrix_table_aligns_its_columns_and_seconds_right():
 
 
 def test_a_tools_rows_go_in_batches_of_consecutive_rows_and_declared_faults_alone():
-    def row(name, expect):
-        spec = catalog.KernelSpec(name=name, source=catalog.BUILTIN, entry=name, signature="mnk",
-                                  policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
-        return (catalog.Instance(spec, "float32", 16), ["problems"])
-
-    rows = [row("r1", "correct"), row("b1", "shared_memory_race"), row("r2", "correct"),
-            row("crash", "crash"), row("b2", "wrong_values"), row("r3", "correct"),
-            row("oob", "out_of_bounds_write"), row("b3", "unwritten_output"), row("oobr", "out_of_bounds_read")]
+    rows = [batch_row(name, expect) for name, expect in (
+        ("r1", "correct"), ("b1", "shared_memory_race"), ("r2", "correct"), ("crash", "crash"),
+        ("b2", "wrong_values"), ("r3", "correct"), ("oob", "out_of_bounds_write"),
+        ("b3", "unwritten_output"), ("oobr", "out_of_bounds_read"))]
     names = lambda batches: [[i.spec.name for i, _ in b] for b in batches]   # noqa: E731
     assert names(kill_matrix.RowChildren.batches(rows, 1)) == [["r1", "b1", "r2", "b2", "r3", "b3"],
                                                                 ["crash"], ["oob"], ["oobr"]]
@@ -347,7 +351,7 @@ def test_a_tools_rows_go_in_batches_of_consecutive_rows_and_declared_faults_alon
                                                                 ["crash"], ["oob"], ["oobr"]]
     assert names(kill_matrix.RowChildren.batches(rows[:1], 4)) == [["r1"]]
     most = kill_matrix.RowChildren.MAX_BATCH_ROWS
-    many = [row(f"r{n}", "correct") for n in range(2 * most + 2)]
+    many = [batch_row(f"r{n}", "correct") for n in range(2 * most + 2)]
     assert [len(b) for b in kill_matrix.RowChildren.batches(many, 1)] == [-(-len(many) // 3)] * 3
     assert kill_matrix.RowChildren.batches([], 2) == []
 
@@ -389,10 +393,7 @@ def test_a_rows_tool_runs_once_per_run_and_the_other_processes_wait_for_its_resu
     given up (its process ended first) is run by the one waiting."""
     from gemmcheck.judge.once import Once
 
-    tool = fake_sanitizer(tmp_path, {"racecheck": {"racy": [
-        "========= Error: Race reported between Write access at void racy<float, (int)8>(const T1 *)+0x10",
-        "=========     and Read access at void racy<float, (int)8>(const T1 *)+0x20 [5 hazards]",
-        "========= "]}}, monkeypatch)
+    tool = fake_sanitizer(tmp_path, {"racecheck": {"racy": race_report("racy")}}, monkeypatch)
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
     rows = [i for i in instances if i.spec.name in ("good", "racy")]
@@ -442,11 +443,9 @@ def test_a_row_silent_in_a_child_that_reached_the_print_limit_is_checked_alone(i
     """A child prints 100 reports in all: after a kernel that fills them, a neighbour's report
     goes unprinted (synccheck over two divergent barriers on an H200). A row with no report
     from such a child is run again alone."""
-    race = ["========= Error: Race reported between Write access at void {k}<float, (int)8>(const T1 *)+0x10",
-            "=========     and Read access at void {k}<float, (int)8>(const T1 *)+0x20 [5 hazards]", "========= "]
     tool = fake_sanitizer(tmp_path, {"racecheck": {
-        "floor_grid": ["!fills-the-print-limit", *(x.format(k="floor_grid") for x in race)],
-        "racy": [x.format(k="racy") for x in race]}}, monkeypatch)
+        "floor_grid": ["!fills-the-print-limit", *race_report("floor_grid")], "racy": race_report("racy")}},
+        monkeypatch)
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
     by_name = {i.spec.name: i for i in instances}
@@ -466,12 +465,7 @@ def test_a_row_silent_in_a_child_that_reached_the_print_limit_is_checked_alone(i
 
 
 def test_a_row_whose_declared_defect_floods_a_tool_has_that_tools_children_to_itself():
-    def row(name, expect):
-        spec = catalog.KernelSpec(name=name, source=catalog.BUILTIN, entry=name, signature="mnk",
-                                  policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
-        return (catalog.Instance(spec, "float32", 16), ["problems"])
-
-    rows = [row("r1", "correct"), row("d1", "divergent_barrier"), row("d2", "divergent_barrier")]
+    rows = [batch_row("r1", "correct"), batch_row("d1", "divergent_barrier"), batch_row("d2", "divergent_barrier")]
     names = lambda batches: [[i.spec.name for i, _ in b] for b in batches]   # noqa: E731
     assert names(kill_matrix.RowChildren.batches(rows, tool="synccheck")) == [["r1"], ["d1"], ["d2"]]
     assert names(kill_matrix.RowChildren.batches(rows, tool="racecheck")) == [["r1", "d1", "d2"]]
