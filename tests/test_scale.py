@@ -320,10 +320,12 @@ def test_phases_file_records_each_test(suite, tmp_path):
     assert suite.runpytest(*NARROW, f"--gemm-phases={out}").ret == 0
     doc = json.loads(out.read_text())
     assert doc["collection_s"] > 0 and len(doc["tests"]) == 4
-    # (and the build, where this run found the build cache cold: once in a full `pytest -n 2`)
-    assert all({"oracle"} <= set(t) <= {"oracle", "compile"} for t in doc["tests"].values()), doc["tests"]
+    assert all(set(t) == {"oracle"} for t in doc["tests"].values()), doc["tests"]
     assert set(doc["spans"]) == set(doc["tests"])
-    assert all(w == "main" and 0 < a <= b <= doc["wall_s"] for w, a, b in doc["spans"].values())
+    # (spans are rounded to the ms, the wall is not. One full `pytest -n 2` of seven failed one of
+    # these `all`s, unsaid which: they now say what they saw)
+    assert all(w == "main" and 0 < a <= b <= doc["wall_s"] + 0.001 for w, a, b in doc["spans"].values()), \
+        (doc["spans"], doc["wall_s"])
 
 
 def test_phases_file_under_xdist_says_which_worker_ran_each_test_and_when(suite, tmp_path):
