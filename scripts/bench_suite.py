@@ -135,7 +135,8 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
 def children_lines(children: list, last: int) -> list[str]:
     """Per tool: how many children, their summed seconds and start-up (to READY: the tool's and
     the interpreter's start with gemmcheck's imports, making the backend, preparing the
-    kernels), the longest; then the children that ended last and the longest."""
+    kernels), the longest; the rows a tool ran in more than one child; then the children that
+    ended last and the longest."""
     kinds: dict[str, list] = {}
     for c in children:
         kinds.setdefault(c[1].partition(":")[0], []).append(c)
@@ -154,6 +155,15 @@ def children_lines(children: list, last: int) -> list[str]:
         lines.append(f"| {kind} | {len(cs)} | {sum(c[4] - c[2] for c in cs):.1f} | {sum(ups):.1f} | "
                      + " | ".join(f"{x:.1f}" for x in parts)
                      + f" | {max(c[4] - c[2] for c in cs):.1f} | {max(c[4] for c in cs):.1f} |")
+    again: dict[tuple, list] = {}
+    for c in children:
+        tool, _, rows = c[1].partition(": ")
+        for row in rows.split(", "):
+            again.setdefault((tool, row), []).append(c[0])
+    again = {k: v for k, v in again.items() if len(v) > 1}
+    lines += ["", f"a row under one tool in more than one child: {len(again)} (a fresh child for the "
+                  "steps a crash left, a batch's verdict checked alone, or the same run twice)"]
+    lines += [f"  {tool}: {row} ({', '.join(workers)})" for (tool, row), workers in list(again.items())[:last]]
     lines += ["", f"the {last} children that ended last (worker, start, stop, seconds, what):"]
     for c in sorted(children, key=lambda c: c[4])[-last:]:
         lines.append(f"  {c[0]:>5} {c[2]:6.1f} {c[4]:6.1f} {c[4] - c[2]:6.1f}  {c[1][:160]}")

@@ -79,6 +79,11 @@ def test_timeline_counts_the_children_running_and_names_the_longest_per_tool(ben
                         ["gw1", "memcheck: a-float32-TILE8", 2.5, 3.0, 5.0, {}],
                         ["gw1", "plain: hang-float32-TILE8", 1.0, None, 4.0, {}]]}
     lines = bench.timeline(doc, step=5.0, last=2)
+    assert any(line.startswith("a row under one tool in more than one child: 0 ") for line in lines)
+    again = bench.timeline({**doc, "children": doc["children"] + [["gw2", "racecheck: b-float32-TILE8", 5.0, 6.0, 7.0, {}]]},
+                           step=5.0, last=2)
+    assert any(line.startswith("a row under one tool in more than one child: 1 ") for line in again)
+    assert "  racecheck: b-float32-TILE8 (gw0, gw2)" in again
     assert lines[1].endswith("| idle | children |")
     assert "| 0-5 | 5.0 | 0.0 | 2.1 |" in lines          # (5 + 2.5 + 3) child-seconds / 5 s
     assert "| 5-10 | 5.0 | 0.0 | 1.0 |" in lines
