@@ -343,8 +343,8 @@ class RowChildren:
     the tool instruments) once for many rows. A child's steps are told apart by the kernel
     each report names and the step it falls in (sanitizer.run), and a crash costs only a
     fresh child for the steps left (isolation.run_steps). A kernel declared to crash or to read
-    or write out of bounds has its children to itself (a read out of bounds faulted under
-    racecheck on an H200), and so does one whose declared defect floods a tool with reports
+    or write out of bounds has its children to itself (its fault or stray write could reach
+    the child's other rows), and so does one whose declared defect floods a tool with reports,
     under that tool (sanitizer.FLOODS: a child prints 100). And a batch's verdict on a row is
     checked alone (`suspect`): a row whose launch failed under the tool with no report from it
     (in a batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads'
@@ -508,8 +508,8 @@ class RowChildren:
         alone because the batch's verdict on them was suspect, or, alone already, because
         their launch failed under the tool with no report from it: the tool's word is then
         asked once more (`retry`). On an H200 memcheck's child over broken_unguarded_loads-
-        float64-TILE8 alone once faulted with no report, as it had once in a batch; run again,
-        such a child reported the read. A second such failure is the row's verdict.)"""
+        float64-TILE8 alone once faulted with no report, as one had in a batch, and a child of
+        its own then reported the read. A second such failure is the row's verdict.)"""
         try:
             run = sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe,
                                 backend=self.settings.backend_name)
@@ -520,10 +520,10 @@ class RowChildren:
             if len(plan) > 1:
                 why = self.suspect(run, instance)
                 note = f"(run again alone: in a batch of {len(plan)} rows {why})"
-            else:
-                # (a kernel declared to crash does what it says)
-                why = retry and instance.spec.expect != Defect.CRASH.value and self.failed_silently(run, instance)
-                note = f"(run again: alone, {self.failed_silently(run, instance)})"
+            else:   # (a kernel declared to crash does what it says)
+                why = (self.failed_silently(run, instance)
+                       if retry and instance.spec.expect != Defect.CRASH.value else None)
+                note = f"(run again: alone, {why})"
             if why:
                 alone, error, _ = self._run(tool, [(instance, problems)], retry=False)
                 if alone is not None:
