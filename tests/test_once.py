@@ -54,3 +54,14 @@ def test_another_process_claims_and_publishes(tmp_path):
     assert not Once(tmp_path).claim("row")
     assert Once(tmp_path).wait("row") == (True, [3, 4])
     assert proc.wait() == 0
+
+
+def test_do_runs_the_work_where_it_is_claimed_and_hands_its_result_to_the_others(tmp_path):
+    first, second = Once(tmp_path), Once(tmp_path)
+    ran = []
+    assert first.do("probe", lambda: ran.append("first") or {"lost": 1}) == {"lost": 1}
+    assert second.do("probe", lambda: ran.append("second")) == {"lost": 1}
+    assert ran == ["first"]
+    with pytest.raises(ZeroDivisionError):
+        first.do("row", lambda: 1 / 0)                 # the claim is given up ...
+    assert second.do("row", lambda: "done here") == "done here"   # ... and done by the next

@@ -418,7 +418,7 @@ class RowChildren:
                     self._futures[(instance.id, self.PLAIN)] = self._start(self._isolated_pool, observe)
                 else:   # a hang's 10 s, waited out once (ci ran broken_hangs twice, the second to 37 s)
                     self._futures[(instance.id, self.PLAIN)] = self._waiting_pool.submit(
-                        self._theirs, key, lambda o=observe: self._start(self._isolated_pool, o).result())
+                        self._theirs, key, self._isolated_pool, observe)
             if not self.settings.sanitizer_exe or expect == Defect.HANG.value:
                 continue
             if any((instance.id, tool) in self._futures for tool in self.settings.tools):
@@ -440,9 +440,8 @@ class RowChildren:
             for instance, problems in tool_rows:
                 if (instance.id, tool) not in self._futures:   # another process runs it
                     self._futures[(instance.id, tool)] = self._waiting_pool.submit(
-                        self._theirs, self._key(instance, tool),
-                        lambda t=tool, r=(instance, problems): self._start(
-                            self._pool, self._run_for_all, t, [r]).result())
+                        self._theirs, self._key(instance, tool), self._pool, self._run_for_all,
+                        tool, [(instance, problems)])
 
     @staticmethod
     def _key(instance: Instance, tool: str) -> str:
@@ -476,11 +475,11 @@ class RowChildren:
                 yield mine.of(instance) if mine is not None else None, mine_error, {}
         return self._for_all([self._key(i, tool) for i, _ in plan], lambda: self._run(tool, plan), parts)
 
-    def _theirs(self, key: str, here):
-        """What another process of the run claimed to do under `key`; done `here()` when that
-        process is gone without it."""
+    def _theirs(self, key: str, pool, fn, *args):
+        """What another process of the run claimed to do under `key`; fn(*args) on `pool` here
+        when that process is gone without it."""
         done, got = self._shared.wait(key, stop=self._closing)
-        return got if done else here()
+        return got if done else self._start(pool, fn, *args).result()
 
     @classmethod
     def batches(cls, rows, at_least: int = 1, tool: str | None = None) -> list[list]:

@@ -95,6 +95,21 @@ class Once:
         for key in keys:
             self.give_up(key)
 
+    def do(self, key: str, work, stop: threading.Event | None = None):
+        """`key`'s result: work()'s, published, when this process claims it (first, or after its
+        claimant is gone), else the claimant's. The claim is given up if work() fails."""
+        if not self.claim(key):
+            done, got = self.wait(key, stop)
+            if done:
+                return got
+        try:
+            result = work()
+        except BaseException:
+            self.give_up(key)
+            raise
+        self.publish(key, result)
+        return result
+
     def wait(self, key: str, stop: threading.Event | None = None) -> tuple[bool, object]:
         """(True, the result) once `key`'s claimant published it; (False, None) when the
         claimant is gone without one and this process has claimed the work in its place (it

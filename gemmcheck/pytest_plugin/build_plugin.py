@@ -389,21 +389,7 @@ def start_probe(config: pytest.Config, state: Containment) -> None:
 
     def run() -> None:
         try:
-            if shared is None:
-                state.probe.set_result(probe())
-                return
-            if not shared.claim(key):
-                done, found = shared.wait(key, stop=state.probe_stop)
-                if done:
-                    state.probe.set_result(found)
-                    return
-            try:
-                found = probe()
-            except BaseException:
-                shared.give_up(key)
-                raise
-            shared.publish(key, found)
-            state.probe.set_result(found)
+            state.probe.set_result(probe() if shared is None else shared.do(key, probe, stop=state.probe_stop))
         except BaseException as exc:   # handed to whoever waits for it
             state.probe.set_exception(exc)
     threading.Thread(target=run, name="gemmcheck-probe", daemon=True).start()
