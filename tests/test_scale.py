@@ -700,6 +700,48 @@ def test_a_worker_takes_anyones_units_then_its_own_then_anothers_rows_and_its_de
     assert units.choose(queued[1:], {}, 1) == "row-a"                   # unplanned: anyone's, in order
 
 
+def test_with_several_gpus_the_first_gpus_workers_time_and_the_others_run_the_rest():
+    """On an H200 pair the nightly's timing waited for the last compute-sanitizer children on
+    both cards, then closed the run alone (~90 s of 260): the children cost the host, so the
+    second card hardly sped them up. The first card's workers take the performance units
+    from the start; the rows (and their children) go to the others."""
+    from gemmcheck.pytest_plugin import units
+
+    assert gpus.timing_workers(2, 4) == {0, 2}                   # worker k has GPU k mod 2
+    assert gpus.timing_workers(4, 8) == {0, 4}
+    assert gpus.timing_workers(1, 8) == gpus.timing_workers(2, 1) == frozenset()
+    assert gpus.worker_input((0, 1), 3, 4, {})[gpus.WORKER_GPU_COUNT] == 2
+    perf = [f"perf.py::test_t[{d}-{k}]" for d in ("f32", "f64") for k in range(3)]
+    rows = [f"haz.py::test_{t}[row{r}]" for r in range(6) for t in ("a", "b")]
+    unit_of = lambda n: (units.deferred("perf-" + n.split("[")[1][:3]) if n.startswith("perf")  # noqa: E731
+                         else n.split("[")[1][:-1] if n.startswith("haz") else n)
+    nodeids = perf + rows + ["corr.py::test_alone"]
+    timing = gpus.timing_workers(2, 4)
+    split = units.plan(nodeids, 4, unit_of, timing=timing)
+    assert {w for u, w in split.items() if u.startswith(units.DEFERRED)} == {0, 2}, split
+    assert {w for u, w in split.items() if u.startswith("row")} == {1, 3}, split
+    assert units.timers(4, timing, split) == timing
+    # no performance units, or no worker besides the timing ones: the usual plan
+    assert units.timers(4, timing, [unit_of(n) for n in rows]) == frozenset()
+    assert units.plan(rows, 4, unit_of, timing=timing) == units.plan(rows, 4, unit_of)
+    assert units.timers(2, frozenset({0, 1}), split) == frozenset()
+    assert units.plan(nodeids, 2, unit_of, timing=frozenset({0, 1})) == units.plan(nodeids, 2, unit_of)
+    # a timing worker: the deferred units first (its own, then another's), then the rest
+    f32, f64 = units.deferred("perf-f32"), units.deferred("perf-f64")
+    plan = {f32: 0, f64: 2, "row0": 1, "row1": 3}
+    queued = [f32, f64, "row0", "row1", "corr.py::test_alone"]
+    assert units.choose(queued, plan, 2, timing) == f64
+    assert units.choose(queued, plan, 0, timing) == f32
+    assert units.choose(queued[1:], plan, 0, timing) == f64
+    assert units.choose(queued[2:], plan, 0, timing) == "corr.py::test_alone"
+    assert units.choose(queued[2:4], plan, 0, timing) == "row0"
+    # the others as before: anyone's, their rows, another's rows, then (None) what is left
+    assert units.choose(queued, plan, 1, timing) == "corr.py::test_alone"
+    assert units.choose(queued[:4], plan, 1, timing) == "row0"
+    assert units.choose(queued[:2] + ["row1"], plan, 1, timing) == "row1"
+    assert units.choose(queued[:2], plan, 1, timing) is None
+
+
 def test_the_performance_tests_of_one_dtype_and_size_land_in_one_shard(suite):
     """A claim reads the measurements of its kernel and of its baseline kernel (the best of its
     TILEs); a shard without them timed them again (16 s for one claim at N = 8192 on the H200)."""

@@ -342,10 +342,10 @@ class RowChildren:
     per row and tool: each child pays its start under the tool (Python, CuPy, a CUDA context
     the tool instruments) once for many rows. A child's steps are told apart by the kernel
     each report names and the step it falls in (sanitizer.run), and a crash costs only a
-    fresh child for the steps left (isolation.run_steps). A kernel declared to crash or to read
-    or write out of bounds has its children to itself (its fault or stray write could reach
-    the child's other rows), and so does one whose declared defect floods a tool with reports,
-    under that tool (sanitizer.FLOODS: a child prints 100). And a batch's verdict on a row is
+    fresh child for the steps left (isolation.run_steps). A kernel declared to crash or to write
+    out of bounds has its children to itself (its fault or stray write could reach the
+    child's other rows), and so does one whose declared defect floods a tool with reports,
+    under that tool (sanitizer.FLOODS: a child prints 100; memcheck's reads out of bounds). And a batch's verdict on a row is
     checked alone (`suspect`): a row whose launch failed under the tool with no report from it
     (in a batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads'
     read outside A, whose launch then faulted as a plain crash), a row declared correct
@@ -362,12 +362,17 @@ class RowChildren:
     """
 
     PLAIN = "plain"   # the key of a row's isolated plain observation
-    ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_READ.value,
-                       Defect.OUT_OF_BOUNDS_WRITE.value})   # children of their own
+    # Children of their own under every tool: a fault ends the child's context, a stray write
+    # can reach another row's buffers. A read out of bounds does neither to its neighbours
+    # (a fault it causes ends the child, and the steps left run in a fresh one); it floods
+    # memcheck alone (sanitizer.FLOODS). Alone under every tool, the nightly's 12 such rows
+    # took 36 of 250 children on an H200 pair.
+    ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_WRITE.value})
     # A batch's rows wait for the whole batch, so not all of a process's rows in one: on an
     # H200 a child's work on a row takes ~0.2-3 s (racecheck on a racing kernel the longest),
-    # its start 2 s alone and 10-15 s among 30 others.
-    MAX_BATCH_ROWS = 8
+    # its start 2 s alone and 10-15 s among 30 others. At 8 a worker's ~12 rows of the nightly
+    # (-n 16 on an H200 pair) took two children per tool.
+    MAX_BATCH_ROWS = 16
 
     def __init__(self, settings: Settings, workers: int | None = None, turns=None,
                  cores: int | None = None, shared=None) -> None:

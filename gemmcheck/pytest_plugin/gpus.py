@@ -11,12 +11,16 @@ from __future__ import annotations
 import argparse
 import os
 
+import pytest
+
 from gemmcheck.pytest_plugin import gpu_turns
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 # Keys gemmcheck adds to pytest-xdist's workerinput.
 WORKER_GPU = "gemm_gpu"              # the CUDA_VISIBLE_DEVICES value the worker sets
 WORKER_OWNS_GPU = "gemm_gpu_owned"   # no other worker of the run shares that GPU
+WORKER_GPU_COUNT = "gemm_gpu_count"  # how many GPUs the run spreads over (timing_workers)
+RUN_GPU_COUNT = pytest.StashKey[int]()   # the same, in the controller's config
 
 
 def parse_option(value: str) -> int | tuple[int, ...]:
@@ -77,10 +81,30 @@ def worker_input(gpus: tuple[int, ...], worker_index: int, worker_count: int,
         return {}
     gpu = physical(gpus[worker_index % len(gpus)], environ)
     owned = worker_count <= len(gpus)
-    given = {WORKER_GPU: gpu, WORKER_OWNS_GPU: owned}
+    given = {WORKER_GPU: gpu, WORKER_OWNS_GPU: owned, WORKER_GPU_COUNT: len(gpus)}
     if not owned and lock_folder is not None:
         given[gpu_turns.WORKER_GPU_LOCK] = gpu_turns.lock_path(lock_folder(), gpu)
     return given
+
+
+def timing_workers(gpu_count: int, workers: int) -> frozenset[int]:
+    """The workers on the run's first GPU (worker k has the (k mod gpu_count)-th), which take
+    the performance suite's units when a run spreads over several GPUs (units.plan): their card
+    times while the others run everything else, the compute-sanitizer children included. Empty
+    with one GPU, or one worker."""
+    if gpu_count < 2 or workers < 2:
+        return frozenset()
+    return frozenset(range(0, workers, gpu_count))
+
+
+def gpu_count_of_run(config) -> int:
+    """How many GPUs this run spreads over, as the controller dealt them (0 on cpu-sim or
+    without pytest-xdist): the worker's workerinput says; the controller keeps it in
+    RUN_GPU_COUNT once it has configured a worker."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return int(workerinput.get(WORKER_GPU_COUNT, 0))
+    return config.stash.get(RUN_GPU_COUNT, 0)
 
 
 def pin(workerinput: dict, environ=os.environ) -> str | None:

@@ -268,7 +268,9 @@ def pytest_configure_node(node) -> None:
         return
     workerinput = node.workerinput
     count = int(workerinput.get("workercount") or config.getoption("numprocesses") or 1)
-    workerinput.update(gpus.worker_input(_run_gpus(config), units.worker_index(workerinput["workerid"]),
+    run_gpus = _run_gpus(config)
+    config.stash[gpus.RUN_GPU_COUNT] = len(run_gpus)
+    workerinput.update(gpus.worker_input(run_gpus, units.worker_index(workerinput["workerid"]),
                                          count, lock_folder=lambda: gpu_turns.folder(config)))
     workerinput.update(shared_work.worker_input(config))
 

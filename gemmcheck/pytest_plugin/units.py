@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from gemmcheck.pytest_plugin import shard
+from gemmcheck.pytest_plugin import gpus, shard
 
 
 def work_unit(config: pytest.Config, nodeid: str) -> str:
@@ -39,19 +39,49 @@ def recorded_durations(config: pytest.Config) -> dict[str, float] | None:
         raise pytest.UsageError(f"--gemm-shard-durations: {exc}") from None
 
 
-def plan(nodeids: list[str], workers: int, unit_of, durations: dict[str, float] | None = None) -> dict[str, int]:
+def plan(nodeids: list[str], workers: int, unit_of, durations: dict[str, float] | None = None,
+         timing: frozenset[int] = frozenset()) -> dict[str, int]:
     """unit -> worker index (0-based) for every unit of more than one test: the largest
-    (by `durations`, else by test count) first to the least-loaded worker. Depends only on
-    the node ids, the units and the durations, so every process computes the same plan."""
+    (by `durations`, else by test count) first to the least-loaded worker. With `timing`
+    workers (gpus.timing_workers: those on the run's first GPU) the deferred units go to them
+    and the other units to the rest (`timers`). Depends only on the node ids, the units, the
+    durations and `timing`, so every process computes the same plan."""
     unit = {n: unit_of(n) for n in nodeids}
     grouped = [n for n in nodeids if unit[n] != n]
-    where = shard.assign(grouped, max(1, workers), durations, unit.__getitem__)
-    return {unit[n]: index - 1 for n, index in where.items()}
+    timed = [n for n in grouped if unit[n].startswith(DEFERRED)]
+    if not timers(workers, timing, (unit[n] for n in timed)):
+        return _deal(grouped, list(range(workers)), durations, unit.__getitem__)
+    rest = [n for n in grouped if not unit[n].startswith(DEFERRED)]
+    return {**_deal(timed, sorted(timing), durations, unit.__getitem__),
+            **_deal(rest, [w for w in range(workers) if w not in timing], durations, unit.__getitem__)}
+
+
+def _deal(nodeids: list[str], workers: list[int], durations, unit_of) -> dict[str, int]:
+    where = shard.assign(nodeids, max(1, len(workers)), durations, unit_of)
+    return {unit_of(n): workers[index - 1] for n, index in where.items()}
+
+
+def timers(workers: int, timing: frozenset[int], planned_units: Iterable[str]) -> frozenset[int]:
+    """The workers that time while the others run the rest: `timing` when the run has several
+    GPUs (gpus.timing_workers), some workers besides them and performance units (deferred) to
+    plan; else none. On an H200 pair the nightly's device timing waited for the last
+    compute-sanitizer children on both cards and then closed the run alone, ~90 s of 260 (twelfth
+    session): the children cost the host, not the GPU, so a second GPU hardly sped them up. With a
+    timing GPU, its workers time from the start while the other GPU takes the children."""
+    if not timing or len(timing) >= workers or not any(u.startswith(DEFERRED) for u in planned_units):
+        return frozenset()
+    return timing
 
 
 def planned(config: pytest.Config, nodeids: list[str], workers: int) -> dict[str, int]:
-    """plan() of this session's units and recorded durations."""
-    return plan(nodeids, workers, lambda nodeid: work_unit(config, nodeid), recorded_durations(config))
+    """plan() of this session's units, recorded durations and timing workers."""
+    return plan(nodeids, workers, lambda nodeid: work_unit(config, nodeid), recorded_durations(config),
+                timing_of(config, workers))
+
+
+def timing_of(config: pytest.Config, workers: int) -> frozenset[int]:
+    """gpus.timing_workers of this run's GPUs."""
+    return gpus.timing_workers(gpus.gpu_count_of_run(config), workers)
 
 
 # A unit whose name starts with this runs after its worker's other units (deferred): the
@@ -66,7 +96,8 @@ def deferred(unit: str) -> str:
     return DEFERRED + unit
 
 
-def choose(queued: Iterable[str], plan: dict[str, int], worker: int) -> str | None:
+def choose(queued: Iterable[str], plan: dict[str, int], worker: int,
+           timing: frozenset[int] = frozenset()) -> str | None:
     """The unit `worker` takes next from `queued` (xdist's work queue, largest first): a unit
     no plan names (anyone's), then its own planned units, then another worker's (not deferred),
     its own deferred ones last; None when it has none of those left (it then takes the queue's
@@ -77,18 +108,30 @@ def choose(queued: Iterable[str], plan: dict[str, int], worker: int) -> str | No
     spent 181 s in setup, 22-27 s each. Another's row costs no child of its own (the row's
     children are the run's, gemmcheck.judge.once), and its deferred units could not time
     while that row's tests still run: a worker that waited for its turn instead left the
-    one-GPU nightly's last rows to two or three workers for ~130 s on an H200."""
-    own = own_deferred = others = None
-    for unit in queued:   # one pass, ending at anyone's first (the controller asks once a unit)
+    one-GPU nightly's last rows to two or three workers for ~130 s on an H200.
+    A timing worker (`timing`, as `timers` gives it for the plan) starts no children: it
+    takes the deferred units first, its own then the other timing workers', and only then
+    the rest in the order above."""
+    timer = worker in timing
+    anyones = own = own_deferred = others = others_deferred = None
+    for unit in queued:   # one pass (the controller asks once a unit)
         if unit not in plan:
-            return unit
-        if unit.startswith(DEFERRED):
-            if plan[unit] == worker:
+            if not timer:
+                return unit
+            anyones = anyones or unit
+        elif unit.startswith(DEFERRED):
+            if plan[unit] != worker:
+                others_deferred = others_deferred or unit
+            elif timer:
+                return unit
+            else:
                 own_deferred = own_deferred or unit
         elif plan[unit] == worker:
             own = own or unit
         else:
             others = others or unit
+    if timer:
+        return others_deferred or anyones or own or others
     return own or others or own_deferred
 
 
@@ -104,6 +147,7 @@ def make_scheduler(config: pytest.Config, log):
 
     class UnitScheduling(LoadScopeScheduling):
         _plan: dict[str, int] | None = None
+        _timers: frozenset[int] = frozenset()
 
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(config, nodeid)
@@ -111,7 +155,9 @@ def make_scheduler(config: pytest.Config, log):
         def _assign_work_unit(self, node) -> None:
             if self._plan is None:
                 self._plan = planned(config, list(self.collection), len(self.nodes))
-            pick = choose(self.workqueue, self._plan, worker_index(node.gateway.id))
+                self._timers = timers(len(self.nodes), timing_of(config, len(self.nodes)),
+                                      (u for u in self._plan if u.startswith(DEFERRED)))
+            pick = choose(self.workqueue, self._plan, worker_index(node.gateway.id), self._timers)
             if pick is not None:               # else take the next unit, another worker's
                 self.workqueue.move_to_end(pick, last=False)
             super()._assign_work_unit(node)
