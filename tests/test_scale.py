@@ -118,14 +118,17 @@ def test_each_worker_gets_its_own_gpu_and_knows_whether_it_shares():
     inputs = [gpus.worker_input((0, 1), k, 2, env) for k in range(2)]
     assert [i[gpus.WORKER_GPU] for i in inputs] == ["4", "5"]
     assert all(i[gpus.WORKER_OWNS_GPU] for i in inputs)
-    crowded = [gpus.worker_input((0, 1), k, 3, {}) for k in range(3)]
-    assert [i[gpus.WORKER_GPU] for i in crowded] == ["0", "1", "0"]
-    assert not any(i[gpus.WORKER_OWNS_GPU] for i in crowded)
+    # more workers than GPUs: a few on the first (it times: units.timers), the rest round robin
+    crowded = [gpus.worker_input((0, 1, 2), k, 9, {}) for k in range(9)]
+    assert [i[gpus.WORKER_GPU] for i in crowded] == ["0", "1", "2", "1", "2", "1", "2", "1", "2"]
+    assert [i[gpus.WORKER_OWNS_GPU] for i in crowded] == [True] + [False] * 8
     assert not any(gpu_turns.WORKER_GPU_LOCK in i for i in crowded + inputs)   # no folder given
-    locked = [gpus.worker_input((0, 1), k, 3, {}, lock_folder=lambda: "/run") for k in range(3)]
+    locked = [gpus.worker_input((0, 1), k, 8, {}, lock_folder=lambda: "/run") for k in range(8)]
     paths = [i[gpu_turns.WORKER_GPU_LOCK] for i in locked]
-    assert paths[0] == paths[2] == "/run/gpu-0.lock" and paths[1] == "/run/gpu-1.lock"
+    assert paths == ["/run/gpu-0.lock"] * 2 + ["/run/gpu-1.lock"] * 6
     assert gpu_turns.WORKER_GPU_LOCK not in gpus.worker_input((0, 1), 0, 2, {}, lambda: "/run")
+    one = [gpus.worker_input((0,), k, 3, {}, lambda: "/run") for k in range(3)]      # one GPU: all on it
+    assert {i[gpus.WORKER_GPU] for i in one} == {"0"} and not any(i[gpus.WORKER_OWNS_GPU] for i in one)
     assert gpus.worker_input((), 0, 2) == {}
     pinned = {}
     assert gpus.pin(inputs[1], pinned) == "5" and pinned == {"CUDA_VISIBLE_DEVICES": "5"}
@@ -233,6 +236,51 @@ def test_waiting_for_a_turn_counts_as_the_turns_phase(tmp_path):
         mine.close()
         other.close()
     assert set(counted) == {"turns"} and counted["turns"] >= 0.25, counted
+    assert mine.take_waited() >= 0.25 and mine.take_waited() == 0.0   # a test's, then none
+
+
+def test_a_tests_recorded_duration_leaves_out_its_wait_for_other_workers_turns():
+    """On one H200 with -n 8 the nightly's performance tests at N = 1024 waited ~150 s each
+    behind the others' sampling, and the next run's plan dealt them as the largest units."""
+    from types import SimpleNamespace
+
+    from gemmcheck.pytest_plugin.runstats import WAITED_PROPERTY, RunStats
+
+    stats = RunStats()
+    report = lambda when, duration, props=(): SimpleNamespace(   # noqa: E731
+        nodeid="perf.py::test_t[N1024]", when=when, duration=duration, user_properties=list(props),
+        keywords={}, skipped=False, failed=False, passed=True, worker_id=None)
+    stats.add(report("setup", 0.5))
+    stats.add(report("call", 150.0))
+    stats.add(report("teardown", 0.1, [(WAITED_PROPERTY, 149.0)]))
+    assert stats.durations == {"perf.py::test_t[N1024]": pytest.approx(1.6)}
+
+
+def test_the_durations_file_leaves_out_what_a_test_waited_for_turns(suite):
+    suite.makepyfile(test_waits=(
+        "import time\n"
+        "from gemmcheck.pytest_plugin import gpu_turns\n"
+        "def test_waits(request, tmp_path):\n"
+        "    request.config.stash[gpu_turns.TURNS] = turns = gpu_turns.GpuTurns(str(tmp_path / 'gpu.lock'))\n"
+        "    time.sleep(1.0)\n"
+        "    turns.waited = 1.0   # as gpu_turns.alone counts a wait\n"))
+    assert suite.runpytest("-p", "no:xdist").ret == 0
+    durations = shard.load_durations(suite.path / "reports" / "durations.json")
+    assert list(durations) == ["test_waits.py::test_waits"] and durations["test_waits.py::test_waits"] < 0.5
+
+
+def test_the_longest_deferred_units_are_queued_first():
+    """On one H200 the nightly's longest performance unit (float64 at N = 8192, 46 s of
+    sampling) was eighth in xdist's order (by test count); left for the end it is the tail."""
+    from collections import OrderedDict
+
+    from gemmcheck.pytest_plugin import units
+
+    f32, f64 = units.deferred("perf-float32-N8192"), units.deferred("perf-float64-N8192")
+    queue = OrderedDict([(f32, {"a": False}), ("row-a", {}), (f64, {}), ("t.py::test_x", {})])
+    ordered = units.deferred_first(queue, {f32: 26.0, f64: 46.0, "row-a": 99.0})
+    assert list(ordered) == [f64, f32, "row-a", "t.py::test_x"]
+    assert ordered[f32] == {"a": False} and isinstance(ordered, OrderedDict)
 
 
 def _holds_exclusive(path: str) -> bool:
@@ -707,16 +755,17 @@ def test_with_several_gpus_the_first_gpus_workers_time_and_the_others_run_the_re
     from the start; the rows (and their children) go to the others."""
     from gemmcheck.pytest_plugin import units
 
-    assert gpus.timing_workers(2, 4) == {0, 2}                   # worker k has GPU k mod 2
-    assert gpus.timing_workers(4, 8) == {0, 4}
+    assert gpus.timing_workers(2, 16) == {0, 1, 2}               # the first GPU's workers
+    assert gpus.timing_workers(2, 2) == gpus.timing_workers(4, 8) == {0}
     assert gpus.timing_workers(1, 8) == gpus.timing_workers(2, 1) == frozenset()
+    assert [gpus.gpu_index(k, 2, 16) for k in range(16)] == [0] * 3 + [1] * 13
     assert gpus.worker_input((0, 1), 3, 4, {})[gpus.WORKER_GPU_COUNT] == 2
     perf = [f"perf.py::test_t[{d}-{k}]" for d in ("f32", "f64") for k in range(3)]
     rows = [f"haz.py::test_{t}[row{r}]" for r in range(6) for t in ("a", "b")]
     unit_of = lambda n: (units.deferred("perf-" + n.split("[")[1][:3]) if n.startswith("perf")  # noqa: E731
                          else n.split("[")[1][:-1] if n.startswith("haz") else n)
     nodeids = perf + rows + ["corr.py::test_alone"]
-    timing = gpus.timing_workers(2, 4)
+    timing = frozenset({0, 2})
     split = units.plan(nodeids, 4, unit_of, timing=timing)
     assert {w for u, w in split.items() if u.startswith(units.DEFERRED)} == {0, 2}, split
     assert {w for u, w in split.items() if u.startswith("row")} == {1, 3}, split

@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,7 @@ class GpuTurns:
         self._children_held = False    # self._children holds the lock shared for them
         self._alone = False            # this process holds `test` exclusive
         self._guard = threading.Lock()
+        self.waited = 0.0              # seconds spent waiting for turns since take_waited()
 
     def children_started(self) -> None:
         with self._guard:
@@ -111,8 +113,10 @@ class GpuTurns:
     def alone(self):
         """The lock exclusive for the block (converted from the test's shared lock; waits for
         this process's own children, too)."""
+        start = time.monotonic()
         with phases.phase("turns"), watchdog.reporting("its turn to time alone on the GPU"):
             self.test.exclusive()   # until no other worker is inside a test
+        self.waited += time.monotonic() - start
         with self._guard:
             self._alone = True
         try:
@@ -122,6 +126,11 @@ class GpuTurns:
             with self._guard:
                 self._alone = False
                 self._hold_for_children()
+
+    def take_waited(self) -> float:
+        """The seconds waited for turns since the last call (a test's: turns_plugin)."""
+        waited, self.waited = self.waited, 0.0
+        return waited
 
     def close(self) -> None:
         self.test.close()

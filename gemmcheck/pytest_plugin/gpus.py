@@ -1,7 +1,8 @@
 """One pytest-xdist worker per GPU: which GPUs a run uses and which one a worker owns.
 
 The controller picks the GPUs (all it can see, or ``--gemm-gpus``) and hands worker
-k the k-th (round robin when there are more workers than GPUs); the worker sets
+k the k-th (with more workers than GPUs: a few to the first GPU, which times the performance
+suite, the others round robin over the rest; gpu_index); the worker sets
 CUDA_VISIBLE_DEVICES in its pytest_configure, before anything initializes CUDA, so
 every CuPy call there sees only its own card as device 0.
 """
@@ -73,28 +74,56 @@ def physical(ordinal: int, environ=os.environ) -> str:
     return parent[ordinal] if ordinal < len(parent) else str(ordinal)
 
 
+# With several GPUs and more workers than GPUs, 1 worker in TIMING_SHARE of each GPU's
+# round-robin share goes to the first GPU: its workers time the performance suite from the
+# start (units.timers), and being few they keep few performance units in flight there, so
+# the rest stay queued for the other GPUs' workers once their rows are done.
+TIMING_SHARE = 3
+
+
+def timing_count(gpu_count: int, workers: int) -> int:
+    """How many workers the run's first GPU gets (0: no timing GPU, with one GPU or one
+    worker): one where every worker has a GPU of its own, else workers / (TIMING_SHARE *
+    gpu_count), rounded up."""
+    if gpu_count < 2 or workers < 2:
+        return 0
+    if workers <= gpu_count:
+        return 1
+    return -(-workers // (TIMING_SHARE * gpu_count))
+
+
+def gpu_index(worker_index: int, gpu_count: int, workers: int) -> int:
+    """Which of the run's GPUs (an index into them) worker `worker_index` gets: the first
+    timing_count workers the first GPU, the others round robin over the rest (over all of
+    them with one GPU)."""
+    timing = timing_count(gpu_count, workers)
+    if not timing:
+        return worker_index % gpu_count
+    if worker_index < timing:
+        return 0
+    return 1 + (worker_index - timing) % (gpu_count - 1)
+
+
+def timing_workers(gpu_count: int, workers: int) -> frozenset[int]:
+    """The workers on the run's first GPU, which take the performance suite's units when a run
+    spreads over several GPUs (units.timers): their card times while the others run everything
+    else, the compute-sanitizer children included. Empty with one GPU, or one worker."""
+    return frozenset(range(timing_count(gpu_count, workers)))
+
+
 def worker_input(gpus: tuple[int, ...], worker_index: int, worker_count: int,
                  environ=os.environ, lock_folder=None) -> dict:
     """What the controller adds to worker `worker_index`'s workerinput. A worker that shares
     its GPU also gets that GPU's lock file (gpu_turns), in the folder `lock_folder()` gives."""
     if not gpus:
         return {}
-    gpu = physical(gpus[worker_index % len(gpus)], environ)
-    owned = worker_count <= len(gpus)
+    where = gpu_index(worker_index, len(gpus), worker_count)
+    gpu = physical(gpus[where], environ)
+    owned = sum(gpu_index(k, len(gpus), worker_count) == where for k in range(worker_count)) == 1
     given = {WORKER_GPU: gpu, WORKER_OWNS_GPU: owned, WORKER_GPU_COUNT: len(gpus)}
     if not owned and lock_folder is not None:
         given[gpu_turns.WORKER_GPU_LOCK] = gpu_turns.lock_path(lock_folder(), gpu)
     return given
-
-
-def timing_workers(gpu_count: int, workers: int) -> frozenset[int]:
-    """The workers on the run's first GPU (worker k has the (k mod gpu_count)-th), which take
-    the performance suite's units when a run spreads over several GPUs (units.plan): their card
-    times while the others run everything else, the compute-sanitizer children included. Empty
-    with one GPU, or one worker."""
-    if gpu_count < 2 or workers < 2:
-        return frozenset()
-    return frozenset(range(0, workers, gpu_count))
 
 
 def gpu_count_of_run(config) -> int:

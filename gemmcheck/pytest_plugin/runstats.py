@@ -16,6 +16,11 @@ from gemmcheck import phases
 # test's report (report.keywords), also from pytest-xdist workers.
 KERNEL_CHECK = "kernel_check"
 PHASES_PROPERTY = "gemm_phases"   # report.user_properties key of a test's phase tally
+# ... and of the seconds a test waited for other workers' turns on its GPU (gpu_turns): not
+# the test's cost, so not in its recorded duration. On one H200 with -n 8 the nightly's
+# performance tests at N = 1024 waited ~150 s each behind the others' sampling, and the next
+# run's plan dealt them as the largest units.
+WAITED_PROPERTY = "gemm_waited_s"
 HYPOTHESIS_PROPERTY = "gemm_hypothesis"   # set on the reports of hypothesis tests
 
 
@@ -24,7 +29,7 @@ class RunStats:
         self.started = time.monotonic()
         self.started_epoch = time.time()   # reports' start and stop are epoch seconds
         self.collection_s: float | None = None
-        self.durations: dict[str, float] = {}            # node id -> setup + call + teardown
+        self.durations: dict[str, float] = {}            # node id -> setup + call + teardown, less waits
         self.phases: dict[str, dict[str, float]] = {}    # node id -> phase -> seconds
         self.spans: dict[str, list] = {}   # node id -> [worker, start, stop], seconds from the session's start
         self.children: list[list] = []     # [worker, what, start, ready, stop, marks], seconds likewise
@@ -44,6 +49,8 @@ class RunStats:
                 self.phases[report.nodeid] = value
             elif key == HYPOTHESIS_PROPERTY:
                 self.hypothesis_tests.add(report.nodeid)
+            elif key == WAITED_PROPERTY:
+                self.durations[report.nodeid] = max(0.0, self.durations[report.nodeid] - value)
         if KERNEL_CHECK not in report.keywords:
             return
         self.kernel_tests.add(report.nodeid)

@@ -59,14 +59,8 @@ def assign(nodeids: list[str], count: int, durations: dict[str, float] | None = 
     """node id -> shard index (1-based); the tests of one unit (unit_of) share a shard.
     Depends only on the set of node ids, the durations and the units, never on the order
     the ids come in."""
-    known = [durations[n] for n in nodeids if durations and n in durations]
-    default = statistics.median(known) if known else 1.0
-    # sorted: the float sums below come out the same in every process (xdist's controller
-    # and its workers compute one plan), whatever the order of a set there
     unit_by = {nodeid: unit_of(nodeid) for nodeid in sorted(set(nodeids))}
-    weight: dict[str, float] = {}
-    for nodeid, unit in unit_by.items():
-        weight[unit] = weight.get(unit, 0.0) + (durations or {}).get(nodeid, default)
+    weight = unit_weights(nodeids, durations, unit_of)
     loads = [(0.0, shard) for shard in range(1, count + 1)]   # a heap of (seconds, shard)
     where = {}
     for unit in sorted(weight, key=lambda u: (-weight[u], u)):
@@ -74,6 +68,21 @@ def assign(nodeids: list[str], count: int, durations: dict[str, float] | None = 
         where[unit] = shard
         heapq.heappush(loads, (load + weight[unit], shard))
     return {nodeid: where[unit_by[nodeid]] for nodeid in nodeids}
+
+
+def unit_weights(nodeids: list[str], durations: dict[str, float] | None = None,
+                 unit_of: Callable[[str], str] = lambda nodeid: nodeid) -> dict[str, float]:
+    """unit -> its tests' summed recorded seconds (a test without one: the median of those
+    known, or 1 s each without durations)."""
+    known = [durations[n] for n in nodeids if durations and n in durations]
+    default = statistics.median(known) if known else 1.0
+    # sorted: the float sums below come out the same in every process (xdist's controller
+    # and its workers compute one plan), whatever the order of a set there
+    weight: dict[str, float] = {}
+    for nodeid in sorted(set(nodeids)):
+        unit = unit_of(nodeid)
+        weight[unit] = weight.get(unit, 0.0) + (durations or {}).get(nodeid, default)
+    return weight
 
 
 def split(items: list, shard: Shard, durations: dict[str, float] | None = None,

@@ -1,6 +1,7 @@
 """Workers that share a GPU take turns for device timing (gemmcheck.pytest_plugin.gpu_turns):
 a worker opens its GPU's lock, holds it shared for each test, and the controller removes the
-run's lock folder at the end."""
+run's lock folder at the end. What a test waited for its turns goes with its report
+(runstats.WAITED_PROPERTY): its recorded duration leaves it out."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from gemmcheck import watchdog
 from gemmcheck.pytest_plugin.gpu_turns import FOLDER, TURNS, WORKER_GPU_LOCK, GpuTurns, remove_folder, turns
+from gemmcheck.pytest_plugin.runstats import WAITED_PROPERTY
 
 
 @pytest.hookimpl(trylast=True)
@@ -35,3 +37,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     finally:
         if worker_turns is not None:
             worker_turns.test.release()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    outcome = yield
+    worker_turns = turns(item.config)
+    if call.when == "teardown" and worker_turns is not None:
+        waited = worker_turns.take_waited()
+        if waited:
+            outcome.get_result().user_properties.append((WAITED_PROPERTY, waited))
