@@ -2,6 +2,7 @@
 reports equal to one run's, phase timing, and a run that checked nothing failing."""
 
 import json
+import re
 import os
 import time
 from pathlib import Path
@@ -789,6 +790,37 @@ def test_with_several_gpus_the_first_gpus_workers_time_and_the_others_run_the_re
     assert units.choose(queued[:4], plan, 1, timing) == "row0"
     assert units.choose(queued[:2] + ["row1"], plan, 1, timing) == "row1"
     assert units.choose(queued[:2], plan, 1, timing) is None
+
+
+def test_under_xdist_with_two_gpus_the_timing_workers_run_the_performance_units_first(suite, tmp_path, monkeypatch):
+    """The scheduler end to end (on cpu-sim, the controller told it has two GPUs; the
+    workers, which compute the plan too, are not): the first GPU's worker starts with the
+    performance units and runs no row; the others run the rows, and a performance unit only
+    once nothing else is left."""
+    pytest.importorskip("xdist")
+    monkeypatch.setattr(gpus, "gpu_count_of_run", lambda config: 2)   # in this process: the controller
+    monkeypatch.setenv("ROW_LOG", str(tmp_path / "rows.log"))
+    suite.makepyfile(test_perf=(ROOT / "suites" / "performance" / "test_throughput.py").read_text(),
+                     test_rows=ROW_TESTS)
+    out = tmp_path / "phases.json"
+    result = suite.runpytest(*NARROW, "-n", "4", "--gemm-profile", "nightly", "--gemm-backend=cpu-sim",
+                             "--gemm-sanitizer=off", f"--gemm-phases={out}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert gpus.timing_workers(2, 4) == {0}
+    in_unit = lambda n: n.startswith("test_perf.py") and bool(re.search(r"[-\[]N\d+\]$", n))   # noqa: E731
+    by_worker = {}
+    for nodeid, (worker, start, stop) in json.loads(out.read_text())["spans"].items():
+        by_worker.setdefault(worker, []).append((start, stop, nodeid))
+    ran = {w: [n for _, _, n in sorted(tests)] for w, tests in by_worker.items()}
+    timing = ran["gw0"]                  # every performance unit it took, then the rest
+    last_unit = max(k for k, n in enumerate(timing) if in_unit(n))
+    assert all(in_unit(n) for n in timing[:last_unit + 1]), timing
+    for worker in ("gw1", "gw2", "gw3"):     # the rest, then whatever performance unit is left
+        tests = ran[worker]
+        first_unit = next((k for k, n in enumerate(tests) if in_unit(n)), len(tests))
+        assert not any(n.startswith("test_rows.py") for n in tests[first_unit:]), (worker, tests)
+    units_run = sum(in_unit(n) for n in timing)
+    assert units_run > sum(in_unit(n) for w in ("gw1", "gw2", "gw3") for n in ran[w]), ran
 
 
 def test_the_performance_tests_of_one_dtype_and_size_land_in_one_shard(suite):
