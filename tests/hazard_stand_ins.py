@@ -310,6 +310,18 @@ def matrix_backend():
     return NumpyBackend({name: make() for name, (_, make) in MATRIX_KERNELS.items()})
 
 
+def faults_after_return(instance, grid, block, A, B, C, M, N, K):
+    """What a fault looks like when a call after the launch sees it (on an H200, racecheck over
+    an out-of-bounds store): CuPy's sticky error from no launch of ours."""
+    raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
+
+
+def late_fault_backend():
+    """matrix_backend, its "segfaults" faulting as faults_after_return does."""
+    kernels = {name: make() for name, (_, make) in MATRIX_KERNELS.items()}
+    return NumpyBackend({**kernels, "segfaults": faults_after_return})
+
+
 def matrix_catalog(directory):
     """A catalog of MATRIX_KERNELS (TILE 4 and 8, float32 and float16), written to `directory`."""
     (directory / "k.cu").write_text("\n".join(f"template <typename T, int TILE> __global__ void {name}();"

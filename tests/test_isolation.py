@@ -203,6 +203,23 @@ def test_steps_stopped_before_they_start_start_no_child(tmp_path):
     assert not list(tmp_path.glob("job*.json"))
 
 
+def test_a_fault_seen_after_the_launch_returned_is_the_steps_crash_not_the_childs_error(
+        stand_in_catalog, child_env, tmp_path):
+    """A sticky CUDA error raised by a call after the launch (not by the launch) still says the
+    step's kernel faulted: on an H200 racecheck's child over broken_unguarded_store reported it
+    as its own failure, "could not run its job", and the row failed as a tool that never ran."""
+    specs = {s.name: s for s in catalog.load(stand_in_catalog)}
+    problem = Problem(9, 5, 17, "float32", "exact", 1)
+    steps = [isolation.Step.of(i, catalog.Instance(specs[k], "float32", 4), problem, purpose="test")
+             for i, k in enumerate(("good", "segfaults", "good"))]
+    outcomes, children = isolation.run_steps(
+        steps, backend="hazard_stand_ins:late_fault_backend", step_timeout=5, env=child_env,
+        workdir=tmp_path / "work")
+    assert [outcomes[i].status for i in range(3)] == ["ok", "failed", "ok"]
+    assert outcomes[1].finding.defect == Defect.CRASH and "cudaErrorLaunchFailure" in outcomes[1].message
+    assert len(children) == 2   # a fresh child for the step after the fault
+
+
 def test_a_child_that_cannot_load_its_backend_raises_isolation_error(stand_in_catalog, child_env, tmp_path):
     spec = catalog.load(stand_in_catalog)[0]
     steps = [isolation.Step.of(0, catalog.Instance(spec, "float32", 4), Problem(4, 4, 4, "float32"))]

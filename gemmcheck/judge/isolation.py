@@ -450,6 +450,7 @@ def _make_backend(name: str, exact_allocations: bool):
 def child_main(job_path: str, outdir: str) -> int:
     from gemmcheck.judge import hazards
     from gemmcheck.backends import KernelCompileError, KernelHang, KernelLaunchError
+    from gemmcheck.backends.cupy_backend import is_sticky
     from gemmcheck.problems.harness import GuardedGemm
 
     job = json.loads(Path(job_path).read_text())
@@ -496,7 +497,14 @@ def child_main(job_path: str, outdir: str) -> int:
             # parent restarts a child.
             _say("HUNG" if isinstance(exc, KernelHang) else "FAILED", f"{step.id} {json.dumps(str(exc))}")
             return 3
-        except Exception as exc:  # not the kernel's doing (a compile error, a bug here)
+        except Exception as exc:
+            if is_sticky(exc):
+                # A fault that left the context unusable, seen by a call after the launch had
+                # returned (on an H200, racecheck over broken_unguarded_store: CuPy's
+                # cudaErrorLaunchFailure from the step's next call): the step's kernel did it.
+                _say("FAILED", f"{step.id} {json.dumps(f'{type(exc).__name__}: {exc}')}")
+                return 3
+            # not the kernel's doing (a compile error, a bug here)
             _say("ERROR", json.dumps(f"{type(exc).__name__}: {exc}"))
             return 2
         _save_runs(out, step.id, obs)
