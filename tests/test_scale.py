@@ -823,6 +823,20 @@ def test_under_xdist_with_two_gpus_the_timing_workers_run_the_performance_units_
     assert units_run > sum(in_unit(n) for w in ("gw1", "gw2", "gw3") for n in ran[w]), ran
 
 
+def test_every_test_that_needs_the_device_timer_runs_among_the_performance_units(suite):
+    """A test that waits for its worker's children and turns before it can time anything,
+    taken first as anyone's unit, held its worker (and the rows dealt to it) from ~40 s to
+    ~190 s of a nightly on one H200."""
+    from gemmcheck.pytest_plugin import units
+
+    suite.makepyfile(test_perf=(ROOT / "suites" / "performance" / "test_throughput.py").read_text())
+    items, _ = suite.inline_genitems("--gemm-profile", "nightly", "--gemm-backend=cpu-sim")
+    timing = [i for i in items if "perf_session" in i.fixturenames]
+    assert len(timing) > 100, len(timing)
+    loose = [i.nodeid for i in timing if not units.work_unit(i.config, i.nodeid).startswith(units.DEFERRED)]
+    assert not loose, loose
+
+
 def test_the_performance_tests_of_one_dtype_and_size_land_in_one_shard(suite):
     """A claim reads the measurements of its kernel and of its baseline kernel (the best of its
     TILEs); a shard without them timed them again (16 s for one claim at N = 8192 on the H200)."""

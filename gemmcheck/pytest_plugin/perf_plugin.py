@@ -22,6 +22,12 @@ from gemmcheck.pytest_plugin.session import gemm_config
 # Fixtures the perf suite parametrizes, and what each gets.
 TIMED = "perf_instance"    # a catalog instantiation to time: references and declared-too-slow kernels
 SIZE = "perf_size"         # N of the N x N x N problem, from the profile's perf_sizes
+# The largest of them, alone: a test that times no kernel of its own but needs the device timer
+# (the card's FP32 peak, the roofline of what was timed) takes it, so that its id puts it in the
+# performance units (pytest_gemm_work_unit), which run after a worker's other units. Without a
+# parameter it was anyone's unit, taken first: on one H200 with -n 8 two workers held one from
+# ~40 s to ~190 s of the nightly, waiting for their children and turns, their rows behind it.
+LARGEST = "perf_largest_size"
 CLAIM = "perf_claim"       # selection.Case(Threshold, N) for a kernel declared correct: it must meet it
 KILL = "perf_kill"         # selection.Case(Threshold, N) for a kernel declared too_slow: it must fail it
 SLOW = "perf_too_slow"     # each declared-too-slow instantiation (it must have a threshold)
@@ -85,7 +91,7 @@ def perf_config(config: pytest.Config) -> PerfConfig:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config, names = metafunc.config, metafunc.fixturenames
-    if not {TIMED, SIZE, CLAIM, KILL, SLOW, REFUSE} & set(names):
+    if not {TIMED, SIZE, LARGEST, CLAIM, KILL, SLOW, REFUSE} & set(names):
         return
     gc, thresholds = gemm_config(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
@@ -96,6 +102,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(TIMED, chosen, ids=[i.id for i in chosen])
     if SIZE in names:
         metafunc.parametrize(SIZE, sizes, ids=[f"N{s}" for s in sizes])
+    if LARGEST in names:
+        largest = [max(sizes)] if sizes else []
+        metafunc.parametrize(LARGEST, largest, ids=[f"N{s}" for s in largest])
     for name, expect in ((CLAIM, "correct"), (KILL, "too_slow")):
         if name in names:
             cases = selection.threshold_cases(instances, thresholds, sizes, expect)

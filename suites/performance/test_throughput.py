@@ -18,7 +18,8 @@ from gemmcheck.verdict import Defect, Finding, Verdict
 
 @pytest.mark.gpu
 @pytest.mark.perf
-def test_fp32_peak_is_known_for_this_card(perf_session):
+def test_fp32_peak_is_known_for_this_card(perf_session, perf_largest_size):
+    # (perf_largest_size: not used; it runs this test among the performance units, not first)
     device = perf_session.device
     assert device.fp32_peak_tflops is not None, (
         f"{device.name}: compute capability {device.capability} has no FP32 lanes-per-SM entry in "
@@ -169,8 +170,9 @@ def test_every_refusal_names_a_kernel_declared_defective(perf_thresholds, gemm):
 
 @pytest.mark.gpu
 @pytest.mark.perf
-def test_roofline_and_table_are_reported(perf_session, perf_reports):
-    # Last in the module: by now the session holds every measurement of this run.
+def test_roofline_and_table_are_reported(perf_session, perf_reports, perf_largest_size):
+    # Last in the module: by now the session holds every measurement of this run (under
+    # pytest-xdist, of this worker's; perf_largest_size runs it among the performance units).
     if not perf_session.rows:
         pytest.skip("nothing was timed in this run")
     written = perf_reports(perf_session)
