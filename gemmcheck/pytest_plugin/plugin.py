@@ -94,8 +94,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"where large problems ({arrays.describe_threshold()}) are judged when kernels run "
                          "on the GPU: gpu (default; the same judgement, in milliseconds) or host (numpy)")
     group.addoption("--gemm-gpus", type=gpus.parse_option, metavar="N|ORDINAL,...", default=None,
-                    help="GPUs a pytest-xdist run spreads over, one worker per GPU: a count (2) or "
-                         "ordinals (0,1); -n auto starts one worker per GPU (default: every GPU)")
+                    help="GPUs a pytest-xdist run spreads over: a count (2) or ordinals (0,1); -n auto "
+                         "starts one worker per GPU (default: every GPU). With several, the first GPU's "
+                         "workers time the performance suite while the others run the rest")
     group.addoption("--gemm-shard", type=shard.parse, metavar="I/N", default=None,
                     help="run only the I-th of N deterministic parts of the selected tests, for N "
                          "hosts; merge their reports with python -m gemmcheck.report.merge (default: all)")
