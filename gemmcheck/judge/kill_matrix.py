@@ -345,13 +345,13 @@ class RowChildren:
     fresh child for the steps left (isolation.run_steps). A kernel declared to crash or to write
     out of bounds has its children to itself (its fault or stray write could reach the
     child's other rows), and so does one whose declared defect floods a tool with reports,
-    under that tool (sanitizer.FLOODS: a child prints 100; memcheck's reads out of bounds). And a batch's verdict on a row is
-    checked alone (`suspect`): a row whose launch failed under the tool with no report from it
-    (in a batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads'
-    read outside A, whose launch then faulted as a plain crash), a row declared correct
-    that the tool reports on or whose launch did not finish, or a row with no report from a
-    child that reached the tool's print limit, is run again in a child of its
-    own, and that child's run is the row's. So whatever a broken kernel leaves behind in a
+    under that tool (sanitizer.FLOODS: a child prints 100; memcheck's reads out of bounds).
+    And a batch's verdict on a row is checked alone (`suspect`): a row whose launch failed
+    under the tool with no report from it (in a batch of defects on an H200, memcheck once
+    said nothing of broken_unguarded_loads' read outside A, whose launch then faulted as a
+    plain crash), a row declared correct that the tool reports on or whose launch did not
+    finish, or a row with no report from a child that reached the tool's print limit, is run
+    again in a child of its own, and that child's run is the row's. So whatever a broken kernel leaves behind in a
     child never stands as a reference's verdict, and references share batches with defects
     (kept apart, a worker of ci's -n 8 with one row of each ran two children per tool).
 
