@@ -351,8 +351,9 @@ class RowChildren:
     said nothing of broken_unguarded_loads' read outside A, whose launch then faulted as a
     plain crash), a row declared correct that the tool reports on or whose launch did not
     finish, or a row with no report from a child that reached the tool's print limit, is run
-    again in a child of its own, and that child's run is the row's. So whatever a broken kernel leaves behind in a
-    child never stands as a reference's verdict, and references share batches with defects
+    again in a child of its own, and that child's run is the row's. So whatever a broken
+    kernel leaves behind in a child never stands as a reference's verdict, and references
+    share batches with defects
     (kept apart, a worker of ci's -n 8 with one row of each ran two children per tool).
 
     Children cost the host more than their work: on an H200 host a child's start (its `backend`
@@ -457,18 +458,8 @@ class RowChildren:
 
     def _for_all(self, keys: list[str], work, parts):
         """work()'s result, and each part of it (`parts(result)`, one per key) published to the
-        run's other processes under its key; the keys given up if work fails."""
-        try:
-            result = work()
-        except BaseException:
-            if self._shared is not None:
-                for key in keys:
-                    self._shared.give_up(key)
-            raise
-        if self._shared is not None:
-            for key, part in zip(keys, parts(result)):
-                self._shared.publish(key, part)
-        return result
+        run's other processes under its key (once.Once.deliver)."""
+        return work() if self._shared is None else self._shared.deliver(keys, work, parts)
 
     def _run_for_all(self, tool: str, plan):
         """_run, its verdict on each row published as the row sees it (ToolRun.of), in _run's

@@ -102,12 +102,19 @@ class Once:
             done, got = self.wait(key, stop)
             if done:
                 return got
+        return self.deliver([key], work)
+
+    def deliver(self, keys: list[str], work, parts=lambda result: [result]):
+        """work()'s result, each of its parts (`parts(result)`, one per key, claimed here)
+        published under its key; every key given up if work() fails."""
         try:
             result = work()
         except BaseException:
-            self.give_up(key)
+            for key in keys:
+                self.give_up(key)
             raise
-        self.publish(key, result)
+        for key, part in zip(keys, parts(result)):
+            self.publish(key, part)
         return result
 
     def wait(self, key: str, stop: threading.Event | None = None) -> tuple[bool, object]:
