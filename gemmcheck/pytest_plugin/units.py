@@ -50,7 +50,7 @@ def plan(nodeids: list[str], workers: int, unit_of, durations: dict[str, float] 
     unit = {n: unit_of(n) for n in nodeids}
     grouped = [n for n in nodeids if unit[n] != n]
     timed = [n for n in grouped if unit[n].startswith(DEFERRED)]
-    if not timers(workers, timing, (unit[n] for n in timed)):
+    if not timers(workers, timing, (unit[n] for n in grouped)):
         return _deal(grouped, list(range(workers)), durations, unit.__getitem__)
     rest = [n for n in grouped if not unit[n].startswith(DEFERRED)]
     return {**_deal(timed, sorted(timing), durations, unit.__getitem__),
@@ -74,10 +74,12 @@ def timers(workers: int, timing: frozenset[int], planned_units: Iterable[str]) -
     return timing
 
 
-def planned(config: pytest.Config, nodeids: list[str], workers: int) -> dict[str, int]:
-    """plan() of this session's units, recorded durations and timing workers."""
-    return plan(nodeids, workers, lambda nodeid: work_unit(config, nodeid), recorded_durations(config),
-                timing_of(config, workers))
+def planned(config: pytest.Config, nodeids: list[str], workers: int,
+            durations: dict[str, float] | None = None) -> dict[str, int]:
+    """plan() of this session's units, recorded durations (read here unless given) and timing
+    workers."""
+    return plan(nodeids, workers, lambda nodeid: work_unit(config, nodeid),
+                recorded_durations(config) if durations is None else durations, timing_of(config, workers))
 
 
 def timing_of(config: pytest.Config, workers: int) -> frozenset[int]:
@@ -166,11 +168,11 @@ def make_scheduler(config: pytest.Config, log):
 
         def _assign_work_unit(self, node) -> None:
             if self._plan is None:
-                self._plan = planned(config, list(self.collection), len(self.nodes))
-                self._timers = timers(len(self.nodes), timing_of(config, len(self.nodes)),
-                                      (u for u in self._plan if u.startswith(DEFERRED)))
-                self.workqueue = deferred_first(self.workqueue, shard.unit_weights(
-                    list(self.collection), recorded_durations(config), self._split_scope))
+                nodeids, durations = list(self.collection), recorded_durations(config)
+                self._plan = planned(config, nodeids, len(self.nodes), durations)
+                self._timers = timers(len(self.nodes), timing_of(config, len(self.nodes)), self._plan)
+                self.workqueue = deferred_first(self.workqueue,
+                                                shard.unit_weights(nodeids, durations, self._split_scope))
             pick = choose(self.workqueue, self._plan, worker_index(node.gateway.id), self._timers)
             if pick is not None:               # else take the next unit, another worker's
                 self.workqueue.move_to_end(pick, last=False)
