@@ -57,15 +57,12 @@ def measure(steps, tool: str, gpus: list[str], count: int, at_once: int, exe: st
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    parts = {"start and imports": 0.0, "backend": 0.0, "prepare": 0.0}
+    parts = dict.fromkeys(isolation.STARTUP_PARTS, 0.0)
     up = 0.0
     for began, _, child in runs:
-        m = child.marks
         up += (child.ready_at or began) - began
-        if {"main", "backend", "prepared"} <= set(m):
-            parts["start and imports"] += m["main"] - began
-            parts["backend"] += m["backend"] - m["main"]
-            parts["prepare"] += m["prepared"] - m["backend"]
+        for k, v in (isolation.startup_parts(began, child.marks) or {}).items():
+            parts[k] += v
     failed = sum(1 for _, _, c in runs if c.error or not c.ready)
     return {"tool": tool, "gpus": ",".join(gpus), "at once": at_once, "children": count, "wall": wall,
             "per s": count / wall, "child": sum(b - a for a, b, _ in runs) / count, "start-up": up / count,

@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gemmcheck.judge.isolation import startup_parts  # noqa: E402
 from gemmcheck.phases import PHASES  # noqa: E402
 
 SUITES = ("suites/compile", "suites/correctness", "suites/hazards", "suites/performance")
@@ -147,11 +148,8 @@ def children_lines(children: list, last: int) -> list[str]:
         ups = [c[3] - c[2] for c in cs if c[3] is not None]
         parts = [0.0, 0.0, 0.0]
         for c in cs:
-            marks = c[5] if len(c) > 5 else {}
-            if {"main", "backend", "prepared"} <= set(marks):
-                parts[0] += marks["main"] - c[2]
-                parts[1] += marks["backend"] - marks["main"]
-                parts[2] += marks["prepared"] - marks["backend"]
+            for k, v in enumerate((startup_parts(c[2], c[5] if len(c) > 5 else {}) or {}).values()):
+                parts[k] += v
         lines.append(f"| {kind} | {len(cs)} | {sum(c[4] - c[2] for c in cs):.1f} | {sum(ups):.1f} | "
                      + " | ".join(f"{x:.1f}" for x in parts)
                      + f" | {max(c[4] - c[2] for c in cs):.1f} | {max(c[4] for c in cs):.1f} |")

@@ -248,6 +248,19 @@ def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> Chi
     return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error, ready_at, marks)
 
 
+STARTUP_PARTS = ("start and imports", "backend", "prepare")
+
+
+def startup_parts(began: float, marks: dict) -> dict[str, float] | None:
+    """Where a child's start-up went, from when it was started and its READY marks (one clock):
+    the tool's and interpreter's start with gemmcheck's imports, making the backend, preparing
+    the kernels (STARTUP_PARTS, seconds); None for a child that sent no marks."""
+    if not {"main", "backend", "prepared"} <= set(marks):
+        return None
+    return dict(zip(STARTUP_PARTS, (marks["main"] - began, marks["backend"] - marks["main"],
+                                    marks["prepared"] - marks["backend"])))
+
+
 def _marks(rest: str) -> dict:
     """READY's optional start-up marks ({"main": epoch, ...}); {} from a child that sent none."""
     try:
