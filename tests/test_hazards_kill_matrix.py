@@ -100,14 +100,16 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
                  log_dir=tmp_path / "logs")
     rows = kill_matrix.build(matrix_backend(), instances, s)
     # Each tool ran in few children, not one per row: the rows together, and a kernel declared
-    # to crash or write out of bounds alone, as one whose defect floods the tool (a read out
-    # of bounds under memcheck, a divergent barrier under synccheck).
+    # to crash alone, as one whose defect floods the tool (a read or write out of bounds under
+    # memcheck, a divergent barrier under synccheck).
     children = [json.loads(line) for line in calls.read_text().splitlines()]
-    rest = ["drops_k_tail", "floor_grid", "good", "good_too", "racy", "reads_past_A", "skips_repeats"]
-    alone = [["segfaults"], ["wrapping_store"]]
-    batches = {"racecheck": [["divergent", *rest], *alone],   # MAX_BATCH_ROWS at most
-               "memcheck": [["divergent", *[r for r in rest if r != "reads_past_A"]], ["reads_past_A"], *alone],
-               "synccheck": [rest, ["divergent"], *alone]}
+    rest = ["drops_k_tail", "floor_grid", "good", "good_too", "racy", "reads_past_A", "skips_repeats",
+            "wrapping_store"]
+    floods = ["reads_past_A", "wrapping_store"]
+    batches = {"racecheck": [["divergent", *rest], ["segfaults"]],   # MAX_BATCH_ROWS at most
+               "memcheck": [["divergent", *[r for r in rest if r not in floods]], ["segfaults"],
+                            *[[r] for r in floods]],
+               "synccheck": [rest, ["segfaults"], ["divergent"]]}
     assert sorted(children) == sorted([[tool_, kernels] for tool_, b in batches.items() for kernels in b])
     racy_log = (tmp_path / "logs" / "racecheck-racy-float32-TILE8.log").read_text()
     assert "Race reported" in racy_log and "ran this row with" in racy_log
@@ -346,12 +348,12 @@ def test_a_tools_rows_go_in_batches_of_consecutive_rows_and_declared_faults_alon
         ("b2", "wrong_values"), ("r3", "correct"), ("oob", "out_of_bounds_write"),
         ("b3", "unwritten_output"), ("oobr", "out_of_bounds_read"))]
     names = lambda batches: [[i.spec.name for i, _ in b] for b in batches]   # noqa: E731
-    assert names(kill_matrix.RowChildren.batches(rows, 1)) == [["r1", "b1", "r2", "b2", "r3", "b3", "oobr"],
-                                                                ["crash"], ["oob"]]
-    assert names(kill_matrix.RowChildren.batches(rows, 2)) == [["r1", "b1", "r2", "b2"], ["r3", "b3", "oobr"],
-                                                                ["crash"], ["oob"]]
+    assert names(kill_matrix.RowChildren.batches(rows, 1)) == [
+        ["r1", "b1", "r2", "b2", "r3", "oob", "b3", "oobr"], ["crash"]]
+    assert names(kill_matrix.RowChildren.batches(rows, 2)) == [["r1", "b1", "r2", "b2"], ["r3", "oob", "b3", "oobr"],
+                                                                ["crash"]]
     assert names(kill_matrix.RowChildren.batches(rows, 1, "memcheck")) == [
-        ["r1", "b1", "r2", "b2", "r3", "b3"], ["crash"], ["oob"], ["oobr"]]   # it floods memcheck
+        ["r1", "b1", "r2", "b2", "r3", "b3"], ["crash"], ["oob"], ["oobr"]]   # they flood memcheck
     assert names(kill_matrix.RowChildren.batches(rows[:1], 4)) == [["r1"]]
     most = kill_matrix.RowChildren.MAX_BATCH_ROWS
     many = [batch_row(f"r{n}", "correct") for n in range(2 * most + 1)]   # 3 batches, alike

@@ -342,11 +342,10 @@ class RowChildren:
     per row and tool: each child pays its start under the tool (Python, CuPy, a CUDA context
     the tool instruments) once for many rows. A child's steps are told apart by the kernel
     each report names and the step it falls in (sanitizer.run), and a crash costs only a
-    fresh child for the steps left (isolation.run_steps). A kernel declared to crash or to write
-    out of bounds has its children to itself (its fault or stray write could reach the
-    child's other rows), and so does one whose declared defect floods a tool with reports,
-    under that tool (sanitizer.FLOODS: a child prints 100; memcheck's reads out of bounds).
-    And a batch's verdict on a row is checked alone (`suspect`): a row whose launch failed
+    fresh child for the steps left (isolation.run_steps). A kernel declared to crash has its
+    children to itself (ALONE), and so does one whose declared defect floods a tool with
+    reports, under that tool (sanitizer.FLOODS: a child prints 100; memcheck's reads and writes
+    out of bounds, synccheck's divergent barriers). And a batch's verdict on a row is checked alone (`suspect`): a row whose launch failed
     under the tool with no report from it (in a batch of defects on an H200, memcheck once
     said nothing of broken_unguarded_loads' read outside A, whose launch then faulted as a
     plain crash), a row declared correct that the tool reports on or whose launch did not
@@ -363,12 +362,14 @@ class RowChildren:
     """
 
     PLAIN = "plain"   # the key of a row's isolated plain observation
-    # Children of their own under every tool: a fault ends the child's context, a stray write
-    # can reach another row's buffers. A read out of bounds does neither to its neighbours
-    # (a fault it causes ends the child, and the steps left run in a fresh one); it floods
-    # memcheck alone (sanitizer.FLOODS). Alone under every tool, the nightly's 12 such rows
-    # took 36 of 250 children on an H200 pair.
-    ALONE = frozenset({Defect.CRASH.value, Defect.OUT_OF_BOUNDS_WRITE.value})
+    # Children of their own under every tool: a declared fault ends the child's context each
+    # time. A read or write out of bounds reaches no other row of its batch: a child's steps
+    # run one after another, each on buffers of its own, allocated exactly (no memory pool),
+    # synchronized and freed before the next step's launch; a fault it causes ends the child,
+    # the steps left run in a fresh one and the row's verdict is checked alone (`suspect`). Both flood
+    # memcheck (sanitizer.FLOODS). Alone under every tool, the nightly's 12 unguarded stores
+    # took 48 of 142 children on an H200 pair (-n 16), 36 of them outside memcheck.
+    ALONE = frozenset({Defect.CRASH.value})
     # A batch's rows wait for the whole batch, so not all of a process's rows in one: on an
     # H200 a child's work on a row takes ~0.2-3 s (racecheck on a racing kernel the longest),
     # its start 2 s alone and 10-15 s among 30 others. At 8 a worker's ~12 rows of the nightly
