@@ -345,15 +345,15 @@ class RowChildren:
     fresh child for the steps left (isolation.run_steps). A kernel declared to crash has its
     children to itself (ALONE), and so does one whose declared defect floods a tool with
     reports, under that tool (sanitizer.FLOODS: a child prints 100; memcheck's reads and writes
-    out of bounds, synccheck's divergent barriers). And a batch's verdict on a row is checked alone (`suspect`): a row whose launch failed
-    under the tool with no report from it (in a batch of defects on an H200, memcheck once
-    said nothing of broken_unguarded_loads' read outside A, whose launch then faulted as a
-    plain crash), a row declared correct that the tool reports on or whose launch did not
-    finish, or a row with no report from a child that reached the tool's print limit, is run
-    again in a child of its own, and that child's run is the row's. So whatever a broken
-    kernel leaves behind in a child never stands as a reference's verdict, and references
-    share batches with defects
-    (kept apart, a worker of ci's -n 8 with one row of each ran two children per tool).
+    out of bounds, synccheck's divergent barriers). And a batch's verdict on a row is checked
+    alone (`suspect`): a row whose launch failed under the tool with no report from it (in a
+    batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads' read
+    outside A, whose launch then faulted as a plain crash), a row declared correct that the
+    tool reports on or whose launch did not finish, or a row with no report from a child that
+    reached the tool's print limit, is run again in a child of its own, and that child's run
+    is the row's. So whatever a broken kernel leaves behind in a child never stands as a
+    reference's verdict, and references share batches with defects (kept apart, a worker of
+    ci's -n 8 with one row of each ran two children per tool).
 
     Children cost the host more than their work: on an H200 host a child's start (its `backend`
     part above all: CuPy's import and CUDA's start) takes longer the more start beside it, on
@@ -366,9 +366,9 @@ class RowChildren:
     # time. A read or write out of bounds reaches no other row of its batch: a child's steps
     # run one after another, each on buffers of its own, allocated exactly (no memory pool),
     # synchronized and freed before the next step's launch; a fault it causes ends the child,
-    # the steps left run in a fresh one and the row's verdict is checked alone (`suspect`). Both flood
-    # memcheck (sanitizer.FLOODS). Alone under every tool, the nightly's 12 unguarded stores
-    # took 48 of 142 children on an H200 pair (-n 16), 36 of them outside memcheck.
+    # the steps left run in a fresh one and the row's verdict is checked alone (`suspect`).
+    # Both flood memcheck (sanitizer.FLOODS). Alone under every tool, the nightly's 12
+    # unguarded stores took 48 of 142 children on an H200 pair (-n 16), 36 outside memcheck.
     ALONE = frozenset({Defect.CRASH.value})
     # A batch's rows wait for the whole batch, so not all of a process's rows in one: on an
     # H200 a child's work on a row takes ~0.2-3 s (racecheck on a racing kernel the longest),
