@@ -134,23 +134,27 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
 
 
 def children_lines(children: list, last: int) -> list[str]:
-    """Per tool: how many children, their summed seconds and start-up (to READY: the tool's and
-    the interpreter's start with gemmcheck's imports, making the backend, preparing the
-    kernels), the longest; the rows a tool ran in more than one child; then the children that
-    ended last and the longest."""
+    """Per tool: how many children, how many of them ran one row (each paid a whole start
+    for it: kill_matrix.RowChildren's rows alone, and rows run again alone) and their seconds,
+    their summed seconds and start-up (to READY: the tool's and the interpreter's start with
+    gemmcheck's imports, making the backend, preparing the kernels), the longest; the rows a
+    tool ran in more than one child; then the children that ended last and the longest."""
     kinds: dict[str, list] = {}
     for c in children:
         kinds.setdefault(c[1].partition(":")[0], []).append(c)
     lines = ["", "child processes per tool (seconds summed; start-up: until the child said READY):",
-             "| tool | children | summed | start-up | of it: start and imports | backend | prepare | longest | last ended at |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| tool | children | of them one row (seconds) | summed | start-up | of it: start and imports | backend "
+             "| prepare | longest | last ended at |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for kind, cs in sorted(kinds.items()):
         ups = [c[3] - c[2] for c in cs if c[3] is not None]
         parts = [0.0, 0.0, 0.0]
         for c in cs:
             for k, v in enumerate((startup_parts(c[2], c[5] if len(c) > 5 else {}) or {}).values()):
                 parts[k] += v
-        lines.append(f"| {kind} | {len(cs)} | {sum(c[4] - c[2] for c in cs):.1f} | {sum(ups):.1f} | "
+        alone = [c for c in cs if ", " not in c[1].partition(": ")[2]]
+        lines.append(f"| {kind} | {len(cs)} | {len(alone)} ({sum(c[4] - c[2] for c in alone):.1f}) "
+                     f"| {sum(c[4] - c[2] for c in cs):.1f} | {sum(ups):.1f} | "
                      + " | ".join(f"{x:.1f}" for x in parts)
                      + f" | {max(c[4] - c[2] for c in cs):.1f} | {max(c[4] for c in cs):.1f} |")
     again: dict[tuple, list] = {}

@@ -87,9 +87,9 @@ def test_timeline_counts_the_children_running_and_names_the_longest_per_tool(ben
     assert lines[1].endswith("| idle | children |")
     assert "| 0-5 | 5.0 | 0.0 | 2.1 |" in lines          # (5 + 2.5 + 3) child-seconds / 5 s
     assert "| 5-10 | 5.0 | 0.0 | 1.0 |" in lines
-    assert "| memcheck | 1 | 2.5 | 0.5 | 0.0 | 0.0 | 0.0 | 2.5 | 5.0 |" in lines   # no marks sent
-    assert "| plain | 1 | 3.0 | 0.0 | 0.0 | 0.0 | 0.0 | 3.0 | 4.0 |" in lines      # never said READY
-    assert "| racecheck | 1 | 10.0 | 2.0 | 0.5 | 0.8 | 0.5 | 10.0 | 10.0 |" in lines
+    assert "| memcheck | 1 | 1 (2.5) | 2.5 | 0.5 | 0.0 | 0.0 | 0.0 | 2.5 | 5.0 |" in lines   # no marks sent
+    assert "| plain | 1 | 1 (3.0) | 3.0 | 0.0 | 0.0 | 0.0 | 0.0 | 3.0 | 4.0 |" in lines      # never said READY
+    assert "| racecheck | 1 | 0 (0.0) | 10.0 | 2.0 | 0.5 | 0.8 | 0.5 | 10.0 | 10.0 |" in lines
     assert lines[-1].endswith("10.0  racecheck: a-float32-TILE8, b-float32-TILE8")   # the longest
 
 
