@@ -466,11 +466,17 @@ class RowChildren:
         """_run, its verdict on each row published as the row sees it (ToolRun.of), in _run's
         form."""
         def parts(result):
-            run, error, again = result
             for instance, _ in plan:
-                mine, mine_error = again.get(instance.id, (run, error))
-                yield mine.of(instance) if mine is not None else None, mine_error, {}
+                yield (*self._seen_by(result, instance), {})
         return self._for_all([self._key(i, tool) for i, _ in plan], lambda: self._run(tool, plan), parts)
+
+    @staticmethod
+    def _seen_by(result, instance: Instance) -> tuple:
+        """(ToolRun as `instance`'s row sees it (ToolRun.of) or None, error or None) of a _run
+        result: the row's own run when it was run again alone."""
+        run, error, again = result
+        run, error = again.get(instance.id, (run, error))
+        return (run.of(instance) if run is not None else None), error
 
     def _theirs(self, key: str, pool, fn, *args):
         """What another process of the run claimed to do under `key`; fn(*args) on `pool` here
@@ -565,12 +571,8 @@ class RowChildren:
         ToolRun as this row sees it (ToolRun.of), whatever batch it ran in."""
         self.submit(instance)
         with phase("sanitizer"), watchdog.reporting(f"the compute-sanitizer runs of {instance.id}"):
-            got = [(tool, *self._futures[(instance.id, tool)].result()) for tool in self.settings.tools]
-        out = []
-        for tool, run, error, again in got:
-            run, error = again.get(instance.id, (run, error))
-            out.append((tool, run.of(instance) if run is not None else None, error))
-        return out
+            return [(tool, *self._seen_by(self._futures[(instance.id, tool)].result(), instance))
+                    for tool in self.settings.tools]
 
     def wait(self) -> None:
         """Until every child started so far has ended (their results are kept)."""
