@@ -152,27 +152,30 @@ def children_lines(children: list, last: int) -> list[str]:
         for c in cs:
             for k, v in enumerate((startup_parts(c[2], c[5] if len(c) > 5 else {}) or {}).values()):
                 parts[k] += v
-        alone = [c for c in cs if ", " not in c[1].partition(": ")[2]]
+        alone = [c for c in cs if len(_rows(c)) == 1]
         lines.append(f"| {kind} | {len(cs)} | {len(alone)} ({sum(c[4] - c[2] for c in alone):.1f}) "
                      f"| {sum(c[4] - c[2] for c in cs):.1f} | {sum(ups):.1f} | "
                      + " | ".join(f"{x:.1f}" for x in parts)
                      + f" | {max(c[4] - c[2] for c in cs):.1f} | {max(c[4] for c in cs):.1f} |")
     again: dict[tuple, list] = {}
     for c in children:
-        tool, _, rows = c[1].partition(": ")
-        for row in rows.split(", "):
-            again.setdefault((tool, row), []).append(c[0])
+        for row in _rows(c):
+            again.setdefault((c[1].partition(":")[0], row), []).append(c[0])
     again = {k: v for k, v in again.items() if len(v) > 1}
     lines += ["", f"a row under one tool in more than one child: {len(again)} (a fresh child for the "
                   "steps a crash left, a batch's verdict checked alone, or the same run twice)"]
     lines += [f"  {tool}: {row} ({', '.join(workers)})" for (tool, row), workers in list(again.items())[:last]]
+    line = lambda c: f"  {c[0]:>5} {c[2]:6.1f} {c[4]:6.1f} {c[4] - c[2]:6.1f}  {c[1][:160]}"   # noqa: E731
     lines += ["", f"the {last} children that ended last (worker, start, stop, seconds, what):"]
-    for c in sorted(children, key=lambda c: c[4])[-last:]:
-        lines.append(f"  {c[0]:>5} {c[2]:6.1f} {c[4]:6.1f} {c[4] - c[2]:6.1f}  {c[1][:160]}")
+    lines += [line(c) for c in sorted(children, key=lambda c: c[4])[-last:]]
     lines += ["", f"the {last} longest children:"]
-    for c in sorted(children, key=lambda c: c[4] - c[2])[-last:]:
-        lines.append(f"  {c[0]:>5} {c[2]:6.1f} {c[4]:6.1f} {c[4] - c[2]:6.1f}  {c[1][:160]}")
+    lines += [line(c) for c in sorted(children, key=lambda c: c[4] - c[2])[-last:]]
     return lines
+
+
+def _rows(child: list) -> list[str]:
+    """The rows a recorded child ran ("tool: row, row, ..." names them)."""
+    return child[1].partition(": ")[2].split(", ")
 
 
 def table(rows: list[dict], total: dict | None = None) -> list[str]:
