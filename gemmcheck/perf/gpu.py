@@ -57,6 +57,21 @@ extern "C" __global__ void gemmcheck_hold(unsigned long long ns)
 """
 
 
+def hold_kernel(cupy):
+    """nvbench's blocking kernel, in its simplest form: one thread spinning for HOLD_NS on
+    the global timer, enqueued before each sample's start event. Without it the device sat
+    idle between the start event and the launch while Python prepared the call (cupy.matmul
+    costs tens of microseconds on the host), and that idle time was timed: on the H200
+    cuBLAS float16 at 2048 read 174 TFLOP/s with 35 % noise, against ~390 back to back."""
+    return cupy.RawKernel(HOLD_SOURCE, "gemmcheck_hold")
+
+
+def judge(cupy, sets: InputSets, index: int) -> Check:
+    """Set ``index``'s C against its float64 reference (what every timed output is judged by)."""
+    ref, absprod = sets.reference(index)
+    return check_output(cupy, sets.result(index), ref, absprod, sets.dtype, sets.size)
+
+
 class GpuTimer:
     """Measures kernels, cuBLAS and copies on the current CUDA device (CuPy)."""
 
@@ -139,13 +154,8 @@ class GpuTimer:
         return take
 
     def _hold_kernel(self):
-        """nvbench's blocking kernel, in its simplest form: one thread spinning for HOLD_NS on
-        the global timer, enqueued before each sample's start event. Without it the device sat
-        idle between the start event and the launch while Python prepared the call (cupy.matmul
-        costs tens of microseconds on the host), and that idle time was timed: on the H200
-        cuBLAS float16 at 2048 read 174 TFLOP/s with 35 % noise, against ~390 back to back."""
         if getattr(self, "_hold", None) is None:
-            self._hold = self.cupy.RawKernel(HOLD_SOURCE, "gemmcheck_hold")
+            self._hold = hold_kernel(self.cupy)
         return self._hold
 
     def _rule(self, min_samples: int) -> sampling.StoppingRule:
@@ -171,11 +181,7 @@ class GpuTimer:
         A, B, C = sets.sets[index]
         self._launch(instance, size, A, B, C)
         self.cupy.cuda.Device().synchronize()
-        return self._judge(sets, index)
-
-    def _judge(self, sets: InputSets, index: int) -> Check:
-        ref, absprod = sets.reference(index)
-        return check_output(self.cupy, sets.result(index), ref, absprod, sets.dtype, sets.size)
+        return judge(self.cupy, sets, index)
 
     def timed(self, instance: Instance, size: int, min_samples: int) -> Timed:
         """The kernel and cuBLAS (same dtype, shape and input sets) sampled in turn."""
@@ -202,7 +208,7 @@ class GpuTimer:
                                         reference_mhz=ref, label=f"cublas-{instance.dtype}")
                 if "cublas" in series else None)
         self.cupy.cuda.Device().synchronize()
-        return Timed(kernel, base, cublas_error, self._judge(sets, series["kernel"].last.set_index))
+        return Timed(kernel, base, cublas_error, judge(self.cupy, sets, series["kernel"].last.set_index))
 
     def cublas(self, dtype_name: str, size: int, min_samples: int) -> Measurement:
         """cupy.matmul alone on the same dtype and shape, TF32 off (see TF32)."""

@@ -7,16 +7,18 @@ gemmcheck.perf, the table / JSON / PNG from gemmcheck.perf.summary.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from gemmcheck.backends import device
-from gemmcheck import perf, report
+from gemmcheck import perf, phases, report
+from gemmcheck.contract.catalog import Instance
 from gemmcheck.report import merge
-from gemmcheck.perf import selection, summary
-from gemmcheck.pytest_plugin import gpu_turns, gpus, rerun, units
+from gemmcheck.perf import selection, summary, warm
+from gemmcheck.pytest_plugin import gpu_turns, gpus, rerun, shared_work, units
 from gemmcheck.pytest_plugin.session import gemm_config
 
 # Fixtures the perf suite parametrizes, and what each gets.
@@ -46,6 +48,7 @@ class PerfConfig:
 PERF_CONFIG = pytest.StashKey[PerfConfig]()
 STARTED = pytest.StashKey[float]()     # when the session started (its workers' report parts are newer)
 PERF_UNITS = pytest.StashKey[dict]()   # a perf test's parameter id -> its unit of work (pytest_gemm_work_unit)
+AHEAD = pytest.StashKey[warm.Ahead]()  # the run's compile-ahead of the suite's CuPy kernels
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -167,6 +170,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.benchmark(timer=perf.DEVICE_CLOCK))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start compiling the suite's CuPy kernels ahead (perf.warm), once per run, when this
+    session times kernels on the GPU: the other suites run meanwhile."""
+    config = session.config
+    timed = [item for item in session.items
+             if item.get_closest_marker("perf") and not item.get_closest_marker("skip")]
+    if (not timed or config.option.collectonly or gemm_config(config).simulated
+            or not gpus.can_time(config) or not device.cuda_device()[0]):
+        return
+    instances = [v for item in timed for v in _params(item) if isinstance(v, Instance)]
+    turns = gpu_turns.turns(config)
+    config.stash[AHEAD] = warm.Ahead(warm.kinds_of(instances), shared=shared_work.once(config),
+                                     hold=(turns.children_started, turns.children_ended) if turns else None)
+
+
+def _params(item: pytest.Item) -> list:
+    """A test's parameter values, a pair's members too (REFUSE: (Case, Instance))."""
+    values = getattr(getattr(item, "callspec", None), "params", {}).values()
+    return [x for v in values for x in (v if isinstance(v, tuple) else (v,))]
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     pc = perf_config(config)
     known = {s.name for s in gemm_config(config).specs}
@@ -201,12 +225,26 @@ def timed_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
             pc.skip_reason = (f"performance is timed on a CUDA device; backend {backend.name!r} "
                               "does not time kernels")
         else:
+            _compiled_ahead(request.config)
             timer = perf.GpuTimer(backend, pc.thresholds.timing, turn=lambda: gpu_turns.alone(request.config))
             pc.session = perf.PerfSession(timer, gemm_config(request.config).profile.perf_repeats, ncu=pc.ncu)
             pc.session.copy()   # the memory roof, measured first, on an idle card
     if pc.session is None:
         pytest.skip(pc.skip_reason)
     return pc.session
+
+
+def _compiled_ahead(config: pytest.Config) -> None:
+    """Wait for the run's compile-ahead (a note when it did not finish: the tests compile
+    what they need themselves); it never runs beside this process's timing."""
+    ahead = config.stash.get(AHEAD, None)
+    if ahead is None:
+        return
+    with phases.phase("compile"):
+        why = ahead.wait(warm.TIMEOUT_S)
+    if why:
+        warnings.warn(f"gemmcheck: the performance suite's CuPy kernels were not compiled ahead ({why}); "
+                      "each timed test compiles what it needs", RuntimeWarning, stacklevel=1)
 
 
 @pytest.fixture
@@ -268,7 +306,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A pytest-xdist worker (or a re-run child) writes what it timed (it prints no summary);
-    the session joins the parts."""
+    the session joins the parts. A compile-ahead child still running is stopped."""
+    if AHEAD in session.config.stash:
+        session.config.stash[AHEAD].stop()
     pc = perf_config(session.config)
     if rerun.runner_id(session.config) is not None and pc.session is not None and pc.session.rows:
         summary.write_reports(pc.reports, pc.session)
