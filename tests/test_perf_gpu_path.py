@@ -149,10 +149,40 @@ def test_an_honest_kernel_is_timed_in_turn_with_cublas_and_accepted(timer_for):
     assert timed[1:] == ["cublas", "kernel"] * (len(timed[1:]) // 2)
 
 
-def test_only_the_sampling_loops_run_in_the_workers_turn_on_the_gpu(timer_for):
+def test_every_step_on_the_device_runs_in_the_workers_turn_and_drawing_inputs_outside(timer_for, monkeypatch):
     """Under pytest-xdist with workers sharing a GPU, the turn (the card to this worker alone)
-    covers each sampling loop, warm-up included, and nothing else: the first check launch and
-    the judgements run beside the other workers."""
+    covers all of a timed test's device work: the first check (uploads, launch, judgement) in
+    one turn; cuBLAS's dtype probe, the warm-up, the samples and the last launch's judgement in
+    another. Drawing the input sets on the host holds nothing: other workers sample meanwhile."""
+    import contextlib
+
+    from gemmcheck.perf import gpu as perf_gpu, inputs
+
+    log = None
+
+    @contextlib.contextmanager
+    def turn():
+        log.append("turn")
+        yield
+        log.append("end of turn")
+
+    session, gpu = timer_for("honest", turn)
+    log = gpu.log
+    drawn, uploaded, judged = inputs._operands_side_by_side, perf.InputSets.upload, perf_gpu.judge
+    monkeypatch.setattr(inputs, "_operands_side_by_side", lambda p: (log.append("draw"), drawn(p))[1])
+    monkeypatch.setattr(perf.InputSets, "upload", lambda self: (log.append("upload"), uploaded(self))[1])
+    monkeypatch.setattr(perf_gpu, "judge", lambda *a: (log.append("judge"), judged(*a))[1])
+    perf.timed_rate(session, instance(), N)
+    seen = [e for e in gpu.log if e != "hold"]
+    assert seen[:6] == ["draw", "turn", "upload", "kernel", "judge", "end of turn"]
+    second = seen[6:]
+    assert second[:3] == ["turn", "upload", "cublas"] and second[-2:] == ["judge", "end of turn"]
+    inside = second[3:-2]
+    samples = len(session.rows[(instance().id, N)].measurement.times)
+    assert set(inside) == {"kernel", "cublas"} and len(inside) == 4 + samples * 2   # warm-up, then rounds
+
+
+def test_cublas_timed_alone_runs_in_one_turn(timer_for):
     import contextlib
 
     log = None
@@ -165,12 +195,9 @@ def test_only_the_sampling_loops_run_in_the_workers_turn_on_the_gpu(timer_for):
 
     session, gpu = timer_for("honest", turn)
     log = gpu.log
-    perf.timed_rate(session, instance(), N)
+    session.cublas("float32", N)
     seen = [e for e in gpu.log if e != "hold"]
-    # the check and cuBLAS's dtype probe beside the others; then one turn: warm-up and samples
-    assert seen[:3] == ["kernel", "cublas", "turn"] and seen[-1] == "end of turn"
-    inside = seen[3:-1]
-    assert set(inside) == {"kernel", "cublas"} and len(inside) == 4 + len(session.rows[(instance().id, N)].measurement.times) * 2
+    assert seen[0] == "turn" and seen[-1] == "end of turn" and set(seen[1:-1]) == {"cublas"}
 
 
 @pytest.mark.parametrize("behaviour, says", [

@@ -245,6 +245,8 @@ def test_timing_inputs_are_the_problems_own_operands_exact_in_the_dtype(name):
     from gemmcheck.problems.problem import Problem
 
     sets = perf.InputSets(np, dt.get(name), 64, l2_bytes=64 * 64 * 8 * 4, seed=7)
+    assert sets.sets == []                                          # drawn on the host; uploaded in a turn
+    assert sets.upload() is sets and sets.upload().sets is sets.sets   # once
     assert len(sets.sets) == sets.n_sets + 1 and sets.n_sets >= 2 and sets.check_set == sets.n_sets
     for i, (A, B, C) in enumerate(sets.sets):
         want_A, want_B = Problem(64, 64, 64, name, "uniform", 7 + i).operands()
@@ -260,7 +262,7 @@ def test_the_check_passes_a_correct_product_and_catches_a_wrong_or_unwritten_one
     import numpy as np
 
     d = dt.get(name)
-    sets = perf.InputSets(np, d, 48, l2_bytes=0, seed=3)
+    sets = perf.InputSets(np, d, 48, l2_bytes=0, seed=3).upload()
     A, B, _ = sets.sets[0]
     ref, absprod = sets.reference(0)
     # A correct kernel in the dtype: accumulate in the accumulator type, round once.

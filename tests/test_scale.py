@@ -202,14 +202,81 @@ def test_children_started_during_a_workers_own_turn_do_not_wait_for_it_and_hold_
     path = gpu_turns.lock_path(str(tmp_path), "0")
     mine, other = gpu_turns.GpuTurns(path), gpu_turns.GpuTurns(path)
     try:
-        mine.test.shared()
+        mine.enter_test()
         with mine.alone():
             assert _acquires_within(mine.children_started, 1.0)
         other_times = _acquires_within(other.test.exclusive, 0.3)
         assert not other_times                                  # the child still runs
-        mine.test.release()
+        mine.leave_test()
         mine.children_ended()
         assert _wait_for(lambda: _holds_exclusive(path))         # the other's turn now
+    finally:
+        mine.close()
+        other.close()
+
+
+def test_a_turn_returns_the_lock_as_it_found_it_and_a_turn_within_a_turn_is_the_same(tmp_path):
+    """A performance test's call holds nothing between its turns (other timers sample then);
+    a turn taken inside a test's shared hold (the timer's fixture measuring the copy) gives it
+    back shared."""
+    path = gpu_turns.lock_path(str(tmp_path), "0")
+    mine, other = gpu_turns.GpuTurns(path), gpu_turns.GpuTurns(path)
+    try:
+        with mine.alone():
+            with mine.alone():
+                assert _holds_exclusive(path)
+            assert _holds_exclusive(path)                               # still the outer turn
+        assert _acquires_within(other.test.exclusive, 1.0)              # outside a test: let go
+        other.test.release()
+        mine.enter_test()
+        with mine.alone():
+            assert _holds_exclusive(path)
+        assert not _acquires_within(other.test.exclusive, 0.3)          # in a test: shared again
+        mine.leave_test()
+        assert _wait_for(lambda: _holds_exclusive(path))
+    finally:
+        mine.close()
+        other.close()
+
+
+def test_a_performance_tests_call_holds_the_gpu_only_in_its_turns(tmp_path):
+    """turns_plugin: the shared hold is let go for the call of a test that does its device work
+    through the performance session's timer, and taken again for its teardown; other tests
+    keep it throughout."""
+    from types import SimpleNamespace
+
+    from gemmcheck.pytest_plugin import turns_plugin
+
+    path = gpu_turns.lock_path(str(tmp_path), "0")
+    mine, other = gpu_turns.GpuTurns(path), gpu_turns.GpuTurns(path)
+    config = SimpleNamespace(stash=pytest.Stash())
+    config.stash[gpu_turns.TURNS] = mine
+
+    def item(perf: bool, fixtures):
+        return SimpleNamespace(config=config, nodeid="t.py::test_x", fixturenames=list(fixtures),
+                               get_closest_marker=lambda name: object() if perf and name == "perf" else None)
+
+    def holds_during_call(test) -> bool:
+        mine.enter_test()                                  # the protocol's hold
+        call = turns_plugin.pytest_runtest_call(test)
+        next(call)
+        held = not _acquires_within(other.test.exclusive, 0.3)
+        if not held:
+            other.test.release()
+        with pytest.raises(StopIteration):
+            call.send(None)
+        assert not _acquires_within(other.test.exclusive, 0.3)   # held again for the teardown
+        mine.leave_test()
+        assert _wait_for(lambda: _holds_exclusive(path))
+        other.test.release()
+        return held
+
+    try:
+        assert turns_plugin.call_off_the_gpu(item(True, ["perf_session", "perf_size"]))
+        assert not turns_plugin.call_off_the_gpu(item(True, ["perf_thresholds"]))   # no timer: no turns
+        assert not turns_plugin.call_off_the_gpu(item(False, ["perf_session"]))
+        assert not holds_during_call(item(True, ["perf_session"]))
+        assert holds_during_call(item(False, ["backend"]))
     finally:
         mine.close()
         other.close()
@@ -228,7 +295,7 @@ def test_waiting_for_a_turn_counts_as_the_turns_phase(tmp_path):
     phases.enable()
     try:
         phases.begin()
-        mine.test.shared()
+        mine.enter_test()
         with gpu_turns.alone(config):
             assert _holds_exclusive(path)
         counted = phases.take()

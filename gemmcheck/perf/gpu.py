@@ -78,10 +78,10 @@ class GpuTimer:
     SEED = 20240605
 
     def __init__(self, backend, timing: Timing, turn=None) -> None:
-        """`turn`: a context manager factory held around every sampling loop (its warm-up too):
-        a pytest-xdist worker that shares its GPU has the card to itself there
-        (gpu_turns.alone), and only there: inputs, first checks and judgements run beside the
-        other workers."""
+        """`turn`: a context manager factory held around all of this timer's work on the device
+        (uploads, launches, judgements, sampling): a pytest-xdist worker that shares its GPU
+        has the card to itself there (gpu_turns.alone), and only there. Its host work (drawing
+        the input sets) runs beside the other workers' sampling. Each public method is one turn."""
         import contextlib
 
         import cupy
@@ -99,7 +99,8 @@ class GpuTimer:
 
     def inputs(self, dtype_name: str, size: int, layouts=None) -> InputSets:
         """Input sets for one dtype and size, laid out as the kernel reads them (cuBLAS times
-        the same buffers: the same work whatever the layout)."""
+        the same buffers: the same work whatever the layout), drawn on the host; a turn uploads
+        them."""
         layouts = {o: l for o, l in (layouts or {}).items() if l != "row"}
         key = (dtype_name, size, tuple(sorted(layouts.items())))
         if key not in self._inputs:
@@ -164,30 +165,46 @@ class GpuTimer:
                                      t.max_seconds, t.enough_seconds)
 
     def _sample(self, samplers, min_samples: int) -> sampling.Sampled:
-        with self.turn():
-            for _ in range(self.timing.warmup):
-                for take in samplers.values():
-                    take()
-            return sampling.sample_interleaved(samplers, self._rule(min_samples),
-                                               reference_mhz=self.clock.reference_mhz,
-                                               min_clock_ratio=self.timing.min_clock_ratio)
+        """(In a turn.) The warm-up rounds, then samples until the rule stops them."""
+        for _ in range(self.timing.warmup):
+            for take in samplers.values():
+                take()
+        return sampling.sample_interleaved(samplers, self._rule(min_samples),
+                                           reference_mhz=self.clock.reference_mhz,
+                                           min_clock_ratio=self.timing.min_clock_ratio)
 
     def check(self, instance: Instance, size: int, index: int | None = None) -> Check:
         """Launch once on set ``index`` (default: the check set, never timed), C poisoned first,
         and compare with the float64 reference."""
         sets = self.inputs(instance.dtype, size, instance.spec.layouts)
         index = sets.check_set if index is None else index
-        sets.poison(index)
-        A, B, C = sets.sets[index]
-        self._launch(instance, size, A, B, C)
-        self.cupy.cuda.Device().synchronize()
-        return judge(self.cupy, sets, index)
+        with self.turn():
+            sets.upload().poison(index)
+            A, B, C = sets.sets[index]
+            self._launch(instance, size, A, B, C)
+            self.cupy.cuda.Device().synchronize()
+            return judge(self.cupy, sets, index)
 
     def timed(self, instance: Instance, size: int, min_samples: int) -> Timed:
         """The kernel and cuBLAS (same dtype, shape and input sets) sampled in turn."""
         sets = self.inputs(instance.dtype, size, instance.spec.layouts)
-        cycle = itertools.cycle(range(sets.n_sets))
+        with self.turn():
+            sampled, cublas_error = self._sample_with_cublas(instance, size, sets.upload(), min_samples)
+            self.cupy.cuda.Device().synchronize()
+            last = judge(self.cupy, sets, sampled.series["kernel"].last.set_index)
         flops = roofline.gemm_flops(size, size, size)
+        ref = self.clock.reference_mhz
+        series = sampled.series
+        kernel = Measurement.from_series(series["kernel"], size, sampled.stop, flops=flops,
+                                         n_sets=sets.n_sets, reference_mhz=ref, label=instance.id)
+        base = (Measurement.from_series(series["cublas"], size, sampled.stop, flops=flops, n_sets=sets.n_sets,
+                                        reference_mhz=ref, label=f"cublas-{instance.dtype}")
+                if "cublas" in series else None)
+        return Timed(kernel, base, cublas_error, last)
+
+    def _sample_with_cublas(self, instance: Instance, size: int, sets: InputSets, min_samples: int):
+        """(In a turn.) (the kernel and cuBLAS sampled in turn, why cuBLAS is not among them or None)."""
+        cycle = itertools.cycle(range(sets.n_sets))
         samplers = {}
         cublas_error = None
         try:
@@ -199,22 +216,14 @@ class GpuTimer:
             cublas_error = f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
         samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, *sets.sets[i]), cycle)
         with self._tf32_off():
-            sampled = self._sample(samplers, min_samples)
-        ref = self.clock.reference_mhz
-        series = sampled.series
-        kernel = Measurement.from_series(series["kernel"], size, sampled.stop, flops=flops,
-                                         n_sets=sets.n_sets, reference_mhz=ref, label=instance.id)
-        base = (Measurement.from_series(series["cublas"], size, sampled.stop, flops=flops, n_sets=sets.n_sets,
-                                        reference_mhz=ref, label=f"cublas-{instance.dtype}")
-                if "cublas" in series else None)
-        self.cupy.cuda.Device().synchronize()
-        return Timed(kernel, base, cublas_error, judge(self.cupy, sets, series["kernel"].last.set_index))
+            return self._sample(samplers, min_samples), cublas_error
 
     def cublas(self, dtype_name: str, size: int, min_samples: int) -> Measurement:
         """cupy.matmul alone on the same dtype and shape, TF32 off (see TF32)."""
         sets = self.inputs(dtype_name, size)
         cycle = itertools.cycle(range(sets.n_sets))
-        with self._tf32_off():
+        with self.turn(), self._tf32_off():
+            sets.upload()
             sampled = self._sample({f"cublas-{dtype_name}": self._sampler(sets, self._cublas_launcher(sets), cycle)},
                                    min_samples)
         return Measurement.from_series(sampled.series[f"cublas-{dtype_name}"], size, sampled.stop,
@@ -225,23 +234,32 @@ class GpuTimer:
         """Device-to-device copy of a buffer 16 x L2 (at least 256 MiB): read + write bytes / time."""
         cp = self.cupy
         nbytes = max(256 * 2**20, 16 * self.device.l2_bytes)
-        src = cp.ones(nbytes // 4, dtype=cp.float32)
-        dst = cp.empty_like(src)
-        start, end = cp.cuda.Event(), cp.cuda.Event()
+        with self.turn():
+            src = cp.ones(nbytes // 4, dtype=cp.float32)
+            dst = cp.empty_like(src)
+            start, end = cp.cuda.Event(), cp.cuda.Event()
 
-        def take() -> sampling.Sample:
-            start.record()
-            dst.data.copy_from_device_async(src.data, nbytes)
-            end.record()
-            end.synchronize()
-            return sampling.Sample(cp.cuda.get_elapsed_time(start, end) / 1e3, self.clock.now_mhz())
+            def take() -> sampling.Sample:
+                start.record()
+                dst.data.copy_from_device_async(src.data, nbytes)
+                end.record()
+                end.synchronize()
+                return sampling.Sample(cp.cuda.get_elapsed_time(start, end) / 1e3, self.clock.now_mhz())
 
-        try:
-            sampled = self._sample({"copy": take}, min_samples)
-            return Measurement.from_series(sampled.series["copy"], nbytes, sampled.stop,
-                                           bytes_moved=2 * nbytes, reference_mhz=self.clock.reference_mhz)
-        finally:
-            del src, dst
+            try:
+                sampled = self._sample({"copy": take}, min_samples)
+            finally:
+                del src, dst
+        return Measurement.from_series(sampled.series["copy"], nbytes, sampled.stop,
+                                       bytes_moved=2 * nbytes, reference_mhz=self.clock.reference_mhz)
+
+    def dram_bytes(self, instance: Instance, size: int, exe: str) -> tuple[float | None, str]:
+        """One cold launch's DRAM bytes under Nsight Compute (gemmcheck.perf.ncu), in a turn: its
+        child launches on this GPU."""
+        from gemmcheck.perf import ncu
+
+        with self.turn():
+            return ncu.dram_bytes(instance, size, exe=exe)
 
     def _tf32_off(self):
         """cuBLAS float32 at full FP32 for the duration (restored after)."""

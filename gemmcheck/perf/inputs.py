@@ -35,7 +35,9 @@ def n_input_sets(set_bytes: int, l2_bytes: int, *, factor: int = 2) -> int:
 class InputSets:
     """Rotating (A, B, C) sets for one dtype and size on the array module ``xp`` (CuPy, or numpy
     in tests): ``sets[:n_sets]`` rotate, ``sets[check_set]`` is for the first check. Buffers hold
-    raw bits (``dtype.storage``), as every backend launches them."""
+    raw bits (``dtype.storage``), as every backend launches them. Made on the host; `upload`
+    puts them on the device (a worker that shares its GPU uploads in its turn, and draws the
+    values beside the others)."""
 
     def __init__(self, xp, dtype: dt.DType, size: int, l2_bytes: int, seed: int, layouts=None) -> None:
         """`layouts`: the kernel's {"A"|"B"|"C": "row"|"col"}; a column-major operand's buffer
@@ -47,10 +49,15 @@ class InputSets:
         self.problems = [Problem(size, size, size, dtype.name, VALUES, seed + i) for i in range(self.n_sets + 1)]
         self.sets = []
         self._operands64 = _operands_side_by_side(self.problems)
-        for A, B in self._operands64:
-            C = xp.zeros((size, size), dtype=dtype.storage)
-            self.sets.append((self._upload(A, "A"), self._upload(B, "B"), C))
         self._references: dict[int, tuple] = {}
+
+    def upload(self) -> "InputSets":
+        """The sets on the device (once)."""
+        if not self.sets:
+            size, xp = self.size, self.xp
+            self.sets = [(self._upload(A, "A"), self._upload(B, "B"), xp.zeros((size, size), dtype=self.dtype.storage))
+                         for A, B in self._operands64]
+        return self
 
     def _upload(self, X, operand: str):
         stored = X if self.layouts[operand] == "row" else X.T

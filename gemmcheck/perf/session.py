@@ -109,9 +109,7 @@ class PerfSession:
                 row = Row(timed.kernel, instance, check, timed.last, timed.cublas,
                           self._impossible(instance, size, timed.kernel))
                 if self.ncu and row.last.ok and not row.impossible:
-                    from gemmcheck.perf import ncu
-
-                    row.dram_bytes, row.dram_note = ncu.dram_bytes(instance, size, exe=self.ncu)
+                    row.dram_bytes, row.dram_note = self.timer.dram_bytes(instance, size, self.ncu)
                 self.rows[key] = row
         return self.rows[key]
 

@@ -40,7 +40,7 @@ def compile_judging(cupy, kinds, size: int = SIZE) -> None:
     from gemmcheck.perf.inputs import InputSets
 
     for dtype_name, layouts in kinds:
-        sets = InputSets(cupy, dt.get(dtype_name), size, 0, seed=0, layouts=dict(layouts))
+        sets = InputSets(cupy, dt.get(dtype_name), size, 0, seed=0, layouts=dict(layouts)).upload()
         sets.poison(sets.check_set)
         gpu.judge(cupy, sets, sets.check_set)
     gpu.hold_kernel(cupy).compile()

@@ -2,13 +2,20 @@
 
 Under pytest-xdist with more workers than GPUs (``-n 4`` on one H200), each worker that
 shares its GPU holds that GPU's lock *shared* for every test it runs and while children it
-started (compute-sanitizer runs) are alive, and holds it *exclusive* for each sampling loop
-of a performance test (gemmcheck.perf.gpu.GpuTimer's `turn`), once its own children have
-ended. So no sample is taken while any other process of the run launches on the card, and
-everything else runs side by side: the host work of the correctness and hazards suites (the
-oracle, hypothesis) spreads over the cores instead of waiting in turn, and so do the
-performance tests' input sets, first checks and judgements (in ci on one H200 with -n 8 they
-had waited inside the turn: ~8 s of CuPy compiles for the first check alone).
+started (compute-sanitizer runs) are alive, and holds it *exclusive* for its performance
+tests' work on the device (gemmcheck.perf.gpu.GpuTimer's `turn`: uploads, checks, sampling,
+judgements), once its own children have ended. So no sample is taken while any other
+process of the run launches on the card, and everything else runs side by side: the host
+work of the correctness and hazards suites (the oracle, hypothesis) spreads over the cores
+instead of waiting in turn.
+
+A performance test holds the lock shared for its setup and teardown (fixtures: the backend,
+the timer) but not for its call (`call_off_the_gpu`): there its device work is all in turns
+and its host work (drawing input sets, pytest's and the benchmark's bookkeeping) holds
+nothing, so the other timing workers sample meanwhile. Held shared for the whole test, a
+worker's first check and judgements kept every other timer off the card: in ci on one H200
+(-n 8) the four timing workers sampled for 10.6 s of the 17.0 s between the last child's end
+and the last test's.
 
 The lock is flock(2) on one file per physical GPU, in a folder the controller makes for the
 run (so two runs on one machine do not wait for each other). Converting a shared lock to an
@@ -72,8 +79,9 @@ class _Lock:
 
 
 class GpuTurns:
-    """A worker's side of its GPU's lock: `test` for its tests (shared), `alone` while it
-    times, `children_started` / `children_ended` for the children it runs on the GPU."""
+    """A worker's side of its GPU's lock: `enter_test` / `leave_test` around its tests
+    (shared), `alone` while it works on the device for a performance test,
+    `children_started` / `children_ended` for the children it runs on the GPU."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -83,8 +91,18 @@ class GpuTurns:
         self._running = 0              # children alive
         self._children_held = False    # self._children holds the lock shared for them
         self._alone = False            # this process holds `test` exclusive
+        self._in_test = False          # `test` is held shared for a test (outside its turns)
         self._guard = threading.Lock()
         self.waited = 0.0              # seconds spent waiting for turns since take_waited()
+
+    def enter_test(self) -> None:
+        """The lock shared for a test (or a part of one)."""
+        self.test.shared()
+        self._in_test = True
+
+    def leave_test(self) -> None:
+        self.test.release()
+        self._in_test = False
 
     def children_started(self) -> None:
         with self._guard:
@@ -111,21 +129,32 @@ class GpuTurns:
 
     @contextlib.contextmanager
     def alone(self):
-        """The lock exclusive for the block (converted from the test's shared lock; waits for
-        this process's own children, too)."""
-        start = time.monotonic()
-        with phases.phase("turns"), watchdog.reporting("its turn to time alone on the GPU"):
-            self.test.exclusive()   # until no other worker is inside a test
-        self.waited += time.monotonic() - start
+        """The lock exclusive for the block (converted from the test's shared lock, or taken
+        outside one; waits for this process's own children, too), then as it was. Within a
+        turn, a turn is the same turn."""
+        if self._alone:
+            yield
+            return
+        self.wait_for(self.test.exclusive, "its turn to time alone on the GPU")   # until no other worker is inside a test
         with self._guard:
             self._alone = True
         try:
             yield
         finally:
-            self.test.shared()
+            if self._in_test:
+                self.test.shared()
+            else:
+                self.test.release()
             with self._guard:
                 self._alone = False
                 self._hold_for_children()
+
+    def wait_for(self, request, what: str) -> None:
+        """request() (a lock request), its wait counted as the `turns` phase and in `waited`."""
+        start = time.monotonic()
+        with phases.phase("turns"), watchdog.reporting(what):
+            request()
+        self.waited += time.monotonic() - start
 
     def take_waited(self) -> float:
         """The seconds waited for turns since the last call (a test's: turns_plugin)."""

@@ -1,7 +1,8 @@
 """Workers that share a GPU take turns for device timing (gemmcheck.pytest_plugin.gpu_turns):
-a worker opens its GPU's lock, holds it shared for each test, and the controller removes the
-run's lock folder at the end. What a test waited for its turns goes with its report
-(runstats.WAITED_PROPERTY): its recorded duration leaves it out."""
+a worker opens its GPU's lock, holds it shared for each test (a performance test's call
+excepted: its device work takes turns), and the controller removes the run's lock folder at
+the end. What a test waited for its turns goes with its report (runstats.WAITED_PROPERTY):
+its recorded duration leaves it out."""
 
 from __future__ import annotations
 
@@ -31,12 +32,33 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     worker_turns = turns(item.config)
     if worker_turns is not None:
         with watchdog.reporting(f"the GPU's shared hold to run {item.nodeid}"):
-            worker_turns.test.shared()
+            worker_turns.enter_test()
     try:
         yield
     finally:
         if worker_turns is not None:
-            worker_turns.test.release()
+            worker_turns.leave_test()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A performance test's call holds the GPU only in its turns (call_off_the_gpu)."""
+    worker_turns = turns(item.config)
+    off = worker_turns is not None and call_off_the_gpu(item)
+    if off:
+        worker_turns.leave_test()
+    try:
+        yield
+    finally:
+        if off:   # (behind another worker's turn, maybe: a wait like the turns')
+            worker_turns.wait_for(worker_turns.enter_test, f"the GPU's shared hold to finish {item.nodeid}")
+
+
+def call_off_the_gpu(item: pytest.Item) -> bool:
+    """Whether a test's call does all its device work through the performance session's
+    timer (perf_session: gemmcheck.perf.gpu.GpuTimer, each method a turn), so it need not hold
+    the GPU shared in between."""
+    return item.get_closest_marker("perf") is not None and "perf_session" in getattr(item, "fixturenames", ())
 
 
 @pytest.hookimpl(hookwrapper=True)
