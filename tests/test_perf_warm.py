@@ -107,7 +107,7 @@ from gemmcheck.contract import dtypes as dt
 from gemmcheck.perf import gpu
 from gemmcheck.perf.inputs import InputSets
 for name, layouts in json.loads(sys.argv[1]):
-    sets = InputSets(cupy, dt.get(name), int(sys.argv[2]), 0, seed=1, layouts=dict(layouts))
+    sets = InputSets(cupy, dt.get(name), int(sys.argv[2]), 0, seed=1, layouts=dict(layouts)).upload()
     sets.poison(sets.check_set)
     gpu.judge(cupy, sets, sets.check_set)
 gpu.hold_kernel(cupy)((1,), (1,), (cupy.uint64(1000),))
