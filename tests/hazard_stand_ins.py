@@ -222,8 +222,8 @@ found = unprinted = 0
 full = died = False
 # A report starting "!fails-in-a-batch": in a child of several kernels, the launch fails with
 # nothing reported and the child leaves ("!fails-once": in the first child that launches it;
-# "!fails": in every child); "!only-in-a-batch": reported only there. Otherwise they report
-# as written.
+# "!fails": in every child); "!only-in-a-batch": reported only there; "!only-alone": only in a
+# child of its own. Otherwise they report as written.
 # "!fills-the-print-limit": printed, and no report after it in that child is (the real tool
 # prints 100 in all).
 batch = len({s["kernel"] for s in steps.values()}) > 1
@@ -245,6 +245,8 @@ for line in proc.stdout:
             report = report[1:]
         if report and report[0] == "!only-in-a-batch":
             report = report[1:] if batch else []
+        if report and report[0] == "!only-alone":
+            report = [] if batch else report[1:]
         fills = bool(report) and report[0] == "!fills-the-print-limit"
         report = report[1:] if fills else report
         if full:

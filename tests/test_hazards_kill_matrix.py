@@ -105,12 +105,16 @@ def test_with_the_tool_every_kernel_is_classified_as_declared(instances, tmp_pat
     children = [json.loads(line) for line in calls.read_text().splitlines()]
     rest = ["drops_k_tail", "floor_grid", "good", "good_too", "racy", "reads_past_A", "skips_repeats",
             "wrapping_store"]
-    floods = ["reads_past_A", "wrapping_store"]
-    batches = {"racecheck": [["divergent", *rest], ["segfaults"]],   # MAX_BATCH_ROWS at most
-               "memcheck": [["divergent", *[r for r in rest if r not in floods]], ["segfaults"],
-                            *[[r] for r in floods]],
-               "synccheck": [rest, ["segfaults"], ["divergent"]]}
-    assert sorted(children) == sorted([[tool_, kernels] for tool_, b in batches.items() for kernels in b])
+    # (And one that floods the tool ends a batch, one a batch: test_a_row_whose_declared_defect_...)
+    floods = {"memcheck": {"reads_past_A", "wrapping_store"}, "synccheck": {"divergent"}, "racecheck": set()}
+    by_tool = {}
+    for tool_, kernels in children:
+        by_tool.setdefault(tool_, []).append(kernels)
+    assert {t: len(runs) for t, runs in by_tool.items()} == {"racecheck": 2, "memcheck": 3, "synccheck": 2}
+    for tool_, runs in by_tool.items():
+        assert sorted(k for run in runs for k in run) == sorted(["divergent", "segfaults", *rest])   # once each
+        assert ["segfaults"] in runs
+        assert all(len(floods[tool_] & set(run)) <= 1 for run in runs), (tool_, runs)
     racy_log = (tmp_path / "logs" / "racecheck-racy-float32-TILE8.log").read_text()
     assert "Race reported" in racy_log and "ran this row with" in racy_log
     assert "Race reported" not in (tmp_path / "logs" / "racecheck-floor_grid-float32-TILE8.log").read_text()
@@ -352,13 +356,16 @@ def test_a_tools_rows_go_in_batches_of_consecutive_rows_and_declared_faults_alon
         ["r1", "b1", "r2", "b2", "r3", "oob", "b3", "oobr"], ["crash"]]
     assert names(kill_matrix.RowChildren.batches(rows, 2)) == [["r1", "b1", "r2", "b2"], ["r3", "oob", "b3", "oobr"],
                                                                 ["crash"]]
-    assert names(kill_matrix.RowChildren.batches(rows, 1, "memcheck")) == [
-        ["r1", "b1", "r2", "b2", "r3", "b3"], ["crash"], ["oob"], ["oobr"]]   # they flood memcheck
+    assert names(kill_matrix.RowChildren.batches(rows, 1, "memcheck")) == [   # they flood memcheck: one
+        ["r1", "b1", "r2", "oob"], ["b2", "r3", "b3", "oobr"], ["crash"]]      # ends each batch
+    assert names(kill_matrix.RowChildren.batches(rows[6:], 1, "memcheck")) == [["b3", "oob"], ["oobr"]]
     assert names(kill_matrix.RowChildren.batches(rows[:1], 4)) == [["r1"]]
     most = kill_matrix.RowChildren.MAX_BATCH_ROWS
     many = [batch_row(f"r{n}", "correct") for n in range(2 * most + 1)]   # 3 batches, alike
     assert [len(b) for b in kill_matrix.RowChildren.batches(many, 1)] == [-(-len(many) // 3)] * 3
     assert kill_matrix.RowChildren.batches([], 2) == []
+    flooding = many[:most] + [batch_row("oob", "out_of_bounds_read")]
+    assert [len(b) for b in kill_matrix.RowChildren.batches(flooding, 1, "memcheck")] == [most // 2 + 1, most // 2]
 
 
 def test_a_hanging_rows_child_starts_when_submitted_and_its_row_only_collects_it(instances, monkeypatch):
@@ -444,6 +451,32 @@ def test_a_rows_tool_runs_once_per_run_and_the_other_processes_wait_for_its_resu
         taker.close()
 
 
+def test_a_kernel_declared_to_flood_a_tool_that_a_batch_says_nothing_of_is_checked_alone(instances, tmp_path,
+                                                                                         monkeypatch):
+    """A flood ends its batch so that nothing silences it; a batch that still says nothing of it
+    is not the row's verdict: a child of its own is."""
+    invalid = ["=========     by thread (0,0,0) in block (0,0,0)", "========= "]
+    tool = fake_sanitizer(tmp_path, {"memcheck": {"reads_past_A": [
+        "!only-alone", "========= Invalid __global__ read of size 4 bytes",
+        "=========     at void reads_past_A<float, (int)8>(const T1 *, const T1 *, T1 *, int, int, int)+0x40",
+        *invalid]}}, monkeypatch)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
+    by_name = {i.spec.name: i for i in instances}
+    s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("memcheck",))
+    children = kill_matrix.RowChildren(s)
+    try:
+        children.submit_rows([by_name["reads_past_A"], by_name["good"]])
+        (_, oob, _), = children.results(by_name["reads_past_A"])
+    finally:
+        children.close()
+    assert [f.defect for f in oob.findings(by_name["reads_past_A"])] == [Defect.OUT_OF_BOUNDS_READ]
+    assert oob.log.startswith("(run again alone: in a batch of 2 rows memcheck said nothing of a kernel "
+                              "declared to flood it")
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [
+        ["memcheck", ["good", "reads_past_A"]], ["memcheck", ["reads_past_A"]]]
+
+
 def test_a_row_silent_in_a_child_that_reached_the_print_limit_is_checked_alone(instances, tmp_path, monkeypatch):
     """A child prints 100 reports in all: after a kernel that fills them, a neighbour's report
     goes unprinted (synccheck over two divergent barriers on an H200). A row with no report
@@ -469,10 +502,12 @@ def test_a_row_silent_in_a_child_that_reached_the_print_limit_is_checked_alone(i
         ["racecheck", ["floor_grid", "good", "racy"]], ["racecheck", ["racy"]], ["racecheck", ["good"]]]
 
 
-def test_a_row_whose_declared_defect_floods_a_tool_has_that_tools_children_to_itself():
+def test_a_row_whose_declared_defect_floods_a_tool_ends_a_batch_of_that_tool_one_a_batch():
+    """Its reports, by the hundred, come after every other row's in the child: they silence none
+    (a child prints 100 in all); a second flood in the child would go unprinted."""
     rows = [batch_row("r1", "correct"), batch_row("d1", "divergent_barrier"), batch_row("d2", "divergent_barrier")]
     names = lambda batches: [[i.spec.name for i, _ in b] for b in batches]   # noqa: E731
-    assert names(kill_matrix.RowChildren.batches(rows, tool="synccheck")) == [["r1"], ["d1"], ["d2"]]
+    assert names(kill_matrix.RowChildren.batches(rows, tool="synccheck")) == [["r1", "d1"], ["d2"]]
     assert names(kill_matrix.RowChildren.batches(rows, tool="racecheck")) == [["r1", "d1", "d2"]]
 
 

@@ -343,15 +343,16 @@ class RowChildren:
     the tool instruments) once for many rows. A child's steps are told apart by the kernel
     each report names and the step it falls in (sanitizer.run), and a crash costs only a
     fresh child for the steps left (isolation.run_steps). A kernel declared to crash has its
-    children to itself (ALONE), and so does one whose declared defect floods a tool with
-    reports, under that tool (sanitizer.FLOODS: a child prints 100; memcheck's reads and writes
-    out of bounds, synccheck's divergent barriers). And a batch's verdict on a row is checked
-    alone (`suspect`): a row whose launch failed under the tool with no report from it (in a
-    batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads' read
-    outside A, whose launch then faulted as a plain crash), a row declared correct that the
-    tool reports on or whose launch did not finish, or a row with no report from a child that
-    reached the tool's print limit, is run again in a child of its own, and that child's run
-    is the row's. So whatever a broken kernel leaves behind in a child never stands as a
+    children to itself (ALONE). One whose declared defect floods a tool with reports
+    (sanitizer.FLOODS: a child prints 100; memcheck's reads and writes out of bounds,
+    synccheck's divergent barriers) ends a batch under that tool, one a batch: its reports
+    come after every other row's, so they silence none. And a batch's verdict on a row is
+    checked alone (`suspect`): a row whose launch failed under the tool with no report from it
+    (in a batch of defects on an H200, memcheck once said nothing of broken_unguarded_loads'
+    read outside A, whose launch then faulted as a plain crash), a row declared correct that
+    the tool reports on or whose launch did not finish, a row with no report from a child that
+    reached the tool's print limit, or a row declared to flood the tool that it said nothing
+    of, is run again in a child of its own, and that child's run is the row's. So whatever a broken kernel leaves behind in a child never stands as a
     reference's verdict, and references share batches with defects (kept apart, a worker of
     ci's -n 8 with one row of each ran two children per tool).
 
@@ -367,8 +368,9 @@ class RowChildren:
     # run one after another, each on buffers of its own, allocated exactly (no memory pool),
     # synchronized and freed before the next step's launch; a fault it causes ends the child,
     # the steps left run in a fresh one and the row's verdict is checked alone (`suspect`).
-    # Both flood memcheck (sanitizer.FLOODS). Alone under every tool, the nightly's 12
-    # unguarded stores took 48 of 142 children on an H200 pair (-n 16), 36 outside memcheck.
+    # Both flood memcheck (sanitizer.FLOODS), so end a batch there. Alone under every tool, the
+    # nightly's 12 unguarded stores took 48 of 142 children on an H200 pair (-n 16); alone
+    # under the tool they flood, the floods took 28 of a single H200's 131 memcheck children.
     ALONE = frozenset({Defect.CRASH.value})
     # A batch's rows wait for the whole batch, so not all of a process's rows in one: on an
     # H200 a child's work on a row takes ~0.2-3 s (racecheck on a racing kernel the longest),
@@ -487,15 +489,21 @@ class RowChildren:
     @classmethod
     def batches(cls, rows, at_least: int = 1, tool: str | None = None) -> list[list]:
         """Rows ([(instance, problems)]) in batches for one child each: in order, split into runs
-        of consecutive rows, at least `at_least` of them (where there are as many rows) and at
-        most MAX_BATCH_ROWS rows each; rows of ALONE, and those whose reports flood `tool`
-        (sanitizer.FLOODS), one each, after them."""
-        alone_too = cls.ALONE | sanitizer.FLOODS.get(tool, frozenset())
-        alone = [[r] for r in rows if r[0].spec.expect in alone_too]
-        part = [r for r in rows if r[0].spec.expect not in alone_too]
-        n = max(min(at_least, len(part)), -(-len(part) // cls.MAX_BATCH_ROWS))
+        of consecutive rows, at least `at_least` of them, and one for each row whose reports
+        flood `tool` (sanitizer.FLOODS), where there are as many rows, and at most
+        MAX_BATCH_ROWS rows each; each flood last in a batch (those left over one each, after
+        them), then rows of ALONE, one each."""
+        floods_tool = sanitizer.FLOODS.get(tool, frozenset()) - cls.ALONE
+        alone = [[r] for r in rows if r[0].spec.expect in cls.ALONE]
+        floods = [r for r in rows if r[0].spec.expect in floods_tool]
+        part = [r for r in rows if r[0].spec.expect not in cls.ALONE | floods_tool]
+        room = cls.MAX_BATCH_ROWS - bool(floods)   # a flood's place kept
+        n = max(min(max(at_least, len(floods)), len(part)), -(-len(part) // room))
         size = -(-len(part) // n) if n else 1
-        return [part[i:i + size] for i in range(0, len(part), size)] + alone
+        batches = [part[i:i + size] for i in range(0, len(part), size)]
+        ends = len(batches)
+        batches = [b + [f] for b, f in zip(batches, floods)] + batches[len(floods):]
+        return batches + [[f] for f in floods[ends:]] + alone
 
     def _start(self, pool, fn, *args):
         if self._turns is not None:
@@ -558,6 +566,8 @@ class RowChildren:
         if not reported and instance.id in run.unprinted:
             return (f"{run.tool} stopped printing reports in its child ({sanitizer.PRINT_LIMIT} "
                     f"printed), so its silence on this row says nothing")
+        if not reported and instance.spec.expect in sanitizer.FLOODS.get(run.tool, ()):
+            return f"{run.tool} said nothing of a kernel declared to flood it with reports"
         return None
 
     def isolated(self, instance: Instance) -> list[hazards.Observation]:
