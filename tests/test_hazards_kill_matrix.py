@@ -502,6 +502,31 @@ def test_a_row_silent_in_a_child_that_reached_the_print_limit_is_checked_alone(i
         ["racecheck", ["floor_grid", "good", "racy"]], ["racecheck", ["racy"]], ["racecheck", ["good"]]]
 
 
+def test_a_row_before_the_step_that_reached_the_print_limit_keeps_the_batchs_verdict(instances, tmp_path,
+                                                                                     monkeypatch):
+    """The tool printed reports until the step that reached its limit: a row whose steps all
+    came before it printed all of its own (a flood ends its batch, and the references before it
+    are not run again: in an H200 nightly that ran them again 183 rows ran twice)."""
+    tool = fake_sanitizer(tmp_path, {"racecheck": {
+        "floor_grid": ["!fills-the-print-limit", *race_report("floor_grid")], "racy": race_report("racy")}},
+        monkeypatch)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
+    by_name = {i.spec.name: i for i in instances}
+    s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck",))
+    children = kill_matrix.RowChildren(s)
+    try:
+        children.submit_rows([by_name["good"], by_name["racy"], by_name["floor_grid"], by_name["good_too"]])
+        seen = {name: children.results(by_name[name])[0][1] for name in ("good", "racy", "floor_grid", "good_too")}
+    finally:
+        children.close()
+    assert [f.defect for f in seen["racy"].findings(by_name["racy"])] == [Defect.SHARED_MEMORY_RACE]
+    assert seen["good"].findings(by_name["good"]) == [] and not seen["good"].log.startswith("(run again")
+    assert seen["good_too"].log.startswith("(run again alone: in a batch of 4 rows racecheck stopped printing")
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [
+        ["racecheck", ["floor_grid", "good", "good_too", "racy"]], ["racecheck", ["good_too"]]]
+
+
 def test_a_row_whose_declared_defect_floods_a_tool_ends_a_batch_of_that_tool_one_a_batch():
     """Its reports, by the hundred, come after every other row's in the child: they silence none
     (a child prints 100 in all); a second flood in the child would go unprinted."""

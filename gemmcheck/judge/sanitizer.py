@@ -274,6 +274,24 @@ def _groups(steps, instances):
     return groups
 
 
+def _counted(block: Block) -> bool:
+    """Whether a report is one the tool counts against --print-limit for sure (an error; not a
+    racecheck warning, nor an API error, which it might print past the limit)."""
+    m = _RACE.match(block.head)
+    return (m.group(1) == "Error") if m else any(p.match(block.head) for p in (_BARRIER, _INVALID, _UNINIT))
+
+
+def _maybe_unprinted(child, instances) -> set[str]:
+    """The rows of a child that reached PRINT_LIMIT whose reports may be among those unprinted:
+    each with a step at or after the last step that printed one (the tool printed until then,
+    so every step before it printed all its reports); every row when no step printed one. (A
+    kernel that floods the tool ends its batch: the rows before it keep their verdicts.)"""
+    ran = [i for i, o in child.outcomes.items() if o.status != "not_run"]
+    printing = [i for i in ran if any(_counted(b) for b in blocks("\n".join(child.outcomes[i].output)))]
+    last = max(printing, default=min(ran, default=0))
+    return {instances[i].id for i in ran if i >= last}
+
+
 @timed("sanitizer")
 def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
         step_timeout: float = STEP_TIMEOUT_S) -> ToolRun:
@@ -304,9 +322,8 @@ def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
             by_name.setdefault(normalize(instances[s.id].name_expression), instances[s.id])
         for child in children:
             logs.append("\n".join(child.lines))
-            ran = {instances[i].id for i, o in child.outcomes.items() if o.status != "not_run"}
             if any(_UNPRINTED.search(line) for line in child.lines):
-                unprinted |= ran
+                unprinted |= _maybe_unprinted(child, instances)
             # What the tool says of a child that died ("process didn't terminate successfully")
             # names no kernel: it is the row's whose launch died there, when one did.
             died = {instances[i].id for i, o in child.outcomes.items() if o.status in ("crash", "failed", "hang")}
