@@ -481,25 +481,30 @@ def test_a_row_silent_in_a_child_that_reached_the_print_limit_is_checked_alone(i
     """A child prints 100 reports in all: after a kernel that fills them, a neighbour's report
     goes unprinted (synccheck over two divergent barriers on an H200). A row with no report
     from such a child is run again alone."""
+    seen, by_name, calls = _racecheck_after_a_filler(instances, tmp_path, monkeypatch, ["floor_grid", "racy", "good"])
+    assert [f.defect for f in seen["racy"].findings(by_name["racy"])] == [Defect.SHARED_MEMORY_RACE]
+    assert seen["racy"].log.startswith("(run again alone: in a batch of 3 rows racecheck stopped printing")
+    assert seen["good"].findings(by_name["good"]) == []
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [
+        ["racecheck", ["floor_grid", "good", "racy"]], ["racecheck", ["racy"]], ["racecheck", ["good"]]]
+
+
+def _racecheck_after_a_filler(instances, tmp_path, monkeypatch, order):
+    """racecheck over the rows named in `order`, in one batch, floor_grid's report filling the
+    print limit: ({name: the row's ToolRun}, {name: instance}, the stand-in's calls file)."""
     tool = fake_sanitizer(tmp_path, {"racecheck": {
         "floor_grid": ["!fills-the-print-limit", *race_report("floor_grid")], "racy": race_report("racy")}},
         monkeypatch)
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
     by_name = {i.spec.name: i for i in instances}
-    s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck",))
-    children = kill_matrix.RowChildren(s)
+    children = kill_matrix.RowChildren(settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck",)))
     try:
-        children.submit_rows([by_name["floor_grid"], by_name["racy"], by_name["good"]])
-        (_, racy, _), = children.results(by_name["racy"])
-        (_, good, _), = children.results(by_name["good"])
+        children.submit_rows([by_name[name] for name in order])
+        seen = {name: children.results(by_name[name])[0][1] for name in order}
     finally:
         children.close()
-    assert [f.defect for f in racy.findings(by_name["racy"])] == [Defect.SHARED_MEMORY_RACE]
-    assert racy.log.startswith("(run again alone: in a batch of 3 rows racecheck stopped printing")
-    assert good.findings(by_name["good"]) == []
-    assert [json.loads(line) for line in calls.read_text().splitlines()] == [
-        ["racecheck", ["floor_grid", "good", "racy"]], ["racecheck", ["racy"]], ["racecheck", ["good"]]]
+    return seen, by_name, calls
 
 
 def test_a_row_before_the_step_that_reached_the_print_limit_keeps_the_batchs_verdict(instances, tmp_path,
@@ -507,19 +512,8 @@ def test_a_row_before_the_step_that_reached_the_print_limit_keeps_the_batchs_ver
     """The tool printed reports until the step that reached its limit: a row whose steps all
     came before it printed all of its own (a flood ends its batch, and the references before it
     are not run again: in an H200 nightly that ran them again 183 rows ran twice)."""
-    tool = fake_sanitizer(tmp_path, {"racecheck": {
-        "floor_grid": ["!fills-the-print-limit", *race_report("floor_grid")], "racy": race_report("racy")}},
-        monkeypatch)
-    calls = tmp_path / "calls.jsonl"
-    monkeypatch.setenv("FAKE_SANITIZER_CALLS", str(calls))
-    by_name = {i.spec.name: i for i in instances}
-    s = settings(sanitizer_exe=str(tool), sanitizer_note="", tools=("racecheck",))
-    children = kill_matrix.RowChildren(s)
-    try:
-        children.submit_rows([by_name["good"], by_name["racy"], by_name["floor_grid"], by_name["good_too"]])
-        seen = {name: children.results(by_name[name])[0][1] for name in ("good", "racy", "floor_grid", "good_too")}
-    finally:
-        children.close()
+    seen, by_name, calls = _racecheck_after_a_filler(instances, tmp_path, monkeypatch,
+                                                     ["good", "racy", "floor_grid", "good_too"])
     assert [f.defect for f in seen["racy"].findings(by_name["racy"])] == [Defect.SHARED_MEMORY_RACE]
     assert seen["good"].findings(by_name["good"]) == [] and not seen["good"].log.startswith("(run again")
     assert seen["good_too"].log.startswith("(run again alone: in a batch of 4 rows racecheck stopped printing")

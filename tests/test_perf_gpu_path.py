@@ -149,16 +149,11 @@ def test_an_honest_kernel_is_timed_in_turn_with_cublas_and_accepted(timer_for):
     assert timed[1:] == ["cublas", "kernel"] * (len(timed[1:]) // 2)
 
 
-def test_every_step_on_the_device_runs_in_the_workers_turn_and_drawing_inputs_outside(timer_for, monkeypatch):
-    """Under pytest-xdist with workers sharing a GPU, the turn (the card to this worker alone)
-    covers all of a timed test's device work: the first check (uploads, launch, judgement) in
-    one turn; cuBLAS's dtype probe, the warm-up, the samples and the last launch's judgement in
-    another. Drawing the input sets on the host holds nothing: other workers sample meanwhile."""
+def _with_logged_turns(timer_for):
+    """An honest kernel's session whose turns write "turn" / "end of turn" into the GPU's log."""
     import contextlib
 
-    from gemmcheck.perf import gpu as perf_gpu, inputs
-
-    log = None
+    log = []
 
     @contextlib.contextmanager
     def turn():
@@ -167,6 +162,18 @@ def test_every_step_on_the_device_runs_in_the_workers_turn_and_drawing_inputs_ou
         log.append("end of turn")
 
     session, gpu = timer_for("honest", turn)
+    gpu.log = log
+    return session, gpu
+
+
+def test_every_step_on_the_device_runs_in_the_workers_turn_and_drawing_inputs_outside(timer_for, monkeypatch):
+    """Under pytest-xdist with workers sharing a GPU, the turn (the card to this worker alone)
+    covers all of a timed test's device work: the first check (uploads, launch, judgement) in
+    one turn; cuBLAS's dtype probe, the warm-up, the samples and the last launch's judgement in
+    another. Drawing the input sets on the host holds nothing: other workers sample meanwhile."""
+    from gemmcheck.perf import gpu as perf_gpu, inputs
+
+    session, gpu = _with_logged_turns(timer_for)
     log = gpu.log
     drawn, uploaded, judged = inputs._operands_side_by_side, perf.InputSets.upload, perf_gpu.judge
     monkeypatch.setattr(inputs, "_operands_side_by_side", lambda p: (log.append("draw"), drawn(p))[1])
@@ -183,18 +190,7 @@ def test_every_step_on_the_device_runs_in_the_workers_turn_and_drawing_inputs_ou
 
 
 def test_cublas_timed_alone_runs_in_one_turn(timer_for):
-    import contextlib
-
-    log = None
-
-    @contextlib.contextmanager
-    def turn():
-        log.append("turn")
-        yield
-        log.append("end of turn")
-
-    session, gpu = timer_for("honest", turn)
-    log = gpu.log
+    session, gpu = _with_logged_turns(timer_for)
     session.cublas("float32", N)
     seen = [e for e in gpu.log if e != "hold"]
     assert seen[0] == "turn" and seen[-1] == "end of turn" and set(seen[1:-1]) == {"cublas"}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gemmcheck.backends import device
 from gemmcheck.contract import catalog
 from gemmcheck.judge.once import Once
 from gemmcheck.perf import gpu as perf_gpu, warm
@@ -127,11 +128,9 @@ def _cache(tmp_path, name, *argv):
 
 @pytest.mark.gpu
 def test_after_the_child_a_timed_tests_judging_compiles_nothing(tmp_path):
-    cupy = pytest.importorskip("cupy")
-    try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
-        pytest.skip(f"no CUDA device: {exc}")
+    here, why_not = device.cuda_device()
+    if not here:
+        pytest.skip(why_not)
     kinds = [("bfloat16", ()), ("float32", (("C", "col"),))]
     judge_at_1024 = ["-c", JUDGE, warm.command(kinds)[-1], "1024"]
     # Cold, that judging compiles: the cache is how a compile shows.
