@@ -175,10 +175,10 @@ def test_every_step_on_the_device_runs_in_the_workers_turn_and_drawing_inputs_ou
 
     session, gpu = _with_logged_turns(timer_for)
     log = gpu.log
-    drawn, uploaded, judged = inputs._operands_side_by_side, perf.InputSets.upload, perf_gpu.judge
+    drawn, uploaded, judged = inputs._operands_side_by_side, perf.InputSets.upload, perf_gpu.output_check
     monkeypatch.setattr(inputs, "_operands_side_by_side", lambda p: (log.append("draw"), drawn(p))[1])
     monkeypatch.setattr(perf.InputSets, "upload", lambda self: (log.append("upload"), uploaded(self))[1])
-    monkeypatch.setattr(perf_gpu, "judge", lambda *a: (log.append("judge"), judged(*a))[1])
+    monkeypatch.setattr(perf_gpu, "output_check", lambda *a: (log.append("judge"), judged(*a))[1])
     perf.timed_rate(session, instance(), N)
     seen = [e for e in gpu.log if e != "hold"]
     assert seen[:6] == ["draw", "turn", "upload", "kernel", "judge", "end of turn"]

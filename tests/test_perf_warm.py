@@ -37,12 +37,12 @@ def test_the_child_judges_each_kind_on_tiny_sets_and_compiles_the_hold_kernel(mo
     cp.cuda.Device.synchronize = lambda self: gpu.log.append("synchronize")
     cp.RawKernel.compile = lambda self: gpu.log.append("compile hold")
     judged = []
-    real_judge = perf_gpu.judge
+    real_check = perf_gpu.output_check
 
-    def judge(cupy, sets, index):
+    def output_check(cupy, sets, index):
         judged.append((sets.dtype.name, sets.size, sets.layouts["C"], index == sets.check_set))
-        return real_judge(cupy, sets, index)
-    monkeypatch.setattr(perf_gpu, "judge", judge)
+        return real_check(cupy, sets, index)
+    monkeypatch.setattr(perf_gpu, "output_check", output_check)
     warm.compile_judging(cp, [("float32", ()), ("float16", (("C", "col"),))], size=8)
     assert judged == [("float32", 8, "row", True), ("float16", 8, "col", True)]
     assert gpu.log[-2:] == ["compile hold", "synchronize"]
@@ -110,7 +110,7 @@ from gemmcheck.perf.inputs import InputSets
 for name, layouts in json.loads(sys.argv[1]):
     sets = InputSets(cupy, dt.get(name), int(sys.argv[2]), 0, seed=1, layouts=dict(layouts)).upload()
     sets.poison(sets.check_set)
-    gpu.judge(cupy, sets, sets.check_set)
+    gpu.output_check(cupy, sets, sets.check_set)
 gpu.hold_kernel(cupy)((1,), (1,), (cupy.uint64(1000),))
 cupy.cuda.Device().synchronize()
 """

@@ -11,6 +11,7 @@ One module per job; this package re-exports their public names
 - session      PerfSession, timed_rate (first + last launch checked, impossible times refused), judge
 - clock        DeviceClock: pytest-benchmark stats from device-event times
 - summary      the table, perf.json and the roofline PNG
+- warm         the suite's own CuPy kernels compiled once per run, ahead, in a child (Ahead)
 
 Device properties come from gemmcheck.backends.device; the roofline arithmetic from gemmcheck.perf.roofline.
 """

@@ -66,7 +66,7 @@ def hold_kernel(cupy):
     return cupy.RawKernel(HOLD_SOURCE, "gemmcheck_hold")
 
 
-def judge(cupy, sets: InputSets, index: int) -> Check:
+def output_check(cupy, sets: InputSets, index: int) -> Check:
     """Set ``index``'s C against its float64 reference (what every timed output is judged by)."""
     ref, absprod = sets.reference(index)
     return check_output(cupy, sets.result(index), ref, absprod, sets.dtype, sets.size)
@@ -183,7 +183,7 @@ class GpuTimer:
             A, B, C = sets.sets[index]
             self._launch(instance, size, A, B, C)
             self.cupy.cuda.Device().synchronize()
-            return judge(self.cupy, sets, index)
+            return output_check(self.cupy, sets, index)
 
     def timed(self, instance: Instance, size: int, min_samples: int) -> Timed:
         """The kernel and cuBLAS (same dtype, shape and input sets) sampled in turn."""
@@ -191,7 +191,7 @@ class GpuTimer:
         with self.turn():
             sampled, cublas_error = self._sample_with_cublas(instance, size, sets.upload(), min_samples)
             self.cupy.cuda.Device().synchronize()
-            last = judge(self.cupy, sets, sampled.series["kernel"].last.set_index)
+            last = output_check(self.cupy, sets, sampled.series["kernel"].last.set_index)
         flops = roofline.gemm_flops(size, size, size)
         ref = self.clock.reference_mhz
         series = sampled.series

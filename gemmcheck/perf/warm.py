@@ -42,7 +42,7 @@ def compile_judging(cupy, kinds, size: int = SIZE) -> None:
     for dtype_name, layouts in kinds:
         sets = InputSets(cupy, dt.get(dtype_name), size, 0, seed=0, layouts=dict(layouts)).upload()
         sets.poison(sets.check_set)
-        gpu.judge(cupy, sets, sets.check_set)
+        gpu.output_check(cupy, sets, sets.check_set)
     gpu.hold_kernel(cupy).compile()
     cupy.ones(1, dtype=cupy.float32)   # the copy bandwidth's buffer (GpuTimer.copy)
     cupy.cuda.Device().synchronize()
