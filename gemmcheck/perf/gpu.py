@@ -109,12 +109,6 @@ class GpuTimer:
                                           layouts=layouts)
         return self._inputs[key]
 
-    def release(self, keep=()) -> None:
-        for key in list(self._inputs):
-            if key not in keep:
-                del self._inputs[key]
-        self.cupy.get_default_memory_pool().free_all_blocks()
-
     # One launch -------------------------------------------------------------------------------
 
     def _launch(self, instance: Instance, size: int, A, B, C) -> None:
