@@ -126,11 +126,36 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
         running = sum(overlap(c[2], c[4], lo, hi) for c in children) / step
         lines.append(f"| {lo:g}-{hi:g} | " + " | ".join(f"{busy[s]:.1f}" for s in suites) + f" | {idle:.1f} |"
                      + (f" {running:.1f} |" if children else ""))
+    lines += sampling_lines(doc, children)
     lines += ["", f"the {last} tests that ended last (worker, start, stop, phases):"]
     for nodeid, (w, a, b) in sorted(spans.items(), key=lambda kv: kv[1][2])[-last:]:
         spent = ", ".join(f"{k} {v:.1f}" for k, v in doc["tests"].get(nodeid, {}).items() if v >= 0.05)
         lines.append(f"  {w:>5} {a:6.1f} {b:6.1f}  {nodeid}  {spent}")
     return lines + (children_lines(children, last) if children else [])
+
+
+PERF = "suites/performance"
+
+
+def sampling_lines(doc: dict, children: list) -> list[str]:
+    """How much of the performance suite's tail the device sampled: from when the last other
+    test and the last child (the compile-ahead one aside) ended to its last test's end, the
+    `timing` phase of its tests in that window (a test's, in proportion to its span there).
+    One GPU samples one kernel at a time, so on one GPU this is the card's share of the tail."""
+    spans, tests = doc["spans"], doc.get("tests", {})
+    perf = [n for n in spans if n.startswith(PERF + "/")]
+    if not any(tests.get(n, {}).get("timing") for n in perf):
+        return []
+    others = [b for n, (_, _, b) in spans.items() if not n.startswith(PERF + "/")]
+    kids = [c[4] for c in children if not c[1].startswith("perf-warm")]
+    lo, hi = max(others + kids, default=0.0), max(spans[n][2] for n in perf)
+    if hi <= lo:
+        return ["", "performance suite: no tail of its own (other tests or children ran to its end)"]
+    sampled = sum(tests.get(n, {}).get("timing", 0.0) * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
+                  for n, (_, a, b) in ((n, spans[n]) for n in perf) if b > a)
+    return ["", f"performance suite alone from {lo:.1f} s to {hi:.1f} s ({hi - lo:.1f} s): sampling "
+                f"{sampled:.1f} s of it ({100 * sampled / (hi - lo):.0f} % of one card's time; `timing` summed over all its tests "
+                f"{sum(tests.get(n, {}).get('timing', 0.0) for n in perf):.1f} s)"]
 
 
 def children_lines(children: list, last: int) -> list[str]:

@@ -93,6 +93,24 @@ def test_timeline_counts_the_children_running_and_names_the_longest_per_tool(ben
     assert lines[-1].endswith("10.0  racecheck: a-float32-TILE8, b-float32-TILE8")   # the longest
 
 
+def test_timeline_says_how_much_of_the_performance_suites_tail_was_sampled(bench):
+    doc = {"wall_s": 20.0,
+           "tests": {"suites/performance/t.py::a": {"timing": 4.0, "turns": 1.0},
+                     "suites/performance/t.py::b": {"timing": 6.0}},
+           "spans": {"suites/hazards/test_k.py::row": ["gw0", 0.0, 8.0],
+                     "suites/performance/t.py::a": ["gw1", 6.0, 14.0],     # half of it after 10 s
+                     "suites/performance/t.py::b": ["gw0", 12.0, 20.0]},
+           "children": [["gw0", "memcheck: a-float32-TILE8", 1.0, 2.0, 10.0, {}],
+                        ["gw1", "perf-warm: float32", 0.0, None, 30.0, {}]]}   # not a row's: ignored
+    lines = bench.timeline(doc, step=5.0)
+    assert ("performance suite alone from 10.0 s to 20.0 s (10.0 s): sampling 8.0 s of it (80 % of one card's time; "
+            "`timing` summed over all its tests 10.0 s)") in lines
+    late = {**doc, "spans": {**doc["spans"], "suites/hazards/test_k.py::row": ["gw0", 0.0, 20.0]}}
+    assert "performance suite: no tail of its own (other tests or children ran to its end)" in bench.timeline(late)
+    untimed = {**doc, "tests": {}}
+    assert not any(line.startswith("performance suite") for line in bench.timeline(untimed))
+
+
 def test_timeline_of_a_file_without_spans_says_so(bench):
     with pytest.raises(SystemExit, match="no spans"):
         bench.timeline({"wall_s": 1.0, "tests": {}, "durations": {}})

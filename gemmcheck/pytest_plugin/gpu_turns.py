@@ -14,8 +14,8 @@ the timer) but not for its call (`call_off_the_gpu`): there its device work is a
 and its host work (drawing input sets, pytest's and the benchmark's bookkeeping) holds
 nothing, so the other timing workers sample meanwhile. Held shared for the whole test, a
 worker's first check and judgements kept every other timer off the card: in ci on one H200
-(-n 8) the four timing workers sampled for 10.6 s of the 17.0 s between the last child's end
-and the last test's.
+(-n 8) the four timing workers sampled for 10.0 s of the 16.9 s between the last child's and
+other test's end and the last test's.
 
 The lock is flock(2) on one file per physical GPU, in a folder the controller makes for the
 run (so two runs on one machine do not wait for each other). Converting a shared lock to an
