@@ -151,11 +151,12 @@ def sampling_lines(doc: dict, children: list) -> list[str]:
     lo, hi = max(others + kids, default=0.0), max(spans[n][2] for n in perf)
     if hi <= lo:
         return ["", "performance suite: no tail of its own (other tests or children ran to its end)"]
-    sampled = sum(tests.get(n, {}).get("timing", 0.0) * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
+    timing = {n: tests.get(n, {}).get("timing", 0.0) for n in perf}
+    sampled = sum(timing[n] * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
                   for n, (_, a, b) in ((n, spans[n]) for n in perf) if b > a)
     return ["", f"performance suite alone from {lo:.1f} s to {hi:.1f} s ({hi - lo:.1f} s): sampling "
-                f"{sampled:.1f} s of it ({100 * sampled / (hi - lo):.0f} % of one card's time; `timing` summed over all its tests "
-                f"{sum(tests.get(n, {}).get('timing', 0.0) for n in perf):.1f} s)"]
+                f"{sampled:.1f} s of it ({100 * sampled / (hi - lo):.0f} % of one card's time; "
+                f"`timing` summed over all its tests {sum(timing.values()):.1f} s)"]
 
 
 def children_lines(children: list, last: int) -> list[str]:

@@ -352,9 +352,10 @@ class RowChildren:
     read outside A, whose launch then faulted as a plain crash), a row declared correct that
     the tool reports on or whose launch did not finish, a row with no report from a child that
     reached the tool's print limit, or a row declared to flood the tool that it said nothing
-    of, is run again in a child of its own, and that child's run is the row's. So whatever a broken kernel leaves behind in a child never stands as a
-    reference's verdict, and references share batches with defects (kept apart, a worker of
-    ci's -n 8 with one row of each ran two children per tool).
+    of, is run again in a child of its own, and that child's run is the row's. So whatever a
+    broken kernel leaves behind in a child never stands as a reference's verdict, and
+    references share batches with defects (kept apart, a worker of ci's -n 8 with one row of
+    each ran two children per tool).
 
     Children cost the host more than their work: on an H200 host a child's start (its `backend`
     part above all: CuPy's import and CUDA's start) takes longer the more start beside it, on

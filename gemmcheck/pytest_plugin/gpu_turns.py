@@ -135,7 +135,8 @@ class GpuTurns:
         if self._alone:
             yield
             return
-        self.wait_for(self.test.exclusive, "its turn to time alone on the GPU")   # until no other worker is inside a test
+        # (until no other worker is inside a test)
+        self.wait_for(self.test.exclusive, "its turn to time alone on the GPU")
         with self._guard:
             self._alone = True
         try:
