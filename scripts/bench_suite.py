@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gemmcheck.judge.isolation import startup_parts  # noqa: E402
+from gemmcheck.perf.warm import LABEL as COMPILE_AHEAD  # noqa: E402
 from gemmcheck.phases import PHASES  # noqa: E402
 
 SUITES = ("suites/compile", "suites/correctness", "suites/hazards", "suites/performance")
@@ -147,7 +148,7 @@ def sampling_lines(doc: dict, children: list) -> list[str]:
     if not any(tests.get(n, {}).get("timing") for n in perf):
         return []
     others = [b for n, (_, _, b) in spans.items() if not n.startswith(PERF + "/")]
-    kids = [c[4] for c in children if not c[1].startswith("perf-warm")]
+    kids = [c[4] for c in children if c[1].partition(":")[0] != COMPILE_AHEAD]
     lo, hi = max(others + kids, default=0.0), max(spans[n][2] for n in perf)
     if hi <= lo:
         return ["", "performance suite: no tail of its own (other tests or children ran to its end)"]
