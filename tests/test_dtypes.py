@@ -48,10 +48,10 @@ def test_host_bfloat16_is_rounded_once_to_nearest_even():
     got = dt.to_bits(x, BF16)
     want = np.array([_nearest_even_bf16(v) for v in x], dtype=np.uint16)
     assert np.array_equal(got, want), x[got != want][:5]
-    # ml_dtypes alone rounds through float32 first: this value shows the difference
-    double_rounded = np.array([1 + 2.0 ** -8 + 2.0 ** -38])
-    assert dt.to_bits(double_rounded, BF16)[0] == 0x3F81
-    assert double_rounded.astype(ml_dtypes.bfloat16).view(np.uint16)[0] == 0x3F80
+    # just above a tie, and below float32's resolution there: rounding through float32
+    # first would land on the tie and go to even (0x3F80); rounded once it goes up
+    just_above_a_tie = np.array([1 + 2.0 ** -8 + 2.0 ** -38])
+    assert dt.to_bits(just_above_a_tie, BF16)[0] == 0x3F81
 
 
 def test_float16_through_float32_rounded_to_odd_equals_the_direct_conversion():

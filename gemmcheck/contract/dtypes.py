@@ -71,9 +71,10 @@ def to_bits(values, dtype: DType):
         return _device_bits(xp, values, dtype)
     values = np.asarray(values)
     if dtype.name == "bfloat16" and values.dtype == np.float64:
-        # ml_dtypes goes float64 -> float32 -> bfloat16, rounding twice (1 + 2^-8 + 2^-38 becomes
-        # 1, not 1 + 2^-7): exact for values float32 holds (all the oracle rounds: sums exact in
-        # the float32 accumulator), else rounded once here, as on the GPU
+        # ml_dtypes before 0.7 goes float64 -> float32 -> bfloat16, rounding twice (1 + 2^-8 +
+        # 2^-38 becomes 1, not 1 + 2^-7); so its conversion is used only for values float32
+        # holds (all the oracle rounds: sums exact in the float32 accumulator), the rest are
+        # rounded once here, as on the GPU, whichever release is installed
         with np.errstate(over="ignore"):
             single = values.astype(np.float32)
         if not ((single == values) | np.isnan(values)).all():
