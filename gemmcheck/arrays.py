@@ -20,7 +20,7 @@ import numpy as np
 # (measured: ci's 1025 x 1023 problems judged on the GPU made a cold run slower). One judgement,
 # host / GPU ms on the H200 (scripts/bench_oracle.py): 400^3 4.0 / 4.5-6.1, 640^3 12-16 / 9-12,
 # 1024^3 40-53 / 12-15, with ~9 s of CuPy compiles before the first on an empty CuPy cache. From
-# 2^20 with those compiles on a thread beside the suites (eighth session), ci's cold run went from
+# 2^20 with those compiles on a thread beside the suites (tried 2026-11-30), ci's cold run went from
 # 89.5 to 102.4 s (a test waited 16.7 s for them) and the nightly's hazards oracle time did not
 # fall (141 s against 135 s), so the threshold stayed.
 DEVICE_MIN_ELEMENTS = 1 << 22

@@ -1,6 +1,6 @@
 """A wait on another process that lasts too long leaves a report behind.
 
-A ci run with -n 8 on an H200 (tenth session) once stopped for good: three workers stopped
+A ci run with -n 8 on an H200 (2026-12-01) once stopped for good: three workers stopped
 finishing tests at ~30 s, the others then waited for a turn to time, and nothing said why.
 Each wait that can block on another process (a turn on a shared GPU, the shared hold for a
 test or for children, the kill matrix's children) runs inside `reporting`: once it has lasted

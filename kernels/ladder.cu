@@ -1,4 +1,4 @@
-// The reference ladder: from the seed's tiled kernel to production speed (issue 13).
+// The reference ladder: from the seed's tiled kernel to production speed (seed section 8).
 //
 // Every rung computes C = alpha * A * B + beta * C in the common SGEMM argument form
 //     (int M, int N, int K, S alpha, const T *A, const T *B, S beta, T *C)

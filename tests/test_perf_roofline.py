@@ -35,7 +35,7 @@ def test_the_seed_intensity_model(policy, tile, shared_tiles, itemsize, expected
 
 
 def test_fp32_peak_of_the_h200_from_its_properties():
-    # 132 SMs x 128 lanes x 2 x 1.98 GHz, as stated in issue 5.
+    # 132 SMs x 128 lanes x 2 x 1.98 GHz, as suites/performance/thresholds.toml's header states.
     assert roofline.fp32_peak_tflops(132, 1.98e9, (9, 0)) == pytest.approx(66.9, abs=0.05)
     # A100: 108 SMs x 64 lanes x 2 x 1.41 GHz = 19.5 TFLOP/s (its datasheet number).
     assert roofline.fp32_peak_tflops(108, 1.41e9, (8, 0)) == pytest.approx(19.5, abs=0.05)

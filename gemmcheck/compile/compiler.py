@@ -7,7 +7,7 @@ NVRTC compile, which flushes float32 subnormals to zero; nvcc's default (and
 ours) keeps them, as IEEE 754 says.
 
 Builds are cached on disk by (source, options, name expressions, target,
-NVRTC version): a second session pays nothing for an unchanged source.
+NVRTC version): a later run pays nothing for an unchanged source.
 """
 
 from __future__ import annotations

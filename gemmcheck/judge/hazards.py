@@ -126,7 +126,7 @@ def launch_order(repeats: int, control: bool) -> list[str]:
     them. Interleaved, something that changes from launch to launch whatever the guards
     hold shows in the control as well, and guard-swap does not take it for a read of the
     guards. Launched last, the control once missed NaN that the H200 showed in both
-    NaN-guard launches before it (README, Scale > Budgets)."""
+    NaN-guard launches before it (docs/hazards.md, "Why guard swap asks that NaN follow the guards")."""
     kinds = ["runs"] * repeats
     if control:
         kinds.insert(1, "control")
@@ -318,7 +318,7 @@ def check_out_of_bounds_read(obs: Observation) -> list[Finding]:
     broken_no_barriers bfloat16 TILE8 left NaN in ~2% of C each launch; 592
     elements were NaN in both NaN-guard launches and finite in the control, and
     a rule that asked only that called the race an out-of-bounds read
-    (README, Scale > Budgets). A kernel that both races and reads its guards
+    (docs/hazards.md, "Why guard swap ..."). A kernel that both races and reads its guards
     is then not named for the read here (memcheck names it).
     """
     if len(obs.runs) < 2 or not obs.control:

@@ -7,7 +7,7 @@ well as huge ones, at a fraction of the cost. So hypothesis searches many small 
 ragged shapes (max_dim: a few dozen tiles at most), and the large-shape claims are a
 few fixed problems per instantiation (large_shapes), each checked once. The nightly
 target (15 min on one H200 for the builtin catalog) and what was measured against it
-(missed) are in README, "Scale > Budgets".
+are in docs/scale.md ("Budgets") and docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Profile:
     large_min_tile: int = 16
     # The kill matrix: every instantiation of every kernel (True), or one representative
     # row per kernel (False). A row costs ~3-5 s on an H200 (ci: 16 rows in 43 s; nightly's 195
-    # rows are most of its time: README "Scale > Budgets").
+    # rows are most of its time: docs/benchmarks.md).
     matrix_every: bool = False
 
     def search_max_dim(self, instance) -> int:

@@ -60,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--gemm-probe", choices=("on", "off"), default="on", metavar="on|off",
         help="on the GPU backend, launch every instantiation once in one isolated child before "
              "its first launch in this process, so a crash or hang cannot take the session's "
-             "CUDA context down (default: on; README 'Reliability')")
+             "CUDA context down (default: on; docs/reliability.md)")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

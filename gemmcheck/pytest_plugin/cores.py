@@ -3,7 +3,7 @@
 numpy's BLAS (OpenBLAS here) starts one thread per core in every process. With one worker per
 GPU, N workers ran N pools of that size on the same cores: on an H200 pair's 32 cores, two
 workers took 15 % longer per property test and 25 % longer per hazards test of the nightly
-than one process with 16 threads (eighth session; the compute-sanitizer children share the
+than one process with 16 threads (measured 2026-11-30; the compute-sanitizer children share the
 cores too). A worker limits its pools to cores / workers (threadpoolctl, at configure: numpy is
 loaded by then, so its environment variables are read already) and sets OMP_NUM_THREADS,
 OPENBLAS_NUM_THREADS and MKL_NUM_THREADS for the children it starts (compute-sanitizer runs,

@@ -66,8 +66,8 @@ def timers(workers: int, timing: frozenset[int], planned_units: Iterable[str]) -
     """The workers that time while the others run the rest: `timing` when the run has several
     GPUs (gpus.timing_workers), some workers besides them and performance units (deferred) to
     plan; else none. On an H200 pair the nightly's device timing waited for the last
-    compute-sanitizer children on both cards and then closed the run alone, ~90 s of 260 (twelfth
-    session): the children cost the host, not the GPU, so a second GPU hardly sped them up. With a
+    compute-sanitizer children on both cards and then closed the run alone, ~90 s of 260 (2026-12-01):
+    the children cost the host, not the GPU, so a second GPU hardly sped them up. With a
     timing GPU, its workers time from the start while the other GPU takes the children."""
     if not timing or len(timing) >= workers or not any(u.startswith(DEFERRED) for u in planned_units):
         return frozenset()

@@ -1,4 +1,4 @@
-"""The verdict summary: reports/verdicts.json (schema in README.md, 'Reports'), its table,
+"""The verdict summary: reports/verdicts.json (schema in docs/report.md), its table,
 and reading back the files pytest-xdist workers write."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _status(expect: str, found: set[str]) -> str:
 
 
 def verdicts_document(instances, verdicts, *, run_info: dict | None = None) -> dict:
-    """reports/verdicts.json (schema in README.md, 'Reports')."""
+    """reports/verdicts.json (schema in docs/report.md)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -51,7 +51,7 @@ class Detector(str, enum.Enum):
         return self.value
 
 
-# The oracle's value check, as one group (the README's "value check").
+# The oracle's value check, as one group (docs/hazards.md's "value check").
 VALUE_CHECK = (Detector.EXACT_BITS, Detector.ERROR_BOUND, Detector.NAN_INF_PATTERN)
 # compute-sanitizer's tools, by the name its --tool option takes.
 SANITIZER_TOOLS = (Detector.RACECHECK, Detector.SYNCCHECK, Detector.MEMCHECK, Detector.INITCHECK)
