@@ -1,5 +1,6 @@
 """The nightly workflow is a valid GitHub Actions file that runs the shards, merges them and
-fails by kernel name; scripts/nightly_failures.py names the kernels."""
+fails by kernel name; scripts/nightly_failures.py names the kernels. Its `newest` job runs the
+tests on the newest versions pyproject.toml allows and names what moved since the lock."""
 
 import json
 import shutil
@@ -48,6 +49,27 @@ def test_shards_suites_merge_report_and_history_are_wired():
                    "scripts/nightly_failures.py merged/verdicts.json", "actions/cache/save"):
         assert needed in text, needed
     assert flow["env"]["PROFILE"] == "nightly"
+
+
+def _run_lines(job: dict) -> list[str]:
+    return [line.strip() for step in job["steps"] for line in step.get("run", "").splitlines()]
+
+
+def test_the_newest_job_tests_the_newest_versions_allowed_and_names_what_moved():
+    flow = yaml.safe_load(WORKFLOW.read_text())
+    job = flow["jobs"]["newest"]
+    assert "needs" not in job, "the early warning must not wait on the GPU shards"
+    assert job["runs-on"] == "ubuntu-latest", "the CPU run, as .ci/run"
+    lines = _run_lines(job)
+    assert ".venv/bin/python -m pip install --upgrade --upgrade-strategy eager -e '.[docs]'" in lines
+    assert not [line for line in lines if "requirements.lock" in line and "install" in line], \
+        "the newest job must not install from the lock"
+    assert "python -m venv .venv" in lines, "a fresh environment, nothing left from another install"
+    drift = next(i for i, line in enumerate(lines) if line.startswith("python scripts/lock_drift.py"))
+    tests = lines.index("pytest")
+    assert drift < tests, "what moved is printed before the tests, so a failing night still shows it"
+    assert lines[tests - 1] == "set +e" and lines[-1] == 'exit "$status"', \
+        "the job fails with pytest's exit status"
 
 
 def _nightly_failures():
