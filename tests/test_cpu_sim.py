@@ -364,3 +364,20 @@ def traceback_frames(exc):
     while tb is not None:
         yield tb
         tb = tb.tb_next
+
+
+def test_where_kernels_run_is_declared_by_the_backend_not_read_off_its_name(monkeypatch):
+    from gemmcheck.problems import profiles
+    from gemmcheck.pytest_plugin.session import GemmConfig
+
+    simulator, gpu = backends.backend_class("cpu-sim"), backends.backend_class("cupy")
+    assert simulator.simulated and not simulator.runs_on_cuda_device
+    assert gpu.runs_on_cuda_device and not gpu.simulated
+
+    def session_on(name):
+        return GemmConfig([], [], None, None, None, profiles.PROFILES["dev"], name)
+
+    # The same classes under other names: the session goes by what each declares.
+    monkeypatch.setitem(backends.REGISTRY, "elsewhere", backends.REGISTRY["cpu-sim"])
+    monkeypatch.setitem(backends.REGISTRY, "also-a-gpu", backends.REGISTRY["cupy"])
+    assert session_on("elsewhere").simulated and not session_on("also-a-gpu").simulated

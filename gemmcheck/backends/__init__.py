@@ -5,7 +5,8 @@ signatures, verdicts) is shared and lives above it (gemmcheck.problems.harness).
 Extras a backend may offer beyond `Backend` are declared as capabilities
 (runtime-checkable protocols below) and asked for by capability, never by the
 backend's name: `offers(backend, ExploresSchedules)`. The CPU simulator offers
-all of them; the GPU backend none.
+all of them; the GPU backend none. Where a backend runs kernels is declared on
+`Backend` itself (`runs_on_cuda_device`, `simulated`), also never read off its name.
 """
 
 from __future__ import annotations
@@ -92,6 +93,17 @@ class Backend(abc.ABC):
     name: str = "abstract"
     # A launch that takes longer is a hang (KernelHang); set from --gemm-hang-timeout.
     hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S
+    # Kernels run on a CUDA device and buffers live there: the oracle may compute there
+    # (--gemm-oracle gpu), launches can be timed, the simulator is a second opinion.
+    runs_on_cuda_device: bool = False
+    # Kernels run on the CPU simulator: GPU-only tests skip, no per-GPU workers or probes.
+    simulated: bool = False
+
+    @classmethod
+    def allocate_exactly(cls) -> None:
+        """From now on in this process, give each buffer exactly its size, so that an address
+        checker (compute-sanitizer memcheck) sees a read past its end instead of a read into
+        a neighbour in the same pooled block. Nothing to do for a backend without a pool."""
 
     @abc.abstractmethod
     def describe(self) -> str:

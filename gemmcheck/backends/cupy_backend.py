@@ -19,6 +19,16 @@ from gemmcheck.phases import timed
 
 class CupyBackend(Backend):
     name = "cupy"
+    runs_on_cuda_device = True
+
+    @classmethod
+    def allocate_exactly(cls) -> None:
+        import cupy
+
+        # The memory pool hands out slices of big blocks: an out-of-bounds
+        # access then lands inside another live allocation and memcheck is silent.
+        cupy.cuda.set_allocator(None)
+        cupy.cuda.set_pinned_memory_allocator(None)
 
     def __init__(self) -> None:
         ok, why = device.cuda_device()

@@ -448,15 +448,10 @@ def _make_backend(name: str, exact_allocations: bool):
 
         module, attr = name.split(":")
         return getattr(importlib.import_module(module), attr)()
-    if exact_allocations and name in ("cupy", "auto"):
-        import cupy
-
-        # The memory pool hands out slices of big blocks: an out-of-bounds
-        # access then lands inside another live allocation and memcheck is silent.
-        cupy.cuda.set_allocator(None)
-        cupy.cuda.set_pinned_memory_allocator(None)
     from gemmcheck import backends
 
+    if exact_allocations:
+        backends.backend_class(name).allocate_exactly()
     return backends.create(name)
 
 

@@ -221,7 +221,7 @@ def timed_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
     """The session's device timer (made once; skips off the GPU): use perf_session."""
     pc = perf_config(request.config)
     if pc.session is None and pc.skip_reason is None:
-        if backend.name != "cupy":
+        if not backend.runs_on_cuda_device:
             pc.skip_reason = (f"performance is timed on a CUDA device; backend {backend.name!r} "
                               "does not time kernels")
         else:

@@ -364,7 +364,7 @@ def backend(gemm: GemmConfig, request: pytest.FixtureRequest) -> backends.Backen
             gemm.backend = backends.create(gemm.backend_name,
                                            hang_timeout_s=request.config.getoption("gemm_hang_timeout"))
             gemm.backend.prepare(gemm.instances("any_kernel"))
-            arrays.use_device(gemm.backend.name == "cupy" and request.config.getoption("gemm_oracle") == "gpu")
+            arrays.use_device(gemm.backend.runs_on_cuda_device and request.config.getoption("gemm_oracle") == "gpu")
         except backends.BackendUnavailable as exc:
             gemm.backend_error = str(exc)
         else:

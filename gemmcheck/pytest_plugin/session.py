@@ -73,7 +73,7 @@ class GemmConfig:
     @property
     def simulated(self) -> bool:
         """Whether kernels run on the CPU simulator in this session."""
-        return backends.resolve(self.backend_name) == "cpu-sim"
+        return backends.backend_class(self.backend_name).simulated
 
 
 GEMM_CONFIG = pytest.StashKey[GemmConfig]()

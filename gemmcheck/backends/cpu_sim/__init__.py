@@ -277,6 +277,7 @@ class CpuSimBackend(Backend):
     for before a backend is built)."""
 
     name = "cpu-sim"
+    simulated = True
     schedules: tuple[str, ...] = ("forward",)
     track_shared: bool = True
     last_launch_report: "LaunchReport | None" = None
