@@ -4,7 +4,6 @@ gemmcheck.arrays)."""
 
 from fractions import Fraction
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -22,31 +21,37 @@ def _values(n=20000, seed=3):
     special = [0.0, -0.0, np.inf, -np.inf, 3.4e38, 3.39e38, -3.4e38, 1e-45, -1e-45, 1e-40,
                65504.0, 65520.0, 65519.99, 6e-8, 2.98e-8, 2.99e-8,
                tie_bf16, 1 + 3 * 2.0 ** -8, -tie_bf16, tie_bf16 * (1 + 2.0 ** -30),
-               tie_f16, 1 + 3 * 2.0 ** -11, tie_f16 * (1 - 2.0 ** -40)]
+               tie_f16, 1 + 3 * 2.0 ** -11, tie_f16 * (1 - 2.0 ** -40), tie_f16 * (1 + 2.0 ** -30)]
     return np.concatenate([random, special])
 
 
-def _nearest_even_bf16(x: float) -> int:
-    """bfloat16 bits of x rounded once to nearest, ties to even, by exact rationals."""
-    if not np.isfinite(x):
-        return int(np.array(x, dtype=np.float32).astype(ml_dtypes.bfloat16).view(np.uint16))
+def _nearest_even_bits(x: float, d: dt.DType) -> int:
+    """Bits of x in `d` rounded once to nearest, ties to even, by exact rationals: the array
+    library only supplies a neighbour (through float32, so possibly one step off) and the
+    steps to either side of it; which of them is nearest is decided here."""
+    exact = Fraction(x) if np.isfinite(x) else None
+    info = dt.finfo(d)
+    half_step_at_max = Fraction(2) ** (int(info.maxexp) - 1 - int(info.nmant) - 1)
+    if exact is None or abs(exact) >= Fraction(float(info.max)) + half_step_at_max:
+        # Inf and beyond halfway to the next binade: Inf (no rounding question)
+        return int(np.array(np.copysign(np.inf, x), dtype=d.numpy).view(d.storage))
     with np.errstate(over="ignore"):
-        below = np.array(x, dtype=np.float32).astype(ml_dtypes.bfloat16)   # a neighbour; step to both
-    lo = np.nextafter(below, np.array(-np.inf, dtype=ml_dtypes.bfloat16))
-    hi = np.nextafter(below, np.array(np.inf, dtype=ml_dtypes.bfloat16))
-    candidates = [c for c in (lo, below, hi) if np.isfinite(float(c))]
-    exact = Fraction(x)
-    best = min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(np.uint16)) & 1))
-    limit = Fraction(2) ** 127 * (2 - Fraction(1, 2 ** 8))   # halfway to the next binade: Inf beyond
-    if abs(exact) >= limit:
-        return int(np.array(np.copysign(np.inf, x), dtype=ml_dtypes.bfloat16).view(np.uint16))
-    return int(best.view(np.uint16))
+        near = np.array(x, dtype=np.float32).astype(d.numpy)
+        lo = np.nextafter(near, np.array(-np.inf, dtype=d.numpy))
+        hi = np.nextafter(near, np.array(np.inf, dtype=d.numpy))
+    candidates = [c for c in (lo, near, hi) if np.isfinite(float(c))]
+    best = min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(d.storage)) & 1))
+    return int(best.view(d.storage))
+
+
+def _nearest_even(x: np.ndarray, d: dt.DType) -> np.ndarray:
+    return np.array([_nearest_even_bits(v, d) for v in x], dtype=d.storage)
 
 
 def test_host_bfloat16_is_rounded_once_to_nearest_even():
     x = _values(3000)
     got = dt.to_bits(x, BF16)
-    want = np.array([_nearest_even_bf16(v) for v in x], dtype=np.uint16)
+    want = _nearest_even(x, BF16)
     assert np.array_equal(got, want), x[got != want][:5]
     # just above a tie, and below float32's resolution there: rounding through float32
     # first would land on the tie and go to even (0x3F80); rounded once it goes up
@@ -54,12 +59,29 @@ def test_host_bfloat16_is_rounded_once_to_nearest_even():
     assert dt.to_bits(just_above_a_tie, BF16)[0] == 0x3F81
 
 
-def test_float16_through_float32_rounded_to_odd_equals_the_direct_conversion():
-    x = _values()
+@pytest.mark.parametrize("name", ["float16", "float32"])
+def test_host_float16_and_float32_are_rounded_once_to_nearest_even(name):
+    d = dt.get(name)
+    x = _values(3000)
     with np.errstate(over="ignore"):
-        direct = x.astype(np.float16).view(np.uint16)     # numpy rounds float64 -> float16 once
-        via_odd = dt.float32_rounded_to_odd(np, x).astype(np.float16).view(np.uint16)
-    assert np.array_equal(via_odd, direct), x[via_odd != direct][:5]
+        got = dt.to_bits(x, d)
+    want = _nearest_even(x, d)
+    assert np.array_equal(got, want), x[got != want][:5]
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_float32_rounded_to_odd_then_to_nearest_rounds_once(name):
+    """The GPU's path (no direct float64 -> float16 or bfloat16 there), run on the host."""
+    d = dt.get(name)
+    x = _values(3000)
+    odd = dt.float32_rounded_to_odd(np, x)
+    if name == "float16":
+        with np.errstate(over="ignore"):
+            got = odd.astype(np.float16).view(np.uint16)
+    else:
+        got = dt.bfloat16_bits_of_float32(np, odd)
+    want = _nearest_even(x, d)
+    assert np.array_equal(got, want), x[got != want][:5]
 
 
 @pytest.mark.gpu
