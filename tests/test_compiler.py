@@ -33,10 +33,14 @@ def test_every_build_carries_ptxas_report_also_when_nvrtc_built_the_program_befo
     major, minor = (int(p) for p in compiler.nvrtc_version().split("."))
     if (major, minor) >= (12, 9):
         assert compiler._no_nvrtc_cache() == {"no_cache": True}
+    from gemmcheck.compile import resources
+
     for run in ("first", "second"):
         monkeypatch.setenv("GEMMCHECK_CACHE_DIR", str(tmp_path / run))
-        log = compiler.compile_source(SOURCE, NAMES, "sm_90").log
-        assert "Compiling entry function" in log and "Used" in log, (run, log)
+        built = compiler.compile_source(SOURCE, NAMES, "sm_90")
+        # what the resource check reads from the log, not ptxas's wording
+        found = resources.parse_ptxas(built.log, {m: n for n, m in built.mangled.items()})
+        assert list(found) == list(NAMES) and found[NAMES[0]].registers > 0, (run, built.log)
 
 
 def test_a_compile_error_names_the_source_and_instantiation(cache, tmp_path):
@@ -83,7 +87,8 @@ def test_errors_point_at_the_users_file_and_line_and_stop_early(cache, tmp_path)
     with pytest.raises(compiler.CompileError) as info:
         compiler.compile_source(bad, ("k",), "sm_90")
     text = str(info.value)
-    assert f"{bad}(5): error: identifier \"nope\" is undefined" in text
+    # the user's path and line (ours); NVRTC's wording after "error:" is its own
+    assert any(line.startswith(f"{bad}(5): error: ") and "nope" in line for line in text.splitlines()), text
     assert "default_program" not in text and len(text.splitlines()) <= compiler.MAX_ERROR_LINES + 2
 
 
@@ -92,7 +97,7 @@ def test_macros_are_passed_as_defines(cache, tmp_path):
     source.write_text("__global__ void k(float *a) { __shared__ float s[BM]; s[threadIdx.x] = 1; a[0] = s[0]; }\n")
     from gemmcheck.compile import resources
     assert compiler.compile_source(source, ("k",), "sm_90", defines=(("BM", 64),)).cubin
-    with pytest.raises(compiler.CompileError, match="identifier \"BM\" is undefined"):
+    with pytest.raises(compiler.CompileError, match=r"m\.cu\(1\): error: .*\bBM\b"):
         compiler.compile_source(source, ("k",), "sm_90")
     report = resources.compile_report(source, ("k",), defines=(("BM", 64),))
     assert report["k"].shared_bytes == 256
