@@ -104,7 +104,8 @@ def _item(*markers):
 def test_perf_tests_run_in_a_worker_that_owns_its_gpu_or_takes_turns_on_it_and_skip_otherwise():
     from types import SimpleNamespace
 
-    from gemmcheck.pytest_plugin import gpu_turns, gpus, perf_plugin
+    from gemmcheck.pytest_plugin import perf_plugin
+    from gemmcheck.schedule import gpu_turns, gpus
 
     shared = SimpleNamespace(workerinput={gpus.WORKER_GPU: "0", gpus.WORKER_OWNS_GPU: False})
     owned = SimpleNamespace(workerinput={gpus.WORKER_GPU: "1", gpus.WORKER_OWNS_GPU: True})

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck.pytest_plugin import build_plugin, rerun
+from gemmcheck.pytest_plugin import build_plugin
+from gemmcheck.schedule import rerun
 from gemmcheck.contract import catalog
 from gemmcheck.backends import KernelLaunchError
 
@@ -274,7 +275,7 @@ def test_the_processes_of_a_run_probe_once_and_share_what_it_found(pytester, mon
     """pytest-xdist workers collect the same tests: the first to claim the probe runs it, the
     others take its findings (here two sessions in turn over one run folder)."""
     from gemmcheck.judge.once import Once
-    from gemmcheck.pytest_plugin import shared_work
+    from gemmcheck.schedule import shared_work
 
     folder = tmp_path / "run"
     folder.mkdir()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmcheck.pytest_plugin import gpu_turns, gpus, shard
+from gemmcheck.schedule import gpu_turns, gpus, shard
 from gemmcheck import phases
 from gemmcheck.report import merge
 
@@ -138,7 +138,7 @@ def test_each_worker_gets_its_own_gpu_and_knows_whether_it_shares():
 def test_each_worker_takes_its_share_of_the_cores_for_numpy_s_thread_pools():
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from gemmcheck.pytest_plugin import cores
+    from gemmcheck.schedule import cores
 
     assert cores.share(32, 2) == 16 and cores.share(2, 8) == 1 and cores.share(5, 0) == 5
     assert cores.of_this_process({}) == cores.available()
@@ -312,7 +312,7 @@ def test_a_tests_recorded_duration_leaves_out_its_wait_for_other_workers_turns()
     behind the others' sampling, and the next run's plan dealt them as the largest units."""
     from types import SimpleNamespace
 
-    from gemmcheck.pytest_plugin.runstats import WAITED_PROPERTY, RunStats
+    from gemmcheck.schedule.runstats import WAITED_PROPERTY, RunStats
 
     stats = RunStats()
     report = lambda when, duration, props=(): SimpleNamespace(   # noqa: E731
@@ -327,7 +327,7 @@ def test_a_tests_recorded_duration_leaves_out_its_wait_for_other_workers_turns()
 def test_the_durations_file_leaves_out_what_a_test_waited_for_turns(suite):
     suite.makepyfile(test_waits=(
         "import time\n"
-        "from gemmcheck.pytest_plugin import gpu_turns\n"
+        "from gemmcheck.schedule import gpu_turns\n"
         "def test_waits(request, tmp_path):\n"
         "    request.config.stash[gpu_turns.TURNS] = turns = gpu_turns.GpuTurns(str(tmp_path / 'gpu.lock'))\n"
         "    time.sleep(1.0)\n"
@@ -342,7 +342,7 @@ def test_the_longest_deferred_units_are_queued_first():
     sampling) was eighth in xdist's order (by test count); left for the end it is the tail."""
     from collections import OrderedDict
 
-    from gemmcheck.pytest_plugin import units
+    from gemmcheck.schedule import units
 
     f32, f64 = units.deferred("perf-float32-N8192"), units.deferred("perf-float64-N8192")
     queue = OrderedDict([(f32, {"a": False}), ("row-a", {}), (f64, {}), ("t.py::test_x", {})])
@@ -808,7 +808,7 @@ def test_a_worker_takes_anyones_units_then_its_own_then_anothers_rows_and_its_de
     test: taken first, rows waited 22-27 s each (one H200, ci, -n 8). The performance suite's
     units wait for every child their worker started before they time anything: dealt first
     (they are large), they waited 17 and 27 s on an H200 pair."""
-    from gemmcheck.pytest_plugin import units
+    from gemmcheck.schedule import units
 
     perf = units.deferred("perf-float32-N8192")
     queued = [perf, "row-a", "row-b", "test_x.py::test_alone"]
@@ -826,7 +826,7 @@ def test_with_several_gpus_the_first_gpus_workers_time_and_the_others_run_the_re
     both cards, then closed the run alone (~90 s of 260): the children cost the host, so the
     second card hardly sped them up. The first card's workers take the performance units
     from the start; the rows (and their children) go to the others."""
-    from gemmcheck.pytest_plugin import units
+    from gemmcheck.schedule import units
 
     assert gpus.timing_workers(2, 16) == {0, 1, 2}               # the first GPU's workers
     assert gpus.timing_workers(2, 2) == gpus.timing_workers(4, 8) == {0}
@@ -899,7 +899,7 @@ def test_every_test_that_needs_the_device_timer_runs_among_the_performance_units
     """A test that waits for its worker's children and turns before it can time anything,
     taken first as anyone's unit, held its worker (and the rows dealt to it) from ~40 s to
     ~190 s of a nightly on one H200."""
-    from gemmcheck.pytest_plugin import units
+    from gemmcheck.schedule import units
 
     suite.makepyfile(test_perf=(ROOT / "suites" / "performance" / "test_throughput.py").read_text())
     items, _ = suite.inline_genitems("--gemm-profile", "nightly", "--gemm-backend=cpu-sim")
@@ -957,7 +957,7 @@ def test_under_xdist_each_worker_runs_the_rows_planned_for_it(suite, monkeypatch
     scheduler must give it those rows (dealt as workers came free, which worker got which
     row depended on timing)."""
     pytest.importorskip("xdist")
-    from gemmcheck.pytest_plugin import units
+    from gemmcheck.schedule import units
 
     log = suite.path / "rows.log"
     monkeypatch.setenv("ROW_LOG", str(log))

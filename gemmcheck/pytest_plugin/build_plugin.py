@@ -38,7 +38,7 @@ import pytest
 from gemmcheck import backends
 from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.pytest_plugin import rerun, shared_work
+from gemmcheck.schedule import rerun, shared_work
 from gemmcheck.pytest_plugin.session import instances_of, runs_kernels
 from gemmcheck.verdict import Defect, Verdict
 

@@ -20,7 +20,7 @@ import pytest
 from gemmcheck import backends, report
 from gemmcheck.verdict import defects
 from gemmcheck.judge import kill_matrix, sanitizer
-from gemmcheck.pytest_plugin import cores, gpu_turns, rerun, shared_work, units
+from gemmcheck.schedule import cores, gpu_turns, rerun, shared_work, units
 from gemmcheck.pytest_plugin.session import gemm_config
 from gemmcheck.contract.catalog import Instance
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gemmcheck.judge.once import remove_folder
-from gemmcheck.pytest_plugin.shared_work import FOLDER
+from gemmcheck.schedule.shared_work import FOLDER
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

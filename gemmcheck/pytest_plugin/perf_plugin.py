@@ -18,7 +18,7 @@ from gemmcheck import perf, phases, report
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.report import merge
 from gemmcheck.perf import selection, summary, warm
-from gemmcheck.pytest_plugin import gpu_turns, gpus, rerun, shared_work, units
+from gemmcheck.schedule import gpu_turns, gpus, rerun, shared_work, units
 from gemmcheck.pytest_plugin.session import gemm_config
 
 # Fixtures the perf suite parametrizes, and what each gets.

@@ -19,10 +19,10 @@ from gemmcheck import arrays, backends
 from gemmcheck.compile import resources
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
-from gemmcheck.pytest_plugin import cores, gpu_turns, gpus, rerun, shard, shared_work, units
+from gemmcheck.schedule import cores, gpu_turns, gpus, rerun, shard, shared_work, units
 from gemmcheck import phases, watchdog
 from gemmcheck.problems import profiles
-from gemmcheck.pytest_plugin.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
+from gemmcheck.schedule.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
 from gemmcheck.pytest_plugin.session import (GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig,  # noqa: F401
                                               gemm_config, instances_of, runs_kernels)
 
@@ -286,7 +286,7 @@ def _run_gpus(config: pytest.Config) -> tuple[int, ...]:
 # -- per-test phases, durations and whether any kernel test ran ------------------------------
 
 class _Recorder:
-    """Per-session hooks that feed gemmcheck.pytest_plugin.runstats (a plugin object per config, so
+    """Per-session hooks that feed gemmcheck.schedule.runstats (a plugin object per config, so
     nested pytester sessions keep their own)."""
 
     def __init__(self, config: pytest.Config) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import report
-from gemmcheck.pytest_plugin import rerun
+from gemmcheck.schedule import rerun
 
 DEFAULT_RESULTS = Path("reports") / "allure-results"
 DEFAULT_VERDICTS = Path("reports") / "verdicts.json"

@@ -1,4 +1,4 @@
-"""Workers that share a GPU take turns for device timing (gemmcheck.pytest_plugin.gpu_turns):
+"""Workers that share a GPU take turns for device timing (gemmcheck.schedule.gpu_turns):
 a worker opens its GPU's lock, holds it shared for each test (a performance test's call
 excepted: its device work takes turns), and the controller removes the run's lock folder at
 the end. What a test waited for its turns goes with its report (runstats.WAITED_PROPERTY):
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from gemmcheck import watchdog
-from gemmcheck.pytest_plugin.gpu_turns import FOLDER, TURNS, WORKER_GPU_LOCK, GpuTurns, remove_folder, turns
-from gemmcheck.pytest_plugin.runstats import WAITED_PROPERTY
+from gemmcheck.schedule.gpu_turns import FOLDER, TURNS, WORKER_GPU_LOCK, GpuTurns, remove_folder, turns
+from gemmcheck.schedule.runstats import WAITED_PROPERTY
 
 
 @pytest.hookimpl(trylast=True)

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from gemmcheck.pytest_plugin import gpus, shard
+from gemmcheck.schedule import gpus, shard
 
 
 def work_unit(config: pytest.Config, nodeid: str) -> str:

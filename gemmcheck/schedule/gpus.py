@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from gemmcheck.pytest_plugin import gpu_turns
+from gemmcheck.schedule import gpu_turns
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 # Keys gemmcheck adds to pytest-xdist's workerinput.
