@@ -11,4 +11,11 @@ their hooks; nothing here implements a hook.
 - rerun.py        the rest of a session in a fresh process after a lost CUDA context
 - shared_work.py  work a run's workers do once for all of them (gemmcheck.judge.once)
 - runstats.py     what the run's test reports said: durations, phases, whether anything ran
+
+Most of it works on node ids, counts, files and locks. Where it needs pytest's objects it
+takes them from the plugin's hook that calls it: units reads --gemm-shard-durations and asks
+the pytest_gemm_work_unit hook for a test's unit, and builds pytest-xdist's scheduler;
+gpus, gpu_turns and shared_work keep the controller's and a worker's state in config.stash
+and pass it to workers in pytest-xdist's workerinput; rerun starts a child pytest with the
+session's own options; shard splits the collected items; runstats reads test reports.
 """

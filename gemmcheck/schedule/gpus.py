@@ -5,6 +5,10 @@ k the k-th (with more workers than GPUs: a few to the first GPU, which times the
 suite, the others round robin over the rest; gpu_index); the worker sets
 CUDA_VISIBLE_DEVICES in its pytest_configure, before anything initializes CUDA, so
 every CuPy call there sees only its own card as device 0.
+
+It needs pytest-xdist's objects for that: what the controller decides travels to each worker
+in its workerinput (the keys below), and the controller keeps the run's GPU count in its
+config.stash (plugin.py's pytest_configure_node fills both).
 """
 
 from __future__ import annotations
