@@ -234,11 +234,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.keywords[KERNEL_CHECK] = True
     part = config.getoption("gemm_shard")
     if part is not None:
-        kept, dropped = shard.split(items, part, units.recorded_durations(config),
-                                    lambda nodeid: units.work_unit(config, nodeid))
+        # deselect the other shards' tests, keeping the collection order
+        where = shard.assign([i.nodeid for i in items], part.count, units.recorded_durations(config),
+                             lambda nodeid: units.work_unit(config, nodeid))
+        dropped = [i for i in items if where[i.nodeid] != part.index]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
-            items[:] = kept
+            items[:] = [i for i in items if where[i.nodeid] == part.index]
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

@@ -17,5 +17,5 @@ takes them from the plugin's hook that calls it: units reads --gemm-shard-durati
 the pytest_gemm_work_unit hook for a test's unit, and builds pytest-xdist's scheduler;
 gpus, gpu_turns and shared_work keep the controller's and a worker's state in config.stash
 and pass it to workers in pytest-xdist's workerinput; rerun starts a child pytest with the
-session's own options; shard splits the collected items; runstats reads test reports.
+session's own options; runstats reads test reports. shard.py and cores.py need none.
 """

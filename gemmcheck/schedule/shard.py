@@ -84,10 +84,3 @@ def unit_weights(nodeids: list[str], durations: dict[str, float] | None = None,
         weight[unit] = weight.get(unit, 0.0) + (durations or {}).get(nodeid, default)
     return weight
 
-
-def split(items: list, shard: Shard, durations: dict[str, float] | None = None,
-          unit_of: Callable[[str], str] = lambda nodeid: nodeid) -> tuple[list, list]:
-    """(kept, deselected) pytest items for `shard`, keeping the collection order."""
-    where = assign([i.nodeid for i in items], shard.count, durations, unit_of)
-    kept = [i for i in items if where[i.nodeid] == shard.index]
-    return kept, [i for i in items if where[i.nodeid] != shard.index]
