@@ -154,12 +154,24 @@ class DivergentBarrier:
     sites: tuple[BarrierSite, ...]
     exited: int
     first_exited: Thread | None
+    # "barrier": threads at different __syncthreads (or exited while others wait). For a
+    # warp-synchronous call (shuffle, vote, __syncwarp): "warp_missing_lanes" (lanes its mask
+    # names never came), "warp_mask" (a lane left itself out of its mask, or the lanes' masks
+    # or calls differ), "warp_source" (a shuffle read a lane that did not take part).
+    what: str = "barrier"
 
     def describe(self) -> str:
         parts = [f"{s.threads} thread(s) at {s.file}:{s.line} (first {s.first_thread})" for s in self.sites]
         if self.exited:
             parts.append(f"{self.exited} thread(s) had exited (first {self.first_exited})")
-        return (f"divergent barrier: block {self.block}, barrier interval {self.interval}: "
+        head = {
+            "barrier": "divergent barrier",
+            "warp_missing_lanes": "divergent warp-synchronous call (lanes its mask names did not arrive)",
+            "warp_mask": "warp-synchronous call with a bad mask (a lane not in its own mask, or lanes "
+                         "of one warp with different masks or calls)",
+            "warp_source": "shuffle from a lane that did not take part (the GPU gives an undefined value)",
+        }[self.what]
+        return (f"{head}: block {self.block}, barrier interval {self.interval}: "
                 + "; ".join(parts) + f" [{self.schedule}]")
 
 
@@ -474,8 +486,9 @@ class CpuSimBackend(Backend):
             where = (f"block {tuple(r.cur_block)}, thread {_thread(r.cur_thread, block)}")
             address = f" at address {r.fault_address:#x}" if r.signal else ""
             report.outcome = "crash"
+            why = r.message.decode(errors="replace")
             report.failure = (f"{instance.id}: the kernel crashed the simulator ({what}{address}) in {where} "
-                              f"[{schedule}]")
+                              f"[{schedule}]" + (f": {why}" if why else ""))
             self._collect(module, report, r, schedule, block)
             raise SimulatedCrash(report.failure) from None
         except wk.WorkerStalled as stalled:
@@ -502,7 +515,8 @@ class CpuSimBackend(Backend):
                                       _thread(s.first_thread, block)) for s in d.sites[:d.nsites])
             report.divergences.append(DivergentBarrier(
                 schedule, tuple(d.block), int(d.interval), sites, int(d.exited),
-                _thread(d.first_exited, block) if d.exited else None))
+                _thread(d.first_exited, block) if d.exited else None,
+                wk.DIVERGENCE_KINDS.get(int(d.what), "barrier")))
         return ScheduleRun(schedule, counts, int(r.divergent))
 
     # -- AddressSanitizer ----------------------------------------------------------------

@@ -38,7 +38,10 @@ COMMON_FLAGS = ("-std=c++17", "-fno-strict-aliasing", "-w")
 # -fsanitize=thread is used for its instrumentation only: every load and store of the
 # kernel calls __tsan_readN / __tsan_writeN, which the worker defines to track shared
 # memory. The module is linked without the tsan runtime.
-MODULE_FLAGS = ("-O2", "-fPIC", "-fsanitize=thread", "-fno-threadsafe-statics")
+# -fsanitize=alignment likewise for its checks only: a load or store through a pointer not
+# aligned to its type (a float4 at an address that is not a multiple of 16) calls
+# __ubsan_handle_type_mismatch_v1, which the worker defines to stop the kernel as the GPU does.
+MODULE_FLAGS = ("-O2", "-fPIC", "-fsanitize=thread,alignment", "-fno-threadsafe-statics")
 WORKER_FLAGS = ("-O2", "-rdynamic")
 ASAN_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-DCUDASIM_ASAN_RUNNER")
 COMPILE_TIMEOUT_S = 600
