@@ -262,3 +262,50 @@ def test_a_tiled_partition_reduces_with_its_shuffles(sim):
     run = run_everywhere(sim, kernel("gemm_cg_tile_reduce"), A, B)
     assert np.array_equal(run.C, A @ B)
     assert_clean(sim.last_launch_report)
+
+
+# -- what it does not model: one reason per kernel, never a neighbour's failure -------------------
+
+UNMODELLED = {s.name: s for s in catalog.load(HERE / "unmodelled.toml")}
+UNMODELLED_SOURCE = (HERE / "unmodelled.cu").read_text().splitlines()
+
+
+def unmodelled_line(marker):
+    (line,) = [n for n, text in enumerate(UNMODELLED_SOURCE, 1) if text.rstrip().endswith(f"// {marker}")]
+    return line
+
+
+@pytest.mark.parametrize("name, construct, marker", [
+    ("reads_laneid", "inline PTX assembly", "PTX"),
+    ("pipelined", "__pipeline_memcpy_async", "PIPELINE"),
+])
+def test_an_unmodelled_construct_is_its_kernels_one_reason(sim, name, construct, marker):
+    (inst,) = UNMODELLED[name].instances()
+    sim.prepare([i for s in UNMODELLED.values() for i in s.instances()])
+    error = sim.build_error(inst)
+    assert isinstance(error, cpu_sim.NotModelled), error
+    assert construct in error.construct and error.kernel == UNMODELLED[name].entry
+    assert error.where == f"unmodelled.cu:{unmodelled_line(marker)}"
+    assert str(error).startswith(f"cpu-sim does not model {error.construct} (used by kernel {error.kernel} "
+                                 f"at {error.where})")
+    with pytest.raises(cpu_sim.NotModelled):
+        run_once(sim, inst, np.zeros((4, 4)), np.zeros((4, 4)))
+
+
+def test_the_other_kernels_of_that_file_build_and_run(sim):
+    (plain,) = UNMODELLED["plain"].instances()
+    sim.prepare([i for s in UNMODELLED.values() for i in s.instances()])
+    assert sim.build_error(plain) is None     # its file also includes cuBLAS's host header
+    A, B = exact_inputs(6, 7, 5)
+    assert np.array_equal(run_once(sim, plain, A, B).C, A @ B)
+
+
+def test_a_gpu_only_kernel_is_left_out_of_its_files_build(sim):
+    (plain,) = UNMODELLED["plain"].instances()
+    (gpu_only,) = UNMODELLED["reads_laneid_gpu_only"].instances()
+    # Built together, as a session would: the gpu_only kernel's PTX never reaches g++.
+    module = cpu_sim.build.module(plain.spec.source, [plain], plain.defines)
+    assert module.names == (plain.name_expression,)
+    assert sim.build_error(gpu_only) is None
+    with pytest.raises(cpu_sim.NotSimulated, match="gpu_only"):
+        run_once(sim, gpu_only, np.zeros((4, 4)), np.zeros((4, 4)))

@@ -78,7 +78,7 @@ import numpy as np
 
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
                                 KernelLaunchError, launch_error)
-from gemmcheck.backends.cpu_sim import build
+from gemmcheck.backends.cpu_sim import build, isolate
 from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan,
@@ -101,6 +101,30 @@ class SimulatedHang(KernelHang):
 
 class NotSimulated(KernelLaunchError):
     """The kernel is gpu_only in its catalog: it needs what the simulator does not model."""
+
+
+class NotModelled(KernelCompileError):
+    """The kernel uses a construct the simulator does not model (g++ says which, and where).
+
+    A build error of this one kernel only: the other kernels of its file are built without it.
+    ``construct``, ``where`` (file:line, or "" when g++ could not say) and ``kernel`` name it."""
+
+    def __init__(self, kernel: str, found: "isolate.Unmodelled", log: str):
+        self.kernel, self.construct = kernel, found.construct
+        self.where = f"{found.file}:{found.line}" if found.file else ""
+        at = f" at {self.where}" if self.where else ""
+        super().__init__(f"cpu-sim does not model {found.construct} (used by kernel {kernel}{at}); declare "
+                         f"the kernel gpu_only = true in its catalog entry to skip it on cpu-sim, or run it "
+                         f"with --gemm-backend cupy on a GPU\n{log}")
+
+
+def _build_failure(inst: Instance, exc: build.BuildError) -> KernelCompileError:
+    """The error for one instantiation that did not build alone: NotModelled when g++ shows a
+    construct the simulator does not model, else the compile error as g++ gave it."""
+    found = isolate.unmodelled(exc.log, inst.spec.source, inst.spec.entry)
+    if found is not None:
+        return NotModelled(inst.spec.entry, found, str(exc))
+    return KernelCompileError(str(exc))
 
 
 def parse_schedule(name: str) -> tuple[int, int]:
@@ -327,14 +351,15 @@ class CpuSimBackend(Backend):
                 return unit, {name: module for name in wanted}
             except build.BuildError as exc:
                 if len(wanted) == 1:
-                    return unit, {name: KernelCompileError(str(exc)) for name in wanted}
-            # One broken instantiation must not take the others of the same file down.
+                    return unit, {name: _build_failure(inst, exc) for name, inst in wanted.items()}
+            # One broken instantiation must not take the others of the same file down: each is
+            # built alone, with the file's other kernels left out.
             results = {}
             for name, inst in wanted.items():
                 try:
                     results[name] = build.module(source, [inst], defines)
                 except build.BuildError as exc:
-                    results[name] = KernelCompileError(str(exc))
+                    results[name] = _build_failure(inst, exc)
             return unit, results
 
         # One g++ per build unit, units side by side (g++ is single-threaded).
@@ -369,8 +394,9 @@ class CpuSimBackend(Backend):
             # A fresh exception each time: re-raising the stored one would grow its traceback
             # (and hypothesis' notes) with every launch.
             stored = self._failed[key]
-            error = KernelCompileError(str(stored))
-            error.source = getattr(stored, "source", None)
+            error = type(stored).__new__(type(stored))   # a fresh one: same type, message and fields
+            error.args = stored.args
+            error.__dict__.update({k: v for k, v in vars(stored).items() if k != "__notes__"})
             raise error from None
         module = self._module_of[key]
         shared = build.static_shared_bytes(module, instance.name_expression)
