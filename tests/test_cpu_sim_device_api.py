@@ -264,6 +264,24 @@ def test_a_tiled_partition_reduces_with_its_shuffles(sim):
     assert_clean(sim.last_launch_report)
 
 
+# -- cuda::barrier and cuda::memcpy_async -----------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("tile", [4, 8])
+def test_copies_paced_by_a_cuda_barrier_give_the_exact_product(sim, dtype, tile):
+    A, B = exact_inputs(16, 24, 32)
+    run = run_everywhere(sim, kernel("gemm_barrier_tiled", dtype, tile), A, B)
+    assert np.array_equal(run.C, A @ B)
+    assert_clean(sim.last_launch_report)
+
+
+def test_reading_a_stage_before_its_barrier_completes_is_a_race(sim):
+    A, B = exact_inputs(16, 24, 32)
+    run_everywhere(sim, kernel("gemm_barrier_no_wait"), A, B)
+    report = sim.last_launch_report
+    assert report.race and report.raw > 0, report.summary()
+
+
 # -- what it does not model: one reason per kernel, never a neighbour's failure -------------------
 
 UNMODELLED = {s.name: s for s in catalog.load(HERE / "unmodelled.toml")}
@@ -278,6 +296,7 @@ def unmodelled_line(marker):
 @pytest.mark.parametrize("name, construct, marker", [
     ("reads_laneid", "inline PTX assembly", "PTX"),
     ("pipelined", "__pipeline_memcpy_async", "PIPELINE"),
+    ("cuda_pipeline", "cuda::pipeline", "CUDA PIPELINE"),
 ])
 def test_an_unmodelled_construct_is_its_kernels_one_reason(sim, name, construct, marker):
     (inst,) = UNMODELLED[name].instances()

@@ -3,6 +3,7 @@
 // (tests/test_cpu_sim_device_api.py; catalog: device_api.toml).
 // Signature (A, B, C, M, N, K) unless the catalog says otherwise; row-major operands.
 #include <cooperative_groups.h>
+#include <cuda/barrier>
 #include <cuda_fp16.h>
 
 namespace cg = cooperative_groups;
@@ -276,7 +277,7 @@ __global__ void gemm_cg_tiled(const T *A, const T *B, T *C, int M, int N, int K)
 }
 
 // One warp-sized tile per element of C, reduced with the tile's shfl_down and broadcast
-// with shfl; grid (N, M), block 64 (two tiles: the second one's lanes add the same sum).
+// with shfl; grid (N, M), block 64 (two tiles: the second one's lanes sum nothing).
 template <typename T, int TILE>
 __global__ void gemm_cg_tile_reduce(const T *A, const T *B, T *C, int M, int N, int K)
 {
@@ -293,4 +294,51 @@ __global__ void gemm_cg_tile_reduce(const T *A, const T *B, T *C, int M, int N, 
     tile.sync();
     if (block.thread_rank() == 0)
         C[row * N + col] = sum;
+}
+
+// -- cuda::barrier and cuda::memcpy_async ----------------------------------------------------
+
+// The tiled GEMM with its tiles filled by cuda::memcpy_async (one row of TILE elements per
+// thread of column 0), paced by a block-wide cuda::barrier. Whole tiles only (M, N, K
+// multiples of TILE). WAIT: without this wait, other threads read the stage before it landed.
+template <typename T, int TILE, bool WAIT>
+__device__ void barrier_tiled_body(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    using barrier = cuda::barrier<cuda::thread_scope_block>;
+    auto block = cg::this_thread_block();
+    __shared__ alignas(16) T As[TILE][TILE];
+    __shared__ alignas(16) T Bs[TILE][TILE];
+    __shared__ barrier bar;
+    if (block.thread_rank() == 0)
+        init(&bar, block.size());
+    block.sync();
+    int ty = threadIdx.y, tx = threadIdx.x;
+    int row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;
+    T sum = 0;
+    for (int k0 = 0; k0 < K; k0 += TILE)
+    {
+        if (tx == 0)
+        {
+            cuda::memcpy_async(&As[ty][0], &A[row * K + k0], cuda::aligned_size_t<4>(sizeof(T) * TILE), bar);
+            cuda::memcpy_async(&Bs[ty][0], &B[(k0 + ty) * N + blockIdx.x * TILE], sizeof(T) * TILE, bar);
+        }
+        if (WAIT)
+            bar.arrive_and_wait();
+        for (int k = 0; k < TILE; ++k)
+            sum += As[ty][k] * Bs[k][tx];
+        block.sync();
+    }
+    C[row * N + col] = sum;
+}
+
+template <typename T, int TILE>
+__global__ void gemm_barrier_tiled(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    barrier_tiled_body<T, TILE, true>(A, B, C, M, N, K);
+}
+
+template <typename T, int TILE>
+__global__ void gemm_barrier_no_wait(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    barrier_tiled_body<T, TILE, false>(A, B, C, M, N, K);
 }

@@ -3,6 +3,7 @@
 // (tests/test_cpu_sim_device_api.py).
 #include <cublas_v2.h>   // a host library's header: not there for the simulator, not needed
 #include <cstdio>
+#include <cuda/pipeline>    // not modelled: left out, so its names are unknown to g++
 
 // Plain and fine.
 __global__ void plain(const float *A, const float *B, float *C, int M, int N, int K)
@@ -33,4 +34,12 @@ __global__ void pipelined(const T *A, const T *B, T *C, int M, int N, int K)
     __pipeline_commit();
     __pipeline_wait_prior(0);
     C[threadIdx.x] = s[threadIdx.x];
+}
+
+// A template using libcu++'s pipeline.
+template <typename T, int TILE>
+__global__ void cuda_pipeline(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    cuda::pipeline<cuda::thread_scope_thread> pipe = cuda::make_pipeline();  // CUDA PIPELINE
+    C[threadIdx.x] = A[threadIdx.x];
 }

@@ -85,7 +85,7 @@ def compiler() -> tuple[str, str]:
 
 
 def _simulator_sources() -> bytes:
-    return RUNTIME.read_bytes() + b"".join(p.read_bytes() for p in sorted(INCLUDE.glob("*.h")))
+    return RUNTIME.read_bytes() + b"".join(p.read_bytes() for p in sorted(INCLUDE.rglob("*")) if p.is_file())
 
 
 def _key(*parts: bytes | str) -> str:
@@ -94,6 +94,9 @@ def _key(*parts: bytes | str) -> str:
         h.update(part.encode() if isinstance(part, str) else part)
         h.update(b"\0")
     return h.hexdigest()[:24]
+
+
+_SHARED_ALIGNAS = re.compile(r"\b__shared__(?P<space>\s+)(?P<alignas>alignas\s*\((?:[^()]|\([^()]*\))*\))")
 
 
 def device_copy(source: Path, tmp: Path, entries=None, missing=()) -> Path:
@@ -107,6 +110,9 @@ def device_copy(source: Path, tmp: Path, entries=None, missing=()) -> Path:
     if entries is not None:
         text = isolate.keep_kernels(text, entries)
     text = isolate.without_includes(text, missing)
+    # nvcc takes `__shared__ alignas(16) float As[...]`; with __shared__ spelled `static`, g++
+    # wants the standard attribute first: swap the two words (same line, same length).
+    text = _SHARED_ALIGNAS.sub(lambda m: f"{m['alignas']}{m['space']}__shared__", text)
     copy = tmp / f"device-{source.name}"
     copy.write_text(f'#line 1 "{source}"\n' + text)
     return copy

@@ -123,11 +123,15 @@ class Unmodelled:
     line: int
 
 
-_ERROR = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:\d+:)? error: (?P<message>.*)$", re.M)
+_ERROR = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<column>\d+):)? error: (?P<message>.*)$", re.M)
+_QUALIFIED = re.compile(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*")
 _CUDA_NAMESPACES = ("cuda", "nvcuda", "cooperative_groups", "cub", "thrust")
 
 
 def _construct(message: str) -> str | None:
+    m = re.search(r"'(?:class |struct )?([\w:]+)(?:<[^']*>)?' has no member named '(\w+)'", message)
+    if m and m.group(1).split("::")[0] in _CUDA_NAMESPACES:
+        return f"{m.group(1)}::{m.group(2)}"
     m = re.search(r"'([\w:]+)' is not a member of '([\w:]+)'", message)
     if m and m.group(2).split("::")[0] in _CUDA_NAMESPACES:
         return f"{m.group(2)}::{m.group(1)}"
@@ -146,10 +150,23 @@ def _construct(message: str) -> str | None:
     return None
 
 
+def _spelled(construct: str, error: re.Match) -> str:
+    """A bare namespace ('cuda' does not name a type) as the source spells the use there:
+    the qualified name at the error's column (cuda::barrier)."""
+    if construct not in _CUDA_NAMESPACES or not error["column"]:
+        return construct
+    try:
+        row = Path(error["file"]).read_text().splitlines()[int(error["line"]) - 1]
+    except (OSError, IndexError):
+        return construct
+    m = _QUALIFIED.match(row, int(error["column"]) - 1)
+    return re.sub(r"\s+", "", m.group(0)) if m else construct
+
+
 def unmodelled(log: str, source: Path | None = None, entry: str | None = None) -> Unmodelled | None:
     """The construct g++'s log shows the simulator does not model, at its first use in the
     source (g++ (run with LC_ALL=C) quotes names with ASCII quotes)."""
-    found = [Unmodelled(c, Path(m["file"]).name, int(m["line"]))
+    found = [Unmodelled(_spelled(c, m), Path(m["file"]).name, int(m["line"]))
              for m in _ERROR.finditer(log) if (c := _construct(m["message"]))]
     if found:
         return min(found, key=lambda u: u.line)

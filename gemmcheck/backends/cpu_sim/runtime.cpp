@@ -221,6 +221,24 @@ extern "C" void cudasim_syncthreads(const char *file, int line)
 
 extern "C" long long cudasim_clock64(void) { return ++sim_clock; }
 
+// cuda::barrier::arrive_and_wait (include/cuda/barrier): the block's barrier when the barrier
+// was initialised for the whole block; anything else is not modelled and stops the kernel.
+extern "C" void cudasim_block_barrier(long long expected, const char *file, int line)
+{
+    uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
+    if (expected != (long long)threads)
+    {
+        const char *slash = strrchr(file, '/');
+        snprintf(report->message, sizeof report->message,
+                 "not modelled: a cuda::barrier for %lld threads in a block of %u (%s:%d); cpu-sim "
+                 "models block-wide barriers only",
+                 expected, threads, slash ? slash + 1 : file, line);
+        signal(SIGABRT, SIG_DFL);
+        abort();
+    }
+    cudasim_syncthreads(file, line);
+}
+
 static void ensure_fibers(size_t n)
 {
     while (fibers.size() < n)

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <ctime>
 #include <cstddef>
 #include <cstdint>
 
@@ -46,7 +47,10 @@ extern "C" long long cudasim_clock64(void);
 #define __syncthreads() cudasim_syncthreads(__FILE__, __LINE__)
 
 inline long long clock64() { return cudasim_clock64(); }
-inline long long int clock() { return cudasim_clock64(); }
+// CUDA's device clock() is the simulator's clock too. <ctime> first: its host clock() is
+// declared once, before the name becomes the simulator's (a kernel file that includes
+// <iostream> or <ctime> after the prelude then declares nothing new).
+#define clock() cudasim_clock64()
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
