@@ -328,3 +328,13 @@ def test_a_gpu_only_kernel_is_left_out_of_its_files_build(sim):
     assert sim.build_error(gpu_only) is None
     with pytest.raises(cpu_sim.NotSimulated, match="gpu_only"):
         run_once(sim, gpu_only, np.zeros((4, 4)), np.zeros((4, 4)))
+
+
+def test_leaving_kernels_out_keeps_the_ones_macros_declare():
+    # broken_tiled.cu declares most kernels with FLAWED_KERNEL(name, flaw) lines (no semicolon)
+    # right before a template kernel: leaving that kernel out must not take them along.
+    text = (Path(__file__).parent.parent / "kernels" / "broken_tiled.cu").read_text()
+    kept = cpu_sim.isolate.keep_kernels(text, {"broken_unguarded_loads"})
+    assert "FLAWED_KERNEL(broken_unguarded_loads, UNGUARDED_LOADS)" in kept
+    assert "__global__ void broken_faults" not in kept and "__global__ void broken_hangs" not in kept
+    assert kept.count("\n") == text.count("\n")

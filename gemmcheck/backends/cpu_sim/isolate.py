@@ -49,13 +49,25 @@ def kernel_definitions(text: str) -> list[tuple[str, int, int]]:
                     signature = head[:head.rfind(")") + 1] if ")" in head else head
                     name = _kernel_name(signature)
                     if name:
-                        out.append((name, head_start + len(head) - len(head.lstrip()), end + 1))
+                        out.append((name, head_start + _declaration_start(head), end + 1))
                 i = head_start = end + 1
                 continue
         elif c in ";}":
             head_start = i + 1
         i += 1
     return out
+
+
+_LEAD = re.compile(r"(?:template\s*<[^;{}()]*>\s*)?(?:(?:static|inline|extern\s*\"C\")\s+)*$")
+
+
+def _declaration_start(head: str) -> int:
+    """Where the kernel's own declaration starts in `head`: its template header and
+    specifiers before __global__, not what precedes them (a macro invocation without a
+    semicolon that declares other kernels)."""
+    at = re.search(r"\b__global__\b", head).start()
+    lead = _LEAD.search(head[:at].rstrip())
+    return lead.start() if lead and lead.group(0).strip() else at
 
 
 def _kernel_name(signature: str) -> str | None:
