@@ -4,7 +4,9 @@ CUDA execution model. Small shapes only; no GPU needed.
 How it runs a launch
 --------------------
 Every instantiation of one kernel source is compiled in one g++ run (build.py) into a
-module the worker process (runtime.cpp) loads. Each CUDA thread of a block is a fiber;
+module the worker process (runtime.cpp) loads; when that run fails, each is built alone
+and a kernel using what the simulator does not model gets ``NotModelled`` naming it (the
+device API modelled, and what is not: docs/cpu-simulator-device-api.md). Each CUDA thread of a block is a fiber;
 a scheduler runs one block at a time and the block's fibers between barriers. Buffers
 from ``to_device`` live in memfds the worker maps, so the harness's guard bands and
 poison work unchanged; a fault or a hang kills only the worker.

@@ -5,7 +5,10 @@ a generated translation unit includes the simulator's prelude, then the .cu file
 unchanged (its ``#include <cuda_fp16.h>`` finds the fake headers in ``include/``),
 then one ``extern "C"``-tabled launcher per instantiation, passing the kernel's
 parameters in the order of its catalog roles; calling ``entry<...>(...)`` instantiates it.
-Host code in the .cu (``main``, other host functions) is blanked first, lines kept.
+Host code in the .cu (``main``, other host functions) is blanked first, lines kept, and so
+are the definitions of the file's kernels the build does not instantiate (isolate.py): a
+kernel nobody asked for, gpu_only or not, never fails the build of its neighbours. An
+``#include`` g++ cannot find (a host library's header) is left out when the build stops on it.
 
 Builds are cached under the user cache directory (``$GEMMCHECK_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/gemmcheck``, else ``~/.cache/gemmcheck``), keyed by a hash of the
