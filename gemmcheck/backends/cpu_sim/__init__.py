@@ -4,7 +4,9 @@ CUDA execution model. Small shapes only; no GPU needed.
 How it runs a launch
 --------------------
 Every instantiation of one kernel source is compiled in one g++ run (build.py) into a
-module the worker process (runtime.cpp) loads. Each CUDA thread of a block is a fiber;
+module the worker process (runtime.cpp) loads; when that run fails, each is built alone
+and a kernel using what the simulator does not model gets ``NotModelled`` naming it (the
+device API modelled, and what is not: docs/cpu-simulator-device-api.md). Each CUDA thread of a block is a fiber;
 a scheduler runs one block at a time and the block's fibers between barriers. Buffers
 from ``to_device`` live in memfds the worker maps, so the harness's guard bands and
 poison work unchanged; a fault or a hang kills only the worker.
@@ -78,7 +80,7 @@ import numpy as np
 
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
                                 KernelLaunchError, launch_error)
-from gemmcheck.backends.cpu_sim import build
+from gemmcheck.backends.cpu_sim import build, isolate
 from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan,
@@ -101,6 +103,30 @@ class SimulatedHang(KernelHang):
 
 class NotSimulated(KernelLaunchError):
     """The kernel is gpu_only in its catalog: it needs what the simulator does not model."""
+
+
+class NotModelled(KernelCompileError):
+    """The kernel uses a construct the simulator does not model (g++ says which, and where).
+
+    A build error of this one kernel only: the other kernels of its file are built without it.
+    ``construct``, ``where`` (file:line, or "" when g++ could not say) and ``kernel`` name it."""
+
+    def __init__(self, kernel: str, found: "isolate.Unmodelled", log: str):
+        self.kernel, self.construct = kernel, found.construct
+        self.where = f"{found.file}:{found.line}" if found.file else ""
+        at = f" at {self.where}" if self.where else ""
+        super().__init__(f"cpu-sim does not model {found.construct} (used by kernel {kernel}{at}); declare "
+                         f"the kernel gpu_only = true in its catalog entry to skip it on cpu-sim, or run it "
+                         f"with --gemm-backend cupy on a GPU\n{log}")
+
+
+def _build_failure(inst: Instance, exc: build.BuildError) -> KernelCompileError:
+    """The error for one instantiation that did not build alone: NotModelled when g++ shows a
+    construct the simulator does not model, else the compile error as g++ gave it."""
+    found = isolate.unmodelled(exc.log, inst.spec.source, inst.spec.entry)
+    if found is not None:
+        return NotModelled(inst.spec.entry, found, str(exc))
+    return KernelCompileError(str(exc))
 
 
 def parse_schedule(name: str) -> tuple[int, int]:
@@ -154,12 +180,24 @@ class DivergentBarrier:
     sites: tuple[BarrierSite, ...]
     exited: int
     first_exited: Thread | None
+    # "barrier": threads at different __syncthreads (or exited while others wait). For a
+    # warp-synchronous call (shuffle, vote, __syncwarp): "warp_missing_lanes" (lanes its mask
+    # names never came), "warp_mask" (a lane left itself out of its mask, or the lanes' masks
+    # or calls differ), "warp_source" (a shuffle read a lane that did not take part).
+    what: str = "barrier"
 
     def describe(self) -> str:
         parts = [f"{s.threads} thread(s) at {s.file}:{s.line} (first {s.first_thread})" for s in self.sites]
         if self.exited:
             parts.append(f"{self.exited} thread(s) had exited (first {self.first_exited})")
-        return (f"divergent barrier: block {self.block}, barrier interval {self.interval}: "
+        head = {
+            "barrier": "divergent barrier",
+            "warp_missing_lanes": "divergent warp-synchronous call (lanes its mask names did not arrive)",
+            "warp_mask": "warp-synchronous call with a bad mask (a lane not in its own mask, or lanes "
+                         "of one warp with different masks or calls)",
+            "warp_source": "shuffle from a lane that did not take part (the GPU gives an undefined value)",
+        }[self.what]
+        return (f"{head}: block {self.block}, barrier interval {self.interval}: "
                 + "; ".join(parts) + f" [{self.schedule}]")
 
 
@@ -316,14 +354,15 @@ class CpuSimBackend(Backend):
                 return unit, {name: module for name in wanted}
             except build.BuildError as exc:
                 if len(wanted) == 1:
-                    return unit, {name: KernelCompileError(str(exc)) for name in wanted}
-            # One broken instantiation must not take the others of the same file down.
+                    return unit, {name: _build_failure(inst, exc) for name, inst in wanted.items()}
+            # One broken instantiation must not take the others of the same file down: each is
+            # built alone, with the file's other kernels left out.
             results = {}
             for name, inst in wanted.items():
                 try:
                     results[name] = build.module(source, [inst], defines)
                 except build.BuildError as exc:
-                    results[name] = KernelCompileError(str(exc))
+                    results[name] = _build_failure(inst, exc)
             return unit, results
 
         # One g++ per build unit, units side by side (g++ is single-threaded).
@@ -358,8 +397,9 @@ class CpuSimBackend(Backend):
             # A fresh exception each time: re-raising the stored one would grow its traceback
             # (and hypothesis' notes) with every launch.
             stored = self._failed[key]
-            error = KernelCompileError(str(stored))
-            error.source = getattr(stored, "source", None)
+            error = type(stored).__new__(type(stored))   # a fresh one: same type, message and fields
+            error.args = stored.args
+            error.__dict__.update({k: v for k, v in vars(stored).items() if k != "__notes__"})
             raise error from None
         module = self._module_of[key]
         shared = build.static_shared_bytes(module, instance.name_expression)
@@ -475,8 +515,9 @@ class CpuSimBackend(Backend):
             where = (f"block {tuple(r.cur_block)}, thread {_thread(r.cur_thread, block)}")
             address = f" at address {r.fault_address:#x}" if r.signal else ""
             report.outcome = "crash"
+            why = r.message.decode(errors="replace")
             report.failure = (f"{instance.id}: the kernel crashed the simulator ({what}{address}) in {where} "
-                              f"[{schedule}]")
+                              f"[{schedule}]" + (f": {why}" if why else ""))
             self._collect(module, report, r, schedule, block)
             raise SimulatedCrash(report.failure) from None
         except wk.WorkerStalled as stalled:
@@ -503,7 +544,8 @@ class CpuSimBackend(Backend):
                                       _thread(s.first_thread, block)) for s in d.sites[:d.nsites])
             report.divergences.append(DivergentBarrier(
                 schedule, tuple(d.block), int(d.interval), sites, int(d.exited),
-                _thread(d.first_exited, block) if d.exited else None))
+                _thread(d.first_exited, block) if d.exited else None,
+                wk.DIVERGENCE_KINDS.get(int(d.what), "barrier")))
         return ScheduleRun(schedule, counts, int(r.divergent))
 
     # -- AddressSanitizer ----------------------------------------------------------------

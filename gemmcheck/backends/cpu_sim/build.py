@@ -5,7 +5,10 @@ a generated translation unit includes the simulator's prelude, then the .cu file
 unchanged (its ``#include <cuda_fp16.h>`` finds the fake headers in ``include/``),
 then one ``extern "C"``-tabled launcher per instantiation, passing the kernel's
 parameters in the order of its catalog roles; calling ``entry<...>(...)`` instantiates it.
-Host code in the .cu (``main``, other host functions) is blanked first, lines kept.
+Host code in the .cu (``main``, other host functions) is blanked first, lines kept, and so
+are the definitions of the file's kernels the build does not instantiate (isolate.py): a
+kernel nobody asked for, gpu_only or not, never fails the build of its neighbours. An
+``#include`` g++ cannot find (a host library's header) is left out when the build stops on it.
 
 Builds are cached under the user cache directory (``$GEMMCHECK_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/gemmcheck``, else ``~/.cache/gemmcheck``), keyed by a hash of the
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gemmcheck.backends.cpu_sim import isolate
 from gemmcheck.compile import buildlock
 from gemmcheck.contract import cuda_source, launch
 from gemmcheck.phases import timed
@@ -38,14 +42,22 @@ COMMON_FLAGS = ("-std=c++17", "-fno-strict-aliasing", "-w")
 # -fsanitize=thread is used for its instrumentation only: every load and store of the
 # kernel calls __tsan_readN / __tsan_writeN, which the worker defines to track shared
 # memory. The module is linked without the tsan runtime.
-MODULE_FLAGS = ("-O2", "-fPIC", "-fsanitize=thread", "-fno-threadsafe-statics")
+# -fsanitize=alignment likewise for its checks only: a load or store through a pointer not
+# aligned to its type (a float4 at an address that is not a multiple of 16) calls
+# __ubsan_handle_type_mismatch_v1, which the worker defines to stop the kernel as the GPU does.
+MODULE_FLAGS = ("-O2", "-fPIC", "-fsanitize=thread,alignment", "-fno-threadsafe-statics")
 WORKER_FLAGS = ("-O2", "-rdynamic")
 ASAN_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-DCUDASIM_ASAN_RUNNER")
 COMPILE_TIMEOUT_S = 600
 
 
 class BuildError(RuntimeError):
-    """g++ failed; the message carries the command's cause and the first lines of its log."""
+    """g++ failed; the message carries the command's cause and the first lines of its log,
+    `log` the whole of it."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
 
 
 def cache_dir() -> Path:
@@ -76,7 +88,7 @@ def compiler() -> tuple[str, str]:
 
 
 def _simulator_sources() -> bytes:
-    return RUNTIME.read_bytes() + b"".join(p.read_bytes() for p in sorted(INCLUDE.glob("*.h")))
+    return RUNTIME.read_bytes() + b"".join(p.read_bytes() for p in sorted(INCLUDE.rglob("*")) if p.is_file())
 
 
 def _key(*parts: bytes | str) -> str:
@@ -87,12 +99,23 @@ def _key(*parts: bytes | str) -> str:
     return h.hexdigest()[:24]
 
 
-def device_copy(source: Path, tmp: Path) -> Path:
-    """The source's device part (host functions such as `main` blanked, lines kept) in `tmp`.
+_SHARED_ALIGNAS = re.compile(r"\b__shared__(?P<space>\s+)(?P<alignas>alignas\s*\((?:[^()]|\([^()]*\))*\))")
+
+
+def device_copy(source: Path, tmp: Path, entries=None, missing=()) -> Path:
+    """The source's device part in `tmp`: host functions such as `main` blanked, and the
+    definitions of kernels not in `entries` (None: keep all), and the `#include` lines of the
+    `missing` headers; lines kept.
 
     A `#line` directive keeps g++'s errors and the barrier sites pointing at the user's file.
     """
     text = cuda_source.device_part(source.read_text(), strip_host_headers=False)
+    if entries is not None:
+        text = isolate.keep_kernels(text, entries)
+    text = isolate.without_includes(text, missing)
+    # nvcc takes `__shared__ alignas(16) float As[...]`; with __shared__ spelled `static`, g++
+    # wants the standard attribute first: swap the two words (same line, same length).
+    text = _SHARED_ALIGNAS.sub(lambda m: f"{m['alignas']}{m['space']}__shared__", text)
     copy = tmp / f"device-{source.name}"
     copy.write_text(f'#line 1 "{source}"\n' + text)
     return copy
@@ -135,6 +158,22 @@ def launcher_source(source: Path, instances) -> str:
     return "\n".join(lines)
 
 
+def _compile_device(cmd: list[str], what: str, rewrite) -> None:
+    """Run the compile `cmd`; when it stops on headers that are not there (a host library's,
+    such as cuBLAS's, which nvcc's device pass finds but device code never uses), leave
+    their #include lines out with rewrite(missing) and compile again."""
+    try:
+        _run(cmd, what)
+    except BuildError as exc:
+        if "No such file or directory" not in exc.log:
+            raise
+        missing = isolate.missing_headers(cmd)
+        if not missing:
+            raise
+        rewrite(missing)
+        _run(cmd, what)
+
+
 def int_slots(instance, args) -> list[int]:
     """The request's int slots for a Launch's non-pointer arguments (in role order)."""
     slots = []
@@ -154,13 +193,16 @@ def _defines(defines) -> list[str]:
 
 def _run(cmd: list[str], what: str) -> None:
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        # LC_ALL=C: g++'s messages with ASCII quotes, as isolate.unmodelled reads them
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
+                             env={**os.environ, "LC_ALL": "C"})
     except subprocess.TimeoutExpired:
         raise BuildError(f"{what}: g++ ran longer than {COMPILE_TIMEOUT_S} s") from None
     if out.returncode != 0:
         log = (out.stderr or out.stdout).strip().splitlines()
         errors = [line for line in log if "error" in line] or log
-        raise BuildError(f"{what}: g++ failed (exit {out.returncode}):\n" + "\n".join(errors[:25]))
+        raise BuildError(f"{what}: g++ failed (exit {out.returncode}):\n" + "\n".join(errors[:25]),
+                         out.stderr or out.stdout)
 
 
 def _cached(key: str, name: str, build) -> Path:
@@ -245,14 +287,18 @@ def module(source: Path, instances, defines=()) -> Module:
                source.read_bytes(), repr(tuple(defines)))
     built: list[float] = []
 
+    entries = {i.spec.entry for i in instances}
+
     def build(tmp: Path) -> Path:
         gen = tmp / "launchers.cpp"
-        gen.write_text(launcher_source(device_copy(source, tmp), instances))
+        gen.write_text(launcher_source(device_copy(source, tmp, entries), instances))
         obj, so = tmp / "launchers.o", tmp / "module.so"
         t0 = time.perf_counter()
         what = f"{source.name}: compiling {', '.join(i.name_expression for i in instances)} for cpu-sim"
-        _run([cxx, *COMMON_FLAGS, *MODULE_FLAGS, *_defines(defines), f"-I{INCLUDE}", f"-I{source.parent}",
-              "-c", str(gen), "-o", str(obj)], what)
+        cmd = [cxx, *COMMON_FLAGS, *MODULE_FLAGS, *_defines(defines), f"-I{INCLUDE}", f"-I{source.parent}",
+               "-c", str(gen), "-o", str(obj)]
+        _compile_device(cmd, what, lambda missing: gen.write_text(
+            launcher_source(device_copy(source, tmp, entries, missing), instances)))
         _run([cxx, "-shared", str(obj), "-o", str(so)], what + " (link)")
         built.append(time.perf_counter() - t0)
         return so
@@ -271,12 +317,16 @@ def asan_runner(source: Path, instances, defines=()) -> tuple[Path, tuple[str, .
     key = _key("asan", version, " ".join(ASAN_FLAGS), _simulator_sources(), text, str(source),
                source.read_bytes(), repr(tuple(defines)))
 
+    entries = {i.spec.entry for i in instances}
+
     def build(tmp: Path) -> Path:
         gen = tmp / "launchers.cpp"
-        gen.write_text(launcher_source(device_copy(source, tmp), instances))
+        gen.write_text(launcher_source(device_copy(source, tmp, entries), instances))
         out = tmp / "asan-runner"
-        _run([cxx, *COMMON_FLAGS, *ASAN_FLAGS, *_defines(defines), f"-I{INCLUDE}", f"-I{source.parent}",
-              str(RUNTIME), str(gen), "-o", str(out)], f"{source.name}: AddressSanitizer build for cpu-sim")
+        _compile_device([cxx, *COMMON_FLAGS, *ASAN_FLAGS, *_defines(defines), f"-I{INCLUDE}", f"-I{source.parent}",
+                         str(RUNTIME), str(gen), "-o", str(out)], f"{source.name}: AddressSanitizer build for cpu-sim",
+                        lambda missing: gen.write_text(
+                            launcher_source(device_copy(source, tmp, entries, missing), instances)))
         return out
 
     return _cached(key, "asan-runner", build), tuple(i.name_expression for i in instances)

@@ -42,6 +42,10 @@
 enum { KIND_RAW = 1, KIND_WAR = 2, KIND_WAW = 3, KIND_UNINIT = 4 };
 enum { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_SHUFFLE = 2, SCHED_LOCKSTEP = 3 };
 enum { MAX_POINTERS = 8, MAX_INTS = 16, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4 };
+// What a cs_divergence records: threads at different __syncthreads, or a warp-synchronous call
+// (shuffle, vote, __syncwarp) whose lanes did not meet as its mask says.
+enum { DIVERGE_BARRIER = 0, DIVERGE_WARP_MISSING = 1, DIVERGE_WARP_MASK = 2, DIVERGE_WARP_SOURCE = 3 };
+enum { MESSAGE_SIZE = 256 };
 
 struct cs_conflict
 {
@@ -58,7 +62,7 @@ struct cs_site
 struct cs_divergence
 {
     uint32_t block[3], interval;
-    uint32_t nsites, exited, first_exited, pad;
+    uint32_t nsites, exited, first_exited, what;  // what: DIVERGE_*
     cs_site sites[MAX_SITES];
 };
 struct cs_report
@@ -72,6 +76,7 @@ struct cs_report
     uint32_t nconflicts, ndivergent;
     cs_conflict conflicts[MAX_CONFLICTS];
     cs_divergence divergences[MAX_DIVERGENT];
+    char message[MESSAGE_SIZE];  // why the kernel was stopped, when the runtime stopped it
 };
 struct cs_request
 {
@@ -95,7 +100,7 @@ dim3 blockDim, gridDim;
 static cs_report scratch_report;
 static cs_report *report = &scratch_report;
 
-enum { RUNNABLE, AT_BARRIER, EXITED };
+enum { RUNNABLE, AT_BARRIER, EXITED, AT_WARP };
 struct Fiber
 {
     void *sp;
@@ -105,6 +110,8 @@ struct Fiber
     const char *file;
     int line;
     uint3 tid;
+    uint64_t warp_value, warp_result;  // a warp-synchronous call: this lane's operand, its result
+    int warp_arg, warp_width;
 #ifdef __SANITIZE_ADDRESS__
     void *fake_stack;
 #endif
@@ -213,6 +220,24 @@ extern "C" void cudasim_syncthreads(const char *file, int line)
 }
 
 extern "C" long long cudasim_clock64(void) { return ++sim_clock; }
+
+// cuda::barrier::arrive_and_wait (include/cuda/barrier): the block's barrier when the barrier
+// was initialised for the whole block; anything else is not modelled and stops the kernel.
+extern "C" void cudasim_block_barrier(long long expected, const char *file, int line)
+{
+    uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
+    if (expected != (long long)threads)
+    {
+        const char *slash = strrchr(file, '/');
+        snprintf(report->message, sizeof report->message,
+                 "not modelled: a cuda::barrier for %lld threads in a block of %u (%s:%d); cpu-sim "
+                 "models block-wide barriers only",
+                 expected, threads, slash ? slash + 1 : file, line);
+        signal(SIGABRT, SIG_DFL);
+        abort();
+    }
+    cudasim_syncthreads(file, line);
+}
 
 static void ensure_fibers(size_t n)
 {
@@ -372,6 +397,291 @@ extern "C" void __tsan_init() {}
 extern "C" void __tsan_vptr_update(void **, void *) {}
 extern "C" void __tsan_vptr_read(void **) {}
 
+// ---------------------------------------------------------------------------
+// Misaligned accesses. The kernel module is built with -fsanitize=alignment for its checks
+// only: a load or store through a pointer not aligned to its type (a float4 at an address
+// that is not a multiple of 16) calls this handler, defined here. The GPU stops such a
+// kernel with "misaligned address"; the simulator stops it as a crash that says so.
+// ---------------------------------------------------------------------------
+struct ubsan_location { const char *file; uint32_t line, column; };
+struct ubsan_type { uint16_t kind, info; char name[1]; };
+struct ubsan_mismatch { ubsan_location location; const ubsan_type *type; unsigned char log_alignment, check_kind; };
+
+[[noreturn]] static void stop_misaligned(uintptr_t address, size_t alignment, const char *what, const char *file,
+                                         unsigned line)
+{
+    const char *slash = file ? strrchr(file, '/') : nullptr;
+    snprintf(report->message, sizeof report->message,
+             "misaligned address: %s at %#lx, which is not a multiple of %zu (%s:%u); the GPU stops "
+             "the kernel with 'misaligned address'",
+             what, (unsigned long)address, alignment, slash ? slash + 1 : (file ? file : "?"), line);
+    report->signal = SIGBUS;
+    report->fault_address = address;
+    signal(SIGBUS, SIG_DFL);
+    raise(SIGBUS);
+    _exit(71);
+}
+
+extern "C" void __ubsan_handle_type_mismatch_v1(ubsan_mismatch *data, uintptr_t pointer)
+{
+    size_t alignment = (size_t)1 << data->log_alignment;
+    if (pointer == 0 || (pointer & (alignment - 1)) == 0)
+        return;  // a null pointer: the fault that follows names it
+    static const char *const kinds[] = {"load of", "store to", "reference to", "member access in"};
+    char what[160];
+    snprintf(what, sizeof what, "%s %s", data->check_kind < 4 ? kinds[data->check_kind] : "use of",
+             data->type ? data->type->name : "a value");
+    stop_misaligned(pointer, alignment, what, data->location.file, data->location.line);
+}
+extern "C" void __ubsan_handle_type_mismatch_v1_abort(ubsan_mismatch *data, uintptr_t pointer)
+{
+    __ubsan_handle_type_mismatch_v1(data, pointer);
+}
+
+// ---------------------------------------------------------------------------
+// Atomics: the read-modify-write is done by the caller (device_functions.h), uninstrumented,
+// with no switch to another fiber in between: atomic with respect to every thread. Their
+// order is the schedule's: threads in schedule order, blocks in schedule order, and under
+// `lockstep` every atomic is a turn, so the threads' atomics interleave.
+// In shared memory an atomic counts as a write of the thread (a plain access of another
+// thread in the same barrier interval conflicts with it); atomics never conflict with each
+// other. An atomic on shared memory no thread of the block has written reads poison.
+// ---------------------------------------------------------------------------
+extern "C" void cudasim_atomic(void *address, unsigned long size, const char *file, int line)
+{
+    uintptr_t a = (uintptr_t)address;
+    if (a & (size - 1))
+        stop_misaligned(a, size, "atomic operation", file, (unsigned)line);
+    lockstep_yield();
+    if (a - shared_lo >= shared_hi - shared_lo || current < 0)
+        return;
+    uint64_t now = interval_counter;
+    bool uninit = false;
+    for (size_t g = (a - shared_lo) >> 1; g <= (a + size - 1 - shared_lo) >> 1 && g < granules_size; g++)
+    {
+        Granule &s = granules[g];
+        if (!s.is_shared)
+            continue;
+        if (s.write_interval < block_first_interval)
+        {
+            uninit = true;
+            memset((void *)(shared_lo + 2 * g), 0xff, 2);
+        }
+        s.write_interval = now;
+        s.writer = (uint16_t)current;
+    }
+    if (uninit)
+        record(KIND_UNINIT, a, NOBODY);
+}
+
+// ---------------------------------------------------------------------------
+// Warp-synchronous calls (shuffles, votes, __syncwarp). Lane = linear thread index % 32.
+// A lane's call deposits its operand and parks the lane (AT_WARP); the call completes when
+// every lane its mask names has arrived, lanes that exited or that the block does not have
+// excused. Then every arrived lane gets its result at once and runs on. When nothing can
+// run and a call is still incomplete, the lanes missing are reported (a divergent
+// warp-synchronous call) and the lanes that came are released with what they can get.
+// ---------------------------------------------------------------------------
+enum { WARP_SHFL_IDX, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR, WARP_BALLOT, WARP_ALL, WARP_ANY, WARP_SYNC,
+       WARP_MATCH_ANY };
+struct WarpCall
+{
+    bool pending, reported;
+    int op;
+    uint32_t mask, arrived;
+    const char *file;
+    int line;
+};
+static std::vector<WarpCall> warp_calls;  // per warp of the block being run
+static bool warp_released;                // a completed call made parked lanes runnable
+static uint32_t block_threads;
+
+static uint32_t lanes_of(uint32_t warp)
+{
+    uint32_t left = block_threads - 32 * warp;
+    return left >= 32 ? 0xffffffffu : (1u << left) - 1;
+}
+
+static uint32_t exited_lanes(uint32_t warp)
+{
+    uint32_t out = 0, lanes = lanes_of(warp);
+    for (uint32_t l = 0; l < 32; l++)
+        if ((lanes >> l & 1) && fibers[32 * warp + l].state == EXITED)
+            out |= 1u << l;
+    return out;
+}
+
+static void report_warp(uint32_t what, uint32_t warp, const WarpCall &c, uint32_t missing)
+{
+    report->divergent++;
+    if (report->ndivergent >= MAX_DIVERGENT)
+        return;
+    cs_divergence d{};
+    d.block[0] = blockIdx.x;
+    d.block[1] = blockIdx.y;
+    d.block[2] = blockIdx.z;
+    d.interval = block_interval;
+    d.what = what;
+    auto site = [&](const char *file, int line, uint32_t thread) {
+        const char *slash = file ? strrchr(file, '/') : nullptr;
+        char name[sizeof d.sites[0].file];
+        snprintf(name, sizeof name, "%s", slash ? slash + 1 : (file ? file : "?"));
+        uint32_t s = 0;
+        while (s < d.nsites && !(d.sites[s].line == line && strcmp(d.sites[s].file, name) == 0))
+            s++;
+        if (s == d.nsites && s < MAX_SITES)
+        {
+            memcpy(d.sites[s].file, name, sizeof name);
+            d.sites[s].line = line;
+            d.sites[s].first_thread = thread;
+            d.nsites++;
+        }
+        if (s < MAX_SITES)
+            d.sites[s].count++;
+    };
+    for (uint32_t l = 0; l < 32; l++)
+        if (c.arrived >> l & 1)
+            site(c.file, c.line, 32 * warp + l);
+    // Where the lanes the call waited for are: at a barrier, still elsewhere, or exited.
+    for (uint32_t l = 0; l < 32; l++)
+        if (missing >> l & 1)
+        {
+            Fiber &f = fibers[32 * warp + l];
+            if (f.state == EXITED)
+            {
+                if (d.exited++ == 0)
+                    d.first_exited = 32 * warp + l;
+            }
+            else
+                site(f.file, f.line, 32 * warp + l);
+        }
+    report->divergences[report->ndivergent++] = d;
+}
+
+static void complete_warp_call(uint32_t warp)
+{
+    WarpCall &c = warp_calls[warp];
+    uint64_t value[32];
+    for (uint32_t l = 0; l < 32; l++)
+        value[l] = (c.arrived >> l & 1) ? fibers[32 * warp + l].warp_value : 0;
+    uint32_t voted = 0;
+    for (uint32_t l = 0; l < 32; l++)
+        if ((c.arrived >> l & 1) && value[l])
+            voted |= 1u << l;
+    bool bad_source = false;
+    for (uint32_t l = 0; l < 32; l++)
+    {
+        if (!(c.arrived >> l & 1))
+            continue;
+        Fiber &f = fibers[32 * warp + l];
+        uint32_t width = (uint32_t)f.warp_width;
+        if (width == 0 || width > 32 || (width & (width - 1)))
+            width = 32;
+        uint32_t segment = l & ~(width - 1), source = l;
+        uint64_t result = 0;
+        switch (c.op)
+        {
+        case WARP_SHFL_IDX: source = segment + ((uint32_t)f.warp_arg & (width - 1)); break;
+        case WARP_SHFL_UP: source = l - (uint32_t)f.warp_arg >= segment && (uint32_t)f.warp_arg <= l ? l - (uint32_t)f.warp_arg : l; break;
+        case WARP_SHFL_DOWN: source = l + (uint32_t)f.warp_arg < segment + width ? l + (uint32_t)f.warp_arg : l; break;
+        case WARP_SHFL_XOR: source = (l ^ (uint32_t)f.warp_arg) < segment + width ? l ^ (uint32_t)f.warp_arg : l; break;
+        case WARP_BALLOT: result = voted & c.mask; break;
+        case WARP_ALL: result = (voted & c.arrived) == c.arrived; break;
+        case WARP_ANY: result = voted != 0; break;
+        case WARP_MATCH_ANY:
+            for (uint32_t m = 0; m < 32; m++)
+                if ((c.arrived >> m & 1) && value[m] == value[l])
+                    result |= 1ull << m;
+            break;
+        default: break;
+        }
+        if (c.op <= WARP_SHFL_XOR)
+        {
+            if (source < 32 && (c.arrived >> source & 1))
+                result = value[source];
+            else
+            {
+                // The GPU gives an undefined value: reading a lane that did not take part.
+                bad_source = true;
+                result = value[l];
+            }
+        }
+        f.warp_result = result;
+        if (f.state == AT_WARP)
+            f.state = RUNNABLE;
+    }
+    if (bad_source && !c.reported)
+        report_warp(DIVERGE_WARP_SOURCE, warp, c, 0);
+    c.pending = false;
+    warp_released = true;
+}
+
+static bool warp_call_complete(uint32_t warp)
+{
+    const WarpCall &c = warp_calls[warp];
+    uint32_t needed = c.mask & lanes_of(warp) & ~exited_lanes(warp);
+    return (c.arrived & needed) == needed;
+}
+
+extern "C" unsigned long long cudasim_warp(int op, unsigned mask, unsigned long long value, int arg, int width,
+                                           const char *file, int line)
+{
+    uint32_t t = (uint32_t)current, warp = t / 32, lane = t % 32;
+    Fiber &f = fibers[t];
+    WarpCall &c = warp_calls[warp];
+    f.warp_value = value;
+    f.warp_arg = arg;
+    f.warp_width = width;
+    bool bad_mask = !(mask >> lane & 1);
+    if (!c.pending)
+        c = WarpCall{true, false, op, mask | 1u << lane, 0, file, line};
+    else if (c.op != op || c.mask != (mask | 1u << lane))
+        bad_mask = true;
+    c.mask |= mask | 1u << lane;
+    c.arrived |= 1u << lane;
+    if (bad_mask && !c.reported)
+    {
+        // The caller is not in its own mask, or the lanes disagree on the mask or the call.
+        c.reported = true;
+        report_warp(DIVERGE_WARP_MASK, warp, c, 0);
+    }
+    f.state = AT_WARP;
+    f.file = file;
+    f.line = line;
+    if (warp_call_complete(warp))
+        complete_warp_call(warp);
+    else
+        to_scheduler();  // resumed when the call completes
+    return fibers[t].warp_result;
+}
+
+extern "C" unsigned cudasim_activemask(void)
+{
+    uint32_t warp = (uint32_t)current / 32;
+    return lanes_of(warp) & ~exited_lanes(warp);
+}
+
+// Called when no fiber of the block can run: complete the calls that exits made complete,
+// report the others (lanes named in the mask never came) and release their lanes.
+static bool settle_warp_calls()
+{
+    bool released = false;
+    for (uint32_t w = 0; w < warp_calls.size(); w++)
+    {
+        WarpCall &c = warp_calls[w];
+        if (!c.pending)
+            continue;
+        if (!warp_call_complete(w) && !c.reported)
+        {
+            c.reported = true;
+            report_warp(DIVERGE_WARP_MISSING, w, c, c.mask & lanes_of(w) & ~c.arrived);
+        }
+        complete_warp_call(w);
+        released = true;
+    }
+    return released;
+}
+
 static void set_shared_ranges(const cs_request &rq, uintptr_t base)
 {
     module_base = base;
@@ -470,6 +780,8 @@ static void run_block(uint32_t n, int schedule, uint64_t seed, uint64_t block_li
             }
     block_first_interval = ++interval_counter;
     block_interval = 0;
+    block_threads = n;
+    warp_calls.assign((n + 31) / 32, WarpCall{});
     std::vector<uint32_t> order(n);
     for (;;)
     {
@@ -490,12 +802,15 @@ static void run_block(uint32_t n, int schedule, uint64_t seed, uint64_t block_li
         while (runnable)
         {
             runnable = false;
+            warp_released = false;
             for (uint32_t i = 0; i < n; i++)
                 if (fibers[order[i]].state == RUNNABLE)
                 {
                     to_fiber((int)order[i]);
                     runnable = runnable || fibers[order[i]].state == RUNNABLE;
                 }
+            // Lanes a warp-synchronous call released; then calls that can never complete.
+            runnable = runnable || warp_released || settle_warp_calls();
         }
         check_barrier(n);
         bool any = false;
@@ -515,17 +830,35 @@ static void run_grid(const uint32_t grid[3], const uint32_t block[3], int schedu
     blockDim = dim3(block[0], block[1], block[2]);
     uint32_t n = block[0] * block[1] * block[2];
     lockstep = schedule == SCHED_LOCKSTEP;
-    uint64_t linear = 0;
-    for (uint32_t z = 0; z < grid[2]; z++)
-        for (uint32_t y = 0; y < grid[1]; y++)
-            for (uint32_t x = 0; x < grid[0]; x++, linear++)
-            {
-                blockIdx = uint3{x, y, z};
-                report->cur_block[0] = x;
-                report->cur_block[1] = y;
-                report->cur_block[2] = z;
-                run_block(n, schedule, seed, linear);
-            }
+    // Blocks run one after another, in the schedule's order too: what blocks share through
+    // global memory (atomics, a split-K sum) is combined in a different order per schedule.
+    uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+    std::vector<uint64_t> order;
+    if (schedule == SCHED_SHUFFLE && blocks > 1)
+    {
+        order.resize(blocks);
+        for (uint64_t i = 0; i < blocks; i++)
+            order[i] = i;
+        uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+        for (uint64_t i = blocks; i > 1; i--)
+        {
+            uint64_t j = splitmix(s) % i;
+            uint64_t tmp = order[i - 1];
+            order[i - 1] = order[j];
+            order[j] = tmp;
+        }
+    }
+    for (uint64_t i = 0; i < blocks; i++)
+    {
+        uint64_t linear = schedule == SCHED_REVERSE ? blocks - 1 - i : (order.empty() ? i : order[i]);
+        uint32_t x = (uint32_t)(linear % grid[0]), y = (uint32_t)(linear / grid[0] % grid[1]),
+                 z = (uint32_t)(linear / ((uint64_t)grid[0] * grid[1]));
+        blockIdx = uint3{x, y, z};
+        report->cur_block[0] = x;
+        report->cur_block[1] = y;
+        report->cur_block[2] = z;
+        run_block(n, schedule, seed, linear);
+    }
     lockstep = false;
 }
 

@@ -23,6 +23,9 @@ import numpy as np
 KIND_NAMES = {1: "RAW", 2: "WAR", 3: "WAW", 4: "uninitialized"}
 SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2, "lockstep": 3}
 MAX_POINTERS, MAX_INTS, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 16, 1024, 16, 8, 4
+MESSAGE_SIZE = 256
+# What a divergence record is (DIVERGE_* in runtime.cpp).
+DIVERGENCE_KINDS = {0: "barrier", 1: "warp_missing_lanes", 2: "warp_mask", 3: "warp_source"}
 
 
 class Conflict(ctypes.Structure):
@@ -38,7 +41,7 @@ class Site(ctypes.Structure):
 
 class Divergence(ctypes.Structure):
     _fields_ = [("block", ctypes.c_uint32 * 3), ("interval", ctypes.c_uint32), ("nsites", ctypes.c_uint32),
-                ("exited", ctypes.c_uint32), ("first_exited", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("exited", ctypes.c_uint32), ("first_exited", ctypes.c_uint32), ("what", ctypes.c_uint32),
                 ("sites", Site * MAX_SITES)]
 
 
@@ -48,7 +51,7 @@ class Report(ctypes.Structure):
                 ("cur_thread", ctypes.c_uint32), ("counts", ctypes.c_uint64 * 5),
                 ("divergent", ctypes.c_uint64), ("nconflicts", ctypes.c_uint32),
                 ("ndivergent", ctypes.c_uint32), ("conflicts", Conflict * MAX_CONFLICTS),
-                ("divergences", Divergence * MAX_DIVERGENT)]
+                ("divergences", Divergence * MAX_DIVERGENT), ("message", ctypes.c_char * MESSAGE_SIZE)]
 
 
 class Request(ctypes.Structure):

@@ -51,7 +51,9 @@ struct __nv_bfloat16
     __nv_bfloat16(long long i) : __x(cudasim_bf16::from_double((double)i)) {}
     operator float() const { return cudasim_bf16::to_float(__x); }
 };
-struct __nv_bfloat162 { __nv_bfloat16 x, y; };
+struct __attribute__((aligned(4))) __nv_bfloat162 { __nv_bfloat16 x, y; };
+typedef __nv_bfloat16 nv_bfloat16;
+typedef __nv_bfloat162 nv_bfloat162;
 
 inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }

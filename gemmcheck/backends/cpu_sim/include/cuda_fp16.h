@@ -8,7 +8,9 @@
 #endif
 
 typedef _Float16 __half;
-struct __half2 { __half x, y; };
+typedef __half half;
+struct __attribute__((aligned(4))) __half2 { __half x, y; };
+typedef __half2 half2;
 
 inline __half __float2half(float f) { return (__half)f; }
 inline __half __float2half_rn(float f) { return (__half)f; }
@@ -21,3 +23,9 @@ inline __half __hmul(__half a, __half b) { return (__half)((double)a * (double)b
 inline __half __hfma(__half a, __half b, __half c) { return (__half)__builtin_fma((double)a, (double)b, (double)c); }
 inline unsigned short __half_as_ushort(__half h) { unsigned short u; __builtin_memcpy(&u, &h, 2); return u; }
 inline __half __ushort_as_half(unsigned short u) { __half h; __builtin_memcpy(&h, &u, 2); return h; }
+inline __half2 __halves2half2(__half a, __half b) { __half2 h; h.x = a; h.y = b; return h; }
+inline __half2 __floats2half2_rn(float a, float b) { return __halves2half2((__half)a, (__half)b); }
+inline __half2 __float2half2_rn(float a) { return __halves2half2((__half)a, (__half)a); }
+inline float __low2float(__half2 h) { return (float)h.x; }
+inline float __high2float(__half2 h) { return (float)h.y; }
+inline float2 __half22float2(__half2 h) { return make_float2((float)h.x, (float)h.y); }

@@ -8,10 +8,17 @@
 // a shared element no thread of this block has written returns poison (0xFF bytes).
 #pragma once
 
+#include <cmath>
+#include <ctime>
 #include <cstddef>
 #include <cstdint>
 
-struct uint3 { unsigned int x, y, z; };
+// The typedefs glibc's <sys/types.h> gives device code under nvcc (through the host headers).
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned long ulong;
+
+#include "vector_types.h"
 struct dim3
 {
     unsigned int x, y, z;
@@ -36,12 +43,18 @@ extern "C" long long cudasim_clock64(void);
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 #define __syncthreads() cudasim_syncthreads(__FILE__, __LINE__)
 
 inline long long clock64() { return cudasim_clock64(); }
-inline long long int clock() { return cudasim_clock64(); }
+// CUDA's device clock() is the simulator's clock too. <ctime> first: its host clock() is
+// declared once, before the name becomes the simulator's (a kernel file that includes
+// <iostream> or <ctime> after the prelude then declares nothing new).
+#define clock() cudasim_clock64()
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+#include "device_functions.h"
 
 // Entry table of a generated module: one launcher per catalog instantiation.
 typedef void (*cudasim_launcher)(void *const *pointers, const int *ints);

@@ -1,0 +1,2 @@
+#pragma once
+#include "vector_types.h"
