@@ -338,3 +338,17 @@ def test_leaving_kernels_out_keeps_the_ones_macros_declare():
     assert "FLAWED_KERNEL(broken_unguarded_loads, UNGUARDED_LOADS)" in kept
     assert "__global__ void broken_faults" not in kept and "__global__ void broken_hangs" not in kept
     assert kept.count("\n") == text.count("\n")
+
+
+def test_in_the_suites_an_unmodelled_kernel_skips_with_its_one_reason_and_its_file_still_builds(pytester):
+    root = Path(__file__).parent.parent
+    result = pytester.runpytest_subprocess(
+        str(root / "suites" / "compile" / "test_builds.py"),
+        str(root / "suites" / "correctness" / "test_exact_results.py"),
+        "-p", "no:cacheprovider", "-rs", "-k", "unmodelled or pipelined or plain",
+        "--gemm-catalog", str(HERE / "unmodelled.toml"), "--gemm-backend", "cpu-sim")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes.get("error", 0) == 0, result.stdout.str()
+    assert outcomes.get("passed", 0) >= 2      # the file's build test and plain's exact results
+    result.stdout.fnmatch_lines(["SKIPPED * cpu-sim does not model __pipeline_memcpy_async "
+                                 "(used by kernel pipelined at unmodelled.cu:*"])

@@ -28,6 +28,12 @@ class KernelCompileError(RuntimeError):
     """A kernel source failed to compile; carries the compiler log."""
 
 
+class NotSupported(KernelCompileError):
+    """The backend cannot run this instantiation: it uses what the backend does not model.
+    No defect of the kernel: its tests skip with the message's first line, which names the
+    construct and where the kernel uses it."""
+
+
 class KernelLaunchError(RuntimeError):
     """A launch failed; names the kernel, its instantiation and the launch shape.
 

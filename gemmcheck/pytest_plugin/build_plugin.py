@@ -81,9 +81,16 @@ def failures(backend, instances) -> list[tuple[Instance, KernelCompileError]]:
     out = []
     for inst in instances:
         error = backend.build_error(inst)
-        if error is not None:
+        if error is not None and not isinstance(error, backends.NotSupported):
             out.append((inst, error))
     return out
+
+
+def unsupported(backend, instances) -> list[tuple[Instance, backends.NotSupported]]:
+    """The instantiations `backend` cannot run (what they use it does not model), with why:
+    skipped, never failed (after `failures`, which prepared them)."""
+    return [(inst, error) for inst in instances
+            if isinstance(error := backend.build_error(inst), backends.NotSupported)]
 
 
 def verdicts_for(failed, test: str) -> list[Verdict]:
@@ -291,6 +298,8 @@ def _not_compiled(item: pytest.Item, instance: Instance, state: Containment) -> 
     error = backend.build_error(instance) if backend is not None else None
     if error is None:
         return False
+    if isinstance(error, backends.NotSupported):
+        pytest.skip(str(error).splitlines()[0])
     build_test = build_test_id(instance)
     if any(i.nodeid == build_test for i in state.items):
         pytest.skip(f"not compiled: see {build_test}")

@@ -210,9 +210,9 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
     elif gemm_config(config).simulated:
         gpu_only = [p for p in instances_of(item) if p.spec.gpu_only]
         if gpu_only:
-            return (f"{gpu_only[0].spec.name} is gpu_only in its catalog: it needs what the CPU "
-                    "simulator does not model (cp.async, warp shuffles, tensor cores, dynamic "
-                    "shared memory); run it with --gemm-backend cupy on a GPU")
+            return (f"{gpu_only[0].spec.name} is gpu_only in its catalog: its author says it needs "
+                    "what the CPU simulator does not model (docs/cpu-simulator-device-api.md); run "
+                    "it with --gemm-backend cupy on a GPU")
         unsimulated = [p for p in instances_of(item) if not p.spec.simulated(p.config)]
         if unsimulated:
             return (f"{unsimulated[0].id}: not among its catalog's sim_configs "

@@ -17,3 +17,6 @@ def test_every_instantiation_of_the_source_builds(backend, kernel_source, verdic
     if failed:
         pytest.fail(build_plugin.describe(kernel_source[0].spec.source, failed, len(kernel_source)),
                     pytrace=False)
+    unsupported = build_plugin.unsupported(backend, kernel_source)
+    if len(unsupported) == len(kernel_source):
+        pytest.skip(str(unsupported[0][1]).splitlines()[0])

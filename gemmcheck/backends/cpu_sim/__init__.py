@@ -78,7 +78,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
+from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang, NotSupported,
                                 KernelLaunchError, launch_error)
 from gemmcheck.backends.cpu_sim import build, isolate
 from gemmcheck.backends.cpu_sim import worker as wk
@@ -105,7 +105,7 @@ class NotSimulated(KernelLaunchError):
     """The kernel is gpu_only in its catalog: it needs what the simulator does not model."""
 
 
-class NotModelled(KernelCompileError):
+class NotModelled(NotSupported):
     """The kernel uses a construct the simulator does not model (g++ says which, and where).
 
     A build error of this one kernel only: the other kernels of its file are built without it.
