@@ -40,7 +40,7 @@ __global__ void sgemm_split_k2(int M, int N, int K, float alpha, const float *A,
 
     const int half = (K + 1) / 2;
     const int k0 = threadIdx.z * half;
-    const int k1 = min(K, k0 + half);
+    const int k1 = k0 + half < K ? k0 + half : K;
     float partial = 0.0f;
     if (row < M && col < N) {
         for (int k = k0; k < k1; ++k) {
