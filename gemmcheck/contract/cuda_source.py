@@ -158,7 +158,8 @@ def _line_of(preprocessed_text: str, offset: int, default_file: str) -> tuple[st
 def find_kernels(text: str, file_name: str = "<source>", include_dirs=(), defines=()) -> list[Kernel]:
     """The __global__ functions of the preprocessed source, in order, each once."""
     pre = preprocessed(text, file_name, include_dirs, defines)
-    code = _LAUNCH_BOUNDS.sub(_spaces, _PREPROCESSOR.sub(_spaces, code_only(pre)))
+    written = _PREPROCESSOR.sub(_spaces, code_only(pre))
+    code = _LAUNCH_BOUNDS.sub(_spaces, written)   # same offsets: heads are read from `written`
     found: dict[str, Kernel] = {}
     for m in _GLOBAL.finditer(code):
         if m["name"] == "void" or m["name"] in found:
@@ -166,7 +167,7 @@ def find_kernels(text: str, file_name: str = "<source>", include_dirs=(), define
         head_start = max(code.rfind(";", 0, m.start()), code.rfind("}", 0, m.start())) + 1
         close = _matching(code, m.end() - 1, "(", ")")
         file, line = _line_of(pre, m.start("name"), file_name)
-        found[m["name"]] = Kernel(m["name"], file, line, " ".join(code[head_start:m.end() - 1].split()),
+        found[m["name"]] = Kernel(m["name"], file, line, " ".join(written[head_start:m.end() - 1].split()),
                                   " ".join(code[m.end():close].split()))
     return list(found.values())
 
