@@ -42,7 +42,8 @@ class LeftOut:
     reason: str         # NVRTC's error for it, as NVRTC wrote it
 
     def note(self) -> str:
-        return f"line {self.line}: {self.spelled}: {self.reason.strip()}"
+        """One line: which #include, and NVRTC's error for it (its first line)."""
+        return f"line {self.line}: {self.spelled}: {self.reason.strip().splitlines()[0]}"
 
 
 def cannot_open(log: str) -> re.Match | None:
@@ -81,7 +82,7 @@ def explain(left: tuple[LeftOut, ...]) -> str:
         return ""
     return ("\nleft out of the device compile, as NVRTC cannot open them (if an error above needs one, "
             "this is why; a header of your own: add its directory to the catalog's include_dirs):\n"
-            + "\n".join("  " + l.note().replace("\n", "\n    ") for l in left))
+            + "\n".join("  " + l.note() for l in left))
 
 
 class Decisions:
