@@ -376,7 +376,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
             guess_grid = [f"ceil(N / {tile})", f"ceil(M / {tile})"]
         else:
             guess_grid = ["ceil(N / 32)", "ceil(M / 32)"]
-        guess_block = [split_top_level(bounds["args"])[0]] if bounds else ([tile, tile] if tile else [32, 32])
+        most = split_top_level(bounds["args"])[0] if bounds else None
+        guess_block = [int(most) if most.isdigit() else most] if most else ([tile, tile] if tile else [32, 32])
         d.add("grid", _toml(guess_grid), "TODO: grid: blocks in x, y (, z) over M, N, K and the parameters "
               "(a guess)", *seen)
         d.add("block", _toml(guess_block), "TODO: block: threads in x, y (, z) (a guess)", *hint)
