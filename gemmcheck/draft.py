@@ -249,8 +249,8 @@ def draft_source(source: Path, relative_to: Path | None = None) -> str:
     except ValueError:
         rel = str(source)
     header = [f"# Drafted by `python -m gemmcheck draft {source.name}`: fill in each TODO and check every value.",
-              f"# source paths are relative to the catalog file (here: a catalog in {where}).",
-              "# Fields: docs/published-sources.md and the README's \"Your own kernels\"."]
+              f"# source paths are relative to the catalog file: this draft is for a catalog in {_shown(where)}.",
+              "# What each field means: docs/published-sources.md."]
     if not kernels:
         return "\n".join(header + [f"# TODO: {source.name} declares no __global__ function (after preprocessing)"]) + "\n"
     host = cuda_source.code_only(cuda_source.preprocessed(text, str(source), cuda_source.include_dirs_of(source)))
@@ -259,6 +259,14 @@ def draft_source(source: Path, relative_to: Path | None = None) -> str:
                     if re.search(rf"\b{k}\b", _without_define_lines(text))}
     drafts = [draft_kernel(k, rel, host, constants, file_defines) for k in kernels]
     return "\n".join(header) + "\n\n" + "\n\n".join(d.toml() for d in drafts) + "\n"
+
+
+def _shown(directory: Path) -> str:
+    """A directory as the user would type it: relative to the current one where it is below it."""
+    try:
+        return str(directory.relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        return str(directory)
 
 
 def _without_define_lines(text: str) -> str:
