@@ -227,3 +227,18 @@ def test_a_tile_is_still_required_where_something_uses_it(tmp_path, extra, messa
     path = write(tmp_path, "catalog.toml", entry + "\n" + extra + "\n")
     with pytest.raises(catalog.CatalogError, match=message):
         catalog.load(path)
+
+
+def test_the_compile_suite_builds_gpu_only_kernels_with_nvrtc_on_the_cpu_simulator_too(tmp_path):
+    # NVRTC needs no device: a gpu_only kernel is still compiled (and its resources read) under
+    # --gemm-backend cpu-sim, so `pytest suites/compile` checks every example here.
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "pytest", "suites/compile/test_resources.py", "-q",
+                          "-p", "no:cacheprovider", "--gemm-backend=cpu-sim",
+                          f"--gemm-catalog={PUBLISHED / 'catalog.toml'}", "-k", "compiles_for_sm90 and warptiling"],
+                         cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "GEMMCHECK_CACHE_DIR": str(tmp_path / "cache")})
+    assert "2 passed" in run.stdout, run.stdout[-2000:]
