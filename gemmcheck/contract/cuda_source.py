@@ -143,7 +143,6 @@ def _preprocessed(text, file_name, include_dirs, defines) -> str:
 def _line_of(preprocessed_text: str, offset: int, default_file: str) -> tuple[str, int]:
     """(file, line) in the user's files of an offset into preprocessed text, from its #line markers."""
     file, line = default_file, 1
-    position = 0
     for raw in preprocessed_text[:offset].split("\n")[:-1]:
         m = _LINE_MARKER.match(raw)
         if m:
@@ -151,7 +150,6 @@ def _line_of(preprocessed_text: str, offset: int, default_file: str) -> tuple[st
             file = m["file"] if m["file"] is not None else file
         else:
             line += 1
-        position += len(raw) + 1
     return file, line
 
 
