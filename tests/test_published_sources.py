@@ -78,23 +78,47 @@ def test_a_header_the_device_code_needs_fails_with_the_compilers_original_error(
     assert 'cannot open source file "not_there.cuh"' in text and "include_dirs" in text
 
 
-def test_a_project_header_with_host_includes_is_attributed_to_the_sources_include_line(tmp_path, monkeypatch):
-    # NVRTC fails inside host_side.cuh (<vector>); the source's line 2 is what is left out.
-    write(tmp_path, "host_side.cuh", "#include <vector>\ninline std::vector<int> host_only() { return {}; }\n")
-    source = write(tmp_path, "uses.cu", '#include <cuda_fp16.h>\n#include "host_side.cuh"\n'
-                                        "__global__ void k(__half *a) { a[0] = __float2half(1.0f); }\n")
+def test_a_project_header_with_host_code_gives_the_device_its_device_functions(tmp_path, monkeypatch):
+    # helpers.cuh has host includes, a host function using them, and the device function the
+    # kernel needs: compiled as nvcc would, its host parts are left out, not the whole header.
+    helpers = write(tmp_path, "helpers.cuh", "#pragma once\n#include <cstdio>\n#include <vector>\n"
+                                             "inline void report(int x) { std::vector<int> v{x}; printf(\"%d\", v[0]); }\n"
+                                             "__device__ inline float twice(float x) { return 2 * x; }\n")
+    source = write(tmp_path, "uses.cu", '#include <cstdio>\n#include "helpers.cuh"\n'
+                                        "__global__ void k(float *a) { a[0] = twice(a[0]); }\n")
     seen = []
-    original = device_includes.next_left_out
-
-    def spy(*args):
-        found = original(*args)
-        seen.append(found)
-        return found
-
-    monkeypatch.setattr(device_includes, "next_left_out", spy)
+    original = device_includes.DeviceFiles.next_left_out
+    monkeypatch.setattr(device_includes.DeviceFiles, "next_left_out",
+                        lambda self, *a: seen.append(original(self, *a)) or seen[-1])
     assert compiler.compile_source(source, ("k",), "sm_90").cubin
-    assert [(l.line, l.spelled) for l in seen] == [(2, '"host_side.cuh"')]
-    assert "host_side.cuh(1): catastrophic error" in seen[0].reason
+    assert [(Path(l.file).name if l.file else "", l.line, l.spelled) for l in seen] == [
+        ("", 1, "<cstdio>"), ("helpers.cuh", 2, "<cstdio>"), ("helpers.cuh", 3, "<vector>")]
+    assert f'{helpers}(2): catastrophic error: cannot open source file "cstdio"' in seen[1].reason
+
+
+def test_an_error_in_a_project_header_names_the_users_file_and_line(tmp_path):
+    helpers = write(tmp_path, "helpers.cuh", "#include <cstdio>\n__device__ inline float twice(float x) { return nope; }\n")
+    source = write(tmp_path, "uses.cu", '#include "helpers.cuh"\n__global__ void k(float *a) { a[0] = twice(a[0]); }\n')
+    with pytest.raises(compiler.CompileError) as info:
+        compiler.compile_source(source, ("k",), "sm_90")
+    assert f'{helpers}(2): error: identifier "nope" is undefined' in str(info.value)
+    assert 'helpers.cuh line 1: <cstdio>' in str(info.value)
+
+
+def test_a_failure_deep_in_a_library_header_is_attributed_to_the_include_that_pulls_it_in(tmp_path, monkeypatch):
+    # NVRTC opens hostlib.h (in include_dirs) but not the <stdint.h> it includes, as with a
+    # system cuBLAS: the #include <hostlib.h> line of the user's header is what is left out.
+    write(tmp_path, "lib/hostlib.h", "#include <stdint.h>\ntypedef int64_t handle_t;\n")
+    write(tmp_path, "helpers.cuh", "#include <hostlib.h>\n__device__ inline float twice(float x) { return 2 * x; }\n")
+    source = write(tmp_path, "uses.cu", '#include "helpers.cuh"\n__global__ void k(float *a) { a[0] = twice(a[0]); }\n')
+    cuda_source.declare_include_dirs(source, [tmp_path / "lib"])
+    seen = []
+    original = device_includes.DeviceFiles.next_left_out
+    monkeypatch.setattr(device_includes.DeviceFiles, "next_left_out",
+                        lambda self, *a: seen.append(original(self, *a)) or seen[-1])
+    assert compiler.compile_source(source, ("k",), "sm_90").cubin
+    assert [(Path(l.file).name, l.line, l.spelled) for l in seen] == [("helpers.cuh", 1, "<hostlib.h>")]
+    assert 'hostlib.h(1): catastrophic error: cannot open source file "stdint.h"' in seen[0].reason
 
 
 def test_the_decision_is_made_once_per_source_and_options(tmp_path, monkeypatch):

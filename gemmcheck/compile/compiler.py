@@ -72,26 +72,28 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
     """Compile `name_expressions` of `source` for `arch` (e.g. "sm_90"), cached on disk.
 
     The device compile as nvcc makes it: only the device part is compiled
-    (gemmcheck.contract.cuda_source.device_part: host functions blanked), the prelude comes
-    first (--pre-include: glibc's uint, CUDART_* ...), the source's #include lines NVRTC
-    cannot open are left out (gemmcheck.compile.device_includes), and the source's directory,
+    (gemmcheck.contract.cuda_source.device_part: host functions blanked, in the user's own
+    headers too), the prelude comes first (--pre-include: glibc's uint, CUDART_* ...), the
+    #include lines NVRTC cannot open are left out (gemmcheck.compile.device_includes), and the source's directory,
     the catalog's include_dirs, the CCCL and CUDA runtime headers are searched. `defines`
     are passed as -D NAME=value.
     """
-    text = cuda_source.device_part(source.read_text(), compiler="nvrtc")
+    files = device_includes.DeviceFiles(cuda_source.device_part(source.read_text(), compiler="nvrtc"),
+                                        cuda_source.include_dirs_of(source), cache_dir().parent / "headers")
     include = [str(d) for d in cuda_source.include_dirs_of(source)] + list(toolkit.include_dirs())
     options = [BASE_OPTIONS, _no_nvrtc_cache(), include, [list(d) for d in defines], nvrtc_version(),
                PRELUDE.read_text()]
     key = hashlib.sha256(json.dumps(
-        [text, str(source), sorted(name_expressions), arch, options], sort_keys=True).encode()).hexdigest()[:32]
+        [files.fingerprint(), str(source), sorted(name_expressions), arch, options],
+        sort_keys=True).encode()).hexdigest()[:32]
     entry = cache_dir() / key
     try:
         meta = json.loads((entry / "meta.json").read_text())
         return Compiled((entry / "kernel.cubin").read_bytes(), meta["mangled"], meta["log"], arch)
     except (OSError, ValueError, KeyError):
         pass
-    compiled = _compile_device_part(source, text, name_expressions, arch, include, defines,
-                                    _DECISIONS.key(text, str(source), arch, options))
+    compiled = _compile_device_part(source, files, name_expressions, arch, include, defines,
+                                    _DECISIONS.key(files.fingerprint(), str(source), arch, options))
     try:
         entry.mkdir(parents=True, exist_ok=True)
         # whole files only: pytest-xdist workers read this cache while another writes it
@@ -102,10 +104,10 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
     return compiled
 
 
-def _compile_device_part(source: Path, text: str, name_expressions, arch: str, include, defines,
-                         decision_key: str) -> Compiled:
+def _compile_device_part(source: Path, files: device_includes.DeviceFiles, name_expressions, arch: str,
+                         include, defines, decision_key: str) -> Compiled:
     """Compile with the #include lines NVRTC cannot open left out, one by one as NVRTC reports
-    them; the lines left out are remembered by key (the device text and the options), so the
+    them; the lines left out are remembered by key (the device texts and the options), so the
     source's other units and sessions compile once."""
     known = _DECISIONS.get(decision_key)
     left = known or ()
@@ -113,12 +115,11 @@ def _compile_device_part(source: Path, text: str, name_expressions, arch: str, i
     def probe(program: str) -> str:
         return _front_end_log(source, program, arch, include, defines)
 
-    for _ in range(len(cuda_source.includes(text)) + 1):
+    for _ in range(files.include_count() + 1):
         try:
-            compiled = _compile(source, device_includes.apply(text, left), name_expressions, arch, include, defines)
+            compiled = _compile(source, files.program(left), name_expressions, arch, include, defines)
         except CompileError as exc:
-            more = None if known is not None else device_includes.next_left_out(
-                device_includes.apply(text, left), str(source), exc.log, probe, left)
+            more = None if known is not None else files.next_left_out(str(source), exc.log, probe, left)
             if more is None:
                 if known is None and left:
                     _DECISIONS.put(decision_key, left)

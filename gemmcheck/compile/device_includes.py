@@ -1,4 +1,4 @@
-"""Which of a source's ``#include`` lines NVRTC's device compile keeps, as NVRTC decides it.
+"""Which ``#include`` lines NVRTC's device compile keeps, as NVRTC decides it.
 
 nvcc hands a .cu file's host side to the host compiler, so a file that includes
 ``<cublas_v2.h>``, ``<cstdio>`` or a project header with host code builds for the device.
@@ -35,15 +35,18 @@ Check = Callable[[str], str]
 
 @dataclass(frozen=True)
 class LeftOut:
-    """One #include line of the source that the device compile leaves out."""
+    """One #include line that the device compile leaves out: of the source, or of one of the
+    user's own headers the source includes (``file``: that header's path)."""
 
     line: int
     spelled: str        # <cublas_v2.h>
     reason: str         # NVRTC's error for it, as NVRTC wrote it
+    file: str = ""      # "" : the source itself
 
     def note(self) -> str:
         """One line: which #include, and NVRTC's error for it (its first line)."""
-        return f"line {self.line}: {self.spelled}: {self.reason.strip().splitlines()[0]}"
+        where = f"{Path(self.file).name} line {self.line}" if self.file else f"line {self.line}"
+        return f"{where}: {self.spelled}: {self.reason.strip().splitlines()[0]}"
 
 
 def cannot_open(log: str) -> re.Match | None:
@@ -51,25 +54,79 @@ def cannot_open(log: str) -> re.Match | None:
     return _CANNOT_OPEN.search(log)
 
 
-def next_left_out(text: str, program_name: str, log: str, probe: Check,
-                  left: tuple[LeftOut, ...]) -> LeftOut | None:
-    """The #include line of `text` to leave out next, from a failed compile's `log`: the line
-    NVRTC reports it cannot open, or, when that happens inside a header, the source's first
-    #include that NVRTC cannot build alone (``probe`` compiles a one-line program). None when
-    the log shows no such header, or it is not one the source includes."""
-    failure = cannot_open(log)
-    if failure is None:
-        return None
-    culprit = _culprit(text, program_name, failure, probe, {l.line for l in left})
-    return None if culprit is None else LeftOut(culprit.line, culprit.spelled, failure.group(0))
+class DeviceFiles:
+    """The source's device text, and device copies of the user's own headers it includes.
 
+    A header of the user's (``#include "helpers.cuh"`` found in the source's directory or the
+    catalog's include_dirs) is compiled as the source is: its host functions blanked and the
+    #include lines NVRTC cannot open left out, in a copy under ``root`` that starts with
+    ``#line 1 "<the header>"``, so errors still name the user's file and line. The source's
+    #include line is pointed at the copy, on the same line.
+    """
 
-def _culprit(text: str, program_name: str, failure: re.Match, probe: Check, done: set[int]):
-    own = [inc for inc in cuda_source.includes(text) if inc.line not in done]
-    if failure["file"] == program_name:
-        return next((inc for inc in own if inc.line == int(failure["line"])), None)
-    # Inside a header: the first of the source's own #include lines NVRTC cannot build alone.
-    return next((inc for inc in own if cannot_open(probe(f"#include {inc.spelled}\n"))), None)
+    def __init__(self, text: str, user_dirs, root: Path):
+        self.root = root
+        self.texts: dict[str, str] = {"": text}      # "" : the source; else a header's path
+        self.copies: dict[int, str] = {}             # the source's line -> the header it includes
+        for inc in cuda_source.includes(text):
+            if not inc.spelled.startswith('"'):
+                continue
+            found = next((Path(d) / inc.header for d in user_dirs if (Path(d) / inc.header).is_file()), None)
+            if found is None:
+                continue
+            path = str(found.resolve())
+            self.texts.setdefault(path, cuda_source.device_part(found.read_text(), compiler="nvrtc"))
+            self.copies[inc.line] = path
+
+    def fingerprint(self) -> list:
+        """What the compile depends on, for cache keys: the source's and its headers' device texts."""
+        return sorted(self.texts.items())
+
+    def include_count(self) -> int:
+        return sum(len(cuda_source.includes(t)) for t in self.texts.values())
+
+    def program(self, left: tuple[LeftOut, ...]) -> str:
+        """The source's device text with `left` blanked, its own headers' copies written."""
+        rows = apply(self.texts[""], tuple(l for l in left if not l.file)).split("\n")
+        for line, path in self.copies.items():
+            if rows[line - 1].strip():
+                rows[line - 1] = f'#include "{self._copy(path, left)}"'
+        return "\n".join(rows)
+
+    def _copy(self, path: str, left: tuple[LeftOut, ...]) -> Path:
+        text = f'#line 1 "{path}"\n' + apply(self.texts[path], tuple(l for l in left if l.file == path))
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        copy = self.root / digest / Path(path).name
+        if not copy.is_file():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            buildlock.write_atomic(copy, text.encode())
+        return copy
+
+    def next_left_out(self, program_name: str, log: str, probe: Check,
+                      left: tuple[LeftOut, ...]) -> LeftOut | None:
+        """The #include line to leave out next, from a failed compile's `log`: the line NVRTC
+        reports it cannot open (in the source or in a header of the user's), or, when that
+        happens inside another header, the first #include of those files that NVRTC cannot
+        build alone (``probe`` compiles a one-line program). None when the log shows no such
+        header, or none of these files' #include lines leads to it."""
+        failure = cannot_open(log)
+        if failure is None:
+            return None
+        done = {(l.file, l.line) for l in left}
+        file = "" if failure["file"] == program_name else str(Path(failure["file"]).resolve()) \
+            if failure["file"] in self.texts or str(Path(failure["file"]).resolve()) in self.texts else None
+        candidates = [(f, inc) for f in sorted(self.texts, key=lambda f: f == "")
+                      for inc in cuda_source.includes(self.texts[f])
+                      if (f, inc.line) not in done and not (f == "" and inc.line in self.copies)]
+        if file is not None:
+            found = next((inc for f, inc in candidates if f == file and inc.line == int(failure["line"])), None)
+        else:   # inside a header: the first of these #include lines NVRTC cannot build alone
+            found, file = next(((inc, f) for f, inc in candidates
+                                if cannot_open(probe(f"#include {inc.spelled}\n"))), (None, None))
+            if found is None and self.copies:   # deeper in a header of the user's: leave it out whole
+                found, file = next(((inc, "") for inc in cuda_source.includes(self.texts[""])
+                                    if inc.line in self.copies and ("", inc.line) not in done), (None, None))
+        return None if found is None else LeftOut(found.line, found.spelled, failure.group(0), file)
 
 
 def apply(text: str, left: tuple[LeftOut, ...]) -> str:
