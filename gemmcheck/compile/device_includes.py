@@ -3,13 +3,14 @@
 nvcc hands a .cu file's host side to the host compiler, so a file that includes
 ``<cublas_v2.h>``, ``<cstdio>`` or a project header with host code builds for the device.
 NVRTC has no host C library: such a header stops it (``cannot open source file``). The
-decision is the compiler's, not a list of names: compile; for each ``#include`` of the
-source that NVRTC cannot open (directly, or through the headers it pulls in), blank that
-line (the line count is kept) and compile again (gemmcheck.compile.compiler). What was left out, with NVRTC's own
-words, is kept: when the device code needs something from such a header, the compile
-error carries the original reason.
+decision is the compiler's, not a list of names: compile; for each ``#include`` line (of
+the source, or of the user's own headers it includes, compiled through device copies)
+that NVRTC cannot open, directly or through the headers it pulls in, blank that line (the
+line count is kept) and compile again (gemmcheck.compile.compiler). What was left out,
+with NVRTC's own words, is kept: when the device code needs something from such a header,
+the compile error carries the original reason.
 
-Decisions are cached by (device text, include path, defines, options, NVRTC version), in
+Decisions are cached by (device texts, include path, defines, options, NVRTC version), in
 memory and on disk beside the cubins, so a source's instantiations and units decide once.
 """
 
