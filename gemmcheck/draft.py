@@ -367,7 +367,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     if kernel_launches:
         call = kernel_launches[0]
         names = _host_names(call, tparams, host)
-        literals = _literals(call, tparams)
+        literals = {**_unique_values(defines_used), **_literals(call, tparams)}
         grid = _expressions(call.grid, names, constants, known, literals)
         block = _expressions(call.block, names, constants, known, literals)
     bounds = re.search(r"__launch_bounds__\s*\((?P<args>.*)\)", kernel.head)
@@ -390,8 +390,15 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
               "(a guess)", *seen)
         d.add("block", _toml(guess_block), "TODO: block: threads in x, y (, z) (a guess)", *hint)
     d.add("dtypes", _toml(dtypes), *dtype_comments)
-    d.add("shapes", _toml("any"), "TODO: shapes: \"any\" claims every M, N, K >= 1; a kernel without bounds "
-          "guards claims less, e.g. \"M % BM == 0 and N % BN == 0 and K % BK == 0\"")
+    if any(r in roles for r in ("lda", "ldb", "ldc")):
+        d.add("layout", None, "TODO: layout: the operands are read row-major unless you say otherwise; for "
+              "cuBLAS-style column-major operands add", 'layout = { A = "col", B = "col", C = "col" }')
+    if not {"M", "K"} & set(roles):
+        d.add("shapes", _toml("square-tile-multiple"), "one size argument: square problems, N a multiple of "
+              "the tile (the only claim such a kernel can make)")
+    else:
+        d.add("shapes", _toml("any"), "TODO: shapes: \"any\" claims every M, N, K >= 1; a kernel without bounds "
+              "guards claims less, e.g. \"M % BM == 0 and N % BN == 0 and K % BK == 0\"")
     d.add("expect", _toml("correct"))
     return d
 
@@ -427,6 +434,12 @@ def _literals(call: Launch, tparams) -> dict[str, str]:
         if kind == "value" and re.fullmatch(r"\d+", arg.strip()):
             seen.setdefault(arg.strip(), []).append(name)
     return {number: names[0] for number, names in seen.items() if len(names) == 1}
+
+
+def _unique_values(named: dict[str, int]) -> dict[str, str]:
+    """value -> name for the values only one of `named` has (a #define'd TILE 2: "2" -> TILE)."""
+    values = list(named.values())
+    return {str(v): k for k, v in named.items() if values.count(v) == 1}
 
 
 def _expressions(dims, names, constants, known, literals) -> list | None:

@@ -91,3 +91,21 @@ def test_the_command_prints_the_draft_and_names_a_missing_file(tmp_path):
     assert ok.returncode == 0 and 'entry = "sgemm_macro"' in ok.stdout and "sgemm_macro_old" not in ok.stdout
     missing = run(str(tmp_path / "nope.cu"))
     assert missing.returncode == 2 and "nope.cu: no such file" in missing.stderr
+
+
+def test_the_seeds_file_drafts_its_defined_tile_square_claim_and_floor_grid(tmp_path):
+    text = draft.draft_source(ROOT / "examples" / "tiled_matmuls.cu", tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["args"] == ["A", "B", "C", "N"] and entry["params"] == {"TILE": [2]}
+    assert (entry["grid"], entry["block"]) == (["N // TILE", "N // TILE"], ["TILE", "TILE"])
+    assert entry["shapes"] == "square-tile-multiple"
+    path = tmp_path / "catalog.toml"
+    path.write_text(text)
+    (spec,) = catalog.load(path)
+    assert spec.instances()[0].launch_shape(8, 8, 8) == ((4, 4, 1), (2, 2, 1))
+
+
+def test_a_kernel_with_leading_dimensions_gets_a_layout_todo(tmp_path):
+    text = draft.draft_source(ROOT / "examples" / "gemm_colmajor.cu", tmp_path)
+    assert "# TODO: layout:" in text and '# layout = { A = "col", B = "col", C = "col" }' in text
+    assert "layout =" not in text.replace('# layout =', '')
