@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck.compile import buildlock, toolkit
+from gemmcheck.compile import buildlock, device_includes, toolkit
+from gemmcheck.compile.prelude import PRELUDE
 from gemmcheck.contract import cuda_source
 from gemmcheck.phases import phase, timed
 
@@ -32,10 +33,15 @@ BASE_OPTIONS = dict(std="c++17", ftz=False, ptxas_options=["-v"])
 
 
 _KEEP_ALIVE: list = []
+_DECISIONS = device_includes.Decisions(lambda: cache_dir().parent / "includes")
 
 
 class CompileError(RuntimeError):
-    """NVRTC rejected a source; the message carries its log."""
+    """NVRTC rejected a source; the message carries the first lines of its log, ``log`` all of it."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
 
 
 @dataclass(frozen=True)
@@ -65,22 +71,29 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
                    defines: tuple[tuple[str, int], ...] = ()) -> Compiled:
     """Compile `name_expressions` of `source` for `arch` (e.g. "sm_90"), cached on disk.
 
-    Only the device part is compiled (gemmcheck.contract.cuda_source.device_part): a .cu with a host
-    `main` and <stdio.h> compiles as nvcc would compile it for the device. `defines` are
-    passed as -D NAME=value.
+    The device compile as nvcc makes it: only the device part is compiled
+    (gemmcheck.contract.cuda_source.device_part: host functions blanked, in the user's own
+    headers too), the prelude comes first (--pre-include: glibc's uint, CUDART_* ...), the
+    #include lines NVRTC cannot open are left out (gemmcheck.compile.device_includes), and the source's directory,
+    the catalog's include_dirs, the CCCL and CUDA runtime headers are searched. `defines`
+    are passed as -D NAME=value.
     """
-    text = cuda_source.device_part(source.read_text(), strip_host_headers=True)
-    include = list(toolkit.include_dirs())
+    files = device_includes.DeviceFiles(cuda_source.device_part(source.read_text(), compiler="nvrtc"),
+                                        cuda_source.include_dirs_of(source), cache_dir().parent / "headers")
+    include = [str(d) for d in cuda_source.include_dirs_of(source)] + list(toolkit.include_dirs())
+    options = [BASE_OPTIONS, _no_nvrtc_cache(), include, [list(d) for d in defines], nvrtc_version(),
+               PRELUDE.read_text()]
     key = hashlib.sha256(json.dumps(
-        [text, str(source), sorted(name_expressions), arch, BASE_OPTIONS, _no_nvrtc_cache(), include,
-         list(defines), nvrtc_version()], sort_keys=True).encode()).hexdigest()[:32]
+        [files.fingerprint(), str(source), sorted(name_expressions), arch, options],
+        sort_keys=True).encode()).hexdigest()[:32]
     entry = cache_dir() / key
     try:
         meta = json.loads((entry / "meta.json").read_text())
         return Compiled((entry / "kernel.cubin").read_bytes(), meta["mangled"], meta["log"], arch)
     except (OSError, ValueError, KeyError):
         pass
-    compiled = _compile(source, text, name_expressions, arch, include, defines)
+    compiled = _compile_device_part(source, files, name_expressions, arch, include, defines,
+                                    _DECISIONS.key(files.fingerprint(), str(source), arch, options))
     try:
         entry.mkdir(parents=True, exist_ok=True)
         # whole files only: pytest-xdist workers read this cache while another writes it
@@ -89,6 +102,34 @@ def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
     except OSError:
         pass  # a read-only cache only costs time
     return compiled
+
+
+def _compile_device_part(source: Path, files: device_includes.DeviceFiles, name_expressions, arch: str,
+                         include, defines, decision_key: str) -> Compiled:
+    """Compile with the #include lines NVRTC cannot open left out, one by one as NVRTC reports
+    them; the lines left out are remembered by key (the device texts and the options), so the
+    source's other units and sessions compile once."""
+    known = _DECISIONS.get(decision_key)
+    left = known or ()
+
+    def probe(program: str) -> str:
+        return _front_end_log(source, program, arch, include, defines)
+
+    for _ in range(files.include_count() + 1):
+        try:
+            compiled = _compile(source, files.program(left), name_expressions, arch, include, defines)
+        except CompileError as exc:
+            more = None if known is not None else files.next_left_out(str(source), exc.log, probe, left)
+            if more is None:
+                if known is None and left:
+                    _DECISIONS.put(decision_key, left)
+                raise CompileError(str(exc) + device_includes.explain(left), exc.log) from None
+            left += (more,)
+        else:
+            if known is None:
+                _DECISIONS.put(decision_key, left)
+            return compiled
+    raise AssertionError("unreachable: each round leaves out one more #include line")
 
 
 def build_many(jobs) -> None:
@@ -102,7 +143,7 @@ def build_many(jobs) -> None:
     if len(jobs) < 2:
         return
     # initialize what the builds share before the threads start
-    _no_nvrtc_cache(), toolkit.include_dirs()
+    _no_nvrtc_cache(), toolkit.include_dirs(), nvrtc_version()
 
     def one(job) -> None:
         try:
@@ -149,22 +190,45 @@ def _no_nvrtc_cache() -> dict:
     return {"no_cache": True} if (major, minor) >= (12, 9) and "no_cache" in fields else {}
 
 
-def _compile(source: Path, text: str, name_expressions, arch: str, include, defines) -> Compiled:
-    from cuda.core import Program, ProgramOptions
+def _options(source: Path, arch: str, include, defines, **extra):
+    from cuda.core import ProgramOptions
 
     # The program's name is the user's path, so NVRTC's errors read file.cu(12), not default_program(12).
-    options = ProgramOptions(name=str(source), arch=arch, include_path=include or None,
-                             define_macro=[f"{k}={v}" for k, v in defines] or None, **BASE_OPTIONS,
-                             **_no_nvrtc_cache())
+    return ProgramOptions(name=str(source), arch=arch, include_path=include or None, pre_include=str(PRELUDE),
+                          define_macro=[f"{k}={v}" for k, v in defines] or None, **BASE_OPTIONS,
+                          **_no_nvrtc_cache(), **extra)
+
+
+def _front_end_log(source: Path, text: str, arch: str, include, defines) -> str:
+    """NVRTC's log of a front-end-only compile of `text` (no code generated); "" when it compiles."""
+    from cuda.core import Program
+
+    log = io.StringIO()
+    program = None
+    try:
+        program = Program(text, "c++", options=_options(source, arch, include, defines, fdevice_syntax_only=True))
+        program.compile("cubin", logs=log)
+        return ""
+    except Exception as exc:
+        return log.getvalue() or str(exc)
+    finally:
+        if program is not None:
+            _KEEP_ALIVE.append(program)
+
+
+def _compile(source: Path, text: str, name_expressions, arch: str, include, defines) -> Compiled:
+    from cuda.core import Program
+
+    options = _options(source, arch, include, defines)
     log = io.StringIO()
     program = None
     try:
         program = Program(text, "c++", options=options)
         code = program.compile("cubin", name_expressions=list(name_expressions), logs=log)
     except Exception as exc:
-        detail = first_errors(log.getvalue() or str(exc))
+        full = log.getvalue() or str(exc)
         raise CompileError(f"{source.name}: NVRTC could not compile {', '.join(name_expressions)} "
-                           f"for {arch}:\n{detail}") from None
+                           f"for {arch}:\n{first_errors(full)}", full) from None
     finally:
         # cuda.core's Program.__dealloc__ raises (and prints a traceback) for a program whose
         # compile failed; such programs are kept for the session instead of collected.

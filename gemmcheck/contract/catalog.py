@@ -42,11 +42,17 @@ TEMPLATE_FIELDS = {"T", "TILE"}
 SIGNATURE_ROLES = {"square": ("A", "B", "C", "N"), "mnk": ("A", "B", "C", "M", "N", "K")}
 LAYOUTS = ("row", "col")
 DEFAULT_TILE = "TILE"
+# The edge the shape generators use for a kernel with no tile parameter (a naive kernel
+# launched by grid and block expressions): shapes around multiples of 32, a warp's width.
+# Only the generated shapes see it; such a kernel's ids and launches have no tile.
+DEFAULT_SHAPE_EDGE = 32
+# The named shape claims that speak of the tile.
+TILE_SHAPES = ("square-tile-multiple", "tile-multiple")
 
 _FIELDS = {
     "name", "description", "source", "entry", "template_args", "signature", "args", "layout", "policy",
     "grid", "block", "shared_bytes", "tiles", "tile", "params", "configs", "macros", "dtypes", "shapes",
-    "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs",
+    "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs", "include_dirs", "defines",
 }
 _REQUIRED = ("name", "source", "entry", "dtypes", "expect")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -88,6 +94,8 @@ class KernelSpec:
     tile_param: str = DEFAULT_TILE        # the parameter that is the tile edge
     geometry: launch.Geometry | None = None
     sim_configs: tuple[str, ...] | None = None   # the configs the CPU simulator runs (None: all)
+    include_dirs: tuple[Path, ...] = ()   # searched after the source's directory, by every compile
+    defines: tuple = ()                   # ((NAME, value), ...): -D NAME=value in every compile
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -126,7 +134,14 @@ class KernelSpec:
         names = list(self.params)
         product = [(None, dict(zip(names, values)))
                    for values in itertools.product(*(self.params[n] for n in names))] if names else []
+        if not product and not self.configs:
+            return [(None, {})]   # no compile-time parameter: one instantiation
         return product + [(name, dict(values)) for name, values in self.configs]
+
+    @property
+    def has_tile(self) -> bool:
+        """Whether the tile parameter has a value (else shapes are generated around DEFAULT_SHAPE_EDGE)."""
+        return any(self.tile_param in a for _, a in self.assignments())
 
     def name_expression(self, dtype: str, tile: int | None = None, params: dict | None = None) -> str:
         """The C++ name of one instantiation: ``matmul_tiled<float, 32>``, or ``entry`` if not a template."""
@@ -180,11 +195,15 @@ class Instance:
     def __post_init__(self):
         params = self.params
         if params is None:
-            match = [(n, a) for n, a in self.spec.assignments() if a.get(self.spec.tile_param) == self.tile]
-            name, params = match[0] if match else (None, {self.spec.tile_param: self.tile})
+            if self.spec.has_tile:
+                match = [(n, a) for n, a in self.spec.assignments() if a.get(self.spec.tile_param) == self.tile]
+                name, params = match[0] if match else (None, {self.spec.tile_param: self.tile})
+            else:
+                name, params = self.spec.assignments()[0]
             object.__setattr__(self, "config", name)
         object.__setattr__(self, "params", dict(params))
-        object.__setattr__(self, "tile", params.get(self.spec.tile_param, self.tile))
+        tile = params.get(self.spec.tile_param, self.tile)
+        object.__setattr__(self, "tile", DEFAULT_SHAPE_EDGE if tile is None else tile)
 
     def _key(self):
         return (self.spec, self.dtype, tuple(sorted(self.params.items())), self.config)
@@ -200,12 +219,13 @@ class Instance:
 
     @property
     def id(self) -> str:
-        """Readable test id: ``matmul_tiled-float32-TILE32``, ``sgemm-float32-BM128_BN128``."""
+        """Readable test id: ``matmul_tiled-float32-TILE32``, ``sgemm-float32-BM128_BN128``, and
+        ``naive-float32`` for a kernel with no compile-time parameter."""
         if self.config:
             suffix = self.config
         else:
-            suffix = "_".join(f"{k}{v}" for k, v in self.params.items()) or "plain"
-        return f"{self.spec.name}-{self.dtype}-{suffix}"
+            suffix = "_".join(f"{k}{v}" for k, v in self.params.items())
+        return f"{self.spec.name}-{self.dtype}" + (f"-{suffix}" if suffix else "")
 
     @property
     def name_expression(self) -> str:
@@ -213,8 +233,9 @@ class Instance:
 
     @property
     def defines(self) -> tuple[tuple[str, int], ...]:
-        """The -D macros this instantiation is compiled with."""
-        return tuple((name, self.params[name]) for name in self.spec.macros)
+        """The -D macros this instantiation is compiled with: its macro parameters, then the
+        catalog's fixed ``defines``."""
+        return tuple((name, self.params[name]) for name in self.spec.macros) + tuple(self.spec.defines)
 
     @property
     def build_unit(self) -> tuple:
@@ -325,18 +346,27 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     if not source.is_file():
         fail(f"source '{entry['source']}' not found (looked for {source})")
     text = source.read_text()
-    why = cuda_source.missing_kernel(text, entry["entry"], source.name)
+    include_dirs = _include_dirs(entry, path, fail)
+    fixed_defines = _fixed_defines(entry, fail)
+    try:
+        cuda_source.declare_include_dirs(source, include_dirs)
+    except cuda_source.IncludeDirConflict as exc:
+        fail(str(exc))
+    found_in = dict(file_name=str(source), include_dirs=cuda_source.include_dirs_of(source), defines=fixed_defines)
+    why = cuda_source.missing_kernel(text, entry["entry"], **found_in)
     if why:
         fail(why)
 
     tile_param = entry.get("tile", DEFAULT_TILE)
-    params, configs = _parameters(entry, tile_param, cuda_source.defines(text), fail)
+    tile_required = any(k in entry for k in ("policy", "tile", "tiles", "shared_tiles")) or \
+        entry.get("shapes") in TILE_SHAPES or not {"M", "K"} & set(roles)
+    params, configs = _parameters(entry, tile_param, cuda_source.defines(text), fail, tile_required)
     macros = entry.get("macros", [])
     if not isinstance(macros, list) or any(m not in params and not _in_configs(m, configs) for m in macros):
         fail(f"'macros' must list parameters to pass as -D NAME=value, got {macros!r}; "
              f"parameters: {sorted(params)}")
 
-    templated = cuda_source.is_template(text, entry["entry"])
+    templated = cuda_source.is_template(text, entry["entry"], **found_in)
     template_args = entry.get("template_args", "" if templated is False else "{T}, {TILE}")
     if templated is False and template_args.strip():
         fail(f"entry '{entry['entry']}' is not a template in {source.name}, but template_args = "
@@ -388,6 +418,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         gpu_only=gpu_only, catalog=path, roles=roles, layouts=layouts, params=params,
         configs=tuple(configs), macros=tuple(macros), tile_param=tile_param, geometry=geometry,
         sim_configs=None if sim_configs is None else tuple(sim_configs),
+        include_dirs=include_dirs, defines=fixed_defines,
     )
     _check_instantiations(spec, fail)
     return spec
@@ -428,11 +459,46 @@ def _layouts(entry, fail) -> dict[str, str]:
     return dict(layouts)
 
 
+def _include_dirs(entry, path: Path, fail) -> tuple[Path, ...]:
+    """``include_dirs``: directories relative to the catalog file, each one that exists."""
+    raw = entry.get("include_dirs", [])
+    if not isinstance(raw, list) or not all(isinstance(d, str) and d for d in raw):
+        fail(f"'include_dirs' must be a list of directories relative to the catalog, such as "
+             f"[\"include\", \"../common\"], got {raw!r}")
+    dirs = []
+    for d in raw:
+        full = (path.parent / d).resolve()
+        if not full.is_dir():
+            fail(f"include_dirs: '{d}' is not a directory (looked for {full})")
+        dirs.append(full)
+    return tuple(dirs)
+
+
+def _fixed_defines(entry, fail) -> tuple[tuple[str, object], ...]:
+    """``defines``: macros every compile of the kernel gets, as -D NAME=value."""
+    raw = entry.get("defines", {})
+    if not isinstance(raw, dict):
+        fail(f"'defines' must be a table such as {{ USE_FAST_PATH = 1, SCALE = \"2.0f\" }}, got {raw!r}")
+    out = []
+    for name, value in raw.items():
+        if not _IDENTIFIER.fullmatch(name):
+            fail(f"defines: {name!r} is not a macro name (letters, digits and _, not first a digit)")
+        if type(value) is bool:
+            value = int(value)
+        if type(value) not in (int, str) or (isinstance(value, str) and "\n" in value):
+            fail(f"defines: {name} = {value!r}; give an integer, true/false or a one-line string "
+                 "(passed as -D NAME=value)")
+        if name in entry.get("params", {}) or name in entry.get("macros", []):
+            fail(f"defines: {name} is also a parameter; keep it in one place")
+        out.append((name, value))
+    return tuple(out)
+
+
 def _in_configs(name, configs) -> bool:
     return all(name in values for _, values in configs) and bool(configs)
 
 
-def _parameters(entry, tile_param, source_defines, fail):
+def _parameters(entry, tile_param, source_defines, fail, tile_required=True):
     """({name: values}, [(config name, {name: value})]) with the source's #defines folded in."""
     params: dict[str, tuple[int, ...]] = {}
     raw = entry.get("params", {})
@@ -486,9 +552,11 @@ def _parameters(entry, tile_param, source_defines, fail):
                     c[name] = value
             else:
                 params[name] = (value,)
+    if not tile_required:
+        return params, configs   # grid and block are expressions: a kernel may have no tile
     if not params and not configs:
         fail(f"no value for the tile parameter {tile_param}: set 'tiles', 'params' or 'configs' "
-             f"(or #define {tile_param} in the source)")
+             f"(or #define {tile_param} in the source; a kernel with grid and block expressions needs no tile)")
     if any(tile_param not in c for _, c in configs) or (not configs and tile_param not in params):
         fail(f"the tile parameter {tile_param!r} has no value in every instantiation; give it in 'params', "
              f"'tiles' or each config, or name another with tile = \"...\"")

@@ -1,36 +1,47 @@
-"""Reading a .cu file the way a compiler would, without one: kernels, #defines, host code.
+"""Reading a .cu file the way a compiler does: kernels after preprocessing, #defines, the device part.
 
-Comments and string literals are blanked first (same length, newlines kept), so a
-name in a comment or a string never counts, and every offset and line number still
-matches the user's file. ``device_part`` keeps only what a device compile needs:
-it blanks host functions (``main`` and any function without ``__global__`` or
-``__device__``) and, for NVRTC, the C/C++ standard headers NVRTC does not ship. That is
-how nvcc treats a .cu file for the device (host code goes to the host compiler), done
-here because nvcc is not a dependency: NVRTC comes as a wheel and runs everywhere.
+Kernels are found in the preprocessed text (pcpp, a C preprocessor in Python), as the
+compiler finds them: a kernel declared through a macro counts, one under ``#if 0`` does
+not, and ``__launch_bounds__(...)`` never hides one. Headers the preprocessor cannot open
+(cuBLAS, the C++ library: host headers here) are left out of that pass; headers beside
+the source and in the catalog's ``include_dirs`` are read.
+
+``device_part`` is what a device compile gets: host functions (``main``, anything without
+``__global__`` or ``__device__``) blanked, every line kept, so errors point at the user's
+file. Which ``#include`` lines the device compile keeps is decided by the compiler, never
+by a list of names: NVRTC's build (gemmcheck.compile.device_includes) leaves out each
+header NVRTC reports it cannot open; for a host compiler (the CPU simulator's g++) each
+``#include`` is kept where ``__has_include`` says the compiler finds it.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import io
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
-# Headers of the host's C/C++ library that NVRTC does not have; device code needs none of them.
-HOST_HEADERS = frozenset("""
-cuda_runtime.h cuda.h stdio.h stdlib.h string.h math.h assert.h time.h stdint.h stddef.h float.h limits.h errno.h
-cstdio cstdlib cstring cmath cassert ctime cstdint cstddef cfloat climits cerrno
-iostream iomanip fstream sstream string vector array map set unordered_map algorithm numeric
-random chrono functional memory utility tuple stdexcept exception
-""".split())
+from gemmcheck.compile.prelude import PRELUDE
 
 _TOKEN = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
 _GLOBAL = re.compile(r"\b__global__\b(?P<between>[^;{}()]*?)\b(?P<name>[A-Za-z_]\w*)\s*\(")
 _LAUNCH_BOUNDS = re.compile(r"\b__launch_bounds__\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")  # nesting <= 2
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?[ \t]*(?P<value>\d+)[ \t]*\)?[ \t]*$",
                      re.M)
-_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?P<header>[^>]+)>[^\n]*$", re.M)
-_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)\((?P<params>[^)]*)\)(?P<body>(?:[^\n]*\\\n)*[^\n]*)",
-                    re.M)
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*(?P<spelled>(?P<open>[<\"])(?P<header>[^>\"\n]+)[>\"])[^\n]*$",
+                      re.M)
 _PREPROCESSOR = re.compile(r"^[ \t]*#(?:[^\n\\]|\\[\s\S])*", re.M)
+_LINE_MARKER = re.compile(r"^#line (?P<line>\d+)(?: \"(?P<file>(?:\\.|[^\"\\])*)\")?\s*$")
+
+# Macros every CUDA device compile defines; the discovery pass sees the file as the device
+# compile does (an sm_90 build, the default of the static checks).
+DEVICE_MACROS = {"__CUDACC__": "1", "__NVCC__": "1", "__CUDA_ARCH__": "900"}
+
+
+class IncludeDirConflict(ValueError):
+    """One source declared with two different include_dirs lists."""
 
 
 def _blank(match: re.Match) -> str:
@@ -47,51 +58,142 @@ def code_only(text: str) -> str:
     return _TOKEN.sub(_blank, text)
 
 
-def kernels(text: str) -> list[str]:
-    """Names of the __global__ functions the source declares (template or not), in order.
+def _spaces(match: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", match.group(0))
 
-    A function-like macro whose body declares ``__global__ void NAME(...)`` with NAME one
-    of its parameters declares a kernel at each invocation (``FLAWED_KERNEL(broken_x, ...)``).
+
+# -- where a source's headers are -------------------------------------------------------
+
+_INCLUDE_DIRS: dict[Path, tuple[Path, ...]] = {}
+
+
+def declare_include_dirs(source: Path, dirs) -> None:
+    """Record the catalog's ``include_dirs`` for `source` (absolute paths): every compile of
+    it, NVRTC's and the CPU simulator's, searches them after the source's own directory.
+    A source declared twice must be declared alike."""
+    source, dirs = Path(source).resolve(), tuple(Path(d).resolve() for d in dirs)
+    known = _INCLUDE_DIRS.setdefault(source, dirs)
+    if known != dirs:
+        raise IncludeDirConflict(f"{source.name} is declared with include_dirs {[str(d) for d in known]} and "
+                                 f"{[str(d) for d in dirs]}; one source is compiled one way: give both the same")
+
+
+def include_dirs_of(source: Path) -> tuple[Path, ...]:
+    """The directories a compile of `source` searches: its own, then the catalog's include_dirs."""
+    source = Path(source).resolve()
+    return (source.parent, *_INCLUDE_DIRS.get(source, ()))
+
+
+# -- kernels, after preprocessing ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Kernel:
+    """A __global__ function as the preprocessed source declares it."""
+
+    name: str
+    file: str          # the file it is declared in (the source, or a header it includes)
+    line: int          # 1-based, in that file
+    head: str          # its declaration up to the parameter list's '(' (macros expanded)
+    params: str        # its parameter list, as written (macros expanded)
+
+    @property
+    def is_template(self) -> bool:
+        return bool(re.search(r"\btemplate\s*<", self.head))
+
+
+def preprocessed(text: str, file_name: str = "<source>", include_dirs=(), defines=()) -> str:
+    """`text` after a C preprocessor, ``#line`` markers kept; headers it cannot open left out.
+
+    ``defines``: ((name, value), ...) as -D would give them. Falls back to the text with
+    directives blanked when the preprocessor itself fails on it.
     """
-    code = _LAUNCH_BOUNDS.sub(lambda m: " " * len(m.group(0)), code_only(text))
-    names, generators = [], {}
-    for m in _MACRO.finditer(code):
-        params = [p.strip() for p in m["params"].split(",")]
-        for g in _GLOBAL.finditer(m["body"]):
-            if g["name"] in params:
-                generators[m["name"]] = params.index(g["name"])
-    outside = _PREPROCESSOR.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)
-    for m in _GLOBAL.finditer(outside):
-        names.append(m["name"])
-    for macro, position in generators.items():
-        for call in re.finditer(rf"\b{macro}\s*\((?P<args>[^()]*)\)", outside):
-            args = [a.strip() for a in call["args"].split(",")]
-            if position < len(args) and re.fullmatch(r"[A-Za-z_]\w*", args[position]):
-                names.append(args[position])
-    return list(dict.fromkeys(n for n in names if n != "void"))
+    return _preprocessed(text, file_name, tuple(str(d) for d in include_dirs),
+                         tuple((str(k), str(v)) for k, v in defines))
 
 
-def is_template(text: str, entry: str) -> bool | None:
-    """Whether the __global__ function `entry` is a template; None when it is not declared plainly."""
-    code = _LAUNCH_BOUNDS.sub(lambda m: " " * len(m.group(0)), code_only(text))
-    code = _PREPROCESSOR.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)
+@functools.lru_cache(maxsize=64)
+def _preprocessed(text, file_name, include_dirs, defines) -> str:
+    from pcpp import Action, OutputDirective, Preprocessor
+
+    class Quiet(Preprocessor):
+        def on_include_not_found(self, is_malformed, is_system_include, curdir, includepath):
+            raise OutputDirective(Action.IgnoreAndRemove)   # a host header: not the device's concern
+
+        def on_error(self, file, line, msg):
+            pass   # #error, unknown macros in #if ...: the compiler reports those, not discovery
+
+        def on_comment(self, tok):
+            return False   # comments dropped
+
+    pre = Quiet()
+    pre.line_directive = "#line"
+    for name, value in {**DEVICE_MACROS, **dict(defines)}.items():
+        pre.define(f"{name} {value}")
+    for d in include_dirs:
+        pre.add_path(d)
+    try:
+        pre.parse(text, file_name)
+        out = io.StringIO()
+        pre.write(out)
+        return out.getvalue()
+    except Exception:   # pcpp is stricter than compilers on a few constructs; never fail discovery on it
+        return f'#line 1 "{file_name}"\n' + _PREPROCESSOR.sub(_spaces, code_only(text))
+
+
+def _line_of(preprocessed_text: str, offset: int, default_file: str) -> tuple[str, int]:
+    """(file, line) in the user's files of an offset into preprocessed text, from its #line markers."""
+    file, line = default_file, 1
+    for raw in preprocessed_text[:offset].split("\n")[:-1]:
+        m = _LINE_MARKER.match(raw)
+        if m:
+            line = int(m["line"])
+            file = m["file"] if m["file"] is not None else file
+        else:
+            line += 1
+    return file, line
+
+
+def find_kernels(text: str, file_name: str = "<source>", include_dirs=(), defines=()) -> list[Kernel]:
+    """The __global__ functions of the preprocessed source, in order, each once."""
+    pre = preprocessed(text, file_name, include_dirs, defines)
+    written = _PREPROCESSOR.sub(_spaces, code_only(pre))
+    code = _LAUNCH_BOUNDS.sub(_spaces, written)   # same offsets: heads are read from `written`
+    found: dict[str, Kernel] = {}
     for m in _GLOBAL.finditer(code):
-        if m["name"] == entry:
-            head = code[max(code.rfind(";", 0, m.start()), code.rfind("}", 0, m.start())) + 1:m.start()]
-            return bool(re.search(r"\btemplate\s*<", head))
+        if m["name"] == "void" or m["name"] in found:
+            continue
+        head_start = max(code.rfind(";", 0, m.start()), code.rfind("}", 0, m.start())) + 1
+        close = _matching(code, m.end() - 1, "(", ")")
+        file, line = _line_of(pre, m.start("name"), file_name)
+        found[m["name"]] = Kernel(m["name"], file, line, " ".join(written[head_start:m.end() - 1].split()),
+                                  " ".join(code[m.end():close].split()))
+    return list(found.values())
+
+
+def kernels(text: str, file_name: str = "<source>", include_dirs=(), defines=()) -> list[str]:
+    """Names of the __global__ functions the source declares (template or not), in order."""
+    return [k.name for k in find_kernels(text, file_name, include_dirs, defines)]
+
+
+def is_template(text: str, entry: str, file_name: str = "<source>", include_dirs=(), defines=()) -> bool | None:
+    """Whether the __global__ function `entry` is a template; None when the source does not declare it."""
+    for k in find_kernels(text, file_name, include_dirs, defines):
+        if k.name == entry:
+            return k.is_template
     return None
 
 
-def missing_kernel(text: str, entry: str, file_name: str) -> str | None:
+def missing_kernel(text: str, entry: str, file_name: str, include_dirs=(), defines=()) -> str | None:
     """None when `entry` is a __global__ function of the source; else why, with what is there."""
-    found = kernels(text)
+    found = kernels(text, file_name, include_dirs, defines)
+    name = Path(file_name).name
     if entry in found:
         return None
     if not found:
-        return f"entry '{entry}': {file_name} declares no __global__ function"
+        return f"entry '{entry}': {name} declares no __global__ function (after preprocessing)"
     close = difflib.get_close_matches(entry, found, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else ""
-    return (f"entry '{entry}' is not a __global__ function of {file_name}; it declares "
+    return (f"entry '{entry}' is not a __global__ function of {name}; it declares "
             f"{', '.join(found)}{hint}")
 
 
@@ -100,8 +202,46 @@ def defines(text: str) -> dict[str, int]:
     return {m["name"]: int(m["value"]) for m in _DEFINE.finditer(code_only(text))}
 
 
-def device_part(text: str, *, strip_host_headers: bool) -> str:
-    """The source with host functions blanked (and standard host headers, if asked): same lines."""
+# -- the device part ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Include:
+    line: int          # 1-based
+    spelled: str       # <cublas_v2.h> or "helpers.cuh", as written
+    header: str        # cublas_v2.h
+
+
+def includes(text: str) -> list[Include]:
+    """The source's own ``#include`` lines (not its headers'), in order."""
+    code = code_only(text)
+    out = []
+    for m in _INCLUDE.finditer(code):
+        spelled = text[m.start("spelled"):m.end("spelled")]   # code_only blanks a "quoted" name
+        out.append(Include(code.count("\n", 0, m.start()) + 1, spelled, spelled[1:-1].strip()))
+    return out
+
+
+def blank_lines(text: str, lines) -> str:
+    """`text` with the given 1-based lines blanked (spaces; every newline kept)."""
+    rows = text.split("\n")
+    for n in lines:
+        rows[n - 1] = " " * len(rows[n - 1])
+    return "\n".join(rows)
+
+
+def device_part(text: str, *, compiler: str | None = None, strip_host_headers: bool | None = None) -> str:
+    """What a device compile of the source gets: host functions blanked, lines kept.
+
+    compiler="nvrtc" (or strip_host_headers=True): nothing else; NVRTC's build leaves out the
+    headers it reports it cannot open (gemmcheck.compile.device_includes) and takes the prelude
+    with --pre-include. compiler="host" (or strip_host_headers=False), for a host compiler such as
+    the CPU simulator's g++: the prelude is included first, and each ``#include`` of the source is
+    kept only where ``__has_include`` finds it; ``#line`` directives keep every line's number.
+    """
+    if compiler is None:
+        compiler = "nvrtc" if strip_host_headers else "host"
+    if compiler not in ("nvrtc", "host"):
+        raise ValueError(f"device_part: compiler must be 'nvrtc' or 'host', got {compiler!r}")
     code = code_only(text)
     out = list(text)
     for start, end in _host_functions(code):
@@ -109,15 +249,33 @@ def device_part(text: str, *, strip_host_headers: bool) -> str:
             if out[i] != "\n":
                 out[i] = " "
     result = "".join(out)
-    if strip_host_headers:
-        result = _INCLUDE.sub(lambda m: (" " * len(m.group(0)) if m["header"].strip() in HOST_HEADERS
-                                         else m.group(0)), result)
-    return result
+    return result if compiler == "nvrtc" else _for_host_compiler(result)
+
+
+def _for_host_compiler(text: str) -> str:
+    """The prelude first, then `text` with each #include guarded by __has_include (lines kept)."""
+    rows = text.split("\n")
+    for inc in reversed(includes(text)):
+        n = inc.line
+        note = (f"gemmcheck: the compiler cannot open {inc.spelled}; it is left out of the device compile "
+                "(an error below may come from that)").replace('"', "'")
+        rows[n - 1:n] = [f"#if __has_include({inc.spelled})", rows[n - 1], "#else",
+                         f'#pragma message("{note}")', "#endif", f"#line {n + 1}"]
+    return f'#include "{PRELUDE}"\n#line 1\n' + "\n".join(rows)
+
+
+_OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?![(\w])(?P<body>(?:[^\n]*\\\n)*[^\n]*)",
+                           re.M)
 
 
 def _host_functions(code: str) -> list[tuple[int, int]]:
-    """(start, end) of each top-level function definition that is host code."""
-    code = _PREPROCESSOR.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)
+    """(start, end) of each top-level function definition that is host code.
+
+    A head is read with the file's object-like macros expanded, so ``KERNEL name(...)`` after
+    ``#define KERNEL template <int BM> __global__ void`` is device code, as the compiler sees it.
+    """
+    macros = {m["name"]: m["body"].replace("\\\n", " ") for m in _OBJECT_MACRO.finditer(code)}
+    code = _PREPROCESSOR.sub(_spaces, code)
     spans, head_start, i = [], 0, 0
     while i < len(code):
         c = code[i]
@@ -126,10 +284,10 @@ def _host_functions(code: str) -> list[tuple[int, int]]:
             if re.search(r"\bnamespace\b|\bextern\s*\"", head):
                 head_start = i + 1          # enter: its contents are top level too
             else:
-                end = _matching_brace(code, i)
+                end = _matching(code, i, "{", "}")
                 is_function = re.search(r"\)\s*(const|noexcept)?\s*$", head) and \
                     not re.search(r"\b(struct|class|union|enum)\b|=", head)
-                if is_function and not re.search(r"\b__(global|device)__\b", head):
+                if is_function and not re.search(r"\b__(global|device)__\b", _expanded(head, macros)):
                     spans.append((head_start + len(head) - len(head.lstrip()), end + 1))
                 i = head_start = end + 1
                 continue
@@ -139,12 +297,22 @@ def _host_functions(code: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _matching_brace(code: str, open_at: int) -> int:
+def _expanded(head: str, macros: dict[str, str], depth: int = 8) -> str:
+    """`head` with object-like macros replaced by their bodies (a few levels deep)."""
+    for _ in range(depth):
+        new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: macros.get(m.group(0), m.group(0)), head)
+        if new == head:
+            break
+        head = new
+    return head
+
+
+def _matching(code: str, open_at: int, open_char: str, close_char: str) -> int:
     depth = 0
     for j in range(open_at, len(code)):
-        if code[j] == "{":
+        if code[j] == open_char:
             depth += 1
-        elif code[j] == "}":
+        elif code[j] == close_char:
             depth -= 1
             if depth == 0:
                 return j

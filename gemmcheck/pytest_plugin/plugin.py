@@ -128,6 +128,8 @@ def pytest_configure(config: pytest.Config) -> None:
         ("perf", "device-timed performance measurement"),
         ("instances", "instances(predicate): keep only the catalog instantiations for which "
                       "predicate(instance) is true, e.g. the TILEs a fixed shape allows"),
+        ("nvrtc", "compiles with NVRTC only (no device, no simulator): runs for gpu_only kernels "
+                  "under --gemm-backend cpu-sim too"),
     ):
         config.addinivalue_line("markers", f"{marker}: {text}")
 
@@ -207,7 +209,7 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
         if gemm_config(config).simulated:
             return ("--gemm-backend cpu-sim: GPU and performance tests run only on the GPU "
                     "backend (cupy)")
-    elif gemm_config(config).simulated:
+    elif gemm_config(config).simulated and not item.get_closest_marker("nvrtc"):
         gpu_only = [p for p in instances_of(item) if p.spec.gpu_only]
         if gpu_only:
             return (f"{gpu_only[0].spec.name} is gpu_only in its catalog: its author says it needs "

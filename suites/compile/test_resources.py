@@ -11,6 +11,9 @@ from gemmcheck.compile import resources
 
 COMPILES_TEST = "suites/compile/test_resources.py::test_compiles_for_sm90"
 
+# NVRTC needs neither a GPU nor the simulator: gpu_only kernels are compiled here on any backend.
+pytestmark = pytest.mark.nvrtc
+
 
 def _unit(gemm, instance):
     return [i for i in gemm.instances("any_kernel") if i.build_unit == instance.build_unit]

@@ -1,0 +1,178 @@
+"""Which ``#include`` lines NVRTC's device compile keeps, as NVRTC decides it.
+
+nvcc hands a .cu file's host side to the host compiler, so a file that includes
+``<cublas_v2.h>``, ``<cstdio>`` or a project header with host code builds for the device.
+NVRTC has no host C library: such a header stops it (``cannot open source file``). The
+decision is the compiler's, not a list of names: compile; for each ``#include`` line (of
+the source, or of the user's own headers it includes, compiled through device copies)
+that NVRTC cannot open, directly or through the headers it pulls in, blank that line (the
+line count is kept) and compile again (gemmcheck.compile.compiler). What was left out,
+with NVRTC's own words, is kept: when the device code needs something from such a header,
+the compile error carries the original reason.
+
+Decisions are cached by (device texts, include path, defines, options, NVRTC version), in
+memory and on disk beside the cubins, so a source's instantiations and units decide once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from gemmcheck.compile import buildlock
+from gemmcheck.contract import cuda_source
+
+_CANNOT_OPEN = re.compile(r'^(?P<file>.*?)\((?P<line>\d+)\): catastrophic error: cannot open source file '
+                          r'"(?P<header>[^"]+)"[^\n]*(?:\n[^\n]*){0,2}', re.M)
+
+# probe(text) -> NVRTC's log of a front-end-only compile of `text` ("" when it compiles)
+Check = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """One #include line that the device compile leaves out: of the source, or of one of the
+    user's own headers the source includes (``file``: that header's path)."""
+
+    line: int
+    spelled: str        # <cublas_v2.h>
+    reason: str         # NVRTC's error for it, as NVRTC wrote it
+    file: str = ""      # "" : the source itself
+
+    def note(self) -> str:
+        """One line: which #include, and NVRTC's error for it (its first line)."""
+        where = f"{Path(self.file).name} line {self.line}" if self.file else f"line {self.line}"
+        return f"{where}: {self.spelled}: {self.reason.strip().splitlines()[0]}"
+
+
+def cannot_open(log: str) -> re.Match | None:
+    """NVRTC's first "cannot open source file" error in a log, or None."""
+    return _CANNOT_OPEN.search(log)
+
+
+class DeviceFiles:
+    """The source's device text, and device copies of the user's own headers it includes.
+
+    A header of the user's (``#include "helpers.cuh"`` found in the source's directory or the
+    catalog's include_dirs) is compiled as the source is: its host functions blanked and the
+    #include lines NVRTC cannot open left out, in a copy under ``root`` that starts with
+    ``#line 1 "<the header>"``, so errors still name the user's file and line. The source's
+    #include line is pointed at the copy, on the same line.
+    """
+
+    def __init__(self, text: str, user_dirs, root: Path):
+        self.root = root
+        self.texts: dict[str, str] = {"": text}      # "" : the source; else a header's path
+        self.copies: dict[int, str] = {}             # the source's line -> the header it includes
+        for inc in cuda_source.includes(text):
+            if not inc.spelled.startswith('"'):
+                continue
+            found = next((Path(d) / inc.header for d in user_dirs if (Path(d) / inc.header).is_file()), None)
+            if found is None:
+                continue
+            path = str(found.resolve())
+            self.texts.setdefault(path, cuda_source.device_part(found.read_text(), compiler="nvrtc"))
+            self.copies[inc.line] = path
+
+    def fingerprint(self) -> list:
+        """What the compile depends on, for cache keys: the source's and its headers' device texts."""
+        return sorted(self.texts.items())
+
+    def include_count(self) -> int:
+        return sum(len(cuda_source.includes(t)) for t in self.texts.values())
+
+    def program(self, left: tuple[LeftOut, ...]) -> str:
+        """The source's device text with `left` blanked, its own headers' copies written."""
+        rows = apply(self.texts[""], tuple(l for l in left if not l.file)).split("\n")
+        for line, path in self.copies.items():
+            if rows[line - 1].strip():
+                rows[line - 1] = f'#include "{self._copy(path, left)}"'
+        return "\n".join(rows)
+
+    def _copy(self, path: str, left: tuple[LeftOut, ...]) -> Path:
+        text = f'#line 1 "{path}"\n' + apply(self.texts[path], tuple(l for l in left if l.file == path))
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        copy = self.root / digest / Path(path).name
+        if not copy.is_file():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            buildlock.write_atomic(copy, text.encode())
+        return copy
+
+    def next_left_out(self, program_name: str, log: str, probe: Check,
+                      left: tuple[LeftOut, ...]) -> LeftOut | None:
+        """The #include line to leave out next, from a failed compile's `log`: the line NVRTC
+        reports it cannot open (in the source or in a header of the user's), or, when that
+        happens inside another header, the first #include of those files that NVRTC cannot
+        build alone (``probe`` compiles a one-line program). None when the log shows no such
+        header, or none of these files' #include lines leads to it."""
+        failure = cannot_open(log)
+        if failure is None:
+            return None
+        done = {(l.file, l.line) for l in left}
+        file = "" if failure["file"] == program_name else str(Path(failure["file"]).resolve()) \
+            if failure["file"] in self.texts or str(Path(failure["file"]).resolve()) in self.texts else None
+        candidates = [(f, inc) for f in sorted(self.texts, key=lambda f: f == "")
+                      for inc in cuda_source.includes(self.texts[f])
+                      if (f, inc.line) not in done and not (f == "" and inc.line in self.copies)]
+        if file is not None:
+            found = next((inc for f, inc in candidates if f == file and inc.line == int(failure["line"])), None)
+        else:   # inside a header: the first of these #include lines NVRTC cannot build alone
+            found, file = next(((inc, f) for f, inc in candidates
+                                if cannot_open(probe(f"#include {inc.spelled}\n"))), (None, None))
+            if found is None and self.copies:   # deeper in a header of the user's: leave it out whole
+                found, file = next(((inc, "") for inc in cuda_source.includes(self.texts[""])
+                                    if inc.line in self.copies and ("", inc.line) not in done), (None, None))
+        return None if found is None else LeftOut(found.line, found.spelled, failure.group(0), file)
+
+
+def apply(text: str, left: tuple[LeftOut, ...]) -> str:
+    return cuda_source.blank_lines(text, [l.line for l in left])
+
+
+def explain(left: tuple[LeftOut, ...]) -> str:
+    """The lines a compile error gets when headers were left out: what, and NVRTC's reason."""
+    if not left:
+        return ""
+    return ("\nleft out of the device compile, as NVRTC cannot open them (if an error above needs one, "
+            "this is why; a header of your own: add its directory to the catalog's include_dirs):\n"
+            + "\n".join("  " + l.note() for l in left))
+
+
+class Decisions:
+    """Decisions by key, in memory and on disk (``<cache>/includes/<key>.json``)."""
+
+    def __init__(self, root: Callable[[], Path]):
+        self._root = root
+        self._known: dict[str, tuple[LeftOut, ...]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(*parts) -> str:
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+    def get(self, key: str) -> tuple[LeftOut, ...] | None:
+        with self._lock:
+            if key in self._known:
+                return self._known[key]
+        try:
+            raw = json.loads((self._root() / f"{key}.json").read_text())
+            found = tuple(LeftOut(**item) for item in raw)
+        except (OSError, ValueError, TypeError):
+            return None
+        with self._lock:
+            self._known[key] = found
+        return found
+
+    def put(self, key: str, left: tuple[LeftOut, ...]) -> None:
+        with self._lock:
+            self._known[key] = left
+        try:
+            self._root().mkdir(parents=True, exist_ok=True)
+            buildlock.write_atomic(self._root() / f"{key}.json", json.dumps([asdict(l) for l in left]).encode())
+        except OSError:
+            pass   # a read-only cache only costs time

@@ -1,0 +1,457 @@
+"""A catalog entry drafted from a kernel source: ``python -m gemmcheck draft path/to/file.cu``.
+
+For each kernel the source declares (found after preprocessing, as the compiler finds
+them), the draft reads what the source says:
+
+- argument roles from parameter names (``M``, ``N``, ``K``, ``alpha``, ``beta``, ``A``,
+  ``B``, ``C``, ``lda``, ``ldb``, ``ldc`` in the common spellings: ``int m``,
+  ``const float *A``, ``float* __restrict__ matC``, ``d_A``, ``A_ptr`` ...);
+- the dtype from the pointers' element type, template parameters as params (values from
+  the file's own launches, ``kernel<32><<<...>>>``), integer ``#define``s the file uses as
+  params, ``__launch_bounds__`` as a hint for the block;
+- the launch geometry from the file's own launch (``dim3 grid(CEIL_DIV(M, 32), ...)``),
+  when its expressions are over M, N, K and the parameters.
+
+Everything it could not read is marked with a ``# TODO: ...`` line saying what to fill in.
+The output is valid TOML; once the TODOs are filled, the catalog loader accepts it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gemmcheck.contract import cuda_source, launch
+
+# Element types the suite knows, as C spells them -> dtype names of gemmcheck.contract.dtypes.
+C_TYPES = {"float": "float32", "double": "float64", "__half": "float16", "half": "float16",
+           "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16"}
+# Names that usually hold the tile edge, most likely first.
+TILE_NAMES = ("TILE", "TILE_SIZE", "TILE_WIDTH", "TILE_DIM", "BLOCK_SIZE", "BLOCKSIZE", "BLOCK", "BS", "BM", "TS")
+_PREFIXES = ("d_", "g_", "dev_", "p_", "ptr_", "matrix_", "matrix", "mat_", "mat", "size_", "num_", "dim_", "n_")
+_SUFFIXES = ("_ptr", "ptr", "_d", "_dev", "_mat", "mat", "_matrix", "_size", "_dim", "dim")
+_POINTER_NAMES = {"a": "A", "b": "B", "c": "C", "out": "C", "output": "C", "result": "C", "res": "C", "d": "C"}
+_INT_NAMES = {"m": "M", "n": "N", "k": "K", "lda": "lda", "ldb": "ldb", "ldc": "ldc",
+              "ld_a": "lda", "ld_b": "ldb", "ld_c": "ldc", "rows": "M", "cols": "N", "width": "N"}
+_SCALAR_NAMES = {"alpha": "alpha", "beta": "beta"}
+_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|unsigned|signed)\b")
+
+
+@dataclass
+class Param:
+    text: str
+    name: str
+    type: str
+    pointer: bool
+
+    @property
+    def element_type(self) -> str:
+        return " ".join(_QUALIFIERS.sub(" ", self.type).replace("*", " ").replace("&", " ").split())
+
+
+@dataclass
+class Draft:
+    """One kernel's entry: fields in order, with the TODO lines that go before each."""
+
+    fields: list = field(default_factory=list)    # (key, toml value or None, [comment lines])
+
+    def add(self, key: str, value, *comments: str) -> None:
+        self.fields.append((key, value, list(comments)))
+
+    def toml(self) -> str:
+        lines = ["[[kernel]]"]
+        for key, value, comments in self.fields:
+            lines += [f"# {c}" for c in comments]
+            if value is not None:
+                lines.append(f"{key} = {value}")
+        return "\n".join(lines)
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """`text` split at `sep` outside (), [], {} and <>."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current)
+    return [p.strip() for p in parts]
+
+
+def parse_params(params: str) -> list[Param]:
+    out = []
+    for raw in split_top_level(params):
+        text = raw.split("=")[0].strip()
+        if not text or text == "void":
+            continue
+        m = re.search(r"([A-Za-z_]\w*)\s*(\[[^\]]*\]\s*)*$", text)
+        name = m.group(1) if m else text
+        type_ = text[:m.start()].strip() if m else ""
+        out.append(Param(raw, name, type_, "*" in type_ or "[" in text))
+    return out
+
+
+def template_params(head: str) -> list[tuple[str, str]]:
+    """(kind, name) of each template parameter: kind "type" or "value"."""
+    m = re.search(r"\btemplate\s*<(?P<inner>.*)>", head)
+    if not m:
+        return []
+    out = []
+    for part in split_top_level(_balanced_angle(m["inner"])):
+        name = re.findall(r"[A-Za-z_]\w*", part.split("=")[0])
+        if not name:
+            continue
+        kind = "type" if re.match(r"\s*(typename|class)\b", part) else "value"
+        out.append((kind, name[-1]))
+    return out
+
+
+def _balanced_angle(text: str) -> str:
+    depth = 1
+    for i, ch in enumerate(text):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if depth == 0:
+            return text[:i]
+    return text
+
+
+def normalized(name: str) -> str:
+    n = name.lower()
+    for p in _PREFIXES:
+        if n.startswith(p) and len(n) > len(p):
+            n = n[len(p):]
+            break
+    for s in _SUFFIXES:
+        if n.endswith(s) and len(n) > len(s):
+            n = n[:-len(s)]
+            break
+    return n.strip("_")
+
+
+def role_of(param: Param, scalar_types: set[str]) -> str | None:
+    """The catalog role a parameter's name says, or None."""
+    n = normalized(param.name)
+    if param.pointer:
+        return _POINTER_NAMES.get(n)
+    if n in _SCALAR_NAMES or param.name.lower() in _SCALAR_NAMES:
+        return _SCALAR_NAMES.get(n) or _SCALAR_NAMES[param.name.lower()]
+    if param.element_type in scalar_types:
+        return None
+    return _INT_NAMES.get(n) or _INT_NAMES.get(param.name.lower())
+
+
+def _toml(value) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    return str(value)
+
+
+# -- what the file's own launches say ------------------------------------------------------
+
+_LAUNCH = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?:<(?P<targs>[^<>;]*(?:<[^<>;]*>[^<>;]*)*)>)?\s*"
+                     r"<<<(?P<config>.*?)>>>", re.S)
+_CONSTANT = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>\d+)[uUlL]*\s*[,;]")
+
+
+@dataclass
+class Launch:
+    template_args: list[str]
+    grid: list[str] | None
+    block: list[str] | None
+    written: str            # the launch's lines as the file has them (macros expanded)
+
+
+def launches(code: str, kernel: str) -> list[Launch]:
+    """The launches of `kernel` in (preprocessed, comment-free) host code, in order."""
+    found = []
+    for m in _LAUNCH.finditer(code):
+        if m["name"] != kernel:
+            continue
+        config = split_top_level(m["config"])
+        before = code[:m.start()]
+        dims = [(_dims(config[i], before) if len(config) > i else None) for i in (0, 1)]
+        found.append(Launch(split_top_level(m["targs"] or ""), dims[0], dims[1],
+                            " ".join(code[m.start():m.end()].split())))
+    return found
+
+
+def _dims(arg: str, before: str) -> list[str] | None:
+    arg = arg.strip()
+    inline = re.fullmatch(r"dim3\s*[({](?P<args>.*)[)}]", arg, re.S)
+    if inline:
+        return split_top_level(inline["args"])
+    if re.fullmatch(r"[A-Za-z_]\w*", arg):
+        decls = list(re.finditer(rf"\bdim3\s+{arg}\s*(?:=\s*dim3\s*)?[({{](?P<args>[^;]*)[)}}]\s*;", before))
+        if decls:
+            return split_top_level(decls[-1]["args"])
+    return [arg] if arg else None
+
+
+_OPERAND = r"(?:\w+|\(\w+\))"
+_CEIL_DIV = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<b>{_OPERAND})\s*-\s*1\s*\)\s*//\s*(?P<b2>{_OPERAND})")
+
+
+def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
+                    literals: dict[str, str] | None = None) -> str:
+    """A host C expression as a catalog expression: integer division as //, casts dropped,
+    host names of M, N, K and the parameters renamed, other known constants substituted,
+    ``(a + b - 1) / b`` written ceil(a / b). `literals` maps a number the launch passes as a
+    template argument to that parameter's name."""
+    text = re.sub(r"\(\s*(?:unsigned\s+)?(?:int|uint|unsigned|size_t|long)\s*\)", "", text)
+    text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
+    text = re.sub(r"(?<!/)/(?!/)", "//", text)
+
+    def rename(m: re.Match) -> str:
+        word = m.group(0)
+        if word in names:
+            return names[word]
+        if word in constants:
+            return str(constants[word])
+        if literals and word in literals:
+            return literals[word]
+        return word
+    text = " ".join(re.sub(r"\b\w+\b", rename, text).split())
+    bare = lambda operand: operand.strip("()")
+    for _ in range(4):
+        new = _CEIL_DIV.sub(lambda m: f"ceil({bare(m['a'])} / {bare(m['b'])})" if bare(m["b"]) == bare(m["b2"])
+                            else m.group(0), text)
+        new = re.sub(r"\(\s*(ceil\([^()]*\))\s*\)", r"\1", new)
+        if new == text:
+            break
+        text = new
+    return text
+
+
+# -- the draft ---------------------------------------------------------------------------------
+
+def draft_source(source: Path, relative_to: Path | None = None) -> str:
+    """The drafted catalog (TOML) for every kernel of `source`."""
+    source = source.resolve()
+    text = source.read_text()
+    kernels = cuda_source.find_kernels(text, str(source), cuda_source.include_dirs_of(source))
+    where = Path((relative_to or source.parent)).resolve()
+    try:
+        rel = str(source.relative_to(where))
+    except ValueError:
+        rel = str(source)
+    header = [f"# Drafted by `python -m gemmcheck draft {source.name}`: fill in each TODO and check every value.",
+              f"# source paths are relative to the catalog file: this draft is for a catalog in {_shown(where)}.",
+              "# What each field means: docs/published-sources.md."]
+    if not kernels:
+        return "\n".join(header + [f"# TODO: {source.name} declares no __global__ function (after preprocessing)"]) + "\n"
+    host = cuda_source.code_only(cuda_source.preprocessed(text, str(source), cuda_source.include_dirs_of(source)))
+    constants = {m["name"]: int(m["value"]) for m in _CONSTANT.finditer(host)}
+    file_defines = {k: v for k, v in cuda_source.defines(text).items()
+                    if re.search(rf"\b{k}\b", _without_define_lines(text))}
+    drafts = [draft_kernel(k, rel, host, constants, file_defines) for k in kernels]
+    return "\n".join(header) + "\n\n" + "\n\n".join(d.toml() for d in drafts) + "\n"
+
+
+def _shown(directory: Path) -> str:
+    """A directory as the user would type it: relative to the current one where it is below it."""
+    try:
+        return str(directory.relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        return str(directory)
+
+
+def _without_define_lines(text: str) -> str:
+    return re.sub(r"^[ \t]*#[ \t]*define[^\n]*", "", cuda_source.code_only(text), flags=re.M)
+
+
+def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constants: dict[str, int],
+                 file_defines: dict[str, int]) -> Draft:
+    d = Draft()
+    params = parse_params(kernel.params)
+    tparams = template_params(kernel.head)
+    type_params = {name for kind, name in tparams if kind == "type"}
+    value_params = [name for kind, name in tparams if kind == "value"]
+    element_types = {p.element_type for p in params if p.pointer}
+    scalar_types = set(C_TYPES) | type_params
+
+    d.add("name", _toml(kernel.name))
+    d.add("description", _toml(""), "TODO: description: one line on what the kernel does (optional)")
+    d.add("source", _toml(rel_source))
+    d.add("entry", _toml(kernel.name))
+
+    roles, unknown = [], []
+    for p in params:
+        role = role_of(p, scalar_types)
+        if role is None or role in roles:
+            unknown.append(p.text)
+            role = f"TODO {p.name}"
+        roles.append(role)
+    missing = [r for r in launch.POINTER_ROLES if r not in roles]
+    todo_args = []
+    if unknown:
+        todo_args.append(f"TODO: args: the role of {', '.join(repr(u) for u in unknown)}: one of "
+                         f"{', '.join(launch.ROLES)}, or an integer literal passed as is")
+    if missing:
+        todo_args.append(f"TODO: args: no parameter reads as {', '.join(missing)}; name the pointers' roles")
+    d.add("args", _toml(roles), *todo_args)
+
+    # dtype: the pointers' element type, or the type parameter's
+    dtype_comments, dtypes = [], []
+    for t in element_types:
+        if t in C_TYPES:
+            dtypes.append(C_TYPES[t])
+        elif t in type_params:
+            dtype_comments.append(f"TODO: dtypes: {t} is a template parameter; list the dtypes to test "
+                                  "(float32, float64, float16, bfloat16)")
+        else:
+            dtype_comments.append(f"TODO: dtypes: element type {t!r} is not one gemmcheck knows; "
+                                  "use float32, float64, float16 or bfloat16")
+    dtypes = sorted(set(dtypes)) or ["float32"]
+
+    # compile-time parameters: template values from the file's launches, #defines the file uses
+    kernel_launches = launches(host, kernel.name)
+    configs: list[dict[str, int]] = []
+    for call in kernel_launches:
+        values = {}
+        value_args = [a for (kind, _), a in zip(tparams, call.template_args) if kind == "value"]
+        for name, arg in zip(value_params, value_args):
+            arg = arg.strip()
+            value = int(re.sub(r"[uUlL]+$", "", arg)) if re.fullmatch(r"\d+[uUlL]*", arg) else constants.get(arg)
+            if value is not None:
+                values[name] = value
+        if len(values) == len(value_params) and values not in configs:
+            configs.append(values)
+    template_args = ", ".join("{T}" if kind == "type" else "{" + name + "}" for kind, name in tparams)
+    if tparams:
+        d.add("template_args", _toml(template_args))
+    defines_used = {k: v for k, v in file_defines.items() if k not in value_params}
+    param_values: dict[str, list[int]] = {name: [v] for name, v in defines_used.items()}
+    if value_params:
+        if configs:
+            for name in value_params:
+                param_values[name] = sorted({c[name] for c in configs})
+            note = [f"the values the file launches it with: {', '.join(c.rstrip() for c in _launch_texts(kernel_launches))}"]
+        else:
+            for name in value_params:
+                param_values[name] = []
+            note = [f"TODO: params: the values of {', '.join(value_params)} to test (the file launches none "
+                    "with literal values)"]
+        if len(configs) > 1 and len(value_params) > 1:
+            # several whole assignments: named configs keep them together
+            named = [{"name": "_".join(f"{k}{v}" for k, v in c.items()), **c} for c in configs]
+            d.add("configs", "[\n" + "".join(f"    {_toml(c)},\n" for c in named) + "]", *note)
+            param_values = {k: v for k, v in param_values.items() if k not in value_params}
+            if param_values:
+                d.add("params", _toml(param_values))
+        else:
+            d.add("params", _toml(param_values), *note)
+    elif param_values:
+        d.add("params", _toml(param_values), "from the file's #defines")
+    all_params = [*value_params, *defines_used]
+    tile = next((n for n in TILE_NAMES if n in all_params), None)
+    if tile and tile != cuda_source_default_tile():
+        d.add("tile", _toml(tile), "the parameter that is the tile edge (shape generators use it)")
+
+    # launch geometry: the file's own launch, else a guess
+    known = {*all_params, *launch.DIMENSIONS}
+    grid = block = None
+    if kernel_launches:
+        call = kernel_launches[0]
+        names = _host_names(call, tparams, host)
+        literals = {**_unique_values(defines_used), **_literals(call, tparams)}
+        grid = _expressions(call.grid, names, constants, known, literals)
+        block = _expressions(call.block, names, constants, known, literals)
+    bounds = re.search(r"__launch_bounds__\s*\((?P<args>.*)\)", kernel.head)
+    hint = [f"__launch_bounds__({bounds['args']}): at most {split_top_level(bounds['args'])[0]} threads per block"] \
+        if bounds else []
+    if grid and block:
+        d.add("grid", _toml(grid), f"from the file's launch: {kernel_launches[0].written}")
+        d.add("block", _toml(block), *hint)
+    else:
+        seen = [f"the file launches it as: {c.written}" for c in kernel_launches[:1]]
+        if "BM" in all_params and "BN" in all_params:
+            guess_grid = ["ceil(N / BN)", "ceil(M / BM)"]
+        elif tile:
+            guess_grid = [f"ceil(N / {tile})", f"ceil(M / {tile})"]
+        else:
+            guess_grid = ["ceil(N / 32)", "ceil(M / 32)"]
+        most = split_top_level(bounds["args"])[0] if bounds else None
+        guess_block = [int(most) if most.isdigit() else most] if most else ([tile, tile] if tile else [32, 32])
+        d.add("grid", _toml(guess_grid), "TODO: grid: blocks in x, y (, z) over M, N, K and the parameters "
+              "(a guess)", *seen)
+        d.add("block", _toml(guess_block), "TODO: block: threads in x, y (, z) (a guess)", *hint)
+    d.add("dtypes", _toml(dtypes), *dtype_comments)
+    if any(r in roles for r in ("lda", "ldb", "ldc")):
+        d.add("layout", None, "TODO: layout: the operands are read row-major unless you say otherwise; for "
+              "cuBLAS-style column-major operands add", 'layout = { A = "col", B = "col", C = "col" }')
+    if not {"M", "K"} & set(roles):
+        d.add("shapes", _toml("square-tile-multiple"), "one size argument: square problems, N a multiple of "
+              "the tile (the only claim such a kernel can make)")
+    else:
+        d.add("shapes", _toml("any"), "TODO: shapes: \"any\" claims every M, N, K >= 1; a kernel without bounds "
+              "guards claims less, e.g. \"M % BM == 0 and N % BN == 0 and K % BK == 0\"")
+    d.add("expect", _toml("correct"))
+    return d
+
+
+def cuda_source_default_tile() -> str:
+    from gemmcheck.contract.catalog import DEFAULT_TILE
+    return DEFAULT_TILE
+
+
+def _launch_texts(calls: list[Launch]) -> list[str]:
+    return [c.written.split("<<<")[0] for c in calls]
+
+
+def _host_names(call: Launch, tparams, host: str) -> dict[str, str]:
+    """Host identifiers -> catalog names: the launch's template arguments by position, and the
+    host's spellings of M, N and K."""
+    names = {}
+    for (kind, name), arg in zip(tparams, call.template_args):
+        if kind == "value" and re.fullmatch(r"[A-Za-z_]\w*", arg.strip()):
+            names[arg.strip()] = name
+    for word in set(re.findall(r"\b[A-Za-z_]\w*\b", " ".join((call.grid or []) + (call.block or [])))):
+        role = _INT_NAMES.get(normalized(word)) or _INT_NAMES.get(word.lower())
+        if role in launch.DIMENSIONS and word not in names:
+            names[word] = role
+    return names
+
+
+def _literals(call: Launch, tparams) -> dict[str, str]:
+    """Numbers the launch passes as template arguments -> the parameter's name, where the
+    number is one parameter's only (a literal 32 in the geometry then reads as BLOCKSIZE)."""
+    seen: dict[str, list[str]] = {}
+    for (kind, name), arg in zip(tparams, call.template_args):
+        if kind == "value" and re.fullmatch(r"\d+", arg.strip()):
+            seen.setdefault(arg.strip(), []).append(name)
+    return {number: names[0] for number, names in seen.items() if len(names) == 1}
+
+
+def _unique_values(named: dict[str, int]) -> dict[str, str]:
+    """value -> name for the values only one of `named` has (a #define'd TILE 2: "2" -> TILE)."""
+    values = list(named.values())
+    return {str(v): k for k, v in named.items() if values.count(v) == 1}
+
+
+def _expressions(dims, names, constants, known, literals) -> list | None:
+    if not dims:
+        return None
+    out = []
+    for raw in dims:
+        expr = host_expression(raw, names, constants, literals)
+        try:
+            if launch.Expression(expr).unknown(known):
+                return None
+        except launch.ExpressionError:
+            return None
+        out.append(int(expr) if expr.isdigit() else expr)
+    return out

@@ -1,0 +1,111 @@
+"""python -m gemmcheck draft: a catalog entry per kernel, read from the source, TODOs for the rest."""
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from gemmcheck import draft
+from gemmcheck.contract import catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLISHED = ROOT / "examples" / "published"
+
+
+@pytest.mark.parametrize("declaration, role", [
+    ("const float *A", "A"), ("float* __restrict__ matC", "C"), ("const float* __restrict__ d_B", "B"),
+    ("float *A_ptr", "A"), ("double *out", "C"), ("int m", "M"), ("const int N", "N"), ("int K", "K"),
+    ("int lda", "lda"), ("const int ld_c", "ldc"), ("float alpha", "alpha"), ("T beta", "beta"),
+    ("unsigned int size_k", "K"), ("int count", None), ("float *workspace", None), ("float scale", None),
+])
+def test_roles_are_read_from_parameter_names_in_the_common_spellings(declaration, role):
+    (param,) = draft.parse_params(declaration)
+    assert draft.role_of(param, set(draft.C_TYPES) | {"T"}) == role
+
+
+def drafted(source: Path, tmp_path: Path) -> list[dict]:
+    return tomllib.loads(draft.draft_source(source, tmp_path))["kernel"]
+
+
+def test_the_drafts_geometry_and_parameters_come_from_the_files_own_launches(tmp_path):
+    (entry,) = drafted(PUBLISHED / "02_smem_blocking.cu", tmp_path)
+    assert entry["args"] == ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
+    assert (entry["template_args"], entry["params"], entry["tile"]) == ("{BLOCKSIZE}", {"BLOCKSIZE": [32]}, "BLOCKSIZE")
+    assert entry["grid"] == ["ceil(N / BLOCKSIZE)", "ceil(M / BLOCKSIZE)"] and entry["block"] == ["BLOCKSIZE * BLOCKSIZE"]
+    split = {e["name"]: e for e in drafted(PUBLISHED / "06_split_k.cu", tmp_path)}
+    assert split["sgemm_split_k2"]["block"] == ["TILE", "TILE", 2]
+    (naive,) = drafted(PUBLISHED / "01_naive.cu", tmp_path)
+    assert "template_args" not in naive and "params" not in naive and naive["grid"] == ["ceil(M / 32)", "ceil(N / 32)"]
+
+
+@pytest.mark.parametrize("source", sorted(PUBLISHED.glob("*.cu")), ids=lambda p: p.name)
+def test_every_published_example_drafts_to_a_catalog_the_loader_accepts_once_the_todos_are_filled(source, tmp_path):
+    text = draft.draft_source(source, tmp_path)
+    tomllib.loads(text)   # valid TOML as printed
+    # the one value a TODO leaves empty here: a template parameter the file never launches
+    filled = re.sub(r"= \[\]", "= [16]", text)
+    path = tmp_path / "catalog.toml"
+    path.write_text(filled)
+    specs = catalog.load(path)
+    assert [s.entry for s in specs] == [e["entry"] for e in tomllib.loads(text)["kernel"]]
+
+
+def test_what_cannot_be_read_is_marked_and_the_loader_names_it_until_filled(tmp_path):
+    source = tmp_path / "odd.cu"
+    source.write_text("#define TILE 16\n"
+                      "template <typename T, int BM>\n"
+                      "__global__ void __launch_bounds__(256) odd(const T *x, const T *B, T *C, int M, int N, int K, int count)\n"
+                      "{ __shared__ T s[TILE]; }\n")
+    text = draft.draft_source(source, tmp_path)
+    assert "# TODO: args: the role of 'const T *x', 'int count': one of A, B, C, M, N, K" in text
+    assert "# TODO: args: no parameter reads as A" in text
+    assert "# TODO: params: the values of BM to test" in text
+    assert "# TODO: dtypes: T is a template parameter" in text
+    assert "# TODO: grid:" in text and "# TODO: block:" in text and "__launch_bounds__(256)" in text
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["args"] == ["TODO x", "B", "C", "M", "N", "K", "TODO count"]
+    assert entry["template_args"] == "{T}, {BM}" and entry["params"] == {"TILE": [16], "BM": []}
+    assert entry["block"] == [256]   # the __launch_bounds__ hint
+    path = tmp_path / "catalog.toml"
+    path.write_text(text)
+    with pytest.raises(catalog.CatalogError, match="unknown role 'TODO x'"):
+        catalog.load(path)
+    path.write_text(text.replace('"TODO x"', '"A"').replace('"TODO count"', "0").replace("BM = []", "BM = [32]"))
+    (spec,) = catalog.load(path)
+    assert spec.roles == ("A", "B", "C", "M", "N", "K", 0) and spec.params["BM"] == (32,)
+
+
+def test_a_file_without_kernels_says_so(tmp_path):
+    source = tmp_path / "host.cu"
+    source.write_text("int main() { return 0; }\n#if 0\n__global__ void old(float *a) {}\n#endif\n")
+    assert "# TODO: host.cu declares no __global__ function (after preprocessing)" in draft.draft_source(source)
+
+
+def test_the_command_prints_the_draft_and_names_a_missing_file(tmp_path):
+    run = lambda *args: subprocess.run([sys.executable, "-m", "gemmcheck", "draft", *args], capture_output=True,
+                                       text=True, cwd=ROOT)
+    ok = run(str(PUBLISHED / "07_macro_kernel.cu"))
+    assert ok.returncode == 0 and 'entry = "sgemm_macro"' in ok.stdout and "sgemm_macro_old" not in ok.stdout
+    missing = run(str(tmp_path / "nope.cu"))
+    assert missing.returncode == 2 and "nope.cu: no such file" in missing.stderr
+
+
+def test_the_seeds_file_drafts_its_defined_tile_square_claim_and_floor_grid(tmp_path):
+    text = draft.draft_source(ROOT / "examples" / "tiled_matmuls.cu", tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["args"] == ["A", "B", "C", "N"] and entry["params"] == {"TILE": [2]}
+    assert (entry["grid"], entry["block"]) == (["N // TILE", "N // TILE"], ["TILE", "TILE"])
+    assert entry["shapes"] == "square-tile-multiple"
+    path = tmp_path / "catalog.toml"
+    path.write_text(text)
+    (spec,) = catalog.load(path)
+    assert spec.instances()[0].launch_shape(8, 8, 8) == ((4, 4, 1), (2, 2, 1))
+
+
+def test_a_kernel_with_leading_dimensions_gets_a_layout_todo(tmp_path):
+    text = draft.draft_source(ROOT / "examples" / "gemm_colmajor.cu", tmp_path)
+    assert "# TODO: layout:" in text and '# layout = { A = "col", B = "col", C = "col" }' in text
+    assert "layout =" not in text.replace('# layout =', '')
