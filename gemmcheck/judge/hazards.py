@@ -526,15 +526,15 @@ def detect(obs: Observation) -> list[Finding]:
 # establishes it without the tool).
 PRIORITY = defects.priority()
 EXPLAINS = defects.explains()
-# What a race inference must rule out: other ways two launches can differ.
-_GLOBAL_MEMORY_EXPLANATIONS = {Defect.OUT_OF_BOUNDS_WRITE, Defect.INPUT_MUTATION,
-                               Defect.DIVERGENT_BARRIER, Defect.CRASH, Defect.HANG,
-                               Defect.COMPILE_ERROR}
-RACE_INFERENCE = (
-    "inferred: launches on identical inputs gave different bits, with no out-of-bounds write and "
-    "no input mutation; a tiled GEMM whose threads exchange data only through shared memory "
-    "(no atomics, no inter-block communication) can then differ between launches only through "
-    "a shared-memory race. racecheck observes it directly.")
+# Nondeterminism is named by where it was seen. Shared memory only when racecheck or the
+# simulator's tracking saw two threads conflict there; a split-K kernel whose slice 0 stores
+# C while slice 1 atomicAdds into it differs between launches too, with no shared memory
+# involved (on an H200 racecheck stayed silent). Launches that differ with nothing to
+# localize them are a race of unknown place.
+UNKNOWN_PLACE = (
+    "a race of unknown place: launches on identical inputs gave different bits and no detector "
+    "localized it (racecheck, or the simulator's shared-memory tracking, would name shared memory; "
+    "inter-block ordering of global stores and atomics races without it)")
 NEEDS_A_TOOL = defects.needs_a_tool()
 
 
@@ -553,6 +553,8 @@ class Diagnosis:
     def label(self) -> str:
         if self.defect is None:
             return "none"
+        if self.defect == Defect.NONDETERMINISM:
+            return f"{self.defect.value} (race of unknown place)"
         return self.defect.value + (" (inferred)" if self.basis == "inferred" else "")
 
     def to_json(self) -> dict:
@@ -571,13 +573,8 @@ def classify(findings) -> Diagnosis:
     if not by_defect:
         return Diagnosis(None, "", (), (), (), "no detector found anything")
     present = set(by_defect)
-    inferred = (Defect.NONDETERMINISM in present and Defect.SHARED_MEMORY_RACE not in present
-                and not present & _GLOBAL_MEMORY_EXPLANATIONS)
-    if inferred:
-        present.add(Defect.SHARED_MEMORY_RACE)
-        by_defect[Defect.SHARED_MEMORY_RACE] = by_defect[Defect.NONDETERMINISM]
     root = next(d for d in PRIORITY if d in present)
-    basis = "inferred" if inferred and root == Defect.SHARED_MEMORY_RACE else "observed"
+    basis = "observed"
     explained = EXPLAINS.get(root, frozenset()) & (present - {root})
     # A class explained by another leftover class is not independent either.
     leftover = [d for d in PRIORITY if d in present and d != root and d not in explained]
@@ -585,13 +582,12 @@ def classify(findings) -> Diagnosis:
                  if not any(d in EXPLAINS.get(other, ()) for other in leftover if other != d))
     by = tuple(sorted({f.detector for f in by_defect[root]}))
     lines = [f"{root.value} ({basis}, by {', '.join(by)}): {by_defect[root][0].summary}"]
-    if basis == "inferred":
-        lines.append(RACE_INFERENCE)
+    if root == Defect.NONDETERMINISM:
+        lines.append(UNKNOWN_PLACE)
     for d in sorted(explained, key=PRIORITY.index):
         lines.append(f"explains {d.value}: {by_defect[d][0].summary}")
     for d in also:
-        note = " (inferred from nondeterminism)" if inferred and d == Defect.SHARED_MEMORY_RACE else ""
-        lines.append(f"also {d.value}{note}, not explained by {root.value}: {by_defect[d][0].summary}")
+        lines.append(f"also {d.value}, not explained by {root.value}: {by_defect[d][0].summary}")
     return Diagnosis(root, basis, by, tuple(sorted(explained, key=PRIORITY.index)), also,
                      "\n".join(lines))
 
