@@ -23,12 +23,18 @@ enum Flaw
     UNGUARDED_STORE,      // store without the (row < M && col < N) check: out-of-bounds writes on ragged shapes
     FLOOR_PHASES,         // K / TILE phases rounded down: the K tail is dropped on ragged K
     DIVERGENT_BARRIER,    // the first barrier only for threads with row < M: divergent on ragged M
+    READS_C_AT_BETA_ZERO, // the tutorial epilogue C = alpha * sum + beta * C: reads C even at beta = 0
+    RETURNS_EARLY_AT_K0,  // `if (K == 0) return;`: BLAS wants C = beta C (zeros at beta = 0) written
 };
 
 template <typename T, int TILE, Flaw F>
-__device__ __forceinline__ void flawed_body(const T *A, const T *B, T *C, int M, int N, int K)
+__device__ __forceinline__ void flawed_body(const T *A, const T *B, T *C, int M, int N, int K,
+                                            typename accumulator<T>::type alpha = 1,
+                                            typename accumulator<T>::type beta = 0)
 {
     using acc_t = typename accumulator<T>::type;
+    if (F == RETURNS_EARLY_AT_K0 && K == 0)
+        return;
     __shared__ T As[TILE][TILE];
     __shared__ T Bs[TILE][TILE];
 
@@ -71,7 +77,12 @@ __device__ __forceinline__ void flawed_body(const T *A, const T *B, T *C, int M,
             __syncthreads();
     }
 
-    if (F == UNGUARDED_STORE || (row < M && col < N))
+    if (F == READS_C_AT_BETA_ZERO)
+    {
+        if (row < M && col < N)
+            C[row * N + col] = T(alpha * sum + beta * acc_t(C[row * N + col]));
+    }
+    else if (F == UNGUARDED_STORE || (row < M && col < N))
         C[row * N + col] = T(sum);
 }
 
@@ -89,6 +100,17 @@ FLAWED_KERNEL(broken_unguarded_loads, UNGUARDED_LOADS)
 FLAWED_KERNEL(broken_unguarded_store, UNGUARDED_STORE)
 FLAWED_KERNEL(broken_floor_phases, FLOOR_PHASES)
 FLAWED_KERNEL(broken_divergent_barrier, DIVERGENT_BARRIER)
+FLAWED_KERNEL(broken_returns_early_at_k0, RETURNS_EARLY_AT_K0)
+
+// C = alpha * A B + beta * C with the epilogue most tutorials write: correct at beta != 0, and
+// at beta = 0 it reads C anyway (0 * NaN = NaN when C holds NaN, as BLAS allows it to).
+template <typename T, int TILE>
+__global__ void broken_reads_c_at_beta_zero(const T *A, const T *B, T *C, int M, int N, int K,
+                                            typename accumulator<T>::type alpha,
+                                            typename accumulator<T>::type beta)
+{
+    flawed_body<T, TILE, READS_C_AT_BETA_ZERO>(A, B, C, M, N, K, alpha, beta);
+}
 
 // Faults: the guarded kernel, then one thread stores through an address no
 // allocation holds. The launch fails with an illegal-address error and the

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gemmcheck.verdict import defects
-from gemmcheck.judge import oracle
+from gemmcheck.judge import beta_zero, oracle
 from gemmcheck.backends import Backend
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.problems.harness import GuardedGemm, Run
@@ -64,7 +64,9 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     - tile-aligned 4T cube: no edges (a kernel may be right only here);
     - large ragged (R - T/2 - 1 cubed): many blocks share each edge row;
     - race stress R cubed (R from the profile, 1024 and up): where missing
-      barriers show on real hardware (a WAR race stayed exact at 64^3 on an H200).
+      barriers show on real hardware (a WAR race stayed exact at 64^3 on an H200);
+    - K = 0 (2T+1 x T+1, or 2T x 2T): BLAS gives C = beta C0, zeros written everywhere
+      at beta = 0; a kernel that returns early at K = 0 leaves C unwritten.
     Inputs are exact integers (problems.Problem values="exact"): any summation
     order gives the same bits, so a difference between launches is a defect.
     Shapes the instantiation does not claim to support are left out. A TILE below
@@ -76,9 +78,13 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     shapes = [("ragged edges", 2 * T + 1, T + 1, 4 * T + 1), ("tile-aligned", 4 * T, 4 * T, 4 * T)]
     shapes += [("large ragged", R - T // 2 - 1, R - T // 2 - 1, R - T // 2 - 1) for R in race_sizes]
     shapes += [("race stress", R, R, R) for R in race_sizes]
+    # K = 0 (BLAS: C = beta C0, zeros at beta = 0), ragged where claimed, else whole tiles.
+    shapes += [(K_ZERO, 2 * T + 1, T + 1, 0), (K_ZERO, 2 * T, 2 * T, 0)]
     seen, out = set(), []
     for purpose, M, N, K in shapes:
-        if (M, N, K) in seen or min(M, N, K) < 1 or not instance.supports(M, N, K):
+        if ((M, N, K) in seen or min(M, N) < 1 or (K < 1 and purpose != K_ZERO)
+                or (purpose == K_ZERO and any(p == K_ZERO for p, _ in out))
+                or not instance.supports(M, N, K)):
             continue
         seen.add((M, N, K))
         out.append((purpose, Problem(M, N, K, instance.dtype, "exact", seed=len(out) + 1)))
@@ -86,6 +92,7 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
 
 
 SMALL_PURPOSES = ("ragged edges", "tile-aligned")  # cheap enough for compute-sanitizer
+K_ZERO = "K = 0"
 
 
 def is_race_stress(purpose: str) -> bool:
@@ -106,6 +113,7 @@ class Observation:
     purpose: str = ""
     runs: list[Run] = field(default_factory=list)      # guards hold the dtype's guard NaN
     control: list[Run] = field(default_factory=list)   # guards hold zeros
+    finite_c: list[Run] = field(default_factory=list)  # beta = 0 with C finite (kernels that take beta)
     failure: Finding | None = None                     # CRASH / HANG: the launches did not finish
     reports: list = field(default_factory=list)        # cpu-sim: a LaunchReport per launch
     address: object = None                             # cpu-sim: an AddressReport (ASan), if run
@@ -152,7 +160,16 @@ def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: 
         gemms["control"] = GuardedGemm(backend, instance, A, B, guard_bits=CONTROL_GUARD_BITS)
     for kind in launch_order(repeats, control):
         getattr(obs, kind).append(gemms[kind].run())
+    if watches_c_reads(instance, purpose):
+        obs.finite_c.append(GuardedGemm(backend, instance, A, B, c_fill="finite").run())
     return obs
+
+
+def watches_c_reads(instance: Instance, purpose: str) -> bool:
+    """Whether an observation launches once more with C finite at beta = 0 (beta_zero): for
+    kernels that take beta and do not declare reading C there, on the small problems."""
+    return (beta_zero.takes_beta(instance) and not instance.spec.reads_c_at_beta_zero
+            and purpose in SMALL_PURPOSES)
 
 
 # -- launches that did not finish: CRASH / HANG / COMPILE_ERROR, built here only ----------------
@@ -236,6 +253,8 @@ def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats:
                 return obs
             obs.reports.append(backend.last_launch_report)
             getattr(obs, kind).append(run)
+        if watches_c_reads(instance, purpose):
+            obs.finite_c.append(GuardedGemm(backend, instance, A, B, c_fill="finite").run())
     if address_check and backends.offers(backend, backends.ChecksAddresses):
         obs.address = backend.address_check(instance, A, B)
     return obs
@@ -385,7 +404,21 @@ def check_nondeterminism(obs: Observation) -> list[Finding]:
                     {"launches": len(obs.runs)})]
 
 
-PLAIN_DETECTORS = (check_values, check_unwritten, check_out_of_bounds_read,
+def check_reads_c_at_beta_zero(obs: Observation) -> list[Finding]:
+    """READS_C_AT_BETA_ZERO: at beta = 0 the output depends on whether C held NaN or finite
+    values (gemmcheck.judge.beta_zero); the finite launch's right elements are counted."""
+    if not obs.finite_c or not obs.runs:
+        return []
+    finite = obs.finite_c[0]
+    read = beta_zero.read_elements(obs.runs, finite)
+    if not read.any():
+        return []
+    A, B = obs.operands
+    right = ~oracle.judge(finite, A, B, exact=True, problem=obs.problem).failing
+    return [beta_zero.finding(obs.instance, obs.problem.label, read, finite, right)]
+
+
+PLAIN_DETECTORS = (check_reads_c_at_beta_zero, check_values, check_unwritten, check_out_of_bounds_read,
                    check_out_of_bounds_write, check_input_mutation, check_nondeterminism)
 
 

@@ -580,7 +580,9 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
 
     # 1. Unwritten: still the poison bits (beta != 0: still C0's bits, which no correct result has).
     if unwritten.any():
-        still = "the poison bits" if C0 is None else "C0's bits, which every correct result changes"
+        still = ("C0's bits, which every correct result changes" if C0 is not None
+                 else "the finite values C held, which no correct result comes near"
+                 if getattr(run, "c_fill", "poison") == "finite" else "the poison bits")
         findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst,
                                  f"never written (still {still})"))
         error_map[unwritten] = xp.inf

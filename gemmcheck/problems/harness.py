@@ -298,10 +298,12 @@ class GuardedGemm:
         """'A col-major lda 16 (padded), B row-major ldb 8 (padded), ...'; '' when every
         operand is row-major and tight (nothing to say)."""
         bufs = (self.A, self.B, self.C)
-        if all(b.layout == "row" and b.ld == b.width for b in bufs):
+        def padded(b):   # an empty line's ld of 1 is BLAS's minimum, not padding
+            return b.ld > max(b.width, 1)
+        if all(b.layout == "row" and not padded(b) for b in bufs):
             return ""
         return ", ".join(f"{b.name} {b.layout}-major {LD_ROLES[b.name]} {b.ld}"
-                         f" ({'padded' if b.ld > b.width else 'tight'})" for b in bufs)
+                         f" ({'padded' if padded(b) else 'tight'})" for b in bufs)
 
     @property
     def leading_dimensions(self) -> dict[str, int]:

@@ -9,12 +9,42 @@ from gemmcheck.backends import KernelCompileError, KernelLaunchError
 from gemmcheck.contract import catalog
 from gemmcheck.pytest_plugin import build_plugin, scope_plugin
 from gemmcheck.problems.harness import run_problem
-from gemmcheck.judge.oracle import assert_judgement, judge
+from gemmcheck.judge import beta_zero
+from gemmcheck.judge.oracle import assert_judgement, current_test, judge
 from gemmcheck.verdict import Verdict
+
+PROBES = pytest.StashKey[dict]()
 
 
 @pytest.fixture
-def check(backend, verdicts, request):
+def beta_zero_probe(backend, request):
+    """beta_zero_probe(instance) -> gemmcheck.judge.beta_zero.Probe: whether the instantiation
+    reads C at beta = 0, launched once per instantiation in this process. A probe whose
+    launches fail establishes nothing (the checks record those failures themselves)."""
+    cache = request.config.stash.setdefault(PROBES, {})
+
+    def probe(instance) -> beta_zero.Probe:
+        if instance.id not in cache:
+            try:
+                build_plugin.refuse_lost(request.config, instance)
+                cache[instance.id] = beta_zero.probe(backend, instance)
+            except (KernelCompileError, KernelLaunchError):
+                cache[instance.id] = beta_zero.Probe(None)
+        return cache[instance.id]
+    return probe
+
+
+def _fail_explained(verdicts, instance, problem_label: str, judgement, verified: str) -> None:
+    """Record and fail a check whose failure the read of C at beta = 0 explains: the first line
+    names the defect and the check that established it, the check's own story follows."""
+    __tracebackhide__ = True
+    finding = beta_zero.explanation(instance, judgement.findings, verified)
+    verdicts.record(Verdict.for_instance(instance, problem_label, [finding], current_test()))
+    pytest.fail(f"{finding.defect.value}: {finding.summary}\n\n{judgement.message()}", pytrace=False)
+
+
+@pytest.fixture
+def check(backend, verdicts, request, beta_zero_probe):
     """check(instance, problem, record=True, leading_dimensions='tight') -> Judgement: run the
     problem (its alpha, beta and C0 too) once, judge it,
     record the verdict and fail with the oracle's message if anything is wrong.
@@ -39,6 +69,14 @@ def check(backend, verdicts, request):
             raise build_plugin.uniform(exc) from None
         judgement = judge(run, A, B, exact=problem.exact, problem=problem)
         informational = scope_plugin.OUT_OF_SCOPE in request.node.stash   # not the kernel's claim
+        if (not judgement.ok and not informational and problem.beta == 0
+                and beta_zero.explains(beta_zero_probe(instance), instance, problem, judgement.findings)):
+            # Verified here, not assumed: the same launch with C finite instead of NaN.
+            again = run_problem(backend, instance, problem, operands=operands,
+                                leading_dimensions=leading_dimensions, c_fill="finite")
+            if judge(again, A, B, exact=problem.exact, problem=problem).ok:
+                _fail_explained(verdicts, instance, judgement.problem, judgement,
+                                "launched again with C holding finite values instead of NaN, this check passes")
         assert_judgement(judgement, verdicts if (record or not judgement.ok) and not informational else None)
         return judgement
     return check
@@ -73,10 +111,19 @@ def searched(reference, profile):
 
 
 @pytest.fixture
-def conclude(verdicts):
-    """conclude(instance, problem, finding): record the verdict; fail with the finding if there is one."""
+def conclude(verdicts, beta_zero_probe):
+    """conclude(instance, problem, finding): record the verdict; fail with the finding if there is one.
+    A finding of the kind a read of C at beta = 0 leaves, on an instantiation that reads C
+    there, names that defect first (beta_zero.explains)."""
     def conclude(instance, problem, finding=None) -> None:
         __tracebackhide__ = True
+        if (finding and not instance.spec.reads_c_at_beta_zero and beta_zero.takes_beta(instance)
+                and beta_zero.explains(beta_zero_probe(instance), instance, problem, [finding])):
+            explained = beta_zero.explanation(instance, [finding], "C held NaN at beta = 0 here too")
+            verdicts.record(Verdict.for_instance(instance, problem.label, [explained], current_test()))
+            pytest.fail(f"{explained.defect.value}: {explained.summary}\n\n{finding.defect.value}: "
+                        f"{instance.id} ({instance.name_expression}) on {problem.label}: {finding.summary}",
+                        pytrace=False)
         verdicts.record(Verdict.for_instance(instance, problem.label, [finding] if finding else []))
         if finding:
             pytest.fail(f"{finding.defect.value}: {instance.id} ({instance.name_expression}) on "
