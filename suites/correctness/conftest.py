@@ -83,6 +83,20 @@ def check(backend, verdicts, request, beta_zero_probe):
 
 
 @pytest.fixture
+def assert_judged(verdicts, beta_zero_probe):
+    """assert_judged(judgement): oracle.assert_judgement for a test that launched on its own,
+    naming reads_c_at_beta_zero first when that read explains its findings (beta_zero.explains)."""
+    def assert_judged(judgement) -> None:
+        __tracebackhide__ = True
+        instance, run = judgement.instance, judgement.run
+        if (not judgement.ok and run is not None and run.beta == 0 and beta_zero.takes_beta(instance)
+                and beta_zero.explains(beta_zero_probe(instance), instance, run, judgement.findings)):
+            _fail_explained(verdicts, instance, judgement.problem, judgement, "C held NaN at beta = 0 here too")
+        assert_judgement(judgement, verdicts)
+    return assert_judged
+
+
+@pytest.fixture
 def require_in_scope(request):
     """require_in_scope(instance, M, N, K): skip, reported as out of scope, a shape the
     kernel does not claim (or run it as information: --gemm-out-of-scope). Never a silent pass."""
