@@ -134,3 +134,48 @@ __global__ void broken_hangs(const T *A, const T *B, T *C, int M, int N, int K)
         {
         }
 }
+
+// Split-K in two slices of the K phases, racing in global memory: slice 0 stores its partial
+// sum into C while slice 1 atomicAdds its own, and nothing orders the two (a correct split-K
+// zeroes C first, or reduces in a second pass). When the add lands first the store overwrites
+// it: slice 1's half of the sum is lost, in a different place each launch. The slice is the
+// fastest-varying block index, so both slices of a tile run side by side. No shared memory is
+// involved in the race (each block's tiles are its own, with both barriers): racecheck is
+// silent, and launches that differ are all there is to see.
+// Launch: grid (2 * ceil(N / TILE), ceil(M / TILE)), block (TILE, TILE). float only (atomicAdd).
+template <typename T, int TILE>
+__global__ void broken_splitk_global_race(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    using acc_t = typename accumulator<T>::type;
+    __shared__ T As[TILE][TILE];
+    __shared__ T Bs[TILE][TILE];
+
+    const int slice = blockIdx.x % 2;
+    const int row = blockIdx.y * TILE + threadIdx.y;
+    const int col = (blockIdx.x / 2) * TILE + threadIdx.x;
+    const int phases = (K + TILE - 1) / TILE;
+    const int half = (phases + 1) / 2;
+    const int begin = slice == 0 ? 0 : half;
+    const int end = slice == 0 ? half : phases;
+    acc_t sum = acc_t(0);
+
+    for (int t = begin; t < end; t++)
+    {
+        int aCol = t * TILE + threadIdx.x;
+        int bRow = t * TILE + threadIdx.y;
+        As[threadIdx.y][threadIdx.x] = (row < M && aCol < K) ? A[row * K + aCol] : T(0.0f);
+        Bs[threadIdx.y][threadIdx.x] = (bRow < K && col < N) ? B[bRow * N + col] : T(0.0f);
+        __syncthreads();
+        for (int k = 0; k < TILE; k++)
+            sum += acc_t(As[threadIdx.y][k]) * acc_t(Bs[k][threadIdx.x]);
+        __syncthreads();
+    }
+
+    if (row < M && col < N)
+    {
+        if (slice == 0)
+            C[row * N + col] = T(sum);
+        else
+            atomicAdd(&C[row * N + col], T(sum));
+    }
+}
