@@ -580,11 +580,18 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
 
     # 1. Unwritten: still the poison bits (beta != 0: still C0's bits, which no correct result has).
     if unwritten.any():
-        still = ("C0's bits, which every correct result changes" if C0 is not None
-                 else "the finite values C held, which no correct result comes near"
-                 if getattr(run, "c_fill", "poison") == "finite" else "the poison bits")
-        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst,
-                                 f"never written (still {still})"))
+        if C0 is not None:
+            what = "never written (still C0's bits, which every correct result changes)"
+        elif getattr(run, "c_fill", "poison") == "finite":
+            what = "never written (still the finite values C held, which no correct result comes near)"
+        elif "beta" in getattr(inst.spec, "roles", ()):
+            # 0 * NaN keeps the NaN's payload on the CPU, so C = alpha * acc + beta * C gives
+            # the poison back too (gemmcheck.judge.beta_zero tells the two apart)
+            what = ("still the poison bits: never written, or computed from C's NaN (a read of C at "
+                    "beta = 0 keeps its payload)")
+        else:
+            what = "never written (still the poison bits)"
+        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst, what))
         error_map[unwritten] = xp.inf
 
     if exact and no_special_inputs and not findings and bool((C_bits == want).all()):
