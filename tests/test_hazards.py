@@ -75,7 +75,7 @@ def test_detector_is_silent_on_a_correct_kernel(detector):
 
 
 def test_every_plain_detector_is_covered_here():
-    # check_reads_c_at_beta_zero needs a kernel that takes beta: tests/test_blas_rules.py
+    # check_reads_c_at_beta_zero needs a kernel that takes beta: tests/test_blas_contract.py
     assert {case[0] for case in DETECTOR_CASES} == set(hazards.PLAIN_DETECTORS) - {hazards.check_reads_c_at_beta_zero}
 
 
