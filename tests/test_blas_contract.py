@@ -213,3 +213,17 @@ def test_a_verdict_records_the_declared_conventions():
     assert v.conventions == ["reads_c_at_beta_zero = true"] and v.to_json()["notes"] == ["declared"]
     (row,) = verdict_report.summarize([inst], [v])
     assert "[declared: reads_c_at_beta_zero = true]" in verdict_report.verdict_table([row])[1]
+
+
+def test_a_plan_whose_grid_is_empty_for_a_nonempty_C_is_not_launched_and_C_stays_unwritten(tmp_path):
+    """A split-K grid over ceil(K / TILE) is empty at K = 0: launching it is an error, and
+    BLAS's beta C is then never written."""
+    path = write_entry(tmp_path, "").read_text().replace(
+        'policy = "tile2d"\n', 'grid = ["ceil(N / TILE)", "ceil(M / TILE)", "ceil(K / TILE)"]\nblock = ["TILE", "TILE"]\n')
+    (tmp_path / "catalog.toml").write_text(path)
+    (spec,) = catalog.load(tmp_path / "catalog.toml")
+    fake = RoleBackend({"k": skips_c_at_beta_zero})
+    run = run_problem(fake, catalog.Instance(spec, "float32", 4), Problem(9, 5, 0, "float32", "exact", 1))
+    assert fake.launches == 0 and not run.launched and run.unwritten.all()
+    run = run_problem(fake, catalog.Instance(spec, "float32", 4), Problem(9, 5, 3, "float32", "exact", 1))
+    assert fake.launches == 1 and run.launched

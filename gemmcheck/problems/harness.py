@@ -321,7 +321,10 @@ class GuardedGemm:
         """Reset C (poison, or C0 when beta != 0), launch, and read back what the kernel did
         to every buffer."""
         self.C.device = self.backend.copy(self.C.pristine)
-        launched = self.M > 0 and self.N > 0   # BLAS: nothing to compute; a zero grid is a launch error
+        # M or N = 0: BLAS returns at once. A grid with a zero dimension is a launch error: a
+        # plan that gives one for a non-empty C (a split-K grid over ceil(K / BK) at K = 0) is
+        # not launched either, and C shows what the kernel would have left: nothing written.
+        launched = self.M > 0 and self.N > 0 and all(int(g) > 0 for g in self.grid)
         if launched:
             self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
         c_bits, unwritten, c_damage = self._read_C()
