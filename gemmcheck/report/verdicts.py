@@ -34,8 +34,9 @@ def summarize(instances, verdicts) -> list[dict]:
         defects = Counter(f.defect.value if isinstance(f.defect, Defect) else str(f.defect)
                           for v in mine for f in {f.defect: f for f in v.findings}.values())
         expect = inst.spec.expect if inst else "unknown"
-        conventions = (list(inst.spec.declared_conventions()) if inst
-                       else list(getattr(first, "conventions", []) or []))
+        declared = getattr(inst.spec, "declared_conventions", None) if inst else None
+        conventions = (list(declared()) if declared
+                       else list(getattr(first, "conventions", []) or []) if first else [])
         if not mine:
             verdict, status = "not_checked", "not_checked"
         else:
