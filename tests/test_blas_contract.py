@@ -227,3 +227,38 @@ def test_a_plan_whose_grid_is_empty_for_a_nonempty_C_is_not_launched_and_C_stays
     assert fake.launches == 0 and not run.launched and run.unwritten.all()
     run = run_problem(fake, catalog.Instance(spec, "float32", 4), Problem(9, 5, 3, "float32", "exact", 1))
     assert fake.launches == 1 and run.launched
+
+
+# -- deterministic = false: same bits on random inputs is information --------------------------
+
+def _determinism_claim():
+    """suites/correctness/test_determinism.py's claim, called with stand-in fixtures."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "suites" / "correctness" / "test_determinism.py"
+    module_spec = importlib.util.spec_from_file_location("determinism_claim", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.test_repeated_launches_give_identical_bits
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_launches_that_differ_fail_unless_the_kernel_declares_floating_point_atomics(deterministic):
+    from types import SimpleNamespace
+
+    from fakes import NumpyBackend
+    from hazard_stand_ins import Racy, instance as racy_instance
+    from gemmcheck.verdict import VerdictLog
+
+    inst = racy_instance()
+    inst = catalog.Instance(dataclasses.replace(inst.spec, deterministic=deterministic), "float32", 4)
+    concluded, log = [], VerdictLog()
+    _determinism_claim()(NumpyBackend({"mine": Racy()}), inst, SimpleNamespace(determinism_repeats=3),
+                         lambda instance, problem, finding=None: concluded.append(finding), log)
+    if deterministic:
+        assert len(concluded) == 1 and concluded[0].defect == Defect.NONDETERMINISM and not log.verdicts
+    else:
+        (verdict,) = log.verdicts
+        assert not concluded and verdict.ok and verdict.conventions == ["deterministic = false"]
+        assert "differ between 3 launches" in verdict.notes[0]

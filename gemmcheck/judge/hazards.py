@@ -10,7 +10,10 @@ defect class it truly establishes and nothing more:
   every launch with NaN guards, none with zero guards): OUT_OF_BOUNDS_READ
 - guard bands changed: OUT_OF_BOUNDS_WRITE
 - A or B changed: INPUT_MUTATION
-- bits differ between launches on identical inputs: NONDETERMINISM
+- bits differ between launches on identical inputs: NONDETERMINISM (a race of
+  unknown place: only racecheck or the simulator's tracking says shared memory)
+- at beta = 0 the output changes when C holds NaN instead of finite values
+  (gemmcheck.judge.beta_zero; kernels that take beta): READS_C_AT_BETA_ZERO
 - a launch that faults / never returns (gemmcheck.judge.isolation), or a kernel that does
   not build: CRASH / HANG / COMPILE_ERROR, each built by `unfinished` only
 - compute-sanitizer racecheck / synccheck / memcheck / initcheck
@@ -150,7 +153,7 @@ def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: 
     in the state it keeps for the session, whatever the process launched before. Without it
     the verdict followed test order: after the correctness suite every launch gave zeros
     (wrong_values); in the hazards suite alone the first was right and the second differed,
-    inferred as a shared-memory race (H200, the nightly's hazards suite on its own)."""
+    read as a race (H200, the nightly's hazards suite on its own)."""
     A, B = operands(problem)
     obs = Observation(instance, problem, purpose)
     if prime:   # buffers of its own: what the launch does to A and B stays out of the observation
