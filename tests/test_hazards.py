@@ -192,10 +192,11 @@ def test_synccheck_makes_a_divergent_barrier_the_root_of_races_and_wrong_values(
     assert set(d.explains) == {Defect.SHARED_MEMORY_RACE, Defect.WRONG_VALUES}
 
 
-def test_racecheck_makes_the_race_observed_not_inferred():
+def test_racecheck_names_shared_memory_where_launches_that_differ_alone_do_not():
     d = hazards.classify([_finding(Defect.NONDETERMINISM, "repeat-launch"),
                           _finding(Defect.SHARED_MEMORY_RACE, "racecheck")])
     assert (d.defect, d.basis, d.established_by) == (Defect.SHARED_MEMORY_RACE, "observed", ("racecheck",))
+    assert d.explains == (Defect.NONDETERMINISM,)
 
 
 def test_a_crash_is_the_verdict_and_memcheck_says_where():

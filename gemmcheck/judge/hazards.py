@@ -579,7 +579,7 @@ class Diagnosis:
     """The root cause of everything found for one instantiation."""
 
     defect: Defect | None            # None: nothing found
-    basis: str                       # "observed", "inferred" or "" (nothing found)
+    basis: str                       # "observed" or "" (nothing found): a class is named only where seen
     established_by: tuple[str, ...]  # detectors whose findings establish `defect`
     explains: tuple[Defect, ...]     # other classes found that the root cause accounts for
     also: tuple[Defect, ...]         # classes found that it does not: independent defects
@@ -591,7 +591,7 @@ class Diagnosis:
             return "none"
         if self.defect == Defect.NONDETERMINISM:
             return f"{self.defect.value} (race of unknown place)"
-        return self.defect.value + (" (inferred)" if self.basis == "inferred" else "")
+        return self.defect.value
 
     def to_json(self) -> dict:
         return {"defect": self.defect.value if self.defect else None, "basis": self.basis,
