@@ -262,3 +262,12 @@ def test_launches_that_differ_fail_unless_the_kernel_declares_floating_point_ato
         (verdict,) = log.verdicts
         assert not concluded and verdict.ok and verdict.conventions == ["deterministic = false"]
         assert "differ between 3 launches" in verdict.notes[0]
+
+
+@pytest.mark.parametrize("values", ["exact", "normal", "uniform", "wide"])
+def test_empty_problems_have_operands_of_every_kind_but_special(values):
+    for shape in ((0, 5, 3), (5, 0, 3), (5, 7, 0)):
+        A, B = Problem(*shape, "float16", values, 2).operands()
+        assert A.shape == shape[::2] and B.shape == shape[:0:-1]
+    with pytest.raises(ValueError, match="values='special' places NaN and Inf"):
+        Problem(5, 7, 0, "float32", "special")

@@ -125,7 +125,7 @@ def wide_exponent(dtype: dt.DType | str, K: int, alpha=1, beta=0) -> float:
     """
     d = dt.get(dtype) if isinstance(dtype, str) else dtype
     info = finfo(d)
-    n = max(abs(alpha), 1) * K * (1 + 2 * abs(beta))
+    n = max(max(abs(alpha), 1) * K * (1 + 2 * abs(beta)), 1)   # K = 0: no products at all
     by_input = -math.log2(float(info.smallest_normal))
     by_output = (math.log2(float(info.max)) - 1 - math.log2(n)) / 2
     return max(0.5, min(16.0, by_input, by_output))
@@ -153,6 +153,9 @@ class Problem:
         d = dt.get(self.dtype)
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")
+        if self.values == "special" and 0 in (self.M, self.N, self.K):
+            raise ValueError(f"Problem: values='special' places NaN and Inf in rows of A and columns "
+                             f"of B; M={self.M}, N={self.N}, K={self.K} has none: use 'exact'")
         if type(self.seed) is not int or self.seed < 0:
             raise ValueError(f"Problem: seed={self.seed!r} must be a non-negative integer")
         for name in ("alpha", "beta"):
