@@ -76,7 +76,8 @@ def causes(verdicts) -> list[dict]:
     """Root causes first, one per bug: each check's most specific defect, and a defect that
     another one found in the same instantiation explains (the registry's `explains`) counted
     under that one. Each cause: the defect, the shape and the check that first established
-    it (not one that points at it), and how many checks it accounts for; most specific first."""
+    it (not one that points at it), and how many checks (tests) it accounts for; most
+    specific first."""
     rooted = [(v, _root(v)) for v in verdicts]
     rooted = [(v, d) for v, d in rooted if d is not None]
     present = {d for _, d in rooted}
@@ -91,8 +92,9 @@ def causes(verdicts) -> list[dict]:
         accounted = [v for v, d in rooted if owner[d] == cause]
         establishing = [v for v, d in rooted if d == cause and not _points_elsewhere(v)] or accounted
         first = establishing[0]
+        # a test's hypothesis examples and shrinking replays are many verdicts of one check
         out.append({"defect": cause.value, "shape": first.problem, "test": first.test,
-                    "checks": len(accounted),
+                    "checks": len({v.test or id(v) for v in accounted}),
                     "established": any(not _points_elsewhere(v) for v, d in rooted if d == cause)})
     return out
 
