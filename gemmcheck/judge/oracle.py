@@ -698,16 +698,23 @@ def _tiles(mask: np.ndarray, tile: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in np.argwhere(arrays.block_reduce(mask, tile, np.logical_or, False))]
 
 
-def assert_judgement(judgement: Judgement, verdicts=None) -> None:
-    """Record the judgement (if a VerdictLog is given), attach evidence, fail with its message."""
+def assert_judgement(judgement: Judgement, verdicts=None, explained: Finding | None = None) -> None:
+    """Record the judgement (if a VerdictLog is given), attach evidence, fail with its message.
+    `explained`: the root cause another check established that accounts for this judgement's
+    findings (gemmcheck.judge.beta_zero.explanation): recorded instead of them, and the first
+    line of the failure, the judgement's own story after it."""
     __tracebackhide__ = True
     if verdicts is not None:
         verdicts.record(Verdict.for_instance(judgement.instance, judgement.problem,
-                                             judgement.findings, current_test()))
+                                             [explained] if explained else judgement.findings,
+                                             current_test()))
     if judgement.ok:
         return
     if judgement.run is not None:
         report.attach_judgement(judgement, judgement.run)
     report.attach_text("worst elements (oracle)", judgement.worst_table())
     import pytest
-    pytest.fail(judgement.message(), pytrace=False)
+    message = judgement.message()
+    if explained is not None:
+        message = f"{explained.defect.value}: {explained.summary}\n\n{message}"
+    pytest.fail(message, pytrace=False)

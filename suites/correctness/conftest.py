@@ -1,5 +1,8 @@
 """Fixtures of the correctness suite: run-and-judge, scope and profile gates.
 
+A failure at beta = 0 that a read of C explains (gemmcheck.judge.beta_zero, established
+once per instantiation by test_blas_rules.py) names that read in its first line.
+
 Logic lives in gemmcheck.problems.problem / oracle / strategies; these only wire it to tests.
 """
 
@@ -34,13 +37,11 @@ def beta_zero_probe(backend, request):
     return probe
 
 
-def _fail_explained(verdicts, instance, problem_label: str, judgement, verified: str) -> None:
+def _fail_explained(verdicts, instance, judgement, verified: str) -> None:
     """Record and fail a check whose failure the read of C at beta = 0 explains: the first line
     names the defect and the check that established it, the check's own story follows."""
     __tracebackhide__ = True
-    finding = beta_zero.explanation(instance, judgement.findings, verified)
-    verdicts.record(Verdict.for_instance(instance, problem_label, [finding], current_test()))
-    pytest.fail(f"{finding.defect.value}: {finding.summary}\n\n{judgement.message()}", pytrace=False)
+    assert_judgement(judgement, verdicts, explained=beta_zero.explanation(instance, judgement.findings, verified))
 
 
 @pytest.fixture
@@ -75,7 +76,7 @@ def check(backend, verdicts, request, beta_zero_probe):
             again = run_problem(backend, instance, problem, operands=operands,
                                 leading_dimensions=leading_dimensions, c_fill="finite")
             if judge(again, A, B, exact=problem.exact, problem=problem).ok:
-                _fail_explained(verdicts, instance, judgement.problem, judgement,
+                _fail_explained(verdicts, instance, judgement,
                                 "launched again with C holding finite values instead of NaN, this check passes")
         assert_judgement(judgement, verdicts if (record or not judgement.ok) and not informational else None)
         return judgement
@@ -91,7 +92,7 @@ def assert_judged(verdicts, beta_zero_probe):
         instance, run = judgement.instance, judgement.run
         if (not judgement.ok and run is not None and run.beta == 0 and beta_zero.takes_beta(instance)
                 and beta_zero.explains(beta_zero_probe(instance), instance, run, judgement.findings)):
-            _fail_explained(verdicts, instance, judgement.problem, judgement, "C held NaN at beta = 0 here too")
+            _fail_explained(verdicts, instance, judgement, "C held NaN at beta = 0 here too")
         assert_judgement(judgement, verdicts)
     return assert_judged
 
