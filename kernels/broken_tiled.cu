@@ -23,12 +23,18 @@ enum Flaw
     UNGUARDED_STORE,      // store without the (row < M && col < N) check: out-of-bounds writes on ragged shapes
     FLOOR_PHASES,         // K / TILE phases rounded down: the K tail is dropped on ragged K
     DIVERGENT_BARRIER,    // the first barrier only for threads with row < M: divergent on ragged M
+    READS_C_AT_BETA_ZERO, // the tutorial epilogue C = alpha * sum + beta * C: reads C even at beta = 0
+    RETURNS_EARLY_AT_K0,  // `if (K == 0) return;`: BLAS wants C = beta C (zeros at beta = 0) written
 };
 
 template <typename T, int TILE, Flaw F>
-__device__ __forceinline__ void flawed_body(const T *A, const T *B, T *C, int M, int N, int K)
+__device__ __forceinline__ void flawed_body(const T *A, const T *B, T *C, int M, int N, int K,
+                                            typename accumulator<T>::type alpha = 1,
+                                            typename accumulator<T>::type beta = 0)
 {
     using acc_t = typename accumulator<T>::type;
+    if (F == RETURNS_EARLY_AT_K0 && K == 0)
+        return;
     __shared__ T As[TILE][TILE];
     __shared__ T Bs[TILE][TILE];
 
@@ -71,7 +77,12 @@ __device__ __forceinline__ void flawed_body(const T *A, const T *B, T *C, int M,
             __syncthreads();
     }
 
-    if (F == UNGUARDED_STORE || (row < M && col < N))
+    if (F == READS_C_AT_BETA_ZERO)
+    {
+        if (row < M && col < N)
+            C[row * N + col] = T(alpha * sum + beta * acc_t(C[row * N + col]));
+    }
+    else if (F == UNGUARDED_STORE || (row < M && col < N))
         C[row * N + col] = T(sum);
 }
 
@@ -89,6 +100,17 @@ FLAWED_KERNEL(broken_unguarded_loads, UNGUARDED_LOADS)
 FLAWED_KERNEL(broken_unguarded_store, UNGUARDED_STORE)
 FLAWED_KERNEL(broken_floor_phases, FLOOR_PHASES)
 FLAWED_KERNEL(broken_divergent_barrier, DIVERGENT_BARRIER)
+FLAWED_KERNEL(broken_returns_early_at_k0, RETURNS_EARLY_AT_K0)
+
+// C = alpha * A B + beta * C with the epilogue most tutorials write: correct at beta != 0, and
+// at beta = 0 it reads C anyway (0 * NaN = NaN when C holds NaN, as BLAS allows it to).
+template <typename T, int TILE>
+__global__ void broken_reads_c_at_beta_zero(const T *A, const T *B, T *C, int M, int N, int K,
+                                            typename accumulator<T>::type alpha,
+                                            typename accumulator<T>::type beta)
+{
+    flawed_body<T, TILE, READS_C_AT_BETA_ZERO>(A, B, C, M, N, K, alpha, beta);
+}
 
 // Faults: the guarded kernel, then one thread stores through an address no
 // allocation holds. The launch fails with an illegal-address error and the
@@ -111,4 +133,49 @@ __global__ void broken_hangs(const T *A, const T *B, T *C, int M, int N, int K)
         while (clock64() >= 0)
         {
         }
+}
+
+// Split-K in two slices of the K phases, racing in global memory: slice 0 stores its partial
+// sum into C while slice 1 atomicAdds its own, and nothing orders the two (a correct split-K
+// zeroes C first, or reduces in a second pass). When the add lands first the store overwrites
+// it: slice 1's half of the sum is lost, in a different place each launch. The slice is the
+// fastest-varying block index, so both slices of a tile run side by side. No shared memory is
+// involved in the race (each block's tiles are its own, with both barriers): racecheck is
+// silent, and launches that differ are all there is to see.
+// Launch: grid (2 * ceil(N / TILE), ceil(M / TILE)), block (TILE, TILE). float only (atomicAdd).
+template <typename T, int TILE>
+__global__ void broken_splitk_global_race(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    using acc_t = typename accumulator<T>::type;
+    __shared__ T As[TILE][TILE];
+    __shared__ T Bs[TILE][TILE];
+
+    const int slice = blockIdx.x % 2;
+    const int row = blockIdx.y * TILE + threadIdx.y;
+    const int col = (blockIdx.x / 2) * TILE + threadIdx.x;
+    const int phases = (K + TILE - 1) / TILE;
+    const int half = (phases + 1) / 2;
+    const int begin = slice == 0 ? 0 : half;
+    const int end = slice == 0 ? half : phases;
+    acc_t sum = acc_t(0);
+
+    for (int t = begin; t < end; t++)
+    {
+        int aCol = t * TILE + threadIdx.x;
+        int bRow = t * TILE + threadIdx.y;
+        As[threadIdx.y][threadIdx.x] = (row < M && aCol < K) ? A[row * K + aCol] : T(0.0f);
+        Bs[threadIdx.y][threadIdx.x] = (bRow < K && col < N) ? B[bRow * N + col] : T(0.0f);
+        __syncthreads();
+        for (int k = 0; k < TILE; k++)
+            sum += acc_t(As[threadIdx.y][k]) * acc_t(Bs[k][threadIdx.x]);
+        __syncthreads();
+    }
+
+    if (row < M && col < N)
+    {
+        if (slice == 0)
+            C[row * N + col] = T(sum);
+        else
+            atomicAdd(&C[row * N + col], T(sum));
+    }
 }

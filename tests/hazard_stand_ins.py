@@ -33,7 +33,10 @@ def beyond(view: np.ndarray, offset: int) -> int:
 
 
 def _values(instance, bits, rows, cols):
-    return dt.from_bits(bits, instance.dt).reshape(rows, cols).astype(np.float64)
+    values = dt.from_bits(bits, instance.dt)
+    if rows and values.size != rows * cols:   # empty lines keep a leading dimension of 1 (BLAS)
+        values = values.reshape(rows, -1)[:, :cols]
+    return values.reshape(rows, cols).astype(np.float64)
 
 
 def drops_k_tail(instance, grid, block, A, B, C, M, N, K):
@@ -55,7 +58,7 @@ def floor_grid(instance, grid, block, A, B, C, M, N, K):
 def reads_past_A(instance, grid, block, A, B, C, M, N, K):
     """The last element of C also multiplies the element just past A's end by B[0, 0]."""
     correct_product(instance, grid, block, A, B, C, M, N, K)
-    if A.base is None:  # an exact-size allocation (under a sanitizer): nothing past the end to read
+    if A.base is None or K == 0:  # an exact-size allocation (under a sanitizer), or no A to read past
         return
     extra = dt.from_bits(A.base[beyond(A, 0)], instance.dt).astype(np.float64)
     c = _values(instance, C, M, N)

@@ -52,9 +52,10 @@ def test_one_instantiation_per_kernel_float32_at_the_tile_nearest_16(instances):
 def test_without_the_tool_every_kernel_is_caught_and_classified_where_hardware_can(instances):
     rows = kill_matrix.build(matrix_backend(), instances, settings())
     outcome = {r.instance.spec.name: r.outcome()[0] for r in rows}
-    assert outcome == {name: "pass" for name in outcome} | {"divergent": "needs-tool"}
+    # Launches that differ say nothing of where threads raced: naming shared memory takes racecheck.
+    assert outcome == {name: "pass" for name in outcome} | {"divergent": "needs-tool", "racy": "needs-tool"}
     plain = {r.instance.spec.name: r.plain.label() for r in rows}
-    assert plain == {"good": "none", "good_too": "none", "racy": "shared_memory_race (inferred)",
+    assert plain == {"good": "none", "good_too": "none", "racy": "nondeterminism (race of unknown place)",
                      "reads_past_A": "out_of_bounds_read", "wrapping_store": "out_of_bounds_write",
                      "floor_grid": "unwritten_output", "drops_k_tail": "wrong_values",
                      "skips_repeats": "wrong_values",   # not nondeterminism: launched once before
@@ -65,7 +66,7 @@ def test_without_the_tool_every_kernel_is_caught_and_classified_where_hardware_c
     # Race stress ran at the profile's size; the aligned 4T cube (32) is not run twice.
     good = rows[0]
     assert good.problems == ["ragged edges: M17xN9xK33", "tile-aligned: M32xN32xK32",
-                             "large ragged: M27xN27xK27"]
+                             "large ragged: M27xN27xK27", "K = 0: M17xN9xK0"]
     text = kill_matrix.table(rows)
     assert text[0].split()[:3] == ["instantiation", "declared", "plain"] and len(text) == len(rows) + 1
     json.dumps(kill_matrix.document(rows, settings()))
@@ -310,7 +311,7 @@ expect = "correct"
     s = kill_matrix.Settings(race_sizes=(32,), race_repeats=2, hang_timeout=5, isolate_all=isolate_all,
                              backend_name="hazard_stand_ins:unbuildable_backend")
     broken, good = kill_matrix.build(unbuildable_backend(), instances, s)
-    assert good.outcome()[0] == "pass" and len(good.problems) == 3
+    assert good.outcome()[0] == "pass" and len(good.problems) == 4
     assert broken.plain.diagnosis.defect == Defect.COMPILE_ERROR
     assert broken.plain.unfinished.detector == "compiler"
     assert "expected ';'" in broken.plain.unfinished.summary

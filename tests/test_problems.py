@@ -145,7 +145,7 @@ def test_a_problem_names_its_shape_and_everything_that_makes_it():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(M=0), "M=0 must be a positive integer"),
+    (dict(M=-1), "M=-1 must be a non-negative integer"),
     (dict(values="gaussian"), "values='gaussian'"),
     (dict(dtype="int8"), "unknown dtype 'int8'"),
     (dict(seed=-1), "seed=-1"),

@@ -153,7 +153,10 @@ def test_the_demo_writes_verdicts_json_and_a_terminal_table(demo):
     assert all(r["status"] == "as_expected" for r in rows.values())
     assert all(v["test"].startswith("suites/") for v in doc["verdicts"])
     assert "gemmcheck: verdicts" in proc.stdout
-    assert "broken_unguarded_store-float32-TILE8  out_of_bounds_write  out_of_bounds_write x1" in proc.stdout
+    # one line per root cause: the defect, the shape that first showed it, the checks it accounts for
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("broken_unguarded_store-float32-TILE8 "))
+    assert "out_of_bounds_write  out_of_bounds_write (M" in line and "): 1 check " in line, line
+    assert rows["broken_unguarded_store-float32-TILE8"]["causes"][0]["defect"] == "out_of_bounds_write"
 
 
 def inst(name, dtype="float32", tile=16):
@@ -180,7 +183,8 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
     assert set(doc) == {"schema_version", "generated", "run", "instances", "verdicts"}
     rows = {r["instance"]: r for r in doc["instances"]}
     assert set(rows[ref.id]) == {"kernel", "instance", "name_expression", "dtype", "tile", "expect",
-                                 "verdict", "defects", "checks", "checks_failed", "status"}
+                                 "verdict", "causes", "defects", "conventions", "notes", "checks",
+                                 "checks_failed", "status"}
     assert (rows[ref.id]["verdict"], rows[ref.id]["status"], rows[ref.id]["checks_failed"]) == \
         ("defective", "unexpected", 1)
     assert rows[race.id]["defects"] == {"shared_memory_race": 2, "wrong_values": 1}
@@ -197,7 +201,10 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
     assert doc["verdicts"][1]["findings"][0]["details"]["ratio"] == 7.5
     table = report.verdict_table(doc["instances"])
     assert table[0].split() == ["instantiation", "expect", "verdict", "checks", "status"]
-    assert any("shared_memory_race x2, wrong_values x1" in line for line in table)
+    # the race accounts for both of its checks (the wrong values it explains among them): one line
+    assert any("shared_memory_race (M1024): 2 checks" in line for line in table)
+    assert rows[race.id]["causes"] == [{"defect": "shared_memory_race", "shape": "M1024", "test": "",
+                                        "checks": 2, "established": True}]
 
 
 def test_the_controller_merges_the_verdicts_xdist_workers_wrote(tmp_path):

@@ -31,7 +31,7 @@ SIGNATURES = {
 SHAPES = {
     "square-tile-multiple": "M = N = K, a multiple of TILE",
     "tile-multiple": "M, N and K each a multiple of TILE",
-    "any": "any M, N, K >= 1",
+    "any": "any M, N, K >= 0 (BLAS: M or N = 0 is an empty result, K = 0 gives beta C)",
 }
 # What a kernel is declared to be: correct, or caught with one defect class.
 EXPECTATIONS = defects.expectations()
@@ -53,6 +53,15 @@ _FIELDS = {
     "name", "description", "source", "entry", "template_args", "signature", "args", "layout", "policy",
     "grid", "block", "shared_bytes", "tiles", "tile", "params", "configs", "macros", "dtypes", "shapes",
     "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs", "include_dirs", "defines",
+    *("reads_c_at_beta_zero", "deterministic"),   # declared conventions (CONVENTIONS)
+}
+# Conventions a kernel may declare, each a boolean field with its default (BLAS's rule) and
+# what the suite does when the kernel declares the other value (docs/blas-contract.md).
+CONVENTIONS = {
+    "reads_c_at_beta_zero": (False, "C is always initialized by the kernel's callers: at beta = 0 the "
+                                    "suite fills C with finite values instead of NaN"),
+    "deterministic": (True, "the kernel reduces with floating-point atomics: same bits on every "
+                            "launch is not claimed for random inputs"),
 }
 _REQUIRED = ("name", "source", "entry", "dtypes", "expect")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -96,6 +105,8 @@ class KernelSpec:
     sim_configs: tuple[str, ...] | None = None   # the configs the CPU simulator runs (None: all)
     include_dirs: tuple[Path, ...] = ()   # searched after the source's directory, by every compile
     defines: tuple = ()                   # ((NAME, value), ...): -D NAME=value in every compile
+    reads_c_at_beta_zero: bool = False    # convention: callers always initialize C (CONVENTIONS)
+    deterministic: bool = True            # convention: False for floating-point atomic reductions
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -124,6 +135,12 @@ class KernelSpec:
     @property
     def is_reference(self) -> bool:
         return self.expect == "correct"
+
+    def declared_conventions(self) -> tuple[str, ...]:
+        """The conventions this kernel declares away from BLAS's defaults, as written in
+        the catalog: ``("reads_c_at_beta_zero = true",)``."""
+        return tuple(f"{k} = {str(getattr(self, k)).lower()}" for k, (default, _) in CONVENTIONS.items()
+                     if getattr(self, k) != default)
 
     def simulated(self, config: str | None) -> bool:
         """Whether the CPU simulator runs this config (``sim_configs`` picks a few of many)."""
@@ -404,6 +421,11 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     gpu_only = entry.get("gpu_only", False)
     if type(gpu_only) is not bool:
         fail(f"'gpu_only' must be true or false, got {gpu_only!r}")
+    conventions = {}
+    for key, (default, _) in CONVENTIONS.items():
+        conventions[key] = entry.get(key, default)
+        if type(conventions[key]) is not bool:
+            fail(f"'{key}' must be true or false, got {conventions[key]!r}")
     sim_configs = entry.get("sim_configs")
     named = [n for n, _ in configs if n]
     if sim_configs is not None and (not isinstance(sim_configs, list) or not sim_configs
@@ -418,7 +440,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         gpu_only=gpu_only, catalog=path, roles=roles, layouts=layouts, params=params,
         configs=tuple(configs), macros=tuple(macros), tile_param=tile_param, geometry=geometry,
         sim_configs=None if sim_configs is None else tuple(sim_configs),
-        include_dirs=include_dirs, defines=fixed_defines,
+        include_dirs=include_dirs, defines=fixed_defines, **conventions,
     )
     _check_instantiations(spec, fail)
     return spec

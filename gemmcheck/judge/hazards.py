@@ -10,7 +10,10 @@ defect class it truly establishes and nothing more:
   every launch with NaN guards, none with zero guards): OUT_OF_BOUNDS_READ
 - guard bands changed: OUT_OF_BOUNDS_WRITE
 - A or B changed: INPUT_MUTATION
-- bits differ between launches on identical inputs: NONDETERMINISM
+- bits differ between launches on identical inputs: NONDETERMINISM (a race of
+  unknown place: only racecheck or the simulator's tracking says shared memory)
+- at beta = 0 the output changes when C holds NaN instead of finite values
+  (gemmcheck.judge.beta_zero; kernels that take beta): READS_C_AT_BETA_ZERO
 - a launch that faults / never returns (gemmcheck.judge.isolation), or a kernel that does
   not build: CRASH / HANG / COMPILE_ERROR, each built by `unfinished` only
 - compute-sanitizer racecheck / synccheck / memcheck / initcheck
@@ -37,7 +40,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gemmcheck.verdict import defects
-from gemmcheck.judge import oracle
+from gemmcheck.judge import beta_zero, oracle
 from gemmcheck.backends import Backend
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.problems.harness import GuardedGemm, Run
@@ -64,7 +67,9 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     - tile-aligned 4T cube: no edges (a kernel may be right only here);
     - large ragged (R - T/2 - 1 cubed): many blocks share each edge row;
     - race stress R cubed (R from the profile, 1024 and up): where missing
-      barriers show on real hardware (a WAR race stayed exact at 64^3 on an H200).
+      barriers show on real hardware (a WAR race stayed exact at 64^3 on an H200);
+    - K = 0 (2T+1 x T+1, or 2T x 2T): BLAS gives C = beta C0, zeros written everywhere
+      at beta = 0; a kernel that returns early at K = 0 leaves C unwritten.
     Inputs are exact integers (problems.Problem values="exact"): any summation
     order gives the same bits, so a difference between launches is a defect.
     Shapes the instantiation does not claim to support are left out. A TILE below
@@ -76,9 +81,13 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     shapes = [("ragged edges", 2 * T + 1, T + 1, 4 * T + 1), ("tile-aligned", 4 * T, 4 * T, 4 * T)]
     shapes += [("large ragged", R - T // 2 - 1, R - T // 2 - 1, R - T // 2 - 1) for R in race_sizes]
     shapes += [("race stress", R, R, R) for R in race_sizes]
+    # K = 0 (BLAS: C = beta C0, zeros at beta = 0), ragged where claimed, else whole tiles.
+    shapes += [(K_ZERO, 2 * T + 1, T + 1, 0), (K_ZERO, 2 * T, 2 * T, 0)]
     seen, out = set(), []
     for purpose, M, N, K in shapes:
-        if (M, N, K) in seen or min(M, N, K) < 1 or not instance.supports(M, N, K):
+        if ((M, N, K) in seen or min(M, N) < 1 or (K < 1 and purpose != K_ZERO)
+                or (purpose == K_ZERO and any(p == K_ZERO for p, _ in out))
+                or not instance.supports(M, N, K)):
             continue
         seen.add((M, N, K))
         out.append((purpose, Problem(M, N, K, instance.dtype, "exact", seed=len(out) + 1)))
@@ -86,6 +95,7 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
 
 
 SMALL_PURPOSES = ("ragged edges", "tile-aligned")  # cheap enough for compute-sanitizer
+K_ZERO = "K = 0"
 
 
 def is_race_stress(purpose: str) -> bool:
@@ -106,6 +116,7 @@ class Observation:
     purpose: str = ""
     runs: list[Run] = field(default_factory=list)      # guards hold the dtype's guard NaN
     control: list[Run] = field(default_factory=list)   # guards hold zeros
+    finite_c: list[Run] = field(default_factory=list)  # beta = 0 with C finite (kernels that take beta)
     failure: Finding | None = None                     # CRASH / HANG: the launches did not finish
     reports: list = field(default_factory=list)        # cpu-sim: a LaunchReport per launch
     address: object = None                             # cpu-sim: an AddressReport (ASan), if run
@@ -142,7 +153,7 @@ def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: 
     in the state it keeps for the session, whatever the process launched before. Without it
     the verdict followed test order: after the correctness suite every launch gave zeros
     (wrong_values); in the hazards suite alone the first was right and the second differed,
-    inferred as a shared-memory race (H200, the nightly's hazards suite on its own)."""
+    read as a race (H200, the nightly's hazards suite on its own)."""
     A, B = operands(problem)
     obs = Observation(instance, problem, purpose)
     if prime:   # buffers of its own: what the launch does to A and B stays out of the observation
@@ -152,7 +163,16 @@ def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: 
         gemms["control"] = GuardedGemm(backend, instance, A, B, guard_bits=CONTROL_GUARD_BITS)
     for kind in launch_order(repeats, control):
         getattr(obs, kind).append(gemms[kind].run())
+    if watches_c_reads(instance, purpose):
+        obs.finite_c.append(GuardedGemm(backend, instance, A, B, c_fill="finite").run())
     return obs
+
+
+def watches_c_reads(instance: Instance, purpose: str) -> bool:
+    """Whether an observation launches once more with C finite at beta = 0 (beta_zero): for
+    kernels that take beta and do not declare reading C there, on the small problems."""
+    return (beta_zero.takes_beta(instance) and not instance.spec.reads_c_at_beta_zero
+            and purpose in SMALL_PURPOSES)
 
 
 # -- launches that did not finish: CRASH / HANG / COMPILE_ERROR, built here only ----------------
@@ -236,6 +256,8 @@ def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats:
                 return obs
             obs.reports.append(backend.last_launch_report)
             getattr(obs, kind).append(run)
+        if watches_c_reads(instance, purpose):
+            obs.finite_c.append(GuardedGemm(backend, instance, A, B, c_fill="finite").run())
     if address_check and backends.offers(backend, backends.ChecksAddresses):
         obs.address = backend.address_check(instance, A, B)
     return obs
@@ -385,7 +407,21 @@ def check_nondeterminism(obs: Observation) -> list[Finding]:
                     {"launches": len(obs.runs)})]
 
 
-PLAIN_DETECTORS = (check_values, check_unwritten, check_out_of_bounds_read,
+def check_reads_c_at_beta_zero(obs: Observation) -> list[Finding]:
+    """READS_C_AT_BETA_ZERO: at beta = 0 the output depends on whether C held NaN or finite
+    values (gemmcheck.judge.beta_zero); the finite launch's right elements are counted."""
+    if not obs.finite_c or not obs.runs:
+        return []
+    finite = obs.finite_c[0]
+    read = beta_zero.read_elements(obs.runs, finite)
+    if not read.any():
+        return []
+    A, B = obs.operands
+    right = ~oracle.judge(finite, A, B, exact=True, problem=obs.problem).failing
+    return [beta_zero.finding(obs.instance, obs.problem.label, read, finite, right)]
+
+
+PLAIN_DETECTORS = (check_reads_c_at_beta_zero, check_values, check_unwritten, check_out_of_bounds_read,
                    check_out_of_bounds_write, check_input_mutation, check_nondeterminism)
 
 
@@ -526,15 +562,15 @@ def detect(obs: Observation) -> list[Finding]:
 # establishes it without the tool).
 PRIORITY = defects.priority()
 EXPLAINS = defects.explains()
-# What a race inference must rule out: other ways two launches can differ.
-_GLOBAL_MEMORY_EXPLANATIONS = {Defect.OUT_OF_BOUNDS_WRITE, Defect.INPUT_MUTATION,
-                               Defect.DIVERGENT_BARRIER, Defect.CRASH, Defect.HANG,
-                               Defect.COMPILE_ERROR}
-RACE_INFERENCE = (
-    "inferred: launches on identical inputs gave different bits, with no out-of-bounds write and "
-    "no input mutation; a tiled GEMM whose threads exchange data only through shared memory "
-    "(no atomics, no inter-block communication) can then differ between launches only through "
-    "a shared-memory race. racecheck observes it directly.")
+# Nondeterminism is named by where it was seen. Shared memory only when racecheck or the
+# simulator's tracking saw two threads conflict there; a split-K kernel whose slice 0 stores
+# C while slice 1 atomicAdds into it differs between launches too, with no shared memory
+# involved (on an H200 racecheck stayed silent). Launches that differ with nothing to
+# localize them are a race of unknown place.
+UNKNOWN_PLACE = (
+    "a race of unknown place: launches on identical inputs gave different bits and no detector "
+    "localized it (racecheck, or the simulator's shared-memory tracking, would name shared memory; "
+    "inter-block ordering of global stores and atomics races without it)")
 NEEDS_A_TOOL = defects.needs_a_tool()
 
 
@@ -543,7 +579,7 @@ class Diagnosis:
     """The root cause of everything found for one instantiation."""
 
     defect: Defect | None            # None: nothing found
-    basis: str                       # "observed", "inferred" or "" (nothing found)
+    basis: str                       # "observed" or "" (nothing found): a class is named only where seen
     established_by: tuple[str, ...]  # detectors whose findings establish `defect`
     explains: tuple[Defect, ...]     # other classes found that the root cause accounts for
     also: tuple[Defect, ...]         # classes found that it does not: independent defects
@@ -553,7 +589,9 @@ class Diagnosis:
     def label(self) -> str:
         if self.defect is None:
             return "none"
-        return self.defect.value + (" (inferred)" if self.basis == "inferred" else "")
+        if self.defect == Defect.NONDETERMINISM:
+            return f"{self.defect.value} (race of unknown place)"
+        return self.defect.value
 
     def to_json(self) -> dict:
         return {"defect": self.defect.value if self.defect else None, "basis": self.basis,
@@ -571,13 +609,8 @@ def classify(findings) -> Diagnosis:
     if not by_defect:
         return Diagnosis(None, "", (), (), (), "no detector found anything")
     present = set(by_defect)
-    inferred = (Defect.NONDETERMINISM in present and Defect.SHARED_MEMORY_RACE not in present
-                and not present & _GLOBAL_MEMORY_EXPLANATIONS)
-    if inferred:
-        present.add(Defect.SHARED_MEMORY_RACE)
-        by_defect[Defect.SHARED_MEMORY_RACE] = by_defect[Defect.NONDETERMINISM]
     root = next(d for d in PRIORITY if d in present)
-    basis = "inferred" if inferred and root == Defect.SHARED_MEMORY_RACE else "observed"
+    basis = "observed"
     explained = EXPLAINS.get(root, frozenset()) & (present - {root})
     # A class explained by another leftover class is not independent either.
     leftover = [d for d in PRIORITY if d in present and d != root and d not in explained]
@@ -585,13 +618,12 @@ def classify(findings) -> Diagnosis:
                  if not any(d in EXPLAINS.get(other, ()) for other in leftover if other != d))
     by = tuple(sorted({f.detector for f in by_defect[root]}))
     lines = [f"{root.value} ({basis}, by {', '.join(by)}): {by_defect[root][0].summary}"]
-    if basis == "inferred":
-        lines.append(RACE_INFERENCE)
+    if root == Defect.NONDETERMINISM:
+        lines.append(UNKNOWN_PLACE)
     for d in sorted(explained, key=PRIORITY.index):
         lines.append(f"explains {d.value}: {by_defect[d][0].summary}")
     for d in also:
-        note = " (inferred from nondeterminism)" if inferred and d == Defect.SHARED_MEMORY_RACE else ""
-        lines.append(f"also {d.value}{note}, not explained by {root.value}: {by_defect[d][0].summary}")
+        lines.append(f"also {d.value}, not explained by {root.value}: {by_defect[d][0].summary}")
     return Diagnosis(root, basis, by, tuple(sorted(explained, key=PRIORITY.index)), also,
                      "\n".join(lines))
 

@@ -580,9 +580,18 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
 
     # 1. Unwritten: still the poison bits (beta != 0: still C0's bits, which no correct result has).
     if unwritten.any():
-        still = "the poison bits" if C0 is None else "C0's bits, which every correct result changes"
-        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst,
-                                 f"never written (still {still})"))
+        if C0 is not None:
+            what = "never written (still C0's bits, which every correct result changes)"
+        elif getattr(run, "c_fill", "poison") == "finite":
+            what = "never written (still the finite values C held, which no correct result comes near)"
+        elif "beta" in getattr(inst.spec, "roles", ()):
+            # 0 * NaN keeps the NaN's payload on the CPU, so C = alpha * acc + beta * C gives
+            # the poison back too (gemmcheck.judge.beta_zero tells the two apart)
+            what = ("still the poison bits: never written, or computed from C's NaN (a read of C at "
+                    "beta = 0 keeps its payload)")
+        else:
+            what = "never written (still the poison bits)"
+        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst, what))
         error_map[unwritten] = xp.inf
 
     if exact and no_special_inputs and not findings and bool((C_bits == want).all()):
@@ -689,16 +698,23 @@ def _tiles(mask: np.ndarray, tile: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in np.argwhere(arrays.block_reduce(mask, tile, np.logical_or, False))]
 
 
-def assert_judgement(judgement: Judgement, verdicts=None) -> None:
-    """Record the judgement (if a VerdictLog is given), attach evidence, fail with its message."""
+def assert_judgement(judgement: Judgement, verdicts=None, explained: Finding | None = None) -> None:
+    """Record the judgement (if a VerdictLog is given), attach evidence, fail with its message.
+    `explained`: the root cause another check established that accounts for this judgement's
+    findings (gemmcheck.judge.beta_zero.explanation): recorded instead of them, and the first
+    line of the failure, the judgement's own story after it."""
     __tracebackhide__ = True
     if verdicts is not None:
         verdicts.record(Verdict.for_instance(judgement.instance, judgement.problem,
-                                             judgement.findings, current_test()))
+                                             [explained] if explained else judgement.findings,
+                                             current_test()))
     if judgement.ok:
         return
     if judgement.run is not None:
         report.attach_judgement(judgement, judgement.run)
     report.attach_text("worst elements (oracle)", judgement.worst_table())
     import pytest
-    pytest.fail(judgement.message(), pytrace=False)
+    message = judgement.message()
+    if explained is not None:
+        message = f"{explained.defect.value}: {explained.summary}\n\n{message}"
+    pytest.fail(message, pytrace=False)

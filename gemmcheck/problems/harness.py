@@ -16,7 +16,16 @@ assumes ld == width reads it (NaN in its result) or writes it (guard damage).
 C = alpha A @ B + beta C0. With beta == 0, C starts as poison and the kernel
 must not read it (BLAS); with beta != 0, C starts as C0, which the problem
 chose so that every correct element changes: an element still holding C0's
-bits was never written.
+bits was never written. A kernel that declares the convention
+``reads_c_at_beta_zero = true`` (its callers always initialize C) gets C
+filled with finite garbage at beta == 0 instead (``c_fill="finite"``: random
+values near the dtype's largest, which no correct result here comes near, so
+an element still holding them was never written).
+
+BLAS's degenerate sizes: M == 0 or N == 0 launches nothing (a zero grid is a
+launch error; BLAS returns at once) and C is left as it was; K == 0 launches
+as usual and a correct kernel writes beta C0 (zeros at beta == 0). An empty
+operand keeps a leading dimension of at least 1, as BLAS requires.
 
 A GuardedGemm is built once per problem (initialize) and launched as often
 as a detector needs (run); each run returns a Run with what it saw.
@@ -38,6 +47,7 @@ from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, scaling_id
 MIN_GUARD = 1024
 LEADING_DIMENSIONS = ("tight", "padded")
 LD_ROLES = {"A": "lda", "B": "ldb", "C": "ldc"}
+C_FILLS = ("default", "poison", "finite")   # what C holds before a launch at beta == 0
 
 
 def takes_leading_dimensions(spec) -> bool:
@@ -117,7 +127,7 @@ class GuardedBuffer:
     ld: int = 0               # elements from one line to the next; 0: tight
 
     def __post_init__(self):
-        self.ld = self.ld or self.width
+        self.ld = self.ld or max(self.width, 1)   # BLAS: ld >= max(1, width), also for an empty matrix
         if self.ld < self.width:
             raise ValueError(f"{self.name}: leading dimension {self.ld} < width {self.width} "
                              f"({self.rows} x {self.cols}, {self.layout}-major)")
@@ -194,6 +204,8 @@ class Run:
     C0: np.ndarray | None = None          # (M, N) float64 initial C when beta != 0 (else None: poison)
     leading_dimensions: dict[str, int] = field(default_factory=dict)  # "lda"/"ldb"/"ldc" -> value
     operands_text: str = ""               # layouts and leading dimensions, when not all row-major and tight
+    launched: bool = True                 # False: M or N is 0, so nothing was launched (BLAS)
+    c_fill: str = "poison"                # what C held before the launch at beta == 0: "poison" or "finite"
 
     @property
     def C(self) -> np.ndarray:
@@ -207,13 +219,15 @@ class GuardedGemm:
     def __init__(self, backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray,
                  C0: np.ndarray | None = None, *, alpha=1, beta=0, leading_dimensions: str = "tight",
                  guard_bits: int | None = None, poison_bits: int | None = None,
-                 guard: int | None = None):
+                 guard: int | None = None, c_fill: str = "default"):
         """`C0`: the initial C, read by the kernel when beta != 0 (required then, refused
         otherwise). `leading_dimensions`: 'tight' (ld == width) or 'padded' (ld > width;
         only for kernels that take lda/ldb/ldc). `guard` elements of guard band on each
         side of every buffer (default: enough for any TILE-rounded overshoot). guard=0
         gives exact-size allocations: what compute-sanitizer memcheck needs to see an
-        out-of-bounds access as one."""
+        out-of-bounds access as one. `c_fill`: what C holds at beta == 0: "poison" (NaN),
+        "finite" (finite_garbage), or "default": finite for a kernel that declares
+        reads_c_at_beta_zero, else poison."""
         M, K = A.shape
         K2, N = B.shape
         spec = instance.spec
@@ -227,6 +241,8 @@ class GuardedGemm:
                              f" pass C0 exactly when beta != 0 (Problem.operands() gives it)")
         if C0 is not None and np.shape(C0) != (M, N):
             raise ValueError(f"{instance.id}: C0 is {np.shape(C0)}, expected ({M}, {N})")
+        if c_fill not in C_FILLS:
+            raise ValueError(f"c_fill={c_fill!r}; use one of {C_FILLS}")
         if leading_dimensions not in LEADING_DIMENSIONS:
             raise ValueError(f"leading_dimensions={leading_dimensions!r}; use one of {LEADING_DIMENSIONS}")
         why = OperandVariant(leading_dimensions, alpha, beta).why_not(spec)
@@ -247,8 +263,15 @@ class GuardedGemm:
                for name, w in widths.items()}
         longest = max(M, N, K, *lds.values())
         g = guard_elements(longest, longest, longest, instance.tile) if guard is None else guard
-        initial_C = (np.full((M, N), self.poison_bits, dtype=d.storage) if self.C0 is None
-                     else dt.to_bits(self.C0, d))
+        if c_fill == "default":
+            c_fill = "finite" if getattr(spec, "reads_c_at_beta_zero", False) else "poison"
+        self.c_fill = c_fill if self.C0 is None else "poison"
+        if self.C0 is not None:
+            initial_C = dt.to_bits(self.C0, d)
+        elif c_fill == "finite":
+            initial_C = dt.to_bits(finite_garbage(M, N, d), d)
+        else:
+            initial_C = np.full((M, N), self.poison_bits, dtype=d.storage)
         self.A = guarded("A", dt.to_bits(A, d), g, self.guard_bits, layout=layouts["A"], ld=lds["A"])
         self.B = guarded("B", dt.to_bits(B, d), g, self.guard_bits, layout=layouts["B"], ld=lds["B"])
         self.C = guarded("C", initial_C, g, self.guard_bits, layout=layouts["C"], ld=lds["C"])
@@ -275,10 +298,12 @@ class GuardedGemm:
         """'A col-major lda 16 (padded), B row-major ldb 8 (padded), ...'; '' when every
         operand is row-major and tight (nothing to say)."""
         bufs = (self.A, self.B, self.C)
-        if all(b.layout == "row" and b.ld == b.width for b in bufs):
+        def padded(b):   # an empty line's ld of 1 is BLAS's minimum, not padding
+            return b.ld > max(b.width, 1)
+        if all(b.layout == "row" and not padded(b) for b in bufs):
             return ""
         return ", ".join(f"{b.name} {b.layout}-major {LD_ROLES[b.name]} {b.ld}"
-                         f" ({'padded' if b.ld > b.width else 'tight'})" for b in bufs)
+                         f" ({'padded' if padded(b) else 'tight'})" for b in bufs)
 
     @property
     def leading_dimensions(self) -> dict[str, int]:
@@ -296,7 +321,12 @@ class GuardedGemm:
         """Reset C (poison, or C0 when beta != 0), launch, and read back what the kernel did
         to every buffer."""
         self.C.device = self.backend.copy(self.C.pristine)
-        self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
+        # M or N = 0: BLAS returns at once. A grid with a zero dimension is a launch error: a
+        # plan that gives one for a non-empty C (a split-K grid over ceil(K / BK) at K = 0) is
+        # not launched either, and C shows what the kernel would have left: nothing written.
+        launched = self.M > 0 and self.N > 0 and all(int(g) > 0 for g in self.grid)
+        if launched:
+            self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
         c_bits, unwritten, c_damage = self._read_C()
         damage, changed = {"C": c_damage}, {}
         for buf in (self.A, self.B):
@@ -310,7 +340,8 @@ class GuardedGemm:
             changed[buf.name] = int(np.count_nonzero(buf.matrix(now) != buf.matrix(buf.bits)))
         return Run(self.instance, self.M, self.N, self.K, self.grid, self.block,
                    c_bits, unwritten, damage, changed,
-                   self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text)
+                   self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text,
+                   launched, self.c_fill)
 
     def _read_C(self):
         """(C's bits, unwritten, guard elements changed) after a launch, read-only. When the
@@ -330,6 +361,17 @@ class GuardedGemm:
             read = c_bits, unwritten, int(np.count_nonzero(self.C.guard_cells(c_flat) != self.guard_bits))
         self._last_C = self.C.device, read
         return read
+
+
+def finite_garbage(M: int, N: int, d: dt.DType, seed: int = 0) -> np.ndarray:
+    """What C holds before a launch when it must be finite at beta == 0: random signs times
+    values in [max/2, max] of the dtype (float64, exactly representable). No correct result of
+    gemmcheck's problems comes near them (the generators keep results far below the largest
+    finite value), so an element that still holds them was never written; and 0 * them is 0."""
+    rng = np.random.default_rng(seed)
+    largest = float(dt.finfo(d).max)
+    values = rng.choice((-1.0, 1.0), (M, N)) * largest * rng.uniform(0.5, 1.0, (M, N))
+    return dt.round_draws(values, d)
 
 
 # Buffers from this size on are compared on the device before anything is copied back;

@@ -95,15 +95,15 @@ def exact_range(dtype: dt.DType | str, K: int, alpha=1, beta=0) -> int:
     """
     d = dt.get(dtype) if isinstance(dtype, str) else dtype
     alpha, beta = abs(_integer("alpha", alpha)), abs(_integer("beta", beta))
-    if K < 1:
-        raise ValueError(f"K={K} must be >= 1")
+    if K < 0:
+        raise ValueError(f"K={K} must be >= 0")
     limit = min(2 ** accumulator(d).significand_bits, int(float(finfo(d).max)))
     scale = max(alpha, 1)
 
     def fits(r: int) -> bool:
         return scale * K * r * r + beta * r <= limit
 
-    low, high = 0, min(2 ** d.significand_bits, math.isqrt(limit // K))
+    low, high = 0, min(2 ** d.significand_bits, math.isqrt(limit // K) if K else limit)
     while low < high:                   # the largest r in [0, high] that fits
         mid = (low + high + 1) // 2
         low, high = (mid, high) if fits(mid) else (low, mid - 1)
@@ -125,7 +125,7 @@ def wide_exponent(dtype: dt.DType | str, K: int, alpha=1, beta=0) -> float:
     """
     d = dt.get(dtype) if isinstance(dtype, str) else dtype
     info = finfo(d)
-    n = max(abs(alpha), 1) * K * (1 + 2 * abs(beta))
+    n = max(max(abs(alpha), 1) * K * (1 + 2 * abs(beta)), 1)   # K = 0: no products at all
     by_input = -math.log2(float(info.smallest_normal))
     by_output = (math.log2(float(info.max)) - 1 - math.log2(n)) / 2
     return max(0.5, min(16.0, by_input, by_output))
@@ -147,11 +147,15 @@ class Problem:
     def __post_init__(self):
         for name in ("M", "N", "K"):
             value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"Problem: {name}={value!r} must be a positive integer")
+            if type(value) is not int or value < 0:
+                raise ValueError(f"Problem: {name}={value!r} must be a non-negative integer "
+                                 f"(0 is BLAS's empty problem: M or N = 0 computes nothing, K = 0 gives beta C0)")
         d = dt.get(self.dtype)
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")
+        if self.values == "special" and 0 in (self.M, self.N, self.K):
+            raise ValueError(f"Problem: values='special' places NaN and Inf in rows of A and columns "
+                             f"of B; M={self.M}, N={self.N}, K={self.K} has none: use 'exact'")
         if type(self.seed) is not int or self.seed < 0:
             raise ValueError(f"Problem: seed={self.seed!r} must be a non-negative integer")
         for name in ("alpha", "beta"):
@@ -258,6 +262,8 @@ def _exact(p: Problem, rng_a, rng_b, rng_extra):
     r = exact_range(p.dt, p.K, p.alpha, p.beta)
     A = _integers(rng_a, (p.M, p.K), r)
     B = _integers(rng_b, (p.K, p.N), r)
+    if 0 in (p.M, p.N, p.K):
+        return A, B   # an empty product: K = 0 gives beta C0, M or N = 0 nothing at all
     # A nonzero in every row of A and every column of B, at a place fixed by the index.
     rows, cols = np.arange(p.M), np.arange(p.N)
     A[rows, rows % p.K] = _nonzero(rng_a, r, p.M)

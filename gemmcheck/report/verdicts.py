@@ -34,6 +34,9 @@ def summarize(instances, verdicts) -> list[dict]:
         defects = Counter(f.defect.value if isinstance(f.defect, Defect) else str(f.defect)
                           for v in mine for f in {f.defect: f for f in v.findings}.values())
         expect = inst.spec.expect if inst else "unknown"
+        declared = getattr(inst.spec, "declared_conventions", None) if inst else None
+        conventions = (list(declared()) if declared
+                       else list(getattr(first, "conventions", []) or []) if first else [])
         if not mine:
             verdict, status = "not_checked", "not_checked"
         else:
@@ -47,12 +50,53 @@ def summarize(instances, verdicts) -> list[dict]:
             "tile": inst.tile if inst else first.tile,
             "expect": expect,
             "verdict": verdict,
+            "causes": causes(mine),
             "defects": dict(sorted(defects.items())),
+            "conventions": conventions,
+            "notes": [n for v in mine for n in getattr(v, "notes", [])],
             "checks": len(mine),
             "checks_failed": sum(1 for v in mine if v.findings),
             "status": status,
         })
     return rows
+
+
+def _root(verdict) -> Defect | None:
+    """The most specific defect among one check's findings (the registry's priority)."""
+    found = {Defect(f.defect) for f in verdict.findings}
+    return next((d for d in registry.priority() if d in found), None)
+
+
+def _points_elsewhere(verdict) -> bool:
+    """Whether the check's finding only points at the check that established its cause."""
+    return all(f.details.get("explained_by") for f in verdict.findings)
+
+
+def causes(verdicts) -> list[dict]:
+    """Root causes first, one per bug: each check's most specific defect, and a defect that
+    another one found in the same instantiation explains (the registry's `explains`) counted
+    under that one. Each cause: the defect, the shape and the check that first established
+    it (not one that points at it), and how many checks (tests) it accounts for; most
+    specific first."""
+    rooted = [(v, _root(v)) for v in verdicts]
+    rooted = [(v, d) for v, d in rooted if d is not None]
+    present = {d for _, d in rooted}
+    explains = registry.explains()
+    owner = {}
+    for d in registry.priority():
+        if d in present:
+            owner[d] = next((e for e in registry.priority() if e in present and e != d
+                             and d in explains.get(e, ()) and owner.get(e) == e), d)
+    out = []
+    for cause in [d for d in registry.priority() if owner.get(d) == d]:
+        accounted = [v for v, d in rooted if owner[d] == cause]
+        establishing = [v for v, d in rooted if d == cause and not _points_elsewhere(v)] or accounted
+        first = establishing[0]
+        # a test's hypothesis examples and shrinking replays are many verdicts of one check
+        out.append({"defect": cause.value, "shape": first.problem, "test": first.test,
+                    "checks": len({v.test or id(v) for v in accounted}),
+                    "established": any(not _points_elsewhere(v) for v, d in rooted if d == cause)})
+    return out
 
 
 SYMPTOMS_ONLY = "symptoms_only"
@@ -94,13 +138,20 @@ def write_verdicts(path: Path, document: dict) -> None:
 
 
 def verdict_table(rows: list[dict]) -> list[str]:
-    """The terminal summary: one line per instantiation."""
+    """The terminal summary: one line per instantiation, and one more per further root cause
+    (each cause with the shape that first showed it and the checks it accounts for)."""
     header = ("instantiation", "expect", "verdict", "checks", "status")
     table = [header]
     for r in sorted(rows, key=lambda r: (r["expect"] != "correct", r["kernel"], r["dtype"], r["tile"])):
-        found = (", ".join(f"{d} x{n}" for d, n in r["defects"].items()) if r["defects"]
-                 else r["verdict"])
-        table.append((r["instance"], r["expect"], found, str(r["checks"]), r["status"]))
+        lines = [f"{c['defect']} ({c['shape']}): {c['checks']} check{'s' if c['checks'] != 1 else ''}"
+                 for c in r.get("causes", [])]
+        if not lines:
+            lines = [(", ".join(f"{d} x{n}" for d, n in r["defects"].items()) if r["defects"]
+                      else r["verdict"])]
+        if r.get("conventions"):
+            lines[0] += f" [declared: {', '.join(r['conventions'])}]"
+        table.append((r["instance"], r["expect"], lines[0], str(r["checks"]), r["status"]))
+        table += [("", "", line, "", "") for line in lines[1:]]
     return format_table(table[0], table[1:], align_numbers=False)
 
 

@@ -56,6 +56,8 @@ class Verdict(HasFindings):
     problem: str                          # "M33xN17xK65" or a description
     test: str = ""                        # the pytest node id that produced it
     findings: list[Finding] = field(default_factory=list)
+    conventions: list[str] = field(default_factory=list)  # declared in the catalog, judged under
+    notes: list[str] = field(default_factory=list)        # information, not failures
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -64,9 +66,10 @@ class Verdict(HasFindings):
         return data
 
     @classmethod
-    def for_instance(cls, instance, problem: str, findings=(), test: str = "") -> "Verdict":
+    def for_instance(cls, instance, problem: str, findings=(), test: str = "", notes=()) -> "Verdict":
+        conventions = getattr(instance.spec, "declared_conventions", lambda: ())()
         return cls(instance.spec.name, instance.id, instance.name_expression, instance.dtype,
-                   instance.tile, problem, test, list(findings))
+                   instance.tile, problem, test, list(findings), list(conventions), list(notes))
 
 
 class VerdictLog:

@@ -24,6 +24,7 @@ class Defect(str, enum.Enum):
     OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"
     OUT_OF_BOUNDS_READ = "out_of_bounds_read"
     INPUT_MUTATION = "input_mutation"
+    READS_C_AT_BETA_ZERO = "reads_c_at_beta_zero"
     SHARED_MEMORY_RACE = "shared_memory_race"
     UNWRITTEN_OUTPUT = "unwritten_output"
     NONDETERMINISM = "nondeterminism"
@@ -52,7 +53,9 @@ CATEGORIES: dict[str, str] = {
     "Crash or hang": "the kernel faulted (its CUDA context is lost) or never returned",
     "Does not compile": "the compiler rejected the kernel's source or instantiation",
     "Divergent barrier": "__syncthreads() not reached by every thread of a block",
-    "Shared-memory race": "racecheck hazards, or results that change between identical launches",
+    "Reads C at beta = 0": "the output depends on C's old contents although beta = 0 (BLAS: C is not read)",
+    "Shared-memory race": "racecheck or the simulator's shared-memory tracking saw two threads conflict",
+    "Race of unknown place": "results change between identical launches; no detector localized the race",
     "Out-of-bounds access": "guard bands changed, guard NaNs read into results, inputs written",
     "Unwritten output": "elements of C still hold the poison after the launch",
     "Wrong values": "bits differ from the exact result, or the error breaks the bound",
@@ -83,16 +86,24 @@ _ENTRIES = (
                 explains=frozenset({_D.WRONG_VALUES})),
     DefectClass(_D.INPUT_MUTATION, 6, "Out-of-bounds access", "A or B changed by the launch",
                 explains=frozenset({_D.WRONG_VALUES, _D.NONDETERMINISM})),
-    DefectClass(_D.SHARED_MEMORY_RACE, 7, "Shared-memory race",
+    # C = alpha * acc + beta * C[i] at beta = 0 turns the poison NaN into NaN results (on
+    # cpu-sim 0 * NaN keeps the poison's payload, so those look unwritten): the one cause of both.
+    DefectClass(_D.READS_C_AT_BETA_ZERO, 7, "Reads C at beta = 0",
+                "the output depends on C's old contents at beta = 0 (fix: skip the C load when beta == 0)",
+                explains=frozenset({_D.UNWRITTEN_OUTPUT, _D.WRONG_VALUES})),
+    # Established only where the race is seen: racecheck, or the simulator's tracking. On
+    # hardware nondeterminism alone does not say where the threads raced (gemmcheck.judge.hazards).
+    DefectClass(_D.SHARED_MEMORY_RACE, 8, "Shared-memory race",
                 "two threads access one shared address between barriers, one writing",
-                explains=frozenset({_D.NONDETERMINISM, _D.WRONG_VALUES})),
-    DefectClass(_D.UNWRITTEN_OUTPUT, 8, "Unwritten output", "elements of C never written"),
-    # With exact inputs at most one of two different outputs is the right one.
-    DefectClass(_D.NONDETERMINISM, 9, "Shared-memory race",
-                "launches on identical inputs give different bits",
+                explains=frozenset({_D.NONDETERMINISM, _D.WRONG_VALUES}), needs_tool="racecheck"),
+    DefectClass(_D.UNWRITTEN_OUTPUT, 9, "Unwritten output", "elements of C never written"),
+    # With exact inputs at most one of two different outputs is the right one. No detector
+    # says where: shared memory, global memory (blocks ordering stores and atomics), anything.
+    DefectClass(_D.NONDETERMINISM, 10, "Race of unknown place",
+                "launches on identical inputs give different bits (a race no detector localized)",
                 explains=frozenset({_D.WRONG_VALUES})),
-    DefectClass(_D.WRONG_VALUES, 10, "Wrong values", "values differ from the exact or bounded result"),
-    DefectClass(_D.TOO_SLOW, 11, "Performance regression", "slower than its thresholds allow",
+    DefectClass(_D.WRONG_VALUES, 11, "Wrong values", "values differ from the exact or bounded result"),
+    DefectClass(_D.TOO_SLOW, 12, "Performance regression", "slower than its thresholds allow",
                 not_in_matrix="judged by the performance suite", correctness_suite=False),
 )
 DEFECTS: dict[Defect, DefectClass] = {c.defect: c for c in sorted(_ENTRIES, key=lambda c: c.priority)}

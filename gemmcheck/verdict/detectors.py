@@ -26,6 +26,7 @@ class Detector(str, enum.Enum):
     GUARD_BANDS = "guard-bands"            # a guard band changed
     INPUT_CHECK = "input-check"            # A or B changed
     REPEAT_LAUNCH = "repeat-launch"        # identical launches left different bits
+    BETA_ZERO_READ = "beta-zero-read"      # beta = 0: C holding NaN, then finite values, changes the output
     ISOLATION = "isolation"                # a launch crashed or hung (child or cpu-sim worker)
     COMPILER = "compiler"                  # the source or instantiation did not build
     # compute-sanitizer (gemmcheck.judge.sanitizer).

@@ -1,5 +1,8 @@
 """Fixtures of the correctness suite: run-and-judge, scope and profile gates.
 
+A failure at beta = 0 that a read of C explains (gemmcheck.judge.beta_zero, established
+once per instantiation by test_blas_rules.py) names that read in its first line.
+
 Logic lives in gemmcheck.problems.problem / oracle / strategies; these only wire it to tests.
 """
 
@@ -9,12 +12,40 @@ from gemmcheck.backends import KernelCompileError, KernelLaunchError
 from gemmcheck.contract import catalog
 from gemmcheck.pytest_plugin import build_plugin, scope_plugin
 from gemmcheck.problems.harness import run_problem
-from gemmcheck.judge.oracle import assert_judgement, judge
+from gemmcheck.judge import beta_zero
+from gemmcheck.judge.oracle import assert_judgement, current_test, judge
 from gemmcheck.verdict import Verdict
+
+PROBES = pytest.StashKey[dict]()
 
 
 @pytest.fixture
-def check(backend, verdicts, request):
+def beta_zero_probe(backend, request):
+    """beta_zero_probe(instance) -> gemmcheck.judge.beta_zero.Probe: whether the instantiation
+    reads C at beta = 0, launched once per instantiation in this process. A probe whose
+    launches fail establishes nothing (the checks record those failures themselves)."""
+    cache = request.config.stash.setdefault(PROBES, {})
+
+    def probe(instance) -> beta_zero.Probe:
+        if instance.id not in cache:
+            try:
+                build_plugin.refuse_lost(request.config, instance)
+                cache[instance.id] = beta_zero.probe(backend, instance)
+            except (KernelCompileError, KernelLaunchError):
+                cache[instance.id] = beta_zero.Probe(None)
+        return cache[instance.id]
+    return probe
+
+
+def _fail_explained(verdicts, instance, judgement, verified: str) -> None:
+    """Record and fail a check whose failure the read of C at beta = 0 explains: the first line
+    names the defect and the check that established it, the check's own story follows."""
+    __tracebackhide__ = True
+    assert_judgement(judgement, verdicts, explained=beta_zero.explanation(instance, judgement.findings, verified))
+
+
+@pytest.fixture
+def check(backend, verdicts, request, beta_zero_probe):
     """check(instance, problem, record=True, leading_dimensions='tight') -> Judgement: run the
     problem (its alpha, beta and C0 too) once, judge it,
     record the verdict and fail with the oracle's message if anything is wrong.
@@ -39,9 +70,31 @@ def check(backend, verdicts, request):
             raise build_plugin.uniform(exc) from None
         judgement = judge(run, A, B, exact=problem.exact, problem=problem)
         informational = scope_plugin.OUT_OF_SCOPE in request.node.stash   # not the kernel's claim
+        if (not judgement.ok and not informational and problem.beta == 0
+                and beta_zero.explains(beta_zero_probe(instance), instance, problem, judgement.findings)):
+            # Verified here, not assumed: the same launch with C finite instead of NaN.
+            again = run_problem(backend, instance, problem, operands=operands,
+                                leading_dimensions=leading_dimensions, c_fill="finite")
+            if judge(again, A, B, exact=problem.exact, problem=problem).ok:
+                _fail_explained(verdicts, instance, judgement,
+                                "launched again with C holding finite values instead of NaN, this check passes")
         assert_judgement(judgement, verdicts if (record or not judgement.ok) and not informational else None)
         return judgement
     return check
+
+
+@pytest.fixture
+def assert_judged(verdicts, beta_zero_probe):
+    """assert_judged(judgement): oracle.assert_judgement for a test that launched on its own,
+    naming reads_c_at_beta_zero first when that read explains its findings (beta_zero.explains)."""
+    def assert_judged(judgement) -> None:
+        __tracebackhide__ = True
+        instance, run = judgement.instance, judgement.run
+        if (not judgement.ok and run is not None and run.beta == 0 and beta_zero.takes_beta(instance)
+                and beta_zero.explains(beta_zero_probe(instance), instance, run, judgement.findings)):
+            _fail_explained(verdicts, instance, judgement, "C held NaN at beta = 0 here too")
+        assert_judgement(judgement, verdicts)
+    return assert_judged
 
 
 @pytest.fixture
@@ -73,10 +126,19 @@ def searched(reference, profile):
 
 
 @pytest.fixture
-def conclude(verdicts):
-    """conclude(instance, problem, finding): record the verdict; fail with the finding if there is one."""
+def conclude(verdicts, beta_zero_probe):
+    """conclude(instance, problem, finding): record the verdict; fail with the finding if there is one.
+    A finding of the kind a read of C at beta = 0 leaves, on an instantiation that reads C
+    there, names that defect first (beta_zero.explains)."""
     def conclude(instance, problem, finding=None) -> None:
         __tracebackhide__ = True
+        if (finding and not instance.spec.reads_c_at_beta_zero and beta_zero.takes_beta(instance)
+                and beta_zero.explains(beta_zero_probe(instance), instance, problem, [finding])):
+            explained = beta_zero.explanation(instance, [finding], "C held NaN at beta = 0 here too")
+            verdicts.record(Verdict.for_instance(instance, problem.label, [explained], current_test()))
+            pytest.fail(f"{explained.defect.value}: {explained.summary}\n\n{finding.defect.value}: "
+                        f"{instance.id} ({instance.name_expression}) on {problem.label}: {finding.summary}",
+                        pytrace=False)
         verdicts.record(Verdict.for_instance(instance, problem.label, [finding] if finding else []))
         if finding:
             pytest.fail(f"{finding.defect.value}: {instance.id} ({instance.name_expression}) on "

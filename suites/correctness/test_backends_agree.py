@@ -11,7 +11,7 @@ import pytest
 
 from gemmcheck import backends
 from gemmcheck.problems.harness import run_once
-from gemmcheck.judge.oracle import assert_judgement, judge
+from gemmcheck.judge.oracle import judge
 from gemmcheck.problems.problem import Problem
 
 SHAPES = ((4, 4, 4), (33, 17, 65), (64, 64, 64))
@@ -35,7 +35,7 @@ def simulator(gemm):
 @pytest.mark.instances.with_args(lambda i: i.tile in (4, 16))
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "M{}xN{}xK{}".format(*s))
 def test_gpu_and_cpu_simulator_give_identical_bits(backend, simulator, require_in_scope, reference,
-                                                    verdicts, shape):
+                                                    assert_judged, shape):
     if not backend.runs_on_cuda_device:
         pytest.skip(f"compares the GPU with the simulator; this run's backend is {backend.name}")
     require_in_scope(reference, *shape)
@@ -43,7 +43,7 @@ def test_gpu_and_cpu_simulator_give_identical_bits(backend, simulator, require_i
     A, B = problem.operands()
     runs = {"GPU": run_once(backend, reference, A, B), "CPU simulator": run_once(simulator, reference, A, B)}
     for where, run in runs.items():
-        assert_judgement(judge(run, A, B, exact=True, problem=f"{problem.label} on the {where}"), verdicts)
+        assert_judged(judge(run, A, B, exact=True, problem=f"{problem.label} on the {where}"))
     # Both hold the one exact answer; only the sign of a zero result may still differ.
     gpu, sim = runs["GPU"].C_bits, runs["CPU simulator"].C_bits
     assert np.array_equal(gpu, sim), (

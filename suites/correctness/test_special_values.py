@@ -12,7 +12,7 @@ import pytest
 
 from gemmcheck.problems import problem as pb
 from gemmcheck.problems.harness import OPERAND_VARIANTS, run_once, takes_operand_variants
-from gemmcheck.judge.oracle import assert_judgement, judge, special_pattern
+from gemmcheck.judge.oracle import judge, special_pattern
 from gemmcheck.problems.problem import Problem, claimed_shape
 
 SEED = 5
@@ -46,7 +46,7 @@ def test_nan_and_inf_propagate_with_padded_ld_and_alpha_beta(check, require_vari
           leading_dimensions=variant.leading_dimensions)
 
 
-def test_negative_zeros_and_subnormals_are_kept_exactly(backend, reference, verdicts):
+def test_negative_zeros_and_subnormals_are_kept_exactly(backend, reference, assert_judged):
     problem = special_problem(reference)
     A, B = (np.where(np.isfinite(X), X, 0.0) for X in problem.operands())
     rows = subnormal_rows(A, reference.dt)
@@ -57,4 +57,4 @@ def test_negative_zeros_and_subnormals_are_kept_exactly(backend, reference, verd
     run = run_once(backend, reference, A, B)
     judgement = judge(run, A, B, exact=True,
                       problem=f"{problem.label}, NaN/Inf replaced by 0 (subnormal row {rows[0]})")
-    assert_judgement(judgement, verdicts)
+    assert_judged(judgement)
