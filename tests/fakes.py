@@ -75,7 +75,7 @@ def RoleSpec(name, roles, layouts=None, policy="tile2d", shapes="any"):
              "dtypes": list(dt.DTYPES), "expect": "correct"}
     if {"M", "K"} & set(roles):
         entry["shapes"] = shapes
-    return catalog._spec(folder / "catalog.toml", 0, entry)
+    return catalog.entry._spec(folder / "catalog.toml", 0, entry)
 
 
 SGEMM_ROLES = ("M", "N", "K", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc")

@@ -11,7 +11,7 @@ from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.backends import BackendUnavailable, KernelCompileError
 from gemmcheck.problems.harness import run_once
-from gemmcheck.contract.launch import plan
+from gemmcheck.contract.launch import Geometry, plan
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
 EXAMPLES = {s.name: s for s in catalog.load(Path(__file__).resolve().parent.parent / "examples" / "catalog.toml")}
@@ -90,7 +90,7 @@ def test_static_shared_memory_over_48k_is_refused_as_the_gpu_would(sim, tmp_path
 def test_kernels_with_dynamic_shared_memory_are_not_simulated():
     spec = catalog.KernelSpec(name="dyn", source=catalog.BUILTIN, entry="dyn", signature="mnk",
                               tiles=(4,), dtypes=("float32",), policy=None,
-                              geometry=catalog.launch.Geometry.of(["1"], ["TILE"], "TILE * 4"))
+                              geometry=Geometry.of(["1"], ["TILE"], "TILE * 4"))
     assert spec.gpu_only
 
 

@@ -500,7 +500,7 @@ def test_perfs_output_check_and_the_oracle_judge_by_the_same_bound(dtype):
 def test_a_finding_names_every_tile_that_holds_a_wrong_element_in_order(shape, tile):
     """The tiles of a finding, found in numpy (a racing kernel at 2048^2 has millions of wrong
     elements), are those of every element by hand, row-major; ragged edge tiles included."""
-    from gemmcheck.judge.oracle import _tiles
+    from gemmcheck.judge.oracle.judging import _tiles
 
     for density in (0.0, 0.01, 0.5, 1.0):
         mask = np.random.default_rng(7).random(shape) < density

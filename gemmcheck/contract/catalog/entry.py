@@ -1,0 +1,202 @@
+"""One [[kernel]] table validated into a KernelSpec: its fields, the kernel's parameters by
+role, operand layouts, include directories and fixed defines; every error one line naming the
+file, the kernel and the fix."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+from gemmcheck.contract import cuda_source, launch
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract.catalog.instantiations import _check_instantiations, _geometry, _in_configs, _parameters
+from gemmcheck.contract.catalog.model import KernelSpec
+from gemmcheck.contract.catalog.vocabulary import (
+    _FIELDS, _IDENTIFIER, _REQUIRED, CONVENTIONS, DEFAULT_TILE, EXPECTATIONS, LAYOUTS, SHAPES, SIGNATURE_ROLES,
+    SIGNATURES, TILE_SHAPES, CatalogError)
+
+
+def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
+    label = f"kernel '{entry['name']}'" if isinstance(entry.get("name"), str) else f"kernel #{index + 1}"
+
+    def fail(message: str):
+        raise CatalogError(f"{path}: {label}: {message}")
+
+    unknown = set(entry) - _FIELDS
+    if unknown:
+        fail(f"unknown field(s) {sorted(unknown)}; known: {sorted(_FIELDS)}")
+    for key in _REQUIRED:
+        if key not in entry:
+            fail(f"missing required field '{key}'")
+    for key in ("name", "source", "entry", "signature", "policy", "expect", "template_args", "shapes",
+                "description", "tile"):
+        if key in entry and not isinstance(entry[key], str):
+            fail(f"'{key}' must be a string, got {entry[key]!r}")
+
+    roles, signature = _roles(entry, fail)
+    layouts = _layouts(entry, fail)
+    expect = entry["expect"]
+    if expect not in EXPECTATIONS:
+        fail(f"unknown expect {expect!r}; use 'correct' or a defect: {', '.join(EXPECTATIONS[1:])}")
+    dtype_names = entry["dtypes"]
+    if not isinstance(dtype_names, list) or not dtype_names:
+        fail(f"'dtypes' must be a non-empty list, got {dtype_names!r}")
+    for name in dtype_names:
+        if name not in dt.DTYPES:
+            fail(f"unknown dtype {name!r}; known: {', '.join(dt.DTYPES)}")
+
+    source = (path.parent / entry["source"]).resolve()
+    if not source.is_file():
+        fail(f"source '{entry['source']}' not found (looked for {source})")
+    text = source.read_text()
+    include_dirs = _include_dirs(entry, path, fail)
+    fixed_defines = _fixed_defines(entry, fail)
+    try:
+        cuda_source.declare_include_dirs(source, include_dirs)
+    except cuda_source.IncludeDirConflict as exc:
+        fail(str(exc))
+    found_in = dict(file_name=str(source), include_dirs=cuda_source.include_dirs_of(source), defines=fixed_defines)
+    why = cuda_source.missing_kernel(text, entry["entry"], **found_in)
+    if why:
+        fail(why)
+
+    tile_param = entry.get("tile", DEFAULT_TILE)
+    tile_required = any(k in entry for k in ("policy", "tile", "tiles", "shared_tiles")) or \
+        entry.get("shapes") in TILE_SHAPES or not {"M", "K"} & set(roles)
+    params, configs = _parameters(entry, tile_param, cuda_source.defines(text), fail, tile_required)
+    macros = entry.get("macros", [])
+    if not isinstance(macros, list) or any(m not in params and not _in_configs(m, configs) for m in macros):
+        fail(f"'macros' must list parameters to pass as -D NAME=value, got {macros!r}; "
+             f"parameters: {sorted(params)}")
+
+    templated = cuda_source.is_template(text, entry["entry"], **found_in)
+    template_args = entry.get("template_args", "" if templated is False else "{T}, {TILE}")
+    if templated is False and template_args.strip():
+        fail(f"entry '{entry['entry']}' is not a template in {source.name}, but template_args = "
+             f"{template_args!r}; drop template_args (it is then named plainly)")
+    if templated is True and not template_args.strip():
+        fail(f"entry '{entry['entry']}' is a template in {source.name}; give its arguments in template_args, "
+             "e.g. \"{T}, {TILE}\"")
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(template_args) if f is not None}
+    except ValueError as exc:
+        fail(f"template_args {template_args!r} is not a valid template: {exc}")
+    known_fields = {"T", *params, *(k for _, c in configs for k in c)}
+    if fields - known_fields:
+        fail(f"template_args {template_args!r} uses {sorted(fields - known_fields)}; only {{T}} and the "
+             f"parameters {sorted(known_fields - {'T'})} are substituted (set 'tiles', 'params' or 'configs', "
+             "or template_args = \"\" for a kernel that is not a template)")
+
+    geometry, policy = _geometry(entry, tile_param, fail)
+    square = not {"M", "K"} & set(roles)     # one size argument: N x N operands
+    default_shapes = "square-tile-multiple" if square else "any"
+    shapes = entry.get("shapes", default_shapes)
+    if shapes not in SHAPES:
+        try:
+            launch.Expression(shapes)
+        except launch.ExpressionError as exc:
+            fail(f"shapes: {exc}; or use one of {sorted(SHAPES)}")
+    if square and shapes not in ("square-tile-multiple",):
+        fail(f"a kernel with one size argument takes only square problems; set shapes = 'square-tile-multiple'")
+
+    shared_tiles = entry.get("shared_tiles")
+    shared_pad = entry.get("shared_pad", 0)
+    for key, value in (("shared_tiles", shared_tiles), ("shared_pad", shared_pad)):
+        if value is not None and (type(value) is not int or value < 0):
+            fail(f"'{key}' must be a non-negative integer, got {value!r}")
+    gpu_only = entry.get("gpu_only", False)
+    if type(gpu_only) is not bool:
+        fail(f"'gpu_only' must be true or false, got {gpu_only!r}")
+    conventions = {}
+    for key, (default, _) in CONVENTIONS.items():
+        conventions[key] = entry.get(key, default)
+        if type(conventions[key]) is not bool:
+            fail(f"'{key}' must be true or false, got {conventions[key]!r}")
+    sim_configs = entry.get("sim_configs")
+    named = [n for n, _ in configs if n]
+    if sim_configs is not None and (not isinstance(sim_configs, list) or not sim_configs
+                                    or any(c not in named for c in sim_configs)):
+        fail(f"'sim_configs' must list names from 'configs' ({', '.join(named) or 'none'}), got {sim_configs!r}")
+
+    spec = KernelSpec(
+        name=entry["name"], source=source, entry=entry["entry"], signature=signature,
+        policy=policy, dtypes=tuple(dtype_names), expect=expect,
+        template_args=template_args, shapes=shapes, shared_tiles=shared_tiles,
+        shared_pad=shared_pad, description=entry.get("description", ""),
+        gpu_only=gpu_only, catalog=path, roles=roles, layouts=layouts, params=params,
+        configs=tuple(configs), macros=tuple(macros), tile_param=tile_param, geometry=geometry,
+        sim_configs=None if sim_configs is None else tuple(sim_configs),
+        include_dirs=include_dirs, defines=fixed_defines, **conventions,
+    )
+    _check_instantiations(spec, fail)
+    return spec
+
+
+def _roles(entry, fail) -> tuple[tuple, str]:
+    """The kernel's parameters by role, and its signature name ("custom" for an args list)."""
+    if ("args" in entry) == ("signature" in entry):
+        fail("give the kernel's parameters either as args = [\"A\", \"B\", \"C\", \"M\", \"N\", \"K\"] "
+             f"or as signature = one of {sorted(SIGNATURES)}, not both or neither")
+    if "signature" in entry:
+        if entry["signature"] not in SIGNATURES:
+            fail(f"unknown signature {entry['signature']!r}; use one of {sorted(SIGNATURES)} or list 'args'")
+        return SIGNATURE_ROLES[entry["signature"]], entry["signature"]
+    args = entry["args"]
+    if not isinstance(args, list) or not args:
+        fail(f"'args' must be a non-empty list of roles, got {args!r}")
+    for arg in args:
+        if not (arg in launch.ROLES or type(arg) is int):
+            fail(f"args: unknown role {arg!r}; use {', '.join(launch.ROLES)} or an integer literal")
+    named = [a for a in args if isinstance(a, str)]
+    twice = sorted({a for a in named if named.count(a) > 1})
+    if twice:
+        fail(f"args: role(s) {twice} listed twice; each role is one kernel parameter")
+    missing = [r for r in launch.POINTER_ROLES if r not in named]
+    if missing:
+        fail(f"args: no {', '.join(missing)}; a GEMM kernel takes the pointers A, B and C")
+    return tuple(args), "custom"
+
+
+def _layouts(entry, fail) -> dict[str, str]:
+    layouts = entry.get("layout", {})
+    if not isinstance(layouts, dict):
+        fail(f"'layout' must be a table such as {{A = \"col\", B = \"col\", C = \"col\"}}, got {layouts!r}")
+    for name, value in layouts.items():
+        if name not in launch.POINTER_ROLES or value not in LAYOUTS:
+            fail(f"layout: {name} = {value!r}; use A, B or C = \"row\" or \"col\"")
+    return dict(layouts)
+
+
+def _include_dirs(entry, path: Path, fail) -> tuple[Path, ...]:
+    """``include_dirs``: directories relative to the catalog file, each one that exists."""
+    raw = entry.get("include_dirs", [])
+    if not isinstance(raw, list) or not all(isinstance(d, str) and d for d in raw):
+        fail(f"'include_dirs' must be a list of directories relative to the catalog, such as "
+             f"[\"include\", \"../common\"], got {raw!r}")
+    dirs = []
+    for d in raw:
+        full = (path.parent / d).resolve()
+        if not full.is_dir():
+            fail(f"include_dirs: '{d}' is not a directory (looked for {full})")
+        dirs.append(full)
+    return tuple(dirs)
+
+
+def _fixed_defines(entry, fail) -> tuple[tuple[str, object], ...]:
+    """``defines``: macros every compile of the kernel gets, as -D NAME=value."""
+    raw = entry.get("defines", {})
+    if not isinstance(raw, dict):
+        fail(f"'defines' must be a table such as {{ USE_FAST_PATH = 1, SCALE = \"2.0f\" }}, got {raw!r}")
+    out = []
+    for name, value in raw.items():
+        if not _IDENTIFIER.fullmatch(name):
+            fail(f"defines: {name!r} is not a macro name (letters, digits and _, not first a digit)")
+        if type(value) is bool:
+            value = int(value)
+        if type(value) not in (int, str) or (isinstance(value, str) and "\n" in value):
+            fail(f"defines: {name} = {value!r}; give an integer, true/false or a one-line string "
+                 "(passed as -D NAME=value)")
+        if name in entry.get("params", {}) or name in entry.get("macros", []):
+            fail(f"defines: {name} is also a parameter; keep it in one place")
+        out.append((name, value))
+    return tuple(out)

@@ -1,0 +1,223 @@
+"""The catalog's model of a kernel: KernelSpec (one catalog entry) and Instance (one
+instantiation of it: a dtype and one assignment of its parameters)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import launch
+from gemmcheck.contract.catalog.vocabulary import (BUILTIN, CONVENTIONS, DEFAULT_SHAPE_EDGE, DEFAULT_TILE,
+                                                   SHAPES, SIGNATURE_ROLES)
+
+
+@dataclass(frozen=True, eq=False)
+class KernelSpec:
+    """One catalog entry: a kernel (template or not) and everything needed to run and judge it.
+
+    Compile-time parameters: ``params`` maps each name to its values (``tiles`` is the
+    value list of the tile parameter); ``configs`` adds named full assignments. Every
+    combination of the value lists, then every config, is one instantiation per dtype.
+    """
+
+    name: str
+    source: Path
+    entry: str
+    signature: str = "custom"             # "square" | "mnk" | "custom" (roles listed in `args`)
+    policy: str | None = "tile2d"         # a named geometry, or None when grid/block are given
+    tiles: tuple[int, ...] = ()
+    dtypes: tuple[str, ...] = ("float32",)
+    expect: str = "correct"
+    template_args: str = "{T}, {TILE}"    # "" : the kernel is not a template
+    shapes: str = "any"                   # a named claim or a constraint over M, N, K, parameters
+    shared_tiles: int | None = None       # TILE x (TILE + shared_pad) arrays of T in shared memory
+    shared_pad: int = 0
+    description: str = ""
+    gpu_only: bool = False                # needs what the CPU simulator does not model
+    catalog: Path = field(default=BUILTIN, compare=False)
+    roles: tuple = ()                     # the kernel's parameters in order: role names or int literals
+    layouts: dict = field(default_factory=dict)          # "A"/"B"/"C" -> "row" | "col"
+    params: dict = field(default_factory=dict)           # name -> tuple of values
+    configs: tuple = ()                   # ((name or None, {param: value}), ...)
+    macros: tuple[str, ...] = ()          # parameters passed as -D NAME=value
+    tile_param: str = DEFAULT_TILE        # the parameter that is the tile edge
+    geometry: launch.Geometry | None = None
+    sim_configs: tuple[str, ...] | None = None   # the configs the CPU simulator runs (None: all)
+    include_dirs: tuple[Path, ...] = ()   # searched after the source's directory, by every compile
+    defines: tuple = ()                   # ((NAME, value), ...): -D NAME=value in every compile
+    reads_c_at_beta_zero: bool = False    # convention: callers always initialize C (CONVENTIONS)
+    deterministic: bool = True            # convention: False for floating-point atomic reductions
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)
+        if not self.roles:
+            set_("roles", SIGNATURE_ROLES.get(self.signature, SIGNATURE_ROLES["mnk"]))
+        set_("layouts", {name: self.layouts.get(name, "row") for name in launch.POINTER_ROLES})
+        params = {k: tuple(v) for k, v in self.params.items()}
+        if self.tiles and not self.configs:
+            params[self.tile_param] = tuple(self.tiles)   # `tiles` wins, so dataclasses.replace(tiles=) works
+        set_("params", params)
+        if not self.tiles:
+            set_("tiles", tuple(dict.fromkeys(a[self.tile_param] for _, a in self.assignments()
+                                              if self.tile_param in a)))
+        if self.policy is not None or self.geometry is None:   # a named policy wins, as tiles do
+            set_("geometry", launch.POLICIES[self.policy or "tile2d"].geometry(self.tile_param))
+        set_("_scope", None if self.shapes in SHAPES else launch.Expression(self.shapes))
+        if self.geometry.shared_bytes.text.strip() != "0":
+            set_("gpu_only", True)   # cpu-sim does not model dynamic (extern) shared memory
+
+    def __hash__(self):
+        return hash((self.name, str(self.source), str(self.catalog)))
+
+    def __eq__(self, other):
+        return isinstance(other, KernelSpec) and self.__dict__ == other.__dict__
+
+    @property
+    def is_reference(self) -> bool:
+        return self.expect == "correct"
+
+    def declared_conventions(self) -> tuple[str, ...]:
+        """The conventions this kernel declares away from BLAS's defaults, as written in
+        the catalog: ``("reads_c_at_beta_zero = true",)``."""
+        return tuple(f"{k} = {str(getattr(self, k)).lower()}" for k, (default, _) in CONVENTIONS.items()
+                     if getattr(self, k) != default)
+
+    def simulated(self, config: str | None) -> bool:
+        """Whether the CPU simulator runs this config (``sim_configs`` picks a few of many)."""
+        return not self.gpu_only and (self.sim_configs is None or config in self.sim_configs)
+
+    def assignments(self) -> list[tuple[str | None, dict[str, int]]]:
+        """(config name or None, parameter values) of every instantiation, in catalog order."""
+        names = list(self.params)
+        product = [(None, dict(zip(names, values)))
+                   for values in itertools.product(*(self.params[n] for n in names))] if names else []
+        if not product and not self.configs:
+            return [(None, {})]   # no compile-time parameter: one instantiation
+        return product + [(name, dict(values)) for name, values in self.configs]
+
+    @property
+    def has_tile(self) -> bool:
+        """Whether the tile parameter has a value (else shapes are generated around DEFAULT_SHAPE_EDGE)."""
+        return any(self.tile_param in a for _, a in self.assignments())
+
+    def name_expression(self, dtype: str, tile: int | None = None, params: dict | None = None) -> str:
+        """The C++ name of one instantiation: ``matmul_tiled<float, 32>``, or ``entry`` if not a template."""
+        if not self.template_args.strip():
+            return self.entry
+        values = dict(params if params is not None else {self.tile_param: tile})
+        args = self.template_args.format(T=dt.get(dtype).c_type, **values)
+        return f"{self.entry}<{args}>"
+
+    def shared_bytes(self, dtype: str, tile: int) -> int | None:
+        """Static shared memory the catalog declares for one instantiation (None: not declared)."""
+        if self.shared_tiles is None:
+            return None
+        return self.shared_tiles * tile * (tile + self.shared_pad) * dt.get(dtype).itemsize
+
+    def supports(self, M: int, N: int, K: int, tile: int | None = None, params: dict | None = None) -> bool:
+        """Whether the kernel claims to be correct on this shape at these parameters."""
+        params = dict(params if params is not None else {self.tile_param: tile})
+        tile = params.get(self.tile_param, tile)
+        if "N" in self.roles and not ({"M", "K"} & set(self.roles)) and not (M == N == K):
+            return False   # one size argument: square problems only
+        if self._scope is not None:
+            return self._scope.holds({**params, "M": M, "N": N, "K": K})
+        if self.shapes == "square-tile-multiple":
+            return M == N == K and M % tile == 0
+        if self.shapes == "tile-multiple":
+            return M % tile == 0 and N % tile == 0 and K % tile == 0
+        return True
+
+    def describe_shapes(self) -> str:
+        return SHAPES.get(self.shapes, self.shapes)
+
+    def instances(self) -> list["Instance"]:
+        return [Instance(self, d, params=values, config=name)
+                for d in self.dtypes for name, values in self.assignments()]
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """One instantiation of a kernel: the spec at one dtype and one assignment of its parameters.
+
+    ``Instance(spec, dtype, tile)`` still works: it picks the spec's instantiation at that tile.
+    """
+
+    spec: KernelSpec
+    dtype: str
+    tile: int | None = None
+    params: dict | None = None
+    config: str | None = None        # the name of the config it comes from, if any
+
+    def __post_init__(self):
+        params = self.params
+        if params is None:
+            if self.spec.has_tile:
+                match = [(n, a) for n, a in self.spec.assignments() if a.get(self.spec.tile_param) == self.tile]
+                name, params = match[0] if match else (None, {self.spec.tile_param: self.tile})
+            else:
+                name, params = self.spec.assignments()[0]
+            object.__setattr__(self, "config", name)
+        object.__setattr__(self, "params", dict(params))
+        tile = params.get(self.spec.tile_param, self.tile)
+        object.__setattr__(self, "tile", DEFAULT_SHAPE_EDGE if tile is None else tile)
+
+    def _key(self):
+        return (self.spec, self.dtype, tuple(sorted(self.params.items())), self.config)
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __eq__(self, other):
+        return isinstance(other, Instance) and self._key() == other._key()
+
+    def __repr__(self):
+        return f"Instance({self.id})"
+
+    @property
+    def id(self) -> str:
+        """Readable test id: ``matmul_tiled-float32-TILE32``, ``sgemm-float32-BM128_BN128``, and
+        ``naive-float32`` for a kernel with no compile-time parameter."""
+        if self.config:
+            suffix = self.config
+        else:
+            suffix = "_".join(f"{k}{v}" for k, v in self.params.items())
+        return f"{self.spec.name}-{self.dtype}" + (f"-{suffix}" if suffix else "")
+
+    @property
+    def name_expression(self) -> str:
+        return self.spec.name_expression(self.dtype, params=self.params)
+
+    @property
+    def defines(self) -> tuple[tuple[str, int], ...]:
+        """The -D macros this instantiation is compiled with: its macro parameters, then the
+        catalog's fixed ``defines``."""
+        return tuple((name, self.params[name]) for name in self.spec.macros) + tuple(self.spec.defines)
+
+    @property
+    def build_unit(self) -> tuple:
+        """What one compile builds: the source and its -D macros. Instantiations of one unit
+        share a module; each backend and the compile suite compile a unit once."""
+        return (self.spec.source, self.defines)
+
+    @property
+    def dt(self) -> dt.DType:
+        return dt.get(self.dtype)
+
+    def supports(self, M: int, N: int, K: int) -> bool:
+        return self.spec.supports(M, N, K, params=self.params)
+
+    def launch_shape(self, M: int, N: int, K: int):
+        """(grid, block) for a problem, from the kernel's geometry."""
+        grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K})
+        return grid, block
+
+
+def by_build_unit(instances) -> dict[tuple, list[Instance]]:
+    """Instantiations grouped by Instance.build_unit, each once, in the order given."""
+    units: dict[tuple, list[Instance]] = {}
+    for inst in dict.fromkeys(instances):
+        units.setdefault(inst.build_unit, []).append(inst)
+    return units

@@ -1,0 +1,246 @@
+"""Judging one run: compare what the kernel wrote with what a correct kernel must have written,
+into a Judgement (findings, worst ratio, error map).
+
+``judge(run, A, B, exact=...)`` returns a Judgement (findings, worst ratio,
+error map, message); ``assert_judgement`` records it and fails the test with
+everything needed to act on it. Checks go in this order, each on the
+elements the previous ones left: shape, unwritten elements (poison bits),
+NaN/Inf positions, then values.
+
+The reference and the bound: gemmcheck.judge.oracle.exactness (exact judging) and
+gemmcheck.judge.oracle.bound (bounded judging); the NaN/Inf pattern:
+gemmcheck.judge.oracle.special_values.
+
+Unwritten elements when beta != 0: C starts as C0 instead of poison, so an
+unwritten element still holds C0's bits. That only proves "unwritten" if no
+correct result can hold them: ``judge`` checks the premise (exact: the
+expected bits differ from C0's and not both are zeros; bound: |C_ref - C0|
+exceeds the bound) and raises UnchangedElements otherwise
+(gemmcheck.problems.problem chooses C0 so that it holds).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmcheck import arrays
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.judge.oracle.bound import Bound, _ratio
+from gemmcheck.judge.oracle.exactness import _scaled, exact_reference
+from gemmcheck.judge.oracle.judgement import Judgement, reproduction
+from gemmcheck.judge.oracle.special_values import special_pattern
+from gemmcheck.phases import timed
+from gemmcheck.verdict import Defect, Finding
+
+
+class UnchangedElements(ValueError):
+    """beta != 0 and C0 equals a correct result somewhere: an unwritten element would pass."""
+
+
+def _representable(X, d: dt.DType) -> bool:
+    xp = arrays.module_of(X)
+    back = dt.from_bits(dt.to_bits(X, d), d).astype(xp.float64)
+    # NaN-free inputs (nearly all) settle with one comparison; array_equal's equal_nan
+    # costs ~6x that (2-3 ms of a 600^2 judgement here).
+    return bool((back == X).all()) or bool(xp.array_equal(back, X, equal_nan=True))
+
+
+def _scaling(run) -> tuple:
+    """(alpha, beta, C0) of a run; C0 only when beta != 0 (otherwise C held poison)."""
+    alpha, beta = getattr(run, "alpha", 1), getattr(run, "beta", 0)
+    return alpha, beta, (getattr(run, "C0", None) if beta != 0 else None)
+
+
+@timed("oracle")
+def reference_of(run, A: np.ndarray, B: np.ndarray):
+    """exact_reference of the problem `run` was launched on (its alpha, beta and C0), for
+    judge(reference=) when many runs of that problem are judged; on the array module judge
+    uses for that shape (gemmcheck.arrays.module_for)."""
+    alpha, beta, C0 = _scaling(run)
+    xp = arrays.module_for(run.M, run.N, run.K)
+    return exact_reference(xp.asarray(A, dtype=xp.float64), xp.asarray(B, dtype=xp.float64),
+                           run.instance.dt, alpha, beta, C0)
+
+
+@timed("oracle")
+def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
+          reference: np.ndarray | None = None) -> Judgement:
+    """Judge one run against the inputs it was given.
+
+    `A`, `B`: float64 host inputs, already exactly representable in the dtype.
+    `exact`: True to compare bit for bit (the inputs must make every partial sum
+    exact; checked, InexactProblem otherwise), False for the forward error bound.
+    `problem`: a Problem or label for the message (its seed makes the reproduction).
+    alpha, beta and C0 come from the run (C = alpha A @ B + beta C0; see the docs of
+    gemmcheck.judge.oracle.exactness and gemmcheck.judge.oracle.bound).
+    `reference`: with exact, exact_reference of these inputs, when one caller judges many runs
+    of one problem (the kill matrix's repeated launches): computed once, not per run.
+    Large problems are judged on the GPU when the session's backend is the GPU (the same
+    judgement: gemmcheck.arrays); the Judgement's arrays are numpy either way.
+    """
+    inst = run.instance
+    alpha, beta, C0 = _scaling(run)
+    d = inst.dt
+    (M, K), (K2, N) = np.shape(A), np.shape(B)
+    xp = arrays.module_for(M, N, K)
+    A, B = xp.asarray(A, dtype=xp.float64), xp.asarray(B, dtype=xp.float64)
+    if K != K2 or (run.M, run.N, run.K) != (M, N, K) or run.C_bits.shape != (M, N):
+        raise ValueError(f"{inst.id}: shapes disagree: A {A.shape}, B {B.shape}, run M={run.M} "
+                         f"N={run.N} K={run.K}, C {run.C_bits.shape}")
+    if beta != 0 and (C0 is None or np.shape(C0) != (M, N) or not np.isfinite(C0).all()):
+        raise ValueError(f"{inst.id}: beta={beta!r} needs a finite C0 of shape ({M}, {N}) in the run")
+    C0 = None if C0 is None else xp.asarray(C0, dtype=xp.float64)
+    for name, X in (("A", A), ("B", B)) + ((("C0", C0),) if C0 is not None else ()):
+        if not _representable(X, d):
+            raise ValueError(f"{inst.id}: {name} holds values not representable in {d.name}; "
+                             f"pass the inputs as rounded to the dtype (what the kernel read)")
+    label = getattr(problem, "label", None) or (str(problem) if problem is not None else f"M{M}xN{N}xK{K} {d.name}")
+
+    C_bits = xp.asarray(run.C_bits)
+    C = dt.from_bits(C_bits, d).astype(xp.float64)
+    nan_e, pinf_e, ninf_e = special_pattern(A, B, alpha)
+    finite_e = ~(nan_e | pinf_e | ninf_e)
+    no_special_inputs = bool(finite_e.all())
+    scaling = "" if (alpha, beta) == (1, 0) else f" (alpha = {alpha:g}, beta = {beta:g})"
+    if exact:
+        ref = exact_reference(A, B, d, alpha, beta, C0) if reference is None else xp.asarray(reference)
+        bound = xp.zeros((M, N))
+        bound_text = (f"exact: the exact result{scaling} rounded once to {d.name}, bit for bit "
+                      f"(+0.0 and -0.0 equal), every partial sum exact in {d.accumulator}")
+    else:
+        b = Bound.for_dtype(d, K, alpha, beta)
+        finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
+        ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
+        bound = b.evaluate(b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B),
+                                       None if C0 is None else xp.abs(C0)), ref, xp)
+        bound_text = b.describe()
+    if exact:
+        # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer.
+        # (want: the bits a right element holds; an element that overflows here leaves
+        # finite_e below and is not compared with them.)
+        want = dt.to_bits(xp.where(finite_e, ref, 0.0), d)
+        rounded = dt.from_bits(want, d).astype(xp.float64)
+        pinf_e |= finite_e & (rounded == xp.inf)
+        ninf_e |= finite_e & (rounded == -xp.inf)
+        finite_e &= xp.isfinite(rounded)
+    specials = nan_e | pinf_e | ninf_e
+    expected = (xp.where(nan_e, xp.nan, xp.where(pinf_e, xp.inf, xp.where(ninf_e, -xp.inf, ref)))
+                if specials.any() else ref)
+    if C0 is not None:
+        _check_every_element_changes(inst, d, C0, ref, bound, finite_e, want if exact else None)
+
+    findings: list[Finding] = []
+    error_map = xp.zeros((M, N))
+    unwritten = xp.asarray(run.unwritten, dtype=bool)
+    written = ~unwritten
+
+    # 1. Unwritten: still the poison bits (beta != 0: still C0's bits, which no correct result has).
+    if unwritten.any():
+        if C0 is not None:
+            what = "never written (still C0's bits, which every correct result changes)"
+        elif getattr(run, "c_fill", "poison") == "finite":
+            what = "never written (still the finite values C held, which no correct result comes near)"
+        elif "beta" in getattr(inst.spec, "roles", ()):
+            # 0 * NaN keeps the NaN's payload on the CPU, so C = alpha * acc + beta * C gives
+            # the poison back too (gemmcheck.judge.beta_zero tells the two apart)
+            what = ("still the poison bits: never written, or computed from C's NaN (a read of C at "
+                    "beta = 0 keeps its payload)")
+        else:
+            what = "never written (still the poison bits)"
+        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst, what))
+        error_map[unwritten] = xp.inf
+
+    if exact and no_special_inputs and not findings and bool((C_bits == want).all()):
+        # Every element holds the exact result's bits (an overflow's Inf included): nothing
+        # below can find anything. Most runs end here; the kill matrix judges a reference's
+        # output at 1024^2 on the host about a dozen times a row.
+        return Judgement(inst, label, M, N, K, exact, bound_text, findings, 0.0,
+                         arrays.to_host(error_map), arrays.to_host(C), arrays.to_host(expected),
+                         arrays.to_host(bound), np.zeros((M, N), bool), arrays.to_host(unwritten),
+                         reproduction(problem), run)
+
+    # 2. NaN/Inf positions.
+    nan_c = xp.isnan(C) & written
+    pinf_c, ninf_c = (C == xp.inf) & written, (C == -xp.inf) & written
+    nan_where_none = nan_c & ~nan_e
+    missing_nan = nan_e & written & ~nan_c
+    inf_wrong = written & ~nan_e & ~nan_c & ((pinf_c != pinf_e) | (ninf_c != ninf_e))
+    pattern_wrong = nan_where_none | missing_nan | inf_wrong
+    if pattern_wrong.any():
+        guard_payload = int(xp.count_nonzero(C_bits[nan_where_none] == d.guard_bits))
+        parts = [f"{n} {what}" for n, what in (
+            (int(nan_where_none.sum()), "NaN where none belongs"),
+            (int(missing_nan.sum()), "finite where IEEE gives NaN"),
+            (int(inf_wrong.sum()), "Inf where IEEE gives none or the wrong Inf"),
+        ) if n]
+        if guard_payload:
+            parts.append(f"{guard_payload} of the NaNs carry the guard payload (an out-of-bounds read)")
+        findings.append(_finding(Defect.WRONG_VALUES, "nan-inf-pattern", pattern_wrong, inst,
+                                 "NaN/Inf positions wrong (" + "; ".join(parts) + ")",
+                                 details={"nan_where_none_belongs": int(nan_where_none.sum()),
+                                          "missing_nan": int(missing_nan.sum()),
+                                          "wrong_inf": int(inf_wrong.sum()),
+                                          "guard_payload": guard_payload}))
+        error_map[pattern_wrong] = xp.inf
+
+    # 3. Values, where both are finite.
+    compare = written & finite_e & xp.isfinite(C)
+    if exact:
+        same = (C_bits == want) | ((C == 0) & (ref == 0))
+        wrong = compare & ~same
+        error_map[wrong] = xp.inf
+        detector, what = "exact-bits", "differ from the exact result rounded once"
+    else:
+        err = xp.abs(C - ref)
+        ratio = _ratio(xp, err, bound)
+        error_map[compare] = ratio[compare]
+        wrong = compare & (err > bound)
+        detector, what = "error-bound", "outside the forward error bound"
+    if wrong.any():
+        findings.append(_finding(Defect.WRONG_VALUES, detector, wrong, inst, what))
+
+    failing = unwritten | pattern_wrong | wrong
+    host = arrays.to_host
+    return Judgement(inst, label, M, N, K, exact, bound_text, findings,
+                     float(error_map.max()) if error_map.size else 0.0, host(error_map),
+                     host(C), host(expected), host(bound), host(failing), host(unwritten),
+                     reproduction(problem), run)
+
+
+def _check_every_element_changes(inst, d: dt.DType, C0, ref, bound, finite_e, want) -> None:
+    """The premise of the unwritten check when beta != 0: no correct result holds C0's bits.
+    `want`: an exact judgement's right bits (None when judged by the bound)."""
+    xp = arrays.module_of(ref)
+    if want is not None:
+        rounded = dt.from_bits(want, d)
+        same = (want == dt.to_bits(C0, d)) | ((rounded == 0) & (C0 == 0))
+    else:
+        same = xp.abs(ref - C0) <= bound
+    same &= finite_e
+    if same.any():
+        i, j = (int(x) for x in xp.argwhere(same)[0])
+        raise UnchangedElements(
+            f"{inst.id}: at {int(same.sum())} elements, first C[{i}, {j}] (C0 = {float(C0[i, j])!r}, correct "
+            f"result {float(ref[i, j])!r}), a correct result can equal C0, so an unwritten element would "
+            f"pass; use Problem.operands()'s C0 (it avoids this for beta != 1)")
+
+
+def _finding(defect: Defect, detector: str, mask, inst, what: str,
+             details: dict | None = None) -> Finding:
+    mask = arrays.to_host(mask)
+    count = int(np.count_nonzero(mask))
+    i, j = (int(x) for x in np.unravel_index(int(np.argmax(mask)), mask.shape))   # the first, row-major
+    tiles = _tiles(mask, inst.tile)
+    shown = ", ".join(f"({a},{b})" for a, b in tiles[:8]) + (" ..." if len(tiles) > 8 else "")
+    summary = (f"{what}: {count} of {mask.size} elements; first C[{i}, {j}] "
+               f"(tile {i // inst.tile}, {j // inst.tile}); tiles {shown}")
+    info = {"tiles": [list(t) for t in tiles[:64]], "fraction": count / mask.size}
+    info.update(details or {})
+    return Finding(defect, detector, summary, count, (i, j), info)
+
+
+def _tiles(mask: np.ndarray, tile: int) -> list[tuple[int, int]]:
+    """The (tile row, tile column) of every tile holding a True element, row-major. In numpy,
+    not per element: a racing kernel at nightly's 2048^2 has millions of wrong elements (a
+    Python loop over them took seconds per finding on the H200)."""
+    return [(int(a), int(b)) for a, b in np.argwhere(arrays.block_reduce(mask, tile, np.logical_or, False))]
