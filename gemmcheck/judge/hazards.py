@@ -23,7 +23,8 @@ defect class it truly establishes and nothing more:
   detail), its global-memory tracking (GLOBAL_MEMORY_RACE: two blocks of a
   launch wrote one address, not both atomically; the element and the two
   blocks named), output that depends on the thread or block schedule
-  (NONDETERMINISM, with the schedule that exposes it), barrier tracking (DIVERGENT_BARRIER),
+  (NONDETERMINISM, with the schedule that exposes it), barrier tracking
+  (DIVERGENT_BARRIER),
   reads of shared memory no thread wrote, AddressSanitizer on exact-size
   buffers (OUT_OF_BOUNDS_READ / _WRITE naming the buffer), and a crash or
   a stall of its worker process (CRASH / HANG)
@@ -567,8 +568,8 @@ def check_address_sanitizer(obs: Observation) -> list[Finding]:
     return found
 
 
-SIMULATOR_DETECTORS = (check_shared_conflicts, check_global_races, check_schedule_dependence, check_divergent_barriers,
-                       check_uninitialized_shared, check_address_sanitizer)
+SIMULATOR_DETECTORS = (check_shared_conflicts, check_global_races, check_schedule_dependence,
+                       check_divergent_barriers, check_uninitialized_shared, check_address_sanitizer)
 
 
 @timed("detectors")

@@ -1,9 +1,9 @@
 """The defect registry: every defect class, defined once, with all the code needs to know of it.
 
 Every other list of defect classes (catalog `expect` values, report categories, the
-classifier's priority and what each root cause explains, which classes need a tool
-(or the simulator), which are isolated or left out of the kill matrix, which the correctness suite runs)
-is derived here from DEFECTS. Adding a class means one enum member and one DEFECTS
+classifier's priority and what each root cause explains, which classes need a tool or
+the simulator, which are isolated or left out of the kill matrix, which the correctness
+suite runs) is derived here from DEFECTS. Adding a class means one enum member and one DEFECTS
 entry (plus the detector that establishes it).
 """
 
@@ -58,7 +58,8 @@ CATEGORIES: dict[str, str] = {
     "Divergent barrier": "__syncthreads() not reached by every thread of a block",
     "Reads C at beta = 0": "the output depends on C's old contents although beta = 0 (BLAS: C is not read)",
     "Shared-memory race": "racecheck or the simulator's shared-memory tracking saw two threads conflict",
-    "Global-memory race": "the simulator's global-memory tracking saw two blocks write one address, not both atomically",
+    "Global-memory race": ("the simulator's global-memory tracking saw two blocks write one address, "
+                           "not both atomically"),
     "Race of unknown place": "results change between identical launches; no detector localized the race",
     "Out-of-bounds access": "guard bands changed, guard NaNs read into results, inputs written",
     "Unwritten output": "elements of C still hold the poison after the launch",
@@ -83,13 +84,13 @@ _ENTRIES = (
                 explains=frozenset({_D.SHARED_MEMORY_RACE, _D.NONDETERMINISM, _D.WRONG_VALUES}),
                 needs_tool="synccheck"),
     # A store past a row's end lands in the next row, where another thread's store of that
-    # element races with it: wrong and launch-dependent values.
+    # element races with it (another block's, in global memory): wrong and launch-dependent values.
     DefectClass(_D.OUT_OF_BOUNDS_WRITE, 4, "Out-of-bounds access", "a write outside the output",
                 explains=frozenset({_D.GLOBAL_MEMORY_RACE, _D.WRONG_VALUES, _D.NONDETERMINISM})),
     DefectClass(_D.OUT_OF_BOUNDS_READ, 5, "Out-of-bounds access", "a read outside the operands",
                 explains=frozenset({_D.WRONG_VALUES})),
     DefectClass(_D.INPUT_MUTATION, 6, "Out-of-bounds access", "A or B changed by the launch",
-                explains=frozenset({_D.WRONG_VALUES, _D.NONDETERMINISM})),
+                explains=frozenset({_D.GLOBAL_MEMORY_RACE, _D.WRONG_VALUES, _D.NONDETERMINISM})),
     # C = alpha * acc + beta * C[i] at beta = 0 turns the poison NaN into NaN results (on
     # cpu-sim 0 * NaN keeps the poison's payload, so those look unwritten): the one cause of both.
     DefectClass(_D.READS_C_AT_BETA_ZERO, 7, "Reads C at beta = 0",
@@ -106,7 +107,8 @@ _ENTRIES = (
     # it is seen: the simulator tracks every block's writes. On hardware no tool localizes it
     # (racecheck sees shared memory only); launches differ, or values are wrong.
     DefectClass(_D.GLOBAL_MEMORY_RACE, 9, "Global-memory race",
-                "two blocks of one launch write one global address, not both atomically, nothing ordering them",
+                "two blocks of one launch write one global address, not both atomically, with nothing "
+                "ordering them",
                 explains=frozenset({_D.NONDETERMINISM, _D.WRONG_VALUES}),
                 needs_simulator="the CPU simulator's global-memory tracking (--gemm-backend cpu-sim)"),
     DefectClass(_D.UNWRITTEN_OUTPUT, 10, "Unwritten output", "elements of C never written"),
