@@ -24,10 +24,11 @@ The API for detectors (gemmcheck.judge.hazards)
     ``KernelLaunchError``s):
 
     - ``.outcome``: "ok" | "crash" | "hang"; ``.failure``: the crash/hang description.
-    - ``.race`` (bool): a shared-memory conflict was observed in some schedule, or the
-      result depends on the schedule. ``.raw``, ``.war``, ``.waw`` (counts of accesses,
-      summed over schedules), ``.conflicts`` (examples: ``SharedConflict`` with kind,
-      schedule, block, barrier interval, the two threads, the array and byte offset).
+    - ``.race`` (bool): a shared-memory conflict or a global-memory race was observed in
+      some schedule, or the result depends on the schedule. ``.raw``, ``.war``, ``.waw``
+      (counts of accesses, summed over schedules), ``.conflicts`` (examples:
+      ``SharedConflict`` with kind, schedule, block, barrier interval, the two threads, the
+      array and byte offset).
     - ``.global_races`` (count of writes, summed over schedules) and ``.global_conflicts``
       (examples: ``GlobalRace`` with schedule, the two blocks and what each did, "store" or
       "atomic", the buffer and the element): two blocks of one launch wrote one address of
