@@ -140,8 +140,9 @@ __global__ void broken_hangs(const T *A, const T *B, T *C, int M, int N, int K)
 // zeroes C first, or reduces in a second pass). When the add lands first the store overwrites
 // it: slice 1's half of the sum is lost, in a different place each launch. The slice is the
 // fastest-varying block index, so both slices of a tile run side by side. No shared memory is
-// involved in the race (each block's tiles are its own, with both barriers): racecheck is
-// silent, and launches that differ are all there is to see.
+// involved in the race (each block's tiles are its own, with both barriers): on a GPU
+// racecheck is silent, and launches that differ are all there is to see; cpu-sim's
+// global-memory tracking names the element and the two blocks.
 // Launch: grid (2 * ceil(N / TILE), ceil(M / TILE)), block (TILE, TILE). float only (atomicAdd).
 template <typename T, int TILE>
 __global__ void broken_splitk_global_race(const T *A, const T *B, T *C, int M, int N, int K)

@@ -130,6 +130,49 @@ def test_shared_memory_belongs_to_one_block(sim):
     assert sim.last_launch_report.uninitialized_shared_reads == blocks
 
 
+# -- global memory ---------------------------------------------------------------------
+
+def store_and_add(sim, name):
+    """C (4 x 8: blocks (0, 0) and (1, 0) of 4 x 4) under every race schedule, and the report."""
+    with sim.using_schedules(cpu_sim.RACE_SCHEDULES):
+        run = run_once(sim, probe(name), np.zeros((4, 1)), np.zeros((1, 8)))
+    return run, sim.last_launch_report
+
+
+def test_a_store_and_an_atomic_of_two_blocks_on_one_address_is_a_global_race(sim):
+    run, report = store_and_add(sim, "store_and_atomic_of_two_blocks")
+    assert run.C[0, 0] == 2   # forward: block 0 stores, then block 1 adds; right in this order
+    assert report.global_races > 0 and report.race, report.summary()
+    # Seen in every schedule, whichever block came first, and only at C[0, 0].
+    assert {g.schedule for g in report.global_conflicts} == set(cpu_sim.RACE_SCHEDULES)
+    assert {g.element for g in report.global_conflicts} == {(0, 0)}
+    assert all(g.buffer == "C" and g.byte_offset == 0 for g in report.global_conflicts)
+    assert all({g.earlier_block, g.later_block} == {(0, 0, 0), (1, 0, 0)} for g in report.global_conflicts)
+    forward = next(g for g in report.global_conflicts if g.schedule == "forward")
+    assert (forward.earlier, forward.earlier_block, forward.later, forward.later_block) == (
+        "store", (0, 0, 0), "atomic", (1, 0, 0))
+    reverse = next(g for g in report.global_conflicts if g.schedule == "reverse")
+    assert (reverse.earlier, reverse.later) == ("atomic", "store")
+    assert "C[0, 0]: block (0, 0, 0) stored to it and block (1, 0, 0) atomically updated it" in forward.describe()
+    # The block order decides the value: reverse stores last and loses the add.
+    assert report.schedule_dependent and report.exposing_schedule == "reverse"
+
+
+def test_a_store_and_an_atomic_of_one_block_is_no_global_race(sim):
+    run, report = store_and_add(sim, "store_and_atomic_of_one_block")
+    assert run.C.reshape(-1).tolist() == [2.0] + [float(i) for i in range(1, 32)]
+    assert report.global_races == 0 and not report.global_conflicts and not report.race, report.summary()
+
+
+def test_without_tracking_no_global_race_is_reported(sim):
+    sim.track_shared = False
+    try:
+        _, report = store_and_add(sim, "store_and_atomic_of_two_blocks")
+    finally:
+        sim.track_shared = True
+    assert report.global_races == 0 and report.schedule_dependent
+
+
 # -- divergent barriers ----------------------------------------------------------------
 
 def test_a_barrier_under_a_ragged_branch_is_divergent_at_the_two_barriers(sim):

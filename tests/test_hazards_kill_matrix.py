@@ -248,6 +248,33 @@ def test_a_divergent_barrier_caught_only_by_the_tool_passes_and_without_it_needs
     assert _row("divergent_barrier", plain, tool=plain).outcome()[0] == "fail"
 
 
+def test_a_global_race_on_hardware_is_caught_as_what_it_shows_there_and_needs_the_simulator():
+    # racecheck sees shared memory only: launches that differ, or wrong values, are all there is.
+    for shown in (Defect.NONDETERMINISM, Defect.WRONG_VALUES):
+        for tool in (None, [_f(shown)]):
+            status, why = _row("global_memory_race", [_f(shown)], tool=tool).outcome()
+            assert status == "needs-tool", why
+            assert f"as {shown.value}" in why and "global-memory tracking" in why and "cpu-sim" in why
+
+
+def test_a_global_race_on_hardware_shown_as_anything_else_or_nothing_fails():
+    status, why = _row("global_memory_race").outcome()
+    assert status == "fail" and "no detector found anything" in why
+    status, why = _row("global_memory_race", [_f(Defect.OUT_OF_BOUNDS_WRITE, "guard-bands")]).outcome()
+    assert status == "fail" and "plain detectors: classified as out_of_bounds_write" in why
+    racecheck = _row("global_memory_race", [_f(Defect.NONDETERMINISM)],
+                     tool=[_f(Defect.NONDETERMINISM), _f(Defect.SHARED_MEMORY_RACE, "racecheck")])
+    status, why = racecheck.outcome()
+    assert status == "fail" and "with compute-sanitizer: classified as shared_memory_race" in why
+
+
+def test_on_the_simulator_a_global_race_is_established_by_its_tracking_only():
+    tracked = [_f(Defect.NONDETERMINISM, "schedules"), _f(Defect.GLOBAL_MEMORY_RACE, "global-tracking")]
+    assert _simulated_row("global_memory_race", tracked).outcome()[0] == "pass"
+    status, why = _simulated_row("global_memory_race", [_f(Defect.NONDETERMINISM, "schedules")]).outcome()
+    assert status == "fail" and "declared global_memory_race" in why
+
+
 def _simulated_row(expect, found):
     row = _row(expect, found)
     row.plain.detectors = kill_matrix.SIMULATOR

@@ -26,6 +26,7 @@ def test_every_registered_class_reaches_every_derived_list():
     assert {d for c in report.CATEGORIES for d in c.defects} == every
     # Each flag lands in its list, and only there.
     assert hazards.NEEDS_A_TOOL == {d: c.needs_tool for d, c in DEFECTS.items() if c.needs_tool}
+    assert hazards.NEEDS_THE_SIMULATOR == {d: c.needs_simulator for d, c in DEFECTS.items() if c.needs_simulator}
     assert set(kill_matrix.ISOLATED) == {d.value for d, c in DEFECTS.items() if c.isolated}
     assert set(kill_matrix.NOT_IN_MATRIX) == {d.value for d, c in DEFECTS.items() if c.not_in_matrix}
     assert set(hazards_plugin.NOT_FOR_CORRECTNESS) == {d.value for d, c in DEFECTS.items()
@@ -48,6 +49,7 @@ class Extra(str, enum.Enum):   # a class someone adds
 def test_a_new_registry_entry_appears_in_each_derived_list():
     new = DefectClass(Extra.LOST_UPDATE, -1, "Wrong values", "an atomic update lost",
                       explains=frozenset({Defect.WRONG_VALUES}), needs_tool="racecheck",
+                      needs_simulator="the simulator's tracking",
                       isolated=True, not_in_matrix="needs a multi-block race harness",
                       correctness_suite=False)
     registry = {**DEFECTS, Extra.LOST_UPDATE: new}
@@ -55,6 +57,7 @@ def test_a_new_registry_entry_appears_in_each_derived_list():
     assert defects.explains(registry)[Extra.LOST_UPDATE] == {Defect.WRONG_VALUES}
     assert Extra.LOST_UPDATE in defects.explains(registry)[Defect.HANG]
     assert defects.needs_a_tool(registry)[Extra.LOST_UPDATE] == "racecheck"
+    assert defects.needs_the_simulator(registry)[Extra.LOST_UPDATE] == "the simulator's tracking"
     assert "lost_update" in defects.isolated(registry)
     assert "lost_update" in defects.not_in_matrix(registry)
     assert "lost_update" in defects.not_for_correctness(registry)
@@ -62,6 +65,21 @@ def test_a_new_registry_entry_appears_in_each_derived_list():
     assert Extra.LOST_UPDATE in defects.in_category("Wrong values", registry)
     # Without the entry it is in none of them.
     assert "lost_update" not in defects.expectations() and Extra.LOST_UPDATE not in defects.priority()
+
+
+def test_a_global_memory_race_is_named_where_the_simulator_sees_it_and_explains_what_hardware_shows():
+    race = Defect.GLOBAL_MEMORY_RACE
+    assert report.category_of("global_memory_race: cpu-sim tracked 3 write(s)") == "Global-memory race"
+    assert hazards.NEEDS_THE_SIMULATOR == {race: DEFECTS[race].needs_simulator} and race not in hazards.NEEDS_A_TOOL
+    assert hazards.EXPLAINS[race] == {Defect.NONDETERMINISM, Defect.WRONG_VALUES}
+    # more specific than a race of unknown place, less than a write past the output (which races too)
+    order = hazards.PRIORITY.index
+    assert order(Defect.SHARED_MEMORY_RACE) < order(race) < order(Defect.NONDETERMINISM)
+    assert race in hazards.EXPLAINS[Defect.OUT_OF_BOUNDS_WRITE]
+    found = [Finding(Defect.NONDETERMINISM, Detector.SCHEDULES, "differs under reverse", 3),
+             Finding(race, Detector.GLOBAL_TRACKING, "blocks (0, 0, 0) and (1, 0, 0) on C[0, 0]", 3)]
+    diagnosis = hazards.classify(found)
+    assert (diagnosis.defect, diagnosis.explains, diagnosis.label) == (race, (Defect.NONDETERMINISM,), race.value)
 
 
 def test_an_unknown_category_names_the_known_ones():

@@ -32,7 +32,7 @@ expect = "correct"
 CLEAN_CLAIMS = ("test_the_simulator_sees_every_barrier_reached_by_every_thread_in_references",
                 "test_references_read_and_write_only_their_own_buffers",
                 "test_addresssanitizer_is_silent_on_references",
-                "test_references_give_identical_bits_under_every_schedule_and_no_shared_conflict")
+                "test_references_give_identical_bits_under_every_schedule_and_no_memory_conflict")
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,37 @@ def test_a_missing_barrier_after_the_dot_makes_the_output_depend_on_the_schedule
     assert hazards.classify(hazards.detect(obs)).label == "shared_memory_race"
 
 
+# -- global-memory races ---------------------------------------------------------------------
+
+PUBLISHED = {s.name: s for s in catalog.load(catalog.BUILTIN.parent.parent / "examples" / "published"
+                                             / "catalog.toml")}
+
+
+def test_global_tracking_names_the_element_and_the_two_blocks_of_the_split_k_twin(sim):
+    obs = observe(sim, kernel("broken_splitk_global_race"))
+    found = hazards.check_global_races(obs)
+    assert [f.defect for f in found] == [Defect.GLOBAL_MEMORY_RACE] and found[0].count > 0
+    f = found[0]
+    assert f.details["buffer"] == "C" and sorted(f.details["accesses"]) == ["atomic", "store"]
+    # slice 0 and slice 1 of one tile: blockIdx.x 2j and 2j + 1, the same blockIdx.y
+    (x0, y0, _), (x1, y1, _) = sorted(f.details["blocks"])
+    assert x0 % 2 == 0 and x1 == x0 + 1 and y0 == y1, f.details
+    assert f.where is not None and "global-memory race on C[" in f.summary
+    diagnosis = hazards.classify(hazards.detect(obs))
+    assert (diagnosis.defect, diagnosis.basis) == (Defect.GLOBAL_MEMORY_RACE, "observed")
+    # the block order also shows in the output: the schedule that stores last loses the add
+    assert Defect.NONDETERMINISM in diagnosis.explains, diagnosis.explanation
+
+
+def test_global_tracking_is_silent_on_a_split_k_that_only_adds_atomically(sim):
+    # split_k2 sums K's halves with atomicAdd (in shared memory) and stores each element once.
+    inst = PUBLISHED["split_k2"].instances()[0]
+    for purpose, p in hazards.exposing_problems(inst, race_sizes=())[:2]:
+        obs = hazards.observe_simulated(sim, inst, p, purpose=purpose)
+        assert obs.reports and hazards.check_global_races(obs) == [], obs.reports[0].summary()
+        assert hazards.detect(obs) == []
+
+
 # -- divergent barriers ----------------------------------------------------------------------
 
 def test_barrier_tracking_names_the_divergent_barrier_on_ragged_m(sim):

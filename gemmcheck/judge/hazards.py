@@ -20,8 +20,11 @@ defect class it truly establishes and nothing more:
   (gemmcheck.judge.sanitizer): SHARED_MEMORY_RACE, DIVERGENT_BARRIER, out-of-bounds
 - on the CPU simulator (cpu-sim; observe_simulated): its shared-memory
   tracking (SHARED_MEMORY_RACE observed, the lockstep direction as a
-  detail), output that depends on the thread schedule (NONDETERMINISM, with
-  the schedule that exposes it), barrier tracking (DIVERGENT_BARRIER),
+  detail), its global-memory tracking (GLOBAL_MEMORY_RACE: two blocks of a
+  launch wrote one address, not both atomically; the element and the two
+  blocks named), output that depends on the thread or block schedule
+  (NONDETERMINISM, with the schedule that exposes it), barrier tracking
+  (DIVERGENT_BARRIER),
   reads of shared memory no thread wrote, AddressSanitizer on exact-size
   buffers (OUT_OF_BOUNDS_READ / _WRITE naming the buffer), and a crash or
   a stall of its worker process (CRASH / HANG)
@@ -463,6 +466,30 @@ def check_shared_conflicts(obs: Observation) -> list[Finding]:
                               "examples": [c.describe() for c in pairs[:4]]})]
 
 
+def check_global_races(obs: Observation) -> list[Finding]:
+    """GLOBAL_MEMORY_RACE (observed): two blocks of one launch wrote one address of A, B or C,
+    not both atomically. CUDA orders nothing between blocks of a launch, so it is a race in
+    every order they can run, whether or not the order a schedule picked gave the right bits."""
+    racy = [r for r in obs.reports if r.global_races]
+    if not racy:
+        return []
+    worst = max(racy, key=lambda r: r.global_races)
+    examples = [g.describe() for g in worst.global_conflicts[:4]]
+    first = worst.global_conflicts[0] if worst.global_conflicts else None
+    exposing = (f"; the output differs under schedule {worst.exposing_schedule}"
+                if worst.exposing_schedule else "")
+    return [Finding(Defect.GLOBAL_MEMORY_RACE, Detector.GLOBAL_TRACKING,
+                    f"cpu-sim tracked {worst.global_races} write(s) over schedules {', '.join(worst.schedules)} "
+                    f"into a global address another block of the same launch wrote, not both atomically "
+                    f"(nothing orders blocks within a launch){exposing}"
+                    + (f"; e.g. {examples[0]}" if examples else ""),
+                    worst.global_races, first.element if first is not None and first.buffer == "C" else None,
+                    {"exposing_schedule": worst.exposing_schedule, "examples": examples,
+                     "blocks": [list(first.earlier_block), list(first.later_block)] if first else [],
+                     "accesses": [first.earlier, first.later] if first else [],
+                     "buffer": first.buffer if first else None})]
+
+
 def check_schedule_dependence(obs: Observation) -> list[Finding]:
     """NONDETERMINISM: one launch on identical inputs gave different bits under different
     thread schedules; the first schedule that differs from the first one is named."""
@@ -541,8 +568,8 @@ def check_address_sanitizer(obs: Observation) -> list[Finding]:
     return found
 
 
-SIMULATOR_DETECTORS = (check_shared_conflicts, check_schedule_dependence, check_divergent_barriers,
-                       check_uninitialized_shared, check_address_sanitizer)
+SIMULATOR_DETECTORS = (check_shared_conflicts, check_global_races, check_schedule_dependence,
+                       check_divergent_barriers, check_uninitialized_shared, check_address_sanitizer)
 
 
 @timed("detectors")
@@ -563,15 +590,19 @@ def detect(obs: Observation) -> list[Finding]:
 PRIORITY = defects.priority()
 EXPLAINS = defects.explains()
 # Nondeterminism is named by where it was seen. Shared memory only when racecheck or the
-# simulator's tracking saw two threads conflict there; a split-K kernel whose slice 0 stores
-# C while slice 1 atomicAdds into it differs between launches too, with no shared memory
-# involved (on an H200 racecheck stayed silent). Launches that differ with nothing to
+# simulator's tracking saw two threads conflict there; global memory only when the
+# simulator's tracking saw two blocks write one address (a split-K kernel whose slice 0
+# stores C while slice 1 atomicAdds into it differs between launches too, with no shared
+# memory involved: on an H200 racecheck stayed silent). Launches that differ with nothing to
 # localize them are a race of unknown place.
 UNKNOWN_PLACE = (
     "a race of unknown place: launches on identical inputs gave different bits and no detector "
     "localized it (racecheck, or the simulator's shared-memory tracking, would name shared memory; "
-    "inter-block ordering of global stores and atomics races without it)")
+    "the simulator's global-memory tracking would name two blocks ordering global stores and atomics)")
 NEEDS_A_TOOL = defects.needs_a_tool()
+# Classes nothing on hardware establishes (a global-memory race): there only the classes they
+# explain show, and the kill matrix says what would establish the declared one.
+NEEDS_THE_SIMULATOR = defects.needs_the_simulator()
 
 
 @dataclass(frozen=True)

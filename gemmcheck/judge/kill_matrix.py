@@ -14,13 +14,18 @@ where hardware alone can establish that class, by the sanitizer column
 always. A class the plain detectors cannot establish (a divergent barrier
 shows only as wrong values on hardware) needs the tool; without it that row
 is reported as caught but not classified (a skip that says so), never as a
-pass.
+pass. A class nothing on hardware establishes (a global-memory race: racecheck
+sees shared memory only) is caught there as what it explains (nondeterminism,
+wrong values) and reported the same way, naming the simulator's tracking that
+establishes it; anything else a column shows for it is a mismatch.
 
 On the CPU simulator (cpu-sim) the first column is the *simulator
 detectors*: the same value, poison, guard and input checks, plus what the
 simulator establishes itself: shared-memory conflicts tracked per barrier
 interval (an observed race, with the schedule whose output differs and the
-lockstep direction as a detail), divergent barriers exactly, AddressSanitizer
+lockstep direction as a detail), global-memory writes tracked per block
+within a launch (two blocks writing one address, not both atomically),
+divergent barriers exactly, AddressSanitizer
 on exact-size buffers (out-of-bounds read or write of A, B or C), and a
 crash or stall of its worker process (CRASH / HANG: the worker is the
 isolation). It runs the small problems only (races show at any size under
@@ -59,8 +64,8 @@ PREFERRED_DTYPE, PREFERRED_TILE = "float32", 16
 HARDWARE, SIMULATOR = "hardware", "simulator"   # the detector sets a first column can hold
 COLUMN_TITLES = {HARDWARE: "plain detectors", SIMULATOR: "simulator detectors"}
 SANITIZER_NOT_APPLICABLE = "not applicable on cpu-sim"
-SANITIZER_ON_SIMULATOR = ("compute-sanitizer needs a GPU; on cpu-sim the simulator's shared-memory and "
-                          "barrier tracking and AddressSanitizer stand in for it (first column)")
+SANITIZER_ON_SIMULATOR = ("compute-sanitizer needs a GPU; on cpu-sim the simulator's shared-memory, "
+                          "global-memory and barrier tracking and AddressSanitizer stand in for it (first column)")
 
 
 def in_matrix(instance: Instance) -> bool:
@@ -163,6 +168,8 @@ class Row:
             return "pass", "no finding" + (" with or without compute-sanitizer" if tool.ran else "")
         if not plain.findings and not (tool.ran and tool.findings):
             return "fail", f"declared {declared.value}, but no detector found anything"
+        if declared in hazards.NEEDS_THE_SIMULATOR and plain.detectors == HARDWARE:
+            return self._unseen_on_hardware(declared)
         problems = []
         if declared in hazards.NEEDS_A_TOOL and plain.detectors == HARDWARE:
             pass  # caught (above) is all the plain column can show
@@ -180,6 +187,25 @@ class Row:
                                   f"({tool.note})")
         best = tool if tool.ran else plain
         return "pass", f"caught as {declared.value}: {best.diagnosis.explanation}"
+
+    def _unseen_on_hardware(self, declared: Defect) -> tuple[str, str]:
+        """The outcome on hardware for a class nothing there establishes (a global-memory
+        race): each column that found something must show what the class explains there
+        (nondeterminism, wrong values), else it is a mismatch; caught so, the row is
+        "needs-tool", naming what would establish it, never a pass."""
+        shows = hazards.EXPLAINS.get(declared, frozenset())
+        columns = [("plain detectors", self.plain)] if self.plain.findings else []
+        columns += [("with compute-sanitizer", self.sanitizer)] if self.sanitizer.ran else []
+        problems = [f"{name}: classified as {column.label()}, which {declared.value} does not account for "
+                    f"(on hardware it shows as {' or '.join(sorted(d.value for d in shows))}):\n"
+                    f"{column.diagnosis.explanation}"
+                    for name, column in columns if column.diagnosis.defect not in shows]
+        if problems:
+            return "fail", f"declared {declared.value}, but " + "\n".join(problems)
+        seen = ", ".join(f"{name} as {column.label()}" for name, column in columns)
+        return "needs-tool", (f"caught by the {seen}: what {declared.value} shows on hardware, where no "
+                              f"detector localizes it (racecheck sees shared memory only); establishing "
+                              f"{declared.value} needs {hazards.NEEDS_THE_SIMULATOR[declared]}")
 
     def to_json(self) -> dict:
         status, why = self.outcome()

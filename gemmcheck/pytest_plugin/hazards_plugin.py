@@ -80,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | None:
     if item.get_closest_marker("simulator") and not simulated(config):
         return ("cpu-sim only: this check reads what the CPU simulator establishes "
-                "(thread schedules, shared-memory and barrier tracking, "
+                "(thread and block schedules, shared-memory, global-memory and barrier tracking, "
                 "AddressSanitizer); run with --gemm-backend cpu-sim")
     return None
 

@@ -1,9 +1,9 @@
 """The defect registry: every defect class, defined once, with all the code needs to know of it.
 
 Every other list of defect classes (catalog `expect` values, report categories, the
-classifier's priority and what each root cause explains, which classes need a tool,
-which are isolated or left out of the kill matrix, which the correctness suite runs)
-is derived here from DEFECTS. Adding a class means one enum member and one DEFECTS
+classifier's priority and what each root cause explains, which classes need a tool or
+the simulator, which are isolated or left out of the kill matrix, which the correctness
+suite runs) is derived here from DEFECTS. Adding a class means one enum member and one DEFECTS
 entry (plus the detector that establishes it).
 """
 
@@ -26,6 +26,7 @@ class Defect(str, enum.Enum):
     INPUT_MUTATION = "input_mutation"
     READS_C_AT_BETA_ZERO = "reads_c_at_beta_zero"
     SHARED_MEMORY_RACE = "shared_memory_race"
+    GLOBAL_MEMORY_RACE = "global_memory_race"
     UNWRITTEN_OUTPUT = "unwritten_output"
     NONDETERMINISM = "nondeterminism"
     WRONG_VALUES = "wrong_values"
@@ -43,6 +44,8 @@ class DefectClass:
     explains: frozenset = frozenset()    # other classes this one accounts for as a root cause
     explains_every_other: bool = False   # a launch that never finished left nothing else to judge
     needs_tool: str = ""                 # the tool that establishes it on hardware ("" : none needed)
+    needs_simulator: str = ""            # what establishes it where nothing on hardware can ("" : hardware can);
+                                         # on hardware only the classes it explains show
     isolated: bool = False               # launched in a child process (it takes its process down)
     not_in_matrix: str = ""              # why the kill matrix leaves it out ("" : it is in)
     correctness_suite: bool = True       # the correctness suite runs kernels declaring it
@@ -55,6 +58,8 @@ CATEGORIES: dict[str, str] = {
     "Divergent barrier": "__syncthreads() not reached by every thread of a block",
     "Reads C at beta = 0": "the output depends on C's old contents although beta = 0 (BLAS: C is not read)",
     "Shared-memory race": "racecheck or the simulator's shared-memory tracking saw two threads conflict",
+    "Global-memory race": ("the simulator's global-memory tracking saw two blocks write one address, "
+                           "not both atomically"),
     "Race of unknown place": "results change between identical launches; no detector localized the race",
     "Out-of-bounds access": "guard bands changed, guard NaNs read into results, inputs written",
     "Unwritten output": "elements of C still hold the poison after the launch",
@@ -79,13 +84,13 @@ _ENTRIES = (
                 explains=frozenset({_D.SHARED_MEMORY_RACE, _D.NONDETERMINISM, _D.WRONG_VALUES}),
                 needs_tool="synccheck"),
     # A store past a row's end lands in the next row, where another thread's store of that
-    # element races with it: wrong and launch-dependent values.
+    # element races with it (another block's, in global memory): wrong and launch-dependent values.
     DefectClass(_D.OUT_OF_BOUNDS_WRITE, 4, "Out-of-bounds access", "a write outside the output",
-                explains=frozenset({_D.WRONG_VALUES, _D.NONDETERMINISM})),
+                explains=frozenset({_D.GLOBAL_MEMORY_RACE, _D.WRONG_VALUES, _D.NONDETERMINISM})),
     DefectClass(_D.OUT_OF_BOUNDS_READ, 5, "Out-of-bounds access", "a read outside the operands",
                 explains=frozenset({_D.WRONG_VALUES})),
     DefectClass(_D.INPUT_MUTATION, 6, "Out-of-bounds access", "A or B changed by the launch",
-                explains=frozenset({_D.WRONG_VALUES, _D.NONDETERMINISM})),
+                explains=frozenset({_D.GLOBAL_MEMORY_RACE, _D.WRONG_VALUES, _D.NONDETERMINISM})),
     # C = alpha * acc + beta * C[i] at beta = 0 turns the poison NaN into NaN results (on
     # cpu-sim 0 * NaN keeps the poison's payload, so those look unwritten): the one cause of both.
     DefectClass(_D.READS_C_AT_BETA_ZERO, 7, "Reads C at beta = 0",
@@ -96,14 +101,25 @@ _ENTRIES = (
     DefectClass(_D.SHARED_MEMORY_RACE, 8, "Shared-memory race",
                 "two threads access one shared address between barriers, one writing",
                 explains=frozenset({_D.NONDETERMINISM, _D.WRONG_VALUES}), needs_tool="racecheck"),
-    DefectClass(_D.UNWRITTEN_OUTPUT, 9, "Unwritten output", "elements of C never written"),
+    # CUDA orders nothing between the blocks of one launch: a plain store by one block and a
+    # store or an atomic by another to one address race, whatever order they happened to run
+    # in (a split-K slice storing C while another atomicAdds into it). Established only where
+    # it is seen: the simulator tracks every block's writes. On hardware no tool localizes it
+    # (racecheck sees shared memory only); launches differ, or values are wrong.
+    DefectClass(_D.GLOBAL_MEMORY_RACE, 9, "Global-memory race",
+                "two blocks of one launch write one global address, not both atomically, with nothing "
+                "ordering them",
+                explains=frozenset({_D.NONDETERMINISM, _D.WRONG_VALUES}),
+                needs_simulator="the CPU simulator's global-memory tracking (--gemm-backend cpu-sim)"),
+    DefectClass(_D.UNWRITTEN_OUTPUT, 10, "Unwritten output", "elements of C never written"),
     # With exact inputs at most one of two different outputs is the right one. No detector
-    # says where: shared memory, global memory (blocks ordering stores and atomics), anything.
-    DefectClass(_D.NONDETERMINISM, 10, "Race of unknown place",
+    # says where: shared memory, global memory on hardware (blocks ordering stores and
+    # atomics), anything.
+    DefectClass(_D.NONDETERMINISM, 11, "Race of unknown place",
                 "launches on identical inputs give different bits (a race no detector localized)",
                 explains=frozenset({_D.WRONG_VALUES})),
-    DefectClass(_D.WRONG_VALUES, 11, "Wrong values", "values differ from the exact or bounded result"),
-    DefectClass(_D.TOO_SLOW, 12, "Performance regression", "slower than its thresholds allow",
+    DefectClass(_D.WRONG_VALUES, 12, "Wrong values", "values differ from the exact or bounded result"),
+    DefectClass(_D.TOO_SLOW, 13, "Performance regression", "slower than its thresholds allow",
                 not_in_matrix="judged by the performance suite", correctness_suite=False),
 )
 DEFECTS: dict[Defect, DefectClass] = {c.defect: c for c in sorted(_ENTRIES, key=lambda c: c.priority)}
@@ -130,6 +146,11 @@ def explains(registry: Mapping = DEFECTS) -> dict:
 def needs_a_tool(registry: Mapping = DEFECTS) -> dict:
     """Class -> the tool that establishes it on hardware, for classes plain detectors cannot."""
     return {d: c.needs_tool for d, c in registry.items() if c.needs_tool}
+
+
+def needs_the_simulator(registry: Mapping = DEFECTS) -> dict:
+    """Class -> what establishes it, for classes no detector on hardware can (plain or tool)."""
+    return {d: c.needs_simulator for d, c in registry.items() if c.needs_simulator}
 
 
 def not_in_matrix(registry: Mapping = DEFECTS) -> dict:

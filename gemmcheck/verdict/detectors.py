@@ -36,6 +36,7 @@ class Detector(str, enum.Enum):
     INITCHECK = "initcheck"
     # The CPU simulator (gemmcheck.backends.cpu_sim).
     SHARED_TRACKING = "shared-tracking"    # conflicting shared accesses in one barrier interval
+    GLOBAL_TRACKING = "global-tracking"    # two blocks of a launch wrote one global address, not both atomically
     SCHEDULES = "schedules"                # output depends on the thread schedule
     BARRIER_TRACKING = "barrier-tracking"  # a __syncthreads() reached by only some threads
     SHARED_INIT = "shared-init"            # reads of shared memory no thread wrote

@@ -4,7 +4,12 @@ racecheck sees it directly. Launches that differ alone do not say where threads 
 split-K kernel's slices race in global memory), so without racecheck the plain detectors
 name a race of unknown place, and the row needs the tool to say shared memory. References give identical bits launch after launch.
 On the CPU simulator the race shows at small sizes: its tracking sees the conflicting
-accesses, and the output depends on the thread schedule."""
+accesses, and the output depends on the thread schedule.
+
+Global-memory races (two blocks of a launch writing one address, not both atomically): the
+simulator's global-memory tracking names the element and the two blocks; on hardware
+racecheck is silent (shared memory only) and launches that differ, or wrong values, are
+what the row shows, reported as needing the simulator."""
 
 import pytest
 
@@ -13,6 +18,7 @@ from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
 race = pytest.mark.instances.with_args(declares("shared_memory_race"))
+global_race = pytest.mark.instances.with_args(declares("global_memory_race"))
 reference = pytest.mark.instances(lambda i: i.spec.is_reference)
 
 
@@ -73,6 +79,34 @@ def test_a_declared_race_makes_the_output_depend_on_the_thread_schedule(matrix_r
 
 @reference
 @pytest.mark.simulator
-def test_references_give_identical_bits_under_every_schedule_and_no_shared_conflict(finished_row):
-    for detector in (Detector.SCHEDULES, Detector.SHARED_TRACKING, Detector.REPEAT_LAUNCH):
+def test_references_give_identical_bits_under_every_schedule_and_no_memory_conflict(finished_row):
+    for detector in (Detector.SCHEDULES, Detector.SHARED_TRACKING, Detector.GLOBAL_TRACKING,
+                     Detector.REPEAT_LAUNCH):
         assert not finished_row.plain.found(detector=detector), finished_row.plain.diagnosis.explanation
+
+
+@global_race
+@pytest.mark.simulator
+def test_the_simulator_names_the_element_and_the_two_blocks_of_a_declared_global_race(matrix_row):
+    found = matrix_row.plain.found(detector=Detector.GLOBAL_TRACKING, defect=Defect.GLOBAL_MEMORY_RACE)
+    assert found, f"{matrix_row.instance.id}: no two blocks wrote one address on {matrix_row.problems}"
+    earlier, later = found[0].details["blocks"]
+    assert earlier != later and "global-memory race on C[" in found[0].summary, found[0].summary
+    diagnosis = matrix_row.plain.diagnosis
+    assert (diagnosis.defect, diagnosis.basis) == (Defect.GLOBAL_MEMORY_RACE, "observed"), diagnosis.explanation
+
+
+@global_race
+@pytest.mark.gpu
+def test_on_hardware_a_declared_global_race_shows_as_what_it_explains_and_needs_the_simulator(matrix_row):
+    assert matrix_row.plain.diagnosis.defect in (Defect.NONDETERMINISM, Defect.WRONG_VALUES), (
+        matrix_row.plain.diagnosis.explanation)
+    status, why = matrix_row.outcome()
+    assert status == "needs-tool" and "global-memory tracking" in why, why
+
+
+@global_race
+@pytest.mark.gpu
+@pytest.mark.sanitizer
+def test_racecheck_does_not_call_a_global_race_a_shared_memory_race(matrix_row, sanitizer_exe):
+    assert not matrix_row.sanitizer.found(defect=Defect.SHARED_MEMORY_RACE), matrix_row.sanitizer.diagnosis.explanation

@@ -75,3 +75,31 @@ __global__ void early_exit_barrier(const T *A, const T *B, T *C, int M, int N, i
     if (row < M && col < N)
         C[row * N + col] = T(1.0f);
 }
+
+// Every thread stores C[i] = i at its element; then thread (0, 0) of block (ADDER, 0)
+// atomically adds 2 to C[0], which thread (0, 0) of block (0, 0) stored. With ADDER = 1 two
+// blocks of one launch write C[0], one plainly, and nothing orders them: a global-memory race
+// (C[0] is 2 when block 0 runs first, 0 when block 1 does). With ADDER = 0 the store and the
+// add are one thread's, in program order: C[0] is 2 in every schedule.
+template <typename T, int TILE, int ADDER>
+__device__ __forceinline__ void store_then_add_body(T *C, int M, int N)
+{
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    if (row < M && col < N)
+        C[row * N + col] = T(row * N + col);
+    if (blockIdx.x == ADDER && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0)
+        atomicAdd(&C[0], T(2));
+}
+
+template <typename T, int TILE>
+__global__ void store_and_atomic_of_two_blocks(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    store_then_add_body<T, TILE, 1>(C, M, N);
+}
+
+template <typename T, int TILE>
+__global__ void store_and_atomic_of_one_block(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    store_then_add_body<T, TILE, 0>(C, M, N);
+}

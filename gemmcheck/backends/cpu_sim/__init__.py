@@ -24,10 +24,15 @@ The API for detectors (gemmcheck.judge.hazards)
     ``KernelLaunchError``s):
 
     - ``.outcome``: "ok" | "crash" | "hang"; ``.failure``: the crash/hang description.
-    - ``.race`` (bool): a shared-memory conflict was observed in some schedule, or the
-      result depends on the schedule. ``.raw``, ``.war``, ``.waw`` (counts of accesses,
-      summed over schedules), ``.conflicts`` (examples: ``SharedConflict`` with kind,
-      schedule, block, barrier interval, the two threads, the array and byte offset).
+    - ``.race`` (bool): a shared-memory conflict or a global-memory race was observed in
+      some schedule, or the result depends on the schedule. ``.raw``, ``.war``, ``.waw``
+      (counts of accesses, summed over schedules), ``.conflicts`` (examples:
+      ``SharedConflict`` with kind, schedule, block, barrier interval, the two threads, the
+      array and byte offset).
+    - ``.global_races`` (count of writes, summed over schedules) and ``.global_conflicts``
+      (examples: ``GlobalRace`` with schedule, the two blocks and what each did, "store" or
+      "atomic", the buffer and the element): two blocks of one launch wrote one address of
+      A, B or C, not both atomically.
     - ``.schedule_dependent`` (bool), ``.exposing_schedule`` (name or None) and
       ``.runs`` (``ScheduleRun`` per schedule: its counts and ``differs``, per buffer the
       number of elements whose bits differ from the first schedule's).
@@ -43,6 +48,13 @@ The API for detectors (gemmcheck.judge.hazards)
     interval. WAW: a write replaced another thread's write of the same interval. These
     are events observed in that schedule: the conflict (two threads, one address, one
     interval, at least one write) exists in every schedule, its direction does not.
+    Global memory (A, B and C, guard bands included) is tracked per 2-byte granule per
+    launch, writes only: the block that last stored there and the one that last updated it
+    atomically. A store by one block and a store or an atomic by another is a race in every
+    order the blocks can run (CUDA orders none within a launch); atomics against atomics are
+    not (a split-K sum into a zeroed C). Blocks run in the schedule's order too (``forward``
+    in order, ``reverse`` backwards, ``shuffle-<seed>`` shuffled), so the result of such a
+    race also shows as schedule dependence.
     Under ``lockstep`` the direction is the one a warp issuing the same instruction
     stream would show (a missing barrier after the load reads as RAW, after the dot
     product as WAR).
@@ -53,8 +65,8 @@ The API for detectors (gemmcheck.judge.hazards)
     ``.log``.
 ``backend.hang_timeout_s`` (``--gemm-hang-timeout``, default 10): a launch with no
     scheduler progress for that long is a hang (``SimulatedHang``, a ``KernelHang``).
-``backend.track_shared`` (default True): False skips shared-memory tracking (and the
-    per-block poisoning of shared memory) for speed, ~2x; the schedules still run.
+``backend.track_shared`` (default True): False skips shared- and global-memory tracking
+    (and the per-block poisoning of shared memory) for speed, ~2x; the schedules still run.
 
 Speed: small shapes. The guarded kernel at TILE 16 takes ~25 ms at 64^3 and ~1 s at
 256^3 per schedule; 1024^3 takes minutes. Races show at any size here, so hazard
@@ -201,10 +213,35 @@ class DivergentBarrier:
                 + "; ".join(parts) + f" [{self.schedule}]")
 
 
+@dataclass(frozen=True)
+class GlobalRace:
+    """Two blocks of one launch wrote one address of a kernel buffer, not both atomically:
+    CUDA orders nothing between them, so the result depends on which came last."""
+
+    schedule: str
+    earlier: str               # what the block that ran first did there: "store" | "atomic"
+    earlier_block: Thread
+    later: str                 # what the block that ran after it did
+    later_block: Thread
+    buffer: str                # "A" | "B" | "C"
+    byte_offset: int           # from the buffer's start (negative: before it)
+    element: tuple | None      # (row, column) of the buffer's matrix, None outside it
+
+    def describe(self) -> str:
+        where = (f"{self.buffer}{list(self.element)}" if self.element is not None
+                 else f"{self.buffer} + {self.byte_offset} bytes (outside the matrix)")
+        return (f"global-memory race on {where}: block {self.earlier_block} {_DID[self.earlier]} it and "
+                f"block {self.later_block} {_DID[self.later]} it in the same launch, nothing ordering "
+                f"the two [{self.schedule}]")
+
+
+_DID = {"store": "stored to", "atomic": "atomically updated"}
+
+
 @dataclass
 class ScheduleRun:
     schedule: str
-    counts: dict[str, int]                 # RAW / WAR / WAW / uninitialized -> accesses
+    counts: dict[str, int]                 # RAW / WAR / WAW / uninitialized / global -> accesses
     divergent_barriers: int
     differs: dict[str, int] = field(default_factory=dict)  # buffer -> elements differing from run 0
 
@@ -218,6 +255,7 @@ class LaunchReport:
     runs: list[ScheduleRun] = field(default_factory=list)
     conflicts: list[SharedConflict] = field(default_factory=list)
     divergences: list[DivergentBarrier] = field(default_factory=list)
+    global_conflicts: list[GlobalRace] = field(default_factory=list)
     outcome: str = "ok"
     failure: str | None = None
 
@@ -241,6 +279,12 @@ class LaunchReport:
         return self._total("uninitialized")
 
     @property
+    def global_races(self) -> int:
+        """Writes (summed over schedules) into an address another block of the launch wrote,
+        not both atomically."""
+        return self._total("global")
+
+    @property
     def schedule_dependent(self) -> bool:
         return any(any(r.differs.values()) for r in self.runs)
 
@@ -250,7 +294,7 @@ class LaunchReport:
 
     @property
     def race(self) -> bool:
-        return bool(self.raw or self.war or self.waw or self.schedule_dependent)
+        return bool(self.raw or self.war or self.waw or self.global_races or self.schedule_dependent)
 
     @property
     def divergent(self) -> bool:
@@ -264,6 +308,9 @@ class LaunchReport:
             lines.append(f"shared-memory conflicts (accesses, all schedules): RAW {self.raw}, "
                          f"WAR {self.war}, WAW {self.waw}")
         lines += [c.describe() for c in self.conflicts]
+        if self.global_races:
+            lines.append(f"global-memory races (writes, all schedules): {self.global_races}")
+        lines += [g.describe() for g in self.global_conflicts]
         if self.schedule_dependent:
             first = self.runs[0].schedule
             for r in self.runs:
@@ -454,6 +501,7 @@ class CpuSimBackend(Backend):
         pointers = [by_role[name] for name in BUFFER_NAMES]   # slots 0, 1, 2 are A, B, C
         ints = build.int_slots(instance, launch.args)
         report = LaunchReport(instance.id, grid, block, schedules)
+        locate = _element_locator(instance, by_role)
         self.last_launch_report = report
         request = self._request(module, instance, grid, block, pointers, ints)
         roots = [wk.root_of(p) for p in pointers]
@@ -466,7 +514,7 @@ class CpuSimBackend(Backend):
                     whole[...] = saved
             request.schedule, request.seed = parse_schedule(name)
             run = self._run_one(module, instance, grid, block, request, [buf.fd for buf, _ in roots],
-                                name, report)
+                                name, report, locate)
             report.runs.append(run)
             if len(schedules) == 1:
                 continue
@@ -506,7 +554,7 @@ class CpuSimBackend(Backend):
             rq.range_start[i], rq.range_size[i] = arr.start, arr.size
         return rq
 
-    def _run_one(self, module, instance, grid, block, request, fds, schedule, report) -> ScheduleRun:
+    def _run_one(self, module, instance, grid, block, request, fds, schedule, report, locate=None) -> ScheduleRun:
         try:
             status, error = self._worker.run(request, fds, self.hang_timeout_s)
         except wk.WorkerDied as died:
@@ -518,20 +566,22 @@ class CpuSimBackend(Backend):
             why = r.message.decode(errors="replace")
             report.failure = (f"{instance.id}: the kernel crashed the simulator ({what}{address}) in {where} "
                               f"[{schedule}]" + (f": {why}" if why else ""))
-            self._collect(module, report, r, schedule, block)
+            self._collect(module, report, r, schedule, block, locate)
             raise SimulatedCrash(report.failure) from None
         except wk.WorkerStalled as stalled:
             r = stalled.report
             report.outcome = "hang"
             report.failure = (f"{instance.id}: no progress for {stalled.seconds:.1f} s; last running: block "
                               f"{tuple(r.cur_block)}, thread {_thread(r.cur_thread, block)} [{schedule}]")
-            self._collect(module, report, r, schedule, block)
+            self._collect(module, report, r, schedule, block, locate)
             raise SimulatedHang(report.failure) from None
         if status != 0:
             raise launch_error(instance, grid, block, RuntimeError(f"cpu-sim worker: {error}"))
-        return self._collect(module, report, wk.Report.from_buffer_copy(self._worker.report), schedule, block)
+        return self._collect(module, report, wk.Report.from_buffer_copy(self._worker.report), schedule, block,
+                             locate)
 
-    def _collect(self, module, report: LaunchReport, r: wk.Report, schedule, block) -> ScheduleRun:
+    def _collect(self, module, report: LaunchReport, r: wk.Report, schedule, block, locate=None) -> ScheduleRun:
+        """`locate`: (buffer, byte offset) -> element (_element_locator), for global races."""
         counts = {name: int(r.counts[k]) for k, name in wk.KIND_NAMES.items()}
         for c in r.conflicts[:r.nconflicts]:
             array, offset = module.array_at(int(c.address))
@@ -546,6 +596,13 @@ class CpuSimBackend(Backend):
                 schedule, tuple(d.block), int(d.interval), sites, int(d.exited),
                 _thread(d.first_exited, block) if d.exited else None,
                 wk.DIVERGENCE_KINDS.get(int(d.what), "barrier")))
+        counts["global"] = int(r.global_races)
+        for g in r.global_[:r.nglobal]:
+            name = BUFFER_NAMES[g.buffer] if g.buffer < len(BUFFER_NAMES) else f"pointer {g.buffer}"
+            report.global_conflicts.append(GlobalRace(
+                schedule, wk.GLOBAL_ACCESS[g.earlier], tuple(g.earlier_block), wk.GLOBAL_ACCESS[g.later],
+                tuple(g.later_block), name, int(g.byte_offset),
+                locate(name, int(g.byte_offset)) if locate else None))
         return ScheduleRun(schedule, counts, int(r.divergent))
 
     # -- AddressSanitizer ----------------------------------------------------------------
@@ -640,6 +697,29 @@ def parse_asan(log: str) -> list[AddressError]:
         frame = next((f for f in frames if "cudasim" not in f and "run_" not in f), frames[0] if frames else "?")
         errors.append(AddressError(acc, buffer, kind, past, size, frame))
     return errors
+
+
+def _element_locator(instance: Instance, by_role: dict):
+    """A function (buffer name, byte offset from its start) -> (row, column) of that operand's
+    matrix, or None where the offset lies outside it (a guard band): read from the launch's
+    sizes and leading dimensions and the catalog's layouts."""
+    ints = {k: int(v) for k, v in by_role.items() if isinstance(v, (int, np.integer))}
+    M, N, K = (ints.get(k, ints.get("N", 0)) for k in ("M", "N", "K"))
+    shapes = {"A": (M, K), "B": (K, N), "C": (M, N)}
+    lds = {**tight_leading_dimensions(instance.spec.layouts, M, N, K),
+           **{k: v for k, v in ints.items() if k.startswith("ld")}}
+    itemsize = np.dtype(instance.dt.storage).itemsize
+
+    def locate(name: str, byte_offset: int):
+        if name not in shapes or byte_offset < 0:
+            return None
+        e, ld = byte_offset // itemsize, lds[f"ld{name.lower()}"]
+        rows, cols = shapes[name]
+        row_major = instance.spec.layouts.get(name, "row") == "row"
+        r, c = (e // ld, e % ld) if row_major else (e % ld, e // ld)
+        return (int(r), int(c)) if r < rows and c < cols else None
+
+    return locate
 
 
 def _key(instance: Instance) -> tuple:

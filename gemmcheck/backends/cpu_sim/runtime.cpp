@@ -11,6 +11,9 @@
 //    compiled in, -fsanitize=address): runs one launch on exact-size heap buffers read
 //    from files, so an out-of-bounds access is an ASan report naming the kernel.
 //
+// Stores and atomics into the kernel's buffers are tracked per block within a launch: two
+// blocks writing one address, not both atomically, is a global-memory race (track_global).
+//
 // One CUDA thread = one fiber with its own stack. A barrier (__syncthreads) parks the
 // fiber; when no fiber of the block can run, the scheduler checks that every thread is
 // parked at the same barrier (otherwise: a divergent barrier, recorded), then releases
@@ -41,7 +44,10 @@
 // ---------------------------------------------------------------------------
 enum { KIND_RAW = 1, KIND_WAR = 2, KIND_WAW = 3, KIND_UNINIT = 4 };
 enum { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_SHUFFLE = 2, SCHED_LOCKSTEP = 3 };
-enum { MAX_POINTERS = 8, MAX_INTS = 16, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4 };
+enum { MAX_POINTERS = 8, MAX_INTS = 16, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4,
+       MAX_GLOBAL_RACES = 8 };
+// A global-memory race: what the earlier block did to the address, and what the later one did.
+enum { GLOBAL_STORE = 1, GLOBAL_ATOMIC = 2 };
 // What a cs_divergence records: threads at different __syncthreads, or a warp-synchronous call
 // (shuffle, vote, __syncwarp) whose lanes did not meet as its mask says.
 enum { DIVERGE_BARRIER = 0, DIVERGE_WARP_MISSING = 1, DIVERGE_WARP_MASK = 2, DIVERGE_WARP_SOURCE = 3 };
@@ -65,6 +71,13 @@ struct cs_divergence
     uint32_t nsites, exited, first_exited, what;  // what: DIVERGE_*
     cs_site sites[MAX_SITES];
 };
+struct cs_global_race
+{
+    uint32_t earlier, later;        // GLOBAL_STORE / GLOBAL_ATOMIC
+    uint32_t earlier_block[3], later_block[3];
+    uint32_t buffer, pad;           // kernel pointer index
+    int64_t byte_offset;            // from the kernel pointer (negative: in the guard before it)
+};
 struct cs_report
 {
     volatile uint64_t heartbeat;
@@ -77,6 +90,9 @@ struct cs_report
     cs_conflict conflicts[MAX_CONFLICTS];
     cs_divergence divergences[MAX_DIVERGENT];
     char message[MESSAGE_SIZE];  // why the kernel was stopped, when the runtime stopped it
+    uint64_t global_races;       // addresses of kernel buffers two blocks raced on
+    uint32_t nglobal, pad;
+    cs_global_race global[MAX_GLOBAL_RACES];
 };
 struct cs_request
 {
@@ -87,7 +103,7 @@ struct cs_request
     int32_t ints[MAX_INTS];
     uint64_t pointer_offset[MAX_POINTERS];  // into the memfd sent with the request, in order
     uint64_t pointer_length[MAX_POINTERS];  // bytes to map
-    uint32_t nranges, track;  // track: 0 runs without shared-memory tracking (faster)
+    uint32_t nranges, track;  // track: 0 runs without shared- and global-memory tracking (faster)
     uint64_t range_start[MAX_RANGES], range_size[MAX_RANGES];  // shared arrays, module-relative
 };
 
@@ -319,10 +335,123 @@ static inline void lockstep_yield()
         to_scheduler();
 }
 
+// ---------------------------------------------------------------------------
+// Global-memory tracking: within one launch, per 2-byte granule of each kernel buffer, the
+// last block that stored there plainly and the last that updated it atomically. CUDA orders
+// nothing between the blocks of one launch, so a plain store by one block and a store or an
+// atomic by another to the same address is a race whatever order they ran in here (and the
+// order the schedule happened to pick may even give the right result). Atomics against
+// atomics are not: each is one read-modify-write, and a split-K sum into a zeroed C is
+// built from them. Writes only: a load passes by untouched, a store outside the kernel's
+// buffers costs one comparison, a store into them one shadow update.
+// ---------------------------------------------------------------------------
+struct GlobalGranule
+{
+    uint32_t stored_by, atomic_by;  // linear block index + 1; 0: no block this launch
+};
+struct GlobalBuffer
+{
+    uintptr_t lo, hi, pointer;      // the mapping, and the kernel's pointer into it
+    GlobalGranule *granules;
+    size_t size;
+};
+static GlobalBuffer global_buffers[MAX_POINTERS];
+static int nglobal_buffers;
+static uintptr_t global_lo, global_hi;  // span of the tracked buffers: one comparison rejects the rest
+static uint32_t block_tag;              // the running block's linear index + 1
+
+// Track the buffers of one launch (their shadows start empty: fresh zero pages).
+static void track_global_buffers(const std::vector<std::pair<void *, size_t>> &maps, void *const *pointers)
+{
+    global_lo = UINTPTR_MAX, global_hi = 0;
+    nglobal_buffers = 0;
+    for (size_t i = 0; i < maps.size() && i < MAX_POINTERS; i++)
+    {
+        GlobalBuffer &b = global_buffers[nglobal_buffers];
+        b.lo = (uintptr_t)maps[i].first;
+        b.hi = b.lo + maps[i].second;
+        b.pointer = (uintptr_t)pointers[i];
+        b.size = (maps[i].second + 1) / 2;
+        void *shadow = mmap(nullptr, b.size * sizeof(GlobalGranule), PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (shadow == MAP_FAILED)
+            continue;  // untracked: a race there goes unseen, nothing else changes
+        b.granules = (GlobalGranule *)shadow;
+        global_lo = b.lo < global_lo ? b.lo : global_lo;
+        global_hi = b.hi > global_hi ? b.hi : global_hi;
+        nglobal_buffers++;
+    }
+    if (nglobal_buffers == 0)
+        global_lo = global_hi = 0;
+}
+
+static void untrack_global_buffers()
+{
+    for (int i = 0; i < nglobal_buffers; i++)
+        munmap(global_buffers[i].granules, global_buffers[i].size * sizeof(GlobalGranule));
+    nglobal_buffers = 0;
+    global_lo = global_hi = 0;
+}
+
+static void block_of_tag(uint32_t tag, uint32_t out[3])
+{
+    uint64_t linear = tag - 1;
+    out[0] = (uint32_t)(linear % gridDim.x);
+    out[1] = (uint32_t)(linear / gridDim.x % gridDim.y);
+    out[2] = (uint32_t)(linear / ((uint64_t)gridDim.x * gridDim.y));
+}
+
+static void record_global(int buffer, uintptr_t a, uint32_t earlier, uint32_t earlier_tag, uint32_t later)
+{
+    report->global_races++;
+    if (report->nglobal >= MAX_GLOBAL_RACES)
+        return;
+    cs_global_race &r = report->global[report->nglobal++];
+    r.earlier = earlier;
+    r.later = later;
+    block_of_tag(earlier_tag, r.earlier_block);
+    block_of_tag(block_tag, r.later_block);
+    r.buffer = (uint32_t)buffer;
+    r.byte_offset = (int64_t)(a - global_buffers[buffer].pointer);
+}
+
+static void track_global(uintptr_t a, size_t size, uint32_t what)
+{
+    if (a - global_lo >= global_hi - global_lo || current < 0)
+        return;
+    for (int i = 0; i < nglobal_buffers; i++)
+    {
+        GlobalBuffer &b = global_buffers[i];
+        if (a - b.lo >= b.hi - b.lo)
+            continue;
+        bool raced = false;
+        uint32_t other = 0, kind = 0;
+        for (size_t g = (a - b.lo) >> 1; g <= (a + size - 1 - b.lo) >> 1 && g < b.size; g++)
+        {
+            GlobalGranule &s = b.granules[g];
+            if (!raced && s.stored_by && s.stored_by != block_tag)
+                raced = true, other = s.stored_by, kind = GLOBAL_STORE;
+            else if (!raced && what == GLOBAL_STORE && s.atomic_by && s.atomic_by != block_tag)
+                raced = true, other = s.atomic_by, kind = GLOBAL_ATOMIC;
+            if (what == GLOBAL_STORE)
+                s.stored_by = block_tag;
+            else
+                s.atomic_by = block_tag;
+        }
+        if (raced)
+            record_global(i, a, kind, other, what);
+        return;
+    }
+}
+
 static void track(uintptr_t a, size_t size, bool write)
 {
     if (a - shared_lo >= shared_hi - shared_lo || current < 0)
+    {
+        if (write)
+            track_global(a, size, GLOBAL_STORE);
         return;
+    }
     lockstep_yield();
     uint64_t now = interval_counter;
     uint16_t me = (uint16_t)current;
@@ -453,6 +582,7 @@ extern "C" void cudasim_atomic(void *address, unsigned long size, const char *fi
     if (a & (size - 1))
         stop_misaligned(a, size, "atomic operation", file, (unsigned)line);
     lockstep_yield();
+    track_global(a, size, GLOBAL_ATOMIC);
     if (a - shared_lo >= shared_hi - shared_lo || current < 0)
         return;
     uint64_t now = interval_counter;
@@ -854,6 +984,7 @@ static void run_grid(const uint32_t grid[3], const uint32_t block[3], int schedu
         uint32_t x = (uint32_t)(linear % grid[0]), y = (uint32_t)(linear / grid[0] % grid[1]),
                  z = (uint32_t)(linear / ((uint64_t)grid[0] * grid[1]));
         blockIdx = uint3{x, y, z};
+        block_tag = (uint32_t)linear + 1;
         report->cur_block[0] = x;
         report->cur_block[1] = y;
         report->cur_block[2] = z;
@@ -1001,9 +1132,12 @@ int main(int argc, char **argv)
                 loaded_ranges_for = m->path;
                 if (!rq.track)
                     shared_lo = shared_hi = 0, loaded_ranges_for = nullptr;
+                else
+                    track_global_buffers(maps, kernel_pointers);
                 memcpy(kernel_ints, rq.ints, sizeof kernel_ints);
                 kernel_fn = m->kernels[rq.kernel].launch;
                 run_grid(rq.grid, rq.block, rq.schedule, rq.seed);
+                untrack_global_buffers();
             }
         }
         for (auto &mp : maps)

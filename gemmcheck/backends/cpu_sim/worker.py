@@ -23,6 +23,9 @@ import numpy as np
 KIND_NAMES = {1: "RAW", 2: "WAR", 3: "WAW", 4: "uninitialized"}
 SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2, "lockstep": 3}
 MAX_POINTERS, MAX_INTS, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 16, 1024, 16, 8, 4
+MAX_GLOBAL_RACES = 8
+# What each block of a global-memory race did to the address (GLOBAL_* in runtime.cpp).
+GLOBAL_ACCESS = {1: "store", 2: "atomic"}
 MESSAGE_SIZE = 256
 # What a divergence record is (DIVERGE_* in runtime.cpp).
 DIVERGENCE_KINDS = {0: "barrier", 1: "warp_missing_lanes", 2: "warp_mask", 3: "warp_source"}
@@ -45,13 +48,21 @@ class Divergence(ctypes.Structure):
                 ("sites", Site * MAX_SITES)]
 
 
+class GlobalRace(ctypes.Structure):
+    _fields_ = [("earlier", ctypes.c_uint32), ("later", ctypes.c_uint32),
+                ("earlier_block", ctypes.c_uint32 * 3), ("later_block", ctypes.c_uint32 * 3),
+                ("buffer", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("byte_offset", ctypes.c_int64)]
+
+
 class Report(ctypes.Structure):
     _fields_ = [("heartbeat", ctypes.c_uint64), ("state", ctypes.c_uint32), ("signal", ctypes.c_uint32),
                 ("fault_address", ctypes.c_uint64), ("cur_block", ctypes.c_uint32 * 3),
                 ("cur_thread", ctypes.c_uint32), ("counts", ctypes.c_uint64 * 5),
                 ("divergent", ctypes.c_uint64), ("nconflicts", ctypes.c_uint32),
                 ("ndivergent", ctypes.c_uint32), ("conflicts", Conflict * MAX_CONFLICTS),
-                ("divergences", Divergence * MAX_DIVERGENT), ("message", ctypes.c_char * MESSAGE_SIZE)]
+                ("divergences", Divergence * MAX_DIVERGENT), ("message", ctypes.c_char * MESSAGE_SIZE),
+                ("global_races", ctypes.c_uint64), ("nglobal", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("global_", GlobalRace * MAX_GLOBAL_RACES)]
 
 
 class Request(ctypes.Structure):
