@@ -2,6 +2,7 @@
 with one stream per operand, and every kind holds what its name promises."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -262,3 +263,26 @@ def test_a_large_problems_operands_are_made_once_and_read_only():
     assert all(np.array_equal(a, b) for a, b in zip(first, large.make_operands()))
     small = Problem(33, 17, 65, "float32", "exact", 3)
     assert small.operands()[0] is not small.operands()[0] and small.operands()[0].flags.writeable
+
+
+def test_claimed_shape_rounds_each_size_to_what_a_per_dimension_claim_asks(tmp_path):
+    source = Path(__file__).parent.parent / "examples" / "published" / "03_vectorized_2d_blocktiling.cu"
+    (tmp_path / "cat.toml").write_text(f"""
+[[kernel]]
+name = "rect"
+source = "{source}"
+entry = "sgemmVectorize"
+args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
+template_args = "{{BM}}, {{BN}}, {{BK}}, {{TM}}, {{TN}}"
+configs = [{{ name = "wide", BM = 64, BN = 128, BK = 8, TM = 8, TN = 8 }}]
+tile = "BM"
+grid = ["ceil(N / BN)", "ceil(M / BM)"]
+block = ["BM * BN / (TM * TN)"]
+dtypes = ["float32"]
+shapes = "M % BM == 0 and N % BN == 0 and K % BK == 0"
+expect = "correct"
+""")
+    (inst,) = catalog.load(tmp_path / "cat.toml")[0].instances()
+    # the square tile multiple (320 cubed) breaks N % 128 == 0: each size is rounded up instead
+    assert claimed_shape(inst, 257, 259, 258) == (320, 384, 264)
+    assert claimed_shape(inst, 64, 128, 8) == (64, 128, 8)

@@ -401,9 +401,17 @@ def tile_shapes(tile: int) -> dict[str, tuple[int, int, int]]:
 
 def claimed_shape(instance, M: int, N: int, K: int) -> tuple[int, int, int] | None:
     """(M, N, K) if `instance` claims it; else the nearest square TILE multiple it claims
-    (for kernels that support only those); None if it claims neither."""
+    (for kernels that support only those); else the smallest shape at or above (M, N, K) with
+    each size rounded up to a power-of-two multiple (a claim such as M % BM == 0 and
+    N % BN == 0 with BM != BN); None if it claims none of these."""
     if instance.supports(M, N, K):
         return M, N, K
     tile = instance.tile
     n = -(-max(M, N, K) // tile) * tile
-    return (n, n, n) if instance.supports(n, n, n) else None
+    if instance.supports(n, n, n):
+        return n, n, n
+    def ups(v):
+        return sorted({v, *(-(-v // m) * m for m in (2 ** e for e in range(1, 10)))})
+    claimed = [(m * n_ * k, (m, n_, k)) for m in ups(M) for n_ in ups(N) for k in ups(K)
+               if instance.supports(m, n_, k)]
+    return min(claimed)[1] if claimed else None

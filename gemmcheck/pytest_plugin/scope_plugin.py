@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from gemmcheck.contract.catalog import Instance
+from gemmcheck.problems.problem import claimed_shape
 
 OUT_OF_SCOPE = pytest.StashKey[str]()
 
@@ -30,6 +31,16 @@ def why_out_of_scope(instance: Instance, M: int, N: int, K: int) -> str | None:
     params = ", ".join(f"{k}={v}" for k, v in instance.params.items())
     return (f"out of scope: {instance.spec.name} declares shapes = '{instance.spec.shapes}' "
             f"({instance.spec.describe_shapes()}; {params}); M={M} N={N} K={K} is not one")
+
+
+def claimed_shape_or_skip(instance: Instance, M: int, N: int, K: int) -> tuple[int, int, int]:
+    """problem.claimed_shape, or a skip naming the claim when the kernel claims no shape near
+    (M, N, K) (a constraint no rounding of the sizes meets): never a crash of the test."""
+    shape = claimed_shape(instance, M, N, K)
+    if shape is None:
+        pytest.skip(f"{instance.id} claims no shape near M{M}xN{N}xK{K} "
+                    f"(its shapes: {instance.spec.describe_shapes()})")
+    return shape
 
 
 def require_in_scope(request: pytest.FixtureRequest, instance: Instance, M: int, N: int, K: int) -> None:

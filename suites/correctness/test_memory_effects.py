@@ -12,7 +12,8 @@ import pytest
 
 from gemmcheck.judge import hazards
 from gemmcheck.problems.harness import run_once
-from gemmcheck.problems.problem import Problem, claimed_shape
+from gemmcheck.problems.problem import Problem
+from gemmcheck.pytest_plugin.scope_plugin import claimed_shape_or_skip
 
 SEED = 3
 
@@ -21,7 +22,7 @@ SEED = 3
 def watched(backend, reference) -> hazards.Observation:
     """One launch on a ragged (or, for square-only kernels, aligned) exact problem."""
     t = reference.tile
-    problem = Problem(*claimed_shape(reference, 2 * t + 1, 3 * t - 1 if t > 1 else 2, t + 3),
+    problem = Problem(*claimed_shape_or_skip(reference, 2 * t + 1, 3 * t - 1 if t > 1 else 2, t + 3),
                       reference.dtype, "exact", SEED)
     A, B = problem.operands()
     return hazards.Observation(reference, problem, "memory effects", [run_once(backend, reference, A, B)])
