@@ -63,3 +63,77 @@ def test_a_worker_that_loses_its_context_ends_and_a_fresh_one_runs_the_rest(pyte
     assert set(rows["crashes-float32-TILE8"]["defects"]) == {"crash"}
     allure = [json.loads(p.read_text())["name"] for p in (pytester.path / "allure").glob("*-result.json")]
     assert len(allure) == len(set(allure)) == 26   # each test once
+
+
+# -- a real kernel that faults only at M > 48 (kernels/broken_faults_at_shapes.cu) ----------
+
+FAULTS_AT_SHAPES = ROOT / "tests" / "data" / "faults_at_shapes" / "catalog.toml"
+FAULTING = "faults_at_large_m-float32-TILE16"
+LAUNCHES_AT_SHAPES = """
+import pytest
+from gemmcheck.judge import hazards
+from gemmcheck.problems.problem import Problem
+from gemmcheck.verdict import Verdict
+
+@pytest.mark.parametrize("M", [17, 33, 64, 40, 600, 24])
+def test_launch(backend, any_kernel, M, verdicts, request):
+    obs = hazards.observe(backend, any_kernel, Problem(M, 24, 20, any_kernel.dtype, "exact", 1))
+    found = hazards.detect(obs)
+    verdicts.record(Verdict.for_instance(any_kernel, f"M{M}", found, request.node.nodeid))
+    assert not found, [f.summary for f in found]
+"""
+
+
+def run_catalog(tmp_path: Path, name: str, backend: str, *args) -> tuple[subprocess.CompletedProcess, dict]:
+    """The launches above over tests/data/faults_at_shapes (a faulting kernel next to a good
+    and a broken one), in a pytest of its own; (its result, verdicts.json by instance)."""
+    where = tmp_path / name
+    where.mkdir()
+    (where / "conftest.py").write_text((ROOT / "conftest.py").read_text())
+    (where / "test_shapes.py").write_text(LAUNCHES_AT_SHAPES)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rsf",
+                             f"--gemm-backend={backend}", f"--gemm-catalog={FAULTS_AT_SHAPES}",
+                             f"--gemm-verdicts={where / 'v.json'}", f"--alluredir={where / 'allure'}",
+                             "test_shapes.py", *args],
+                            cwd=where, env=env, capture_output=True, text=True, timeout=600)
+    rows = {r["instance"]: r for r in json.loads((where / "v.json").read_text())["instances"]}
+    return result, rows
+
+
+def assert_one_fault_costs_one_verdict(tmp_path: Path, backend: str) -> None:
+    """Serially and under -n 2: the faulting instantiation's verdict is crash, with the shape;
+    its first test with M > 48 fails, its later tests skip naming it; every other instantiation
+    has the verdict and the check count of a run without the faulting kernel; no test skips
+    for a lost context; each test is reported once."""
+    _, without = run_catalog(tmp_path, "without", backend, "--gemm-kernels=good,unguarded_store")
+    for name, args in (("serial", ()), ("xdist", ("-n", "2"))):
+        result, rows = run_catalog(tmp_path, name, backend, *args)
+        out = result.stdout
+        assert "context was lost" not in out and "crashed while running" not in out, out[-3000:]
+        assert {k: (r["verdict"], r["checks"]) for k, r in rows.items() if k != FAULTING} == {
+            k: (r["verdict"], r["checks"]) for k, r in without.items()}, name
+        assert rows[FAULTING]["defects"] == {"crash": 1} or set(rows[FAULTING]["defects"]) == {"crash"}
+        first = f"test_shapes.py::test_launch[{FAULTING}-64]"
+        assert f"FAILED {first} - crash: {FAULTING}" in out, out[-3000:]
+        # 4 instantiations x 6 shapes: the fault once, good's 12 pass, the broken kernel's 6
+        # fail, the faulting kernel's M 17 and 33 pass, M 64 fails, the 3 after skip
+        assert "7 failed" in out.splitlines()[-1], out[-3000:]
+        allure = [json.loads(p.read_text())["name"] for p in (tmp_path / name / "allure").glob("*-result.json")]
+        assert len(allure) == len(set(allure)) == 24, name
+
+
+def test_a_kernel_that_faults_only_at_large_m_costs_one_verdict_on_cpu_sim(tmp_path):
+    assert_one_fault_costs_one_verdict(tmp_path, "cpu-sim")
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_faults_only_at_large_m_costs_one_verdict_on_the_gpu(tmp_path):
+    """On the GPU the fault is a sticky illegal address: the process's context is lost, and
+    the rest runs in a fresh process (serially) or a fresh worker (-n 2)."""
+    from gemmcheck.backends import device
+
+    found, why = device.cuda_device()
+    if not found:
+        pytest.skip(f"needs a CUDA device; {why}")
+    assert_one_fault_costs_one_verdict(tmp_path, "cupy")
