@@ -115,7 +115,11 @@ def assert_one_fault_costs_one_verdict(tmp_path: Path, backend: str) -> None:
             k: (r["verdict"], r["checks"]) for k, r in without.items()}, name
         assert rows[FAULTING]["defects"] == {"crash": 1} or set(rows[FAULTING]["defects"]) == {"crash"}
         first = f"test_shapes.py::test_launch[{FAULTING}-64]"
-        assert f"FAILED {first} - crash: {FAULTING}" in out, out[-3000:]
+        assert f"FAILED {first}" in out, out[-3000:]
+        crash = [v for v in json.loads((tmp_path / name / "v.json").read_text())["verdicts"]
+                 if v["instance"] == FAULTING and v["findings"]]
+        assert [v["test"] for v in crash] == [first]
+        assert "; problem M64 N24 K20" in crash[0]["findings"][0]["summary"]   # the shape
         # 4 instantiations x 6 shapes: the fault once, good's 12 pass, the broken kernel's 6
         # fail, the faulting kernel's M 17 and 33 pass, M 64 fails, the 3 after skip
         assert "7 failed" in out.splitlines()[-1], out[-3000:]

@@ -30,7 +30,7 @@ import numpy as np
 
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import launch
-from gemmcheck.backends import Backend
+from gemmcheck.backends import Backend, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.phases import timed
 from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, scaling_id
@@ -296,7 +296,14 @@ class GuardedGemm:
         """Reset C (poison, or C0 when beta != 0), launch, and read back what the kernel did
         to every buffer."""
         self.C.device = self.backend.copy(self.C.pristine)
-        self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
+        try:
+            self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
+        except KernelLaunchError as exc:
+            # the verdict names the shape that showed the crash or hang (a backend knows the
+            # grid, not the problem); same class and attributes (context_lost) kept
+            if exc.args and isinstance(exc.args[0], str) and "; problem M" not in exc.args[0]:
+                exc.args = (f"{exc.args[0]}; problem M{self.M} N{self.N} K{self.K}", *exc.args[1:])
+            raise
         c_bits, unwritten, c_damage = self._read_C()
         damage, changed = {"C": c_damage}, {}
         for buf in (self.A, self.B):
