@@ -55,6 +55,10 @@ def build_test_id(instance: Instance) -> str:
     return f"{BUILD_TEST}[{source_id(instance.spec.source)}]"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    rerun.forward_reports_if_asked(config)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("gemmcheck").addoption(
         "--gemm-probe", choices=("on", "off"), default="on", metavar="on|off",
@@ -240,7 +244,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
         lost_context.leave(item, state.context_lost_by)
     instance = _instance_of(item)
-    if state.rerun_after_loss and runs_kernels(item) and (instance is None or instance.id not in state.lost):
+    if state.rerun_after_loss and uses_the_device(item) and (instance is None or instance.id not in state.lost):
         state.deferred.append(item.nodeid)
         rerun.not_reported_here(item)
         # what runtestprotocol does after a test: the fixtures `nextitem` does not share end
@@ -283,7 +287,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     CUDA context is lost; probe instantiations in a child before their first launch here."""
     state = containment(item.config)
     instance = _instance_of(item)
-    if state.context_lost_by and runs_kernels(item):
+    if state.context_lost_by and uses_the_device(item):
         lost = instance is not None and instance.id in state.lost
         if not lost:
             pytest.skip(f"not run: the CUDA context was lost in {state.context_lost_by} (a fault or "
@@ -305,6 +309,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(skip_reason(lost))
     # Found by the probe, not yet by a test: this one, its first, meets the backend's refusal
     # (backends.refuse_if_lost) at its first launch and fails with it, once.
+
+
+def uses_the_device(item: pytest.Item) -> bool:
+    """Whether a test needs a usable CUDA context: it runs catalog kernels, or is marked gpu
+    (the performance suite's ceilings: the FP32 peak, cuBLAS, the roofline)."""
+    return runs_kernels(item) or item.get_closest_marker("gpu") is not None
 
 
 def skip_reason(lost: Lost) -> str:

@@ -115,6 +115,8 @@ def run(session: pytest.Session, nodeids: list[str]) -> int:
         elif kind == "logfinish":
             config.hook.pytest_runtest_logfinish(nodeid=data[0], location=tuple(data[1]))
         else:
+            if isinstance(data.get("longrepr"), list):   # a skip's (path, line, reason): JSON made it a list
+                data["longrepr"] = tuple(data["longrepr"])
             report = config.hook.pytest_report_from_serializable(config=config, data=data)
             config.hook.pytest_runtest_logreport(report=report)
             seen += 1
@@ -161,7 +163,8 @@ class ReportForwarder:
         self._write("logfinish", [nodeid, list(location)])
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def forward_reports_if_asked(config: pytest.Config) -> None:
+    """In a child of run() (build_plugin's pytest_configure): forward its reports."""
     path = os.environ.get(REPORTS_TO)
     if path and not is_xdist_worker(config):
         config.pluginmanager.register(ReportForwarder(config, path), "gemmcheck-rerun-forwarder")
