@@ -226,3 +226,30 @@ def test_a_finishing_worker_lets_its_running_children_end_and_publishes_them(tmp
     children.close(finish=True)
     assert future.result() == "its result"
     assert Once(tmp_path).published(key) == (True, "its result")
+
+
+def test_a_row_whose_tool_could_not_run_is_a_pytest_error_not_the_kernels_failure(pytester, monkeypatch):
+    """The kill-matrix row's test errors in setup (allure: broken); the row's other tests run."""
+    from gemmcheck.judge import kill_matrix
+
+    real = kill_matrix.build_row
+
+    def tool_failed(backend, instance, settings, children=None):
+        row = real(backend, instance, settings, children)
+        row.sanitizer = kill_matrix.Column(ran=True, errors=[
+            "racecheck: the isolated child could not run its job (killed by SIGKILL) (and once before: ...)"])
+        return row
+    monkeypatch.setattr(kill_matrix, "build_row", tool_failed)
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_rows="""
+def test_kill_matrix(matrix_row):
+    pass
+
+def test_another_claim(matrix_row):
+    pass
+""")
+    result = pytester.runpytest("-q", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim", "--gemm-kernels=good",
+                                "-p", "no:cacheprovider", f"--gemm-verdicts={pytester.path / 'v.json'}")
+    result.assert_outcomes(errors=1, passed=1)
+    result.stdout.fnmatch_lines(["*SuiteToolError: good-float32-TILE8: compute-sanitizer could not run (tried "
+                                 "twice), no verdict on the kernel: racecheck: *killed by SIGKILL*"])
