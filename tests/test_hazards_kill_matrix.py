@@ -216,11 +216,11 @@ def test_a_reference_with_any_finding_fails():
     assert unknown.outcome()[0] == "fail"
 
 
-def test_a_tool_that_could_not_run_fails_the_row():
+def test_a_tool_that_could_not_run_is_an_error_of_the_suite_not_the_rows_fail():
     row = _row("correct", tool=[])
     row.sanitizer.errors.append("memcheck: unrecognized option '--padding'")
     status, why = row.outcome()
-    assert status == "fail" and "--padding" in why
+    assert status == "error" and "--padding" in why
 
 
 def test_a_broken_kernel_nothing_catches_fails():

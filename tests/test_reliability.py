@@ -122,25 +122,25 @@ def test_without_kernels():
 
 def test_a_lost_cuda_context_fails_once_and_the_rest_runs_in_a_fresh_process(pytester):
     """A fault the probe missed loses the process's CUDA context: that test fails once, the
-    lost kernel's other tests skip naming it, and every later test of other kernels skips here
-    and runs at the end of the session in a child pytest, whose verdicts join this session's."""
+    lost kernel's other tests skip naming it, and every later test of other kernels runs at
+    the end of the session in a child pytest, whose reports, verdicts and allure results are
+    this session's: each test counted once, where it ran, none skipped for the lost context."""
     pytester.makeconftest((ROOT / "conftest.py").read_text())
     pytester.makepyfile(test_lose=LOSES_THE_CONTEXT)
     result = pytester.runpytest_subprocess(
         "-q", "-rs", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim", "--gemm-kernels=crashes,good",
-        "-p", "no:cacheprovider", f"--gemm-verdicts={pytester.path / 'v.json'}")
+        "-p", "no:cacheprovider", f"--gemm-verdicts={pytester.path / 'v.json'}",
+        f"--alluredir={pytester.path / 'allure'}")
     first = "test_lose.py::test_a_launch_that_loses_the_context[crashes-float32-TILE8]"
     result.stdout.fnmatch_lines([
-        "*gemmcheck: 1 test(s) re-run in a fresh process (the CUDA context of this one was lost)*",
-        "1 passed in *",                     # the child: test_later[good]
+        "*gemmcheck: 1 test(s) run in a fresh process (the CUDA context of this one was lost)*",
         "crash: crashes-float32-TILE8 (crashes<float, 8>): *cudaErrorIllegalAddress (stand-in)",
         "the CUDA context of this process is lost: every later test that runs other kernels runs at "
         "the end of this session in a fresh process",
         "good-float32-TILE8 * correct *",    # the child's verdict, in this session's summary
-        f"SKIPPED [1] test_lose.py:10: not run here: the CUDA context was lost in {first}; re-run at "
-        "the end of this session in a fresh process",
         f"SKIPPED [1] test_lose.py:10: not run: crash; see {first}",
-        "1 failed, 2 passed, 2 skipped in *"])
+        "1 failed, 3 passed, 1 skipped in *"])   # test_later[good] counted once: passed, in the child
+    assert "context was lost" not in result.stdout.str()
     assert result.ret == 1
     doc = json.loads((pytester.path / "v.json").read_text())
     rows = {r["instance"]: r for r in doc["instances"]}
@@ -149,6 +149,13 @@ def test_a_lost_cuda_context_fails_once_and_the_rest_runs_in_a_fresh_process(pyt
     assert [v["test"] for v in doc["verdicts"] if v["instance"] == "good-float32-TILE8"] == [
         "test_lose.py::test_later[good-float32-TILE8]"]
     assert not list(pytester.path.glob("reports/*-gw*.json"))    # the child's parts were merged
+    allure = [json.loads(p.read_text()) for p in (pytester.path / "allure").glob("*-result.json")]
+    assert sorted((r["name"], r["status"]) for r in allure) == sorted([
+        ("test_a_launch_that_loses_the_context[crashes-float32-TILE8]", "broken"),   # not an assert
+        ("test_a_launch_that_loses_the_context[good-float32-TILE8]", "passed"),
+        ("test_later[crashes-float32-TILE8]", "skipped"),
+        ("test_later[good-float32-TILE8]", "passed"),
+        ("test_without_kernels", "passed")])
 
 
 def test_a_lost_cuda_context_under_xdist_or_too_deep_skips_the_rest_saying_to_rerun(pytester, monkeypatch):

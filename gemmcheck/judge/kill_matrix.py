@@ -156,10 +156,11 @@ class Row:
         return None if expect == "correct" else Defect(expect)
 
     def outcome(self) -> tuple[str, str]:
-        """("pass" | "fail" | "needs-tool", why)."""
+        """("pass" | "fail" | "needs-tool" | "error", why). "error": a tool of the suite could
+        not run (twice): no verdict on the kernel, an error of the suite."""
         declared, plain, tool = self.declared, self.plain, self.sanitizer
         if tool.ran and tool.errors:
-            return "fail", "compute-sanitizer could not run: " + "\n".join(tool.errors)
+            return "error", "compute-sanitizer could not run: " + "\n".join(tool.errors)
         if declared is None:
             found = plain.findings + (tool.findings if tool.ran else [])
             if found or tool.unrecognized:
@@ -356,6 +357,10 @@ def small_problems(instance: Instance, settings: Settings) -> list:
             if p in hazards.SMALL_PURPOSES]
 
 
+class Closing(RuntimeError):
+    """A row's children ran while their RowChildren closed: no result to publish."""
+
+
 class RowChildren:
     """The child processes of many rows, side by side: each row's compute-sanitizer runs and,
     for a kernel declared to crash or hang, its plain observation (a child that waits out
@@ -489,7 +494,19 @@ class RowChildren:
     def _for_all(self, keys: list[str], work, parts):
         """work()'s result, and each part of it (`parts(result)`, one per key) published to the
         run's other processes under its key (once.Once.deliver)."""
-        return work() if self._shared is None else self._shared.deliver(keys, work, parts)
+        if self._shared is None:
+            return work()
+
+        def unless_closing():
+            result = work()
+            if self._closing.is_set():
+                # Its children may have been killed by close(): given up, not published, so a
+                # worker that waits for it runs it itself. Published, a child killed here had
+                # been another worker's row's "compute-sanitizer could not run: ... killed by
+                # SIGKILL" (6 of 7 runs of the examples with -n 8 on one H200).
+                raise Closing(f"closed while running {', '.join(keys)}")
+            return result
+        return self._shared.deliver(keys, unless_closing, parts)
 
     def _run_for_all(self, tool: str, plan):
         """_run, its verdict on each row published as the row sees it (ToolRun.of), in _run's
@@ -548,8 +565,7 @@ class RowChildren:
         float64-TILE8 alone once faulted with no report, as one had in a batch, and a child of
         its own then reported the read. A second such failure is the row's verdict.)"""
         try:
-            run = sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe,
-                                backend=self.settings.backend_name)
+            run = self._tool_run(tool, plan)
         except isolation.IsolationError as exc:
             return None, f"{tool}: {exc}", {}
         again = {}
@@ -567,6 +583,20 @@ class RowChildren:
                     alone.log = f"{note}\n" + alone.log
                 again[instance.id] = (alone, error)
         return run, None, again
+
+    def _tool_run(self, tool: str, plan) -> sanitizer.ToolRun:
+        """sanitizer.run, once more when its child could not run (a failure of the tool or of
+        this host, not of a kernel: isolation.IsolationError); a second failure is raised.
+        Not retried once closing: close() killed it."""
+        try:
+            return sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe, backend=self.settings.backend_name)
+        except isolation.IsolationError as first:
+            if self._closing.is_set():
+                raise
+            try:
+                return sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe, backend=self.settings.backend_name)
+            except isolation.IsolationError as second:
+                raise isolation.IsolationError(f"{second} (and once before: {str(first).splitlines()[0]})") from None
 
     @staticmethod
     def failed_silently(run: sanitizer.ToolRun, instance: Instance) -> str | None:
@@ -618,11 +648,20 @@ class RowChildren:
         with phase("sanitizer"), watchdog.reporting("every child this process started (before device timing)"):
             wait(list(self._futures.values()))
 
-    def close(self) -> None:
+    def close(self, *, finish: bool = False) -> None:
         """Stop: runs not started are cancelled, running children killed (a session that
-        ends does not wait up to the step timeout for a kernel that hangs under a tool)."""
-        self._closing.set()
+        ends does not wait up to the step timeout for a kernel that hangs under a tool).
+        With `finish` (a pytest-xdist worker whose session ended normally) the children that
+        run now end first: another worker may be waiting for them (xdist shuts a worker down
+        as soon as its queue is empty, while others still run the rows it planned). Nothing
+        made while closing is published (_for_all): what a killed child said is not a result."""
         pools = (self._pool, self._isolated_pool, self._waiting_pool)
+        if finish:   # (not the waiting pool: it may wait for a worker that waits for this one)
+            for pool in (self._pool, self._isolated_pool):
+                pool.shutdown(wait=False, cancel_futures=True)
+            for pool in (self._pool, self._isolated_pool):
+                pool.shutdown(wait=True)
+        self._closing.set()
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
         if any(not f.done() for f in self._futures.values()):

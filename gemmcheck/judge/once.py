@@ -95,6 +95,27 @@ class Once:
         for key in keys:
             self.give_up(key)
 
+    def published(self, key: str) -> tuple[bool, object]:
+        """(True, `key`'s result) when some process of the run published it, else (False, None);
+        never waits."""
+        try:
+            with open(self._path(key, ".result"), "rb") as f:
+                return True, pickle.load(f)
+        except FileNotFoundError:
+            return False, None
+
+    def first(self, key: str, value):
+        """The run's first value under `key`: `value`, published, when this process is the first
+        to give one; else the one published first (waited for while its process is alive)."""
+        if self.claim(key):
+            self.publish(key, value)
+            return value
+        done, got = self.wait(key)
+        if done:
+            return got
+        self.publish(key, value)   # its claimant died without one: this process's is the first
+        return value
+
     def do(self, key: str, work, stop: threading.Event | None = None):
         """`key`'s result: work()'s, published, when this process claims it (first, or after its
         claimant is gone), else the claimant's. The claim is given up if work() fails."""

@@ -39,7 +39,7 @@ import numpy as np
 
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import launch
-from gemmcheck.backends import Backend
+from gemmcheck.backends import Backend, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.phases import timed
 from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, scaling_id
@@ -326,7 +326,14 @@ class GuardedGemm:
         # not launched either, and C shows what the kernel would have left: nothing written.
         launched = self.M > 0 and self.N > 0 and all(int(g) > 0 for g in self.grid)
         if launched:
-            self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
+            try:
+                self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
+            except KernelLaunchError as exc:
+                # the verdict names the shape that showed the crash or hang (a backend knows the
+                # grid, not the problem); same class and attributes (context_lost) kept
+                if exc.args and isinstance(exc.args[0], str) and "; problem M" not in exc.args[0]:
+                    exc.args = (f"{exc.args[0]}; problem M{self.M} N{self.N} K{self.K}", *exc.args[1:])
+                raise
         c_bits, unwritten, c_damage = self._read_C()
         damage, changed = {"C": c_damage}, {}
         for buf in (self.A, self.B):

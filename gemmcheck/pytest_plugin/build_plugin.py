@@ -55,6 +55,10 @@ def build_test_id(instance: Instance) -> str:
     return f"{BUILD_TEST}[{source_id(instance.spec.source)}]"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    rerun.forward_reports_if_asked(config)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("gemmcheck").addoption(
         "--gemm-probe", choices=("on", "off"), default="on", metavar="on|off",
@@ -215,16 +219,45 @@ def unfinished_verdict(instance: Instance, exc: BaseException, test: str) -> Ver
     return Verdict.for_instance(instance, "launch", [hazards.launch_failure(exc)], test)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session):
+    """After this process's tests: what the lost CUDA context kept from running, in one fresh
+    child pytest whose reports are this session's (rerun.run), so pytest's summary, -x and the
+    exit status count them here, once. Before the verdicts and the kill matrix are written
+    (they merge the child's parts)."""
+    result = yield
+    state = containment(session.config)
+    if state.deferred:
+        rerun.run(session, state.deferred)
+    return result
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Run what the lost CUDA context kept from running, before the verdicts and the kill
-    matrix are written (they merge the child's part)."""
-    state = containment(session.config)
-    stop_probe(state)
-    if state.deferred:
-        code = rerun.run(session.config, state.deferred)
-        if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED) and session.exitstatus == 0:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    stop_probe(containment(session.config))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Once the CUDA context is lost: a pytest-xdist worker ends before this test (xdist runs it
+    in a fresh worker: lost_context); serially a test that runs other kernels is not run here
+    at all, nor reported: it runs at the end of the session in a fresh process (rerun), where
+    it is reported once."""
+    state = containment(item.config)
+    if not state.context_lost_by:
+        return None
+    if rerun.is_xdist_worker(item.config):
+        from gemmcheck.pytest_plugin import lost_context
+
+        lost_context.leave(item, state.context_lost_by)
+    instance = _instance_of(item)
+    if state.rerun_after_loss and uses_the_device(item) and (instance is None or instance.id not in state.lost):
+        state.deferred.append(item.nodeid)
+        rerun.not_reported_here(item)
+        # what runtestprotocol does after a test: the fixtures `nextitem` does not share end
+        item.session._setupstate.teardown_exact(nextitem)
+        return True
+    return None
 
 
 @pytest.hookimpl(trylast=True)
@@ -238,7 +271,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = state.session
     # Only this session's loss: a pytest run inside another process (pytester) must not end
     # that process for a context that process lost earlier.
-    if len(backends.contexts_lost()) <= state.lost_before or rerun.is_xdist_worker(config) or session is None:
+    # (A pytest-xdist worker too: it has told the controller it finished, so leaving now is clean.)
+    if len(backends.contexts_lost()) <= state.lost_before or session is None:
         return
     capture = config.pluginmanager.get_plugin("capturemanager")
     if capture is not None:
@@ -260,12 +294,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     CUDA context is lost; probe instantiations in a child before their first launch here."""
     state = containment(item.config)
     instance = _instance_of(item)
-    if state.context_lost_by and runs_kernels(item):
+    if state.context_lost_by and uses_the_device(item):
         lost = instance is not None and instance.id in state.lost
-        if state.rerun_after_loss and not lost:
-            state.deferred.append(item.nodeid)
-            pytest.skip(f"not run here: the CUDA context was lost in {state.context_lost_by}; "
-                        "re-run at the end of this session in a fresh process")
         if not lost:
             pytest.skip(f"not run: the CUDA context was lost in {state.context_lost_by} (a fault or "
                         "hang its probe did not show); rerun without that kernel (--gemm-kernels) in "
@@ -277,10 +307,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if state.probe is None and not state.probed and _needs_probe(item.config):
         start_probe(item.config, state)   # awaited when the backend is made (pytest_gemm_backend_made)
     lost = state.lost.get(instance.id)
+    if lost is None:   # another process of the run met it first (shared_work.first_lost)
+        lost = shared_work.lost_elsewhere(item.config, instance.id)
+        if lost is not None:
+            state.lost[instance.id] = lost
+            backends.refuse(instance.id, lost.status, lost.message)
     if lost is not None and lost.test:
         pytest.skip(skip_reason(lost))
     # Found by the probe, not yet by a test: this one, its first, meets the backend's refusal
     # (backends.refuse_if_lost) at its first launch and fails with it, once.
+
+
+def uses_the_device(item: pytest.Item) -> bool:
+    """Whether a test needs a usable CUDA context: it runs catalog kernels, or is marked gpu
+    (the performance suite's ceilings: the FP32 peak, cuBLAS, the roofline)."""
+    return runs_kernels(item) or item.get_closest_marker("gpu") is not None
 
 
 def skip_reason(lost: Lost) -> str:
@@ -481,13 +522,23 @@ def _launch_failed(item: pytest.Item, exc: BaseException, report) -> None:
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {skip_reason(earlier)}")
         return
     lost = lose(item.config, instance, exc, item.nodeid)
+    first = shared_work.first_lost(item.config, instance.id, lost)
+    if first.test != item.nodeid:
+        # another worker of the run failed a test with it first: one failure per instantiation
+        state.lost[instance.id] = first
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {skip_reason(first)}")
+        return
     log = gemm_config(item.config).verdicts
     if not any(v.test == item.nodeid and v.instance == instance.id and not v.ok for v in log.verdicts):
         log.record(unfinished_verdict(instance, exc, item.nodeid))
     line = f"{lost.status}: {instance.id} ({instance.name_expression}): {lost.message}"
     if state.context_lost_by == item.nodeid:
-        line += ("\nthe CUDA context of this process is lost: every later test that runs other "
-                 "kernels " + ("runs at the end of this session in a fresh process"
-                               if state.rerun_after_loss else
-                               "is skipped; rerun without this kernel (--gemm-kernels) in a fresh process"))
+        line += ("\nthe CUDA context of this process is lost: " + (
+            "this pytest-xdist worker ends before its next test, which a fresh worker runs"
+            if rerun.is_xdist_worker(item.config) else
+            "every later test that runs other kernels runs at the end of this session in a fresh process"
+            if state.rerun_after_loss else
+            "every later test that runs other kernels is skipped; rerun without this kernel "
+            "(--gemm-kernels) in a fresh process"))
     report.longrepr = line

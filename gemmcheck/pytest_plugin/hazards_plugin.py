@@ -172,7 +172,17 @@ def matrix_row(request, backend) -> kill_matrix.Row:
     if instance.id not in rows:
         rows[instance.id] = kill_matrix.build_row(backend, instance, matrix_settings(config),
                                                   row_children(config, request.session.items, backend))
-    return rows[instance.id]
+    row = rows[instance.id]
+    if row.sanitizer.errors and getattr(request.node, "originalname", "") == "test_kill_matrix":
+        # A tool of the suite that failed twice (kill_matrix.RowChildren._tool_run) says nothing
+        # of the kernel: an error of the suite (pytest "error", allure "broken"), not its fail.
+        raise SuiteToolError(f"{instance.id}: compute-sanitizer could not run (tried twice), no "
+                             f"verdict on the kernel: " + "\n".join(row.sanitizer.errors))
+    return row
+
+
+class SuiteToolError(RuntimeError):
+    """One of the suite's own tools failed (not the kernel under test)."""
 
 
 def row_children(config: pytest.Config, items, backend) -> kill_matrix.RowChildren | None:
@@ -303,7 +313,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     children = config.stash.get(ROW_CHILDREN, None)
     if children is not None:
-        children.close()
+        # A worker that ended normally lets its running children finish: a worker still busy
+        # may wait for them (kill_matrix.RowChildren.close).
+        children.close(finish=rerun.is_xdist_worker(config) and not (
+            session.shouldstop or session.shouldfail or session.exitstatus == pytest.ExitCode.INTERRUPTED))
     path = Path(config.rootpath) / MATRIX_JSON
     worker = rerun.runner_id(config)
     # pytest-xdist workers and a re-run child write their part; the session merges them (a

@@ -8,13 +8,14 @@ rows as a pytest-xdist worker does (``<name>-gw-rerun<depth>.json`` beside the s
 files), which this session merges; its allure results land in the same directory. A child
 that loses its context again does the same, up to MAX_DEPTH processes deep.
 
-Not under pytest-xdist (a worker whose context is lost skips its remaining tests and says
-so: rerun them in a fresh process).
+The child's test reports are this session's: it writes them serialized to a file
+(ReportForwarder) and this session logs them as its own, as pytest-xdist's controller does its
+workers', so each test counts once, where it ran. Not under pytest-xdist: a worker whose
+context is lost ends and xdist replaces it (lost_context).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
@@ -77,17 +78,95 @@ def child_args(config: pytest.Config, nodeids: list[str]) -> list[str]:
     return args + out
 
 
-def run(config: pytest.Config, nodeids: list[str]) -> int:
-    """Run `nodeids` in a child pytest, its output on this terminal; returns its exit code."""
+REPORTS_TO = "GEMMCHECK_RERUN_REPORTS"   # set in a child: the file its test reports go to
+
+
+def run(session: pytest.Session, nodeids: list[str]) -> int:
+    """Run `nodeids` in a child pytest and report its tests here, as pytest-xdist's controller
+    reports its workers': each report, serialized by the child (pytest_report_to_serializable),
+    is logged in this session (pytest_runtest_logreport), so the summary, the junit XML, -x
+    and the exit status count each test once, where it ran. The child's own terminal output
+    goes to reports/rerun-<depth>.log (shown here when it reported nothing). Returns its exit
+    code."""
+    import json
+    import tempfile
+
+    config = session.config
     argv = [sys.executable, "-m", "pytest", *child_args(config, nodeids)]
-    env = dict(os.environ, **{RERUN_AS: f"gw-rerun{depth() + 1}"})
+    name = f"gw-rerun{depth() + 1}"
+    log = Path(config.rootpath) / "reports" / f"rerun-{depth() + 1}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write("\n")   # after the progress dots
-        reporter.write_sep("=", f"gemmcheck: {len(nodeids)} test(s) re-run in a fresh process "
-                                "(the CUDA context of this one was lost)")
-        reporter._tw.flush()   # before the child writes to the same terminal
-    sys.stdout.flush()
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-        return subprocess.run(argv, cwd=config.invocation_params.dir, env=env).returncode
+        reporter.write_sep("=", f"gemmcheck: {len(nodeids)} test(s) run in a fresh process (the CUDA "
+                                f"context of this one was lost); its output: {log}")
+    with tempfile.NamedTemporaryFile("r", prefix="gemmcheck-rerun-", suffix=".jsonl") as reports, \
+            open(log, "w") as out:
+        env = dict(os.environ, **{RERUN_AS: name, REPORTS_TO: reports.name})
+        code = subprocess.run(argv, cwd=config.invocation_params.dir, env=env, stdout=out,
+                              stderr=subprocess.STDOUT).returncode
+        lines = reports.read().splitlines()
+    seen = 0
+    for line in lines:
+        kind, data = json.loads(line)
+        if kind == "logstart":
+            config.hook.pytest_runtest_logstart(nodeid=data[0], location=tuple(data[1]))
+        elif kind == "logfinish":
+            config.hook.pytest_runtest_logfinish(nodeid=data[0], location=tuple(data[1]))
+        else:
+            if isinstance(data.get("longrepr"), list):   # a skip's (path, line, reason): JSON made it a list
+                data["longrepr"] = tuple(data["longrepr"])
+            report = config.hook.pytest_report_from_serializable(config=config, data=data)
+            config.hook.pytest_runtest_logreport(report=report)
+            seen += 1
+    if not seen and code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.testsfailed += 1   # it failed before reporting anything: say so, fail the run
+        if reporter is not None:
+            reporter.write_line(f"gemmcheck: the fresh process failed (exit {code}) before running "
+                                f"a test; its output ({log}):")
+            reporter.write_line(log.read_text()[-4000:])
+    return code
+
+
+def not_reported_here(item: pytest.Item) -> None:
+    """`item` runs in the child, which writes its allure result: allure-pytest's wrapper of this
+    process's pytest_runtest_protocol has begun one for it, which it would close as "skipped"
+    when the protocol returns. Dropped (AllureReporter.drop_test), it is written once, there."""
+    listener = item.config.pluginmanager.get_plugin("allure_listener")
+    if listener is None:
+        return
+    uuid = listener._cache.pop(item.nodeid)
+    if uuid:
+        listener.allure_logger.drop_test(uuid)
+
+
+class ReportForwarder:
+    """In a child of run(): every test report (and test start / finish), serialized, one JSON
+    line each, to the file the session that started it reads."""
+
+    def __init__(self, config: pytest.Config, path: str) -> None:
+        self.config, self.file = config, open(path, "a", buffering=1)
+
+    def _write(self, kind: str, data) -> None:
+        import json
+
+        self.file.write(json.dumps([kind, data]) + "\n")
+
+    def pytest_runtest_logstart(self, nodeid, location) -> None:
+        self._write("logstart", [nodeid, list(location)])
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._write("report", self.config.hook.pytest_report_to_serializable(config=self.config, report=report))
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        self._write("logfinish", [nodeid, list(location)])
+
+
+def forward_reports_if_asked(config: pytest.Config) -> None:
+    """In a child of run() (build_plugin's pytest_configure): forward its reports."""
+    path = os.environ.get(REPORTS_TO)
+    if path and not is_xdist_worker(config):
+        config.pluginmanager.register(ReportForwarder(config, path), "gemmcheck-rerun-forwarder")
+        # its child, if it has one, writes to a file of its own: this one's replay reaches here
+        os.environ.pop(REPORTS_TO)

@@ -166,6 +166,24 @@ def make_scheduler(config: pytest.Config, log):
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(config, nodeid)
 
+        def _reschedule(self, node) -> None:
+            # A worker that replaces one that ended (lost_context) is in self.nodes before its
+            # collection is in: xdist's schedule() then reached it (KeyError in
+            # _assign_work_unit). It gets work once its collection is registered.
+            if node not in self.registered_collections:
+                return
+            super()._reschedule(node)
+
+        def remove_node(self, node):
+            # xdist's loadscope puts every unit the worker ever had back in the queue, finished
+            # ones too (each then sent to another worker as an empty list, never completed):
+            # only the unfinished units go back, with their finished tests marked so.
+            work = self.assigned_work.get(node)
+            if work:
+                self.assigned_work[node] = {scope: unit for scope, unit in work.items()
+                                            if not all(unit.values())}
+            return super().remove_node(node)
+
         def _assign_work_unit(self, node) -> None:
             if self._plan is None:
                 nodeids, durations = list(self.collection), recorded_durations(config)
