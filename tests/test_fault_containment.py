@@ -1,5 +1,5 @@
 """A fault at any shape costs one verdict, serially and under pytest-xdist: a worker whose
-CUDA context is lost ends and xdist's replacement runs what it had not run (lost_context);
+CUDA context is lost ends and xdist's replacement runs what it had not run (lost_context_plugin);
 each test is counted once, where it ran; no test skips for the lost context. The GPU's
 sticky error is stood in for (context_lost=True) where no GPU is needed."""
 

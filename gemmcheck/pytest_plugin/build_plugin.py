@@ -240,16 +240,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """Once the CUDA context is lost: a pytest-xdist worker ends before this test (xdist runs it
-    in a fresh worker: lost_context); serially a test that runs other kernels is not run here
+    in a fresh worker: lost_context_plugin); serially a test that runs other kernels is not run here
     at all, nor reported: it runs at the end of the session in a fresh process (rerun), where
     it is reported once."""
     state = containment(item.config)
     if not state.context_lost_by:
         return None
     if rerun.is_xdist_worker(item.config):
-        from gemmcheck.pytest_plugin import lost_context
+        from gemmcheck.pytest_plugin import lost_context_plugin
 
-        lost_context.leave(item, state.context_lost_by)
+        lost_context_plugin.leave(item, state.context_lost_by)
     instance = _instance_of(item)
     if state.rerun_after_loss and uses_the_device(item) and (instance is None or instance.id not in state.lost):
         state.deferred.append(item.nodeid)

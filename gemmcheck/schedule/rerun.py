@@ -11,7 +11,7 @@ that loses its context again does the same, up to MAX_DEPTH processes deep.
 The child's test reports are this session's: it writes them serialized to a file
 (ReportForwarder) and this session logs them as its own, as pytest-xdist's controller does its
 workers', so each test counts once, where it ran. Not under pytest-xdist: a worker whose
-context is lost ends and xdist replaces it (lost_context).
+context is lost ends and xdist replaces it (lost_context_plugin).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def once(config: pytest.Config) -> Once | None:
 # A crash, hang or compile error of an instantiation costs one failure in the run, not one per
 # worker that meets it: the first process to fail a test with it records it here; the others
 # skip that instantiation's tests naming that test (build_plugin). A worker that lost its CUDA
-# context also leaves its name here before it ends (lost_context), for the controller.
+# context also leaves its name here before it ends (lost_context_plugin), for the controller.
 
 def _lost_key(instance_id: str) -> str:
     return f"lost {instance_id}"

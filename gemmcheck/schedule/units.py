@@ -167,7 +167,7 @@ def make_scheduler(config: pytest.Config, log):
             return work_unit(config, nodeid)
 
         def _reschedule(self, node) -> None:
-            # A worker that replaces one that ended (lost_context) is in self.nodes before its
+            # A worker that replaces one that ended (lost_context_plugin) is in self.nodes before its
             # collection is in: xdist's schedule() then reached it (KeyError in
             # _assign_work_unit). It gets work once its collection is registered.
             if node not in self.registered_collections:
