@@ -27,7 +27,7 @@ import sys
 
 import pytest
 
-from gemmcheck.pytest_plugin import shared_work
+from gemmcheck.schedule import shared_work
 
 LEFT_EXIT_STATUS = 3   # what a worker that left on purpose exits with (pytest's "internal error")
 REQUEUED = "gemm_requeued"   # an attribute of xdist's crash report that was a re-queue
