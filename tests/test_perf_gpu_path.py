@@ -87,8 +87,9 @@ class Backend:
         def launch(grid, block, args):
             A, B, C = args[:3]
             product = (A.view(np.float32) @ B.view(np.float32)).view(np.uint32)
+            old = C.view(np.float32).copy()              # what C held before the launch
             self.gpu.log.append("kernel")
-            if self.launches == 0 or self.behaviour == "honest":
+            if self.launches == 0 or self.behaviour == "honest" or self.behaviour.startswith("reads_c"):
                 C[...] = product
                 self.first = product.copy() if self.first is None else self.first
                 self.gpu.now += 2 * N**3 / 8.8e12
@@ -98,6 +99,10 @@ class Backend:
             elif self.behaviour == "replay":
                 C[...] = self.first                      # the first result, whatever the inputs
                 self.gpu.now += 2 * N**3 / 8.8e12
+            if self.behaviour.startswith("reads_c"):     # the tutorial epilogue alpha acc + beta C[i]
+                C[...] = (product.view(np.float32) + np.float32(0) * old).view(np.uint32)
+                if self.behaviour == "reads_c_skips_a_row":
+                    C[-1] = old[-1].view(np.uint32)
             self.launches += 1
         return launch
 
@@ -210,11 +215,32 @@ def test_a_kernel_right_once_and_wrong_on_repeats_is_refused(timer_for, behaviou
     assert (row.impossible is not None) == (behaviour == "zeros"), row.impossible
 
 
+def declaring_it(inst):
+    """The instantiation as a kernel that declares reads_c_at_beta_zero = true."""
+    import dataclasses
+
+    return catalog.Instance(dataclasses.replace(inst.spec, reads_c_at_beta_zero=True), inst.dtype, inst.tile)
+
+
+def test_a_kernel_that_reads_c_at_beta_zero_is_refused_unless_it_declares_the_convention(timer_for):
+    session, _ = timer_for("reads_c")
+    with pytest.raises(perf.WrongOutput, match="NaN"):
+        perf.timed_rate(session, instance(), N)
+    session, _ = timer_for("reads_c")
+    assert perf.timed_rate(session, declaring_it(instance()), N) == pytest.approx(8.8, rel=1e-6)
+
+
+def test_under_the_convention_an_unwritten_element_is_still_refused(timer_for):
+    session, _ = timer_for("reads_c_skips_a_row")
+    with pytest.raises(perf.WrongOutput):
+        perf.timed_rate(session, declaring_it(instance()), N)
+
+
 def test_every_sample_starts_from_a_poisoned_output(timer_for, monkeypatch):
     session, _ = timer_for("honest")
     poisoned = []
     original = perf.InputSets.poison
-    monkeypatch.setattr(perf.InputSets, "poison", lambda self, i: (poisoned.append(i), original(self, i)))
+    monkeypatch.setattr(perf.InputSets, "poison", lambda self, i, **kw: (poisoned.append(i), original(self, i, **kw)))
     perf.timed_rate(session, instance(), N)
     m = session.rows[(instance().id, N)]
     # first check + warm-up (2 rounds of 2) + every timed sample of both series

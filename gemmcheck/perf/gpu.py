@@ -129,8 +129,9 @@ class GpuTimer:
 
     # Sampling ---------------------------------------------------------------------------------
 
-    def _sampler(self, sets: InputSets, launch, cycle):
-        """A sampler for gemmcheck.perf.sampling: next set, poison its C, time one launch."""
+    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False):
+        """A sampler for gemmcheck.perf.sampling: next set, poison its C (finite_C: see
+        InputSets.poison), time one launch."""
         cp = self.cupy
         start, end = cp.cuda.Event(), cp.cuda.Event()
 
@@ -138,7 +139,7 @@ class GpuTimer:
 
         def take() -> sampling.Sample:
             index = next(cycle)
-            sets.poison(index)
+            sets.poison(index, finite=finite_C)
             hold((1,), (1,), (np.uint64(HOLD_NS),))   # the stream stays busy while the host enqueues the rest
             start.record()
             launch(index)
@@ -173,7 +174,7 @@ class GpuTimer:
         sets = self.inputs(instance.dtype, size, instance.spec.layouts)
         index = sets.check_set if index is None else index
         with self.turn():
-            sets.upload().poison(index)
+            sets.upload().poison(index, finite=instance.spec.reads_c_at_beta_zero)
             A, B, C = sets.sets[index]
             self._launch(instance, size, A, B, C)
             self.cupy.cuda.Device().synchronize()
@@ -208,7 +209,8 @@ class GpuTimer:
             samplers["cublas"] = self._sampler(sets, cublas, cycle)
         except Exception as exc:  # e.g. a CuPy without this dtype in matmul
             cublas_error = f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
-        samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, *sets.sets[i]), cycle)
+        samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, *sets.sets[i]), cycle,
+                                           finite_C=instance.spec.reads_c_at_beta_zero)
         with self._tf32_off():
             return self._sample(samplers, min_samples), cublas_error
 

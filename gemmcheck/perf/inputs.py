@@ -50,6 +50,7 @@ class InputSets:
         self.sets = []
         self._operands64 = _operands_side_by_side(self.problems)
         self._references: dict[int, tuple] = {}
+        self._finite_C = None
 
     def upload(self) -> "InputSets":
         """The sets on the device (once)."""
@@ -68,9 +69,20 @@ class InputSets:
         C = self.to_float64(self.sets[index][2])
         return C if self.layouts["C"] == "row" else C.T
 
-    def poison(self, index: int) -> None:
-        """Fill set ``index``'s C with the poison bits, so an element the launch does not write shows."""
-        self.sets[index][2].fill(self.dtype.poison_bits)
+    def poison(self, index: int, *, finite: bool = False) -> None:
+        """Fill set ``index``'s C so an element the launch does not write shows: the poison bits,
+        or, with ``finite`` (a kernel that declares reads_c_at_beta_zero: its callers always
+        initialize C), the correctness harness's finite garbage, far above any result."""
+        C = self.sets[index][2]
+        if not finite:
+            C.fill(self.dtype.poison_bits)
+            return
+        if self._finite_C is None:   # made once a size: drawing it per sample would cost seconds
+            from gemmcheck.problems.harness import finite_garbage
+
+            garbage = finite_garbage(self.size, self.size, self.dtype)
+            self._finite_C = self.xp.asarray(dt.to_bits(garbage, self.dtype))
+        C[...] = self._finite_C
 
     def to_float64(self, bits):
         """Raw bits of the dtype as float64 values, exact (dtypes.from_bits: on CuPy too)."""
