@@ -247,9 +247,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if not state.context_lost_by:
         return None
     if rerun.is_xdist_worker(item.config):
-        from gemmcheck.pytest_plugin import lost_context_plugin
+        from gemmcheck.schedule import worker_exit
 
-        lost_context_plugin.leave(item, state.context_lost_by)
+        worker_exit.leave(item, state.context_lost_by)
     instance = _instance_of(item)
     if state.rerun_after_loss and uses_the_device(item) and (instance is None or instance.id not in state.lost):
         state.deferred.append(item.nodeid)

@@ -6,7 +6,8 @@ launch anything again. The test that met it has failed with the instantiation's 
 `hang` verdict (build_plugin); the worker then ends at its next test, before running it:
 it writes its parts of the run's files as at a normal end (verdicts, kill-matrix rows,
 timings), says so in the run's shared folder (shared_work.leaving), and leaves with
-os._exit. pytest-xdist sees a crashed worker, starts a fresh one (`--max-worker-restart`,
+os._exit (gemmcheck.schedule.worker_exit.leave, which build_plugin calls). pytest-xdist
+sees a crashed worker, starts a fresh one (`--max-worker-restart`,
 by default 4 per worker) and hands its unfinished tests back to the queue (its scheduler's
 remove_node: LoadScopeScheduling re-queues the whole unfinished unit, the test it names
 "crashed" included). The controller (pytest_handlecrashitem below) turns xdist's "worker
@@ -22,35 +23,11 @@ session in one fresh child pytest, its reports replayed here).
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 from gemmcheck.schedule import shared_work
 
-LEFT_EXIT_STATUS = 3   # what a worker that left on purpose exits with (pytest's "internal error")
 REQUEUED = "gemm_requeued"   # an attribute of xdist's crash report that was a re-queue
-
-
-def leave(item: pytest.Item, lost_in: str) -> None:
-    """End this worker before `item` runs: its parts of the run's files written, the run told."""
-    config, session = item.config, item.session
-    shared_work.leaving(config, lost_in)
-    session.shouldstop = f"the CUDA context of this worker was lost in {lost_in}"
-    interactor = [p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "WorkerInteractor"]
-    # Every plugin's end of session but xdist's own (it would tell the controller this worker
-    # finished its queue): the verdicts, kill-matrix rows and timings parts are written.
-    finish = config.pluginmanager.subset_hook_caller("pytest_sessionfinish", remove_plugins=interactor)
-    try:
-        finish(session=session, exitstatus=pytest.ExitCode.TESTS_FAILED)
-    finally:
-        capture = config.pluginmanager.get_plugin("capturemanager")
-        if capture is not None:
-            capture.stop_global_capturing()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(LEFT_EXIT_STATUS)
 
 
 @pytest.hookimpl(optionalhook=True)
