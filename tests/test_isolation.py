@@ -176,8 +176,10 @@ def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp
     made = [Run(instance, 3, 5, 2, (1, 2, 1), (4, 4, 1), rng.integers(0, 2**32, (3, 5), dtype=np.uint32),
                 rng.random((3, 5)) < 0.5, {"A": 2}, {"B": 1}) for _ in range(2)]
     made.append(Run(instance, 0, 4, 2, (1, 1, 1), (4, 4, 1), np.zeros((0, 4), np.uint16),
-                    np.zeros((0, 4), bool)))
-    isolation._save_runs(tmp_path, 3, types.SimpleNamespace(runs=made[:2], control=made[2:]))
+                    np.zeros((0, 4), bool), launched=False))
+    made.append(Run(instance, 3, 5, 2, (1, 2, 1), (4, 4, 1), rng.integers(0, 2**32, (3, 5), dtype=np.uint32),
+                    np.zeros((3, 5), bool), c_fill="finite"))   # the beta = 0 launch with C finite
+    isolation._save_runs(tmp_path, 3, types.SimpleNamespace(runs=made[:2], control=made[2:3], finite_c=made[3:]))
 
     def no_parsing(*args, **kwargs):
         raise AssertionError("loading runs parsed Python source")
@@ -185,11 +187,13 @@ def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp
     monkeypatch.setattr(ast, "literal_eval", no_parsing)
     monkeypatch.setattr(catalog, "load", no_parsing)   # the step's spec is the parent's own
     got = isolation._load_runs(tmp_path, loaded_step)
-    for back, sent in zip(got["runs"] + got["control"], made):
+    back_all = got["runs"] + got["control"] + got["finite_c"]
+    assert len(back_all) == len(made)
+    for back, sent in zip(back_all, made):
         assert back.C_bits.dtype == sent.C_bits.dtype and back.unwritten.dtype == sent.unwritten.dtype
         assert np.array_equal(back.C_bits, sent.C_bits) and np.array_equal(back.unwritten, sent.unwritten)
-        assert (back.grid, back.block, back.guard_damage, back.inputs_changed) == \
-            (sent.grid, sent.block, sent.guard_damage, sent.inputs_changed)
+        assert (back.grid, back.block, back.guard_damage, back.inputs_changed, back.launched, back.c_fill) == \
+            (sent.grid, sent.block, sent.guard_damage, sent.inputs_changed, sent.launched, sent.c_fill)
     assert got["runs"][0].C_bits.flags.writeable
 
 

@@ -360,16 +360,22 @@ def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: boo
 # construction races between threads (gh-106905: "AST constructor recursion depth mismatch").
 # Row children load their runs on pool threads, so shapes and dtypes ride in the JSON instead.
 
+# The launches of an Observation that travel: its runs, the control runs, and the beta = 0
+# launch with C finite (finite_c: what establishes reads_c_at_beta_zero).
+RUN_KINDS = ("runs", "control", "finite_c")
+
+
 def _save_runs(outdir: Path, step_id: int, obs) -> None:
-    meta = {"runs": [], "control": []}
+    meta = {kind: [] for kind in RUN_KINDS}
     with open(outdir / f"step{step_id}.bin", "wb") as blob:
-        for kind in ("runs", "control"):
+        for kind in RUN_KINDS:
             for run in getattr(obs, kind):
                 meta[kind].append({"grid": list(run.grid), "block": list(run.block),
                                    "C": _write_array(blob, run.C_bits),
                                    "unwritten": _write_array(blob, run.unwritten),
                                    "guard_damage": run.guard_damage,
-                                   "inputs_changed": run.inputs_changed})
+                                   "inputs_changed": run.inputs_changed,
+                                   "launched": run.launched, "c_fill": run.c_fill})
     (outdir / f"step{step_id}.json").write_text(json.dumps(meta))
 
 
@@ -394,9 +400,10 @@ def _load_runs(outdir: Path, step: Step) -> dict:
     data = bytearray((outdir / f"step{step.id}.bin").read_bytes())  # writable, as np.load's were
     return {kind: [Run(instance, step.M, step.N, step.K, tuple(m["grid"]), tuple(m["block"]),
                        _read_array(data, m["C"]), _read_array(data, m["unwritten"]),
-                       dict(m["guard_damage"]), dict(m["inputs_changed"]))
-                   for m in meta[kind]]
-            for kind in ("runs", "control")}
+                       dict(m["guard_damage"]), dict(m["inputs_changed"]),
+                       launched=m["launched"], c_fill=m["c_fill"])
+                   for m in meta.get(kind, [])]
+            for kind in RUN_KINDS}
 
 
 def observation(outcome: StepOutcome):
@@ -406,6 +413,7 @@ def observation(outcome: StepOutcome):
     step = outcome.step
     obs = hazards.Observation(_instance(step), step.problem, step.purpose)
     obs.runs, obs.control = outcome.runs.get("runs", []), outcome.runs.get("control", [])
+    obs.finite_c = outcome.runs.get("finite_c", [])
     obs.failure = outcome.finding
     return obs
 
