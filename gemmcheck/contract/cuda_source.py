@@ -275,26 +275,35 @@ def _host_functions(code: str) -> list[tuple[int, int]]:
     ``#define KERNEL template <int BM> __global__ void`` is device code, as the compiler sees it.
     """
     macros = {m["name"]: m["body"].replace("\\\n", " ") for m in _OBJECT_MACRO.finditer(code)}
-    code = _PREPROCESSOR.sub(_spaces, code)
-    spans, head_start, i = [], 0, 0
+    spans = []
+    for head, head_start, _, end in top_level_blocks(_PREPROCESSOR.sub(_spaces, code)):
+        is_function = re.search(r"\)\s*(const|noexcept)?\s*$", head) and \
+            not re.search(r"\b(struct|class|union|enum)\b|=", head)
+        if is_function and not re.search(r"\b__(global|device)__\b", _expanded(head, macros)):
+            spans.append((head_start + len(head) - len(head.lstrip()), end + 1))
+    return spans
+
+
+def top_level_blocks(code: str):
+    """Yield (head, head_start, open_at, end) for each top-level brace block of `code` (comments,
+    strings and preprocessor lines already blanked), namespaces and ``extern "C"`` blocks
+    entered: their contents are top level too. The one walk over a file's definitions: host
+    functions here, kernel definitions for the CPU simulator's builds."""
+    head_start, i = 0, 0
     while i < len(code):
         c = code[i]
         if c == "{":
             head = code[head_start:i]
             if re.search(r"\bnamespace\b|\bextern\s*\"", head):
-                head_start = i + 1          # enter: its contents are top level too
+                head_start = i + 1
             else:
                 end = _matching(code, i, "{", "}")
-                is_function = re.search(r"\)\s*(const|noexcept)?\s*$", head) and \
-                    not re.search(r"\b(struct|class|union|enum)\b|=", head)
-                if is_function and not re.search(r"\b__(global|device)__\b", _expanded(head, macros)):
-                    spans.append((head_start + len(head) - len(head.lstrip()), end + 1))
+                yield head, head_start, i, end
                 i = head_start = end + 1
                 continue
         elif c in ";}":
             head_start = i + 1
         i += 1
-    return spans
 
 
 def _expanded(head: str, macros: dict[str, str], depth: int = 8) -> str:

@@ -36,25 +36,13 @@ def kernel_definitions(text: str) -> list[tuple[str, int, int]]:
     """
     code = _PREPROCESSOR.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), cuda_source.code_only(text))
     code = _LAUNCH_BOUNDS.sub(lambda m: " " * len(m.group(0)), code)
-    out, head_start, i = [], 0, 0
-    while i < len(code):
-        c = code[i]
-        if c == "{":
-            head = code[head_start:i]
-            if re.search(r"\bnamespace\b|\bextern\s*\"", head):
-                head_start = i + 1
-            else:
-                end = _closing_brace(code, i)
-                if re.search(r"\b__global__\b", head) and not re.search(r"\b(struct|class|union|enum)\b", head):
-                    signature = head[:head.rfind(")") + 1] if ")" in head else head
-                    name = _kernel_name(signature)
-                    if name:
-                        out.append((name, head_start + _declaration_start(head), end + 1))
-                i = head_start = end + 1
-                continue
-        elif c in ";}":
-            head_start = i + 1
-        i += 1
+    out = []
+    for head, head_start, _, end in cuda_source.top_level_blocks(code):
+        if re.search(r"\b__global__\b", head) and not re.search(r"\b(struct|class|union|enum)\b", head):
+            signature = head[:head.rfind(")") + 1] if ")" in head else head
+            name = _kernel_name(signature)
+            if name:
+                out.append((name, head_start + _declaration_start(head), end + 1))
     return out
 
 
@@ -82,18 +70,6 @@ def _kernel_name(signature: str) -> str | None:
                 m = _NAME_BEFORE_PARENS.search(signature[:j + 1])
                 return m.group(1) if m else None
     return None
-
-
-def _closing_brace(code: str, open_at: int) -> int:
-    depth = 0
-    for j in range(open_at, len(code)):
-        if code[j] == "{":
-            depth += 1
-        elif code[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-    return len(code) - 1
 
 
 def keep_kernels(text: str, entries) -> str:
