@@ -222,12 +222,32 @@ def declaring_it(inst):
     return catalog.Instance(dataclasses.replace(inst.spec, reads_c_at_beta_zero=True), inst.dtype, inst.tile)
 
 
+def takes_beta():
+    """An instantiation whose kernel takes alpha and beta (the fake launch does the rest)."""
+    spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "broken_reads_c_at_beta_zero")
+    return catalog.Instance(spec, "float32", 16)
+
+
 def test_a_kernel_that_reads_c_at_beta_zero_is_refused_unless_it_declares_the_convention(timer_for):
     session, _ = timer_for("reads_c")
     with pytest.raises(perf.WrongOutput, match="NaN"):
         perf.timed_rate(session, instance(), N)
     session, _ = timer_for("reads_c")
     assert perf.timed_rate(session, declaring_it(instance()), N) == pytest.approx(8.8, rel=1e-6)
+
+
+def test_its_refusal_points_at_the_read_of_c_when_the_kernel_takes_beta(timer_for):
+    session, _ = timer_for("reads_c")
+    with pytest.raises(perf.WrongOutput) as caught:
+        perf.timed_rate(session, takes_beta(), N)
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith("reads_c_at_beta_zero: this failure is the read of C at beta = 0"), first
+    assert "test_beta_zero_never_reads_c" in first
+    # a kernel whose NaN has another cause is told its own story
+    session, _ = timer_for("reads_c_skips_a_row")
+    with pytest.raises(perf.WrongOutput) as caught:
+        perf.timed_rate(session, takes_beta(), N)
+    assert not str(caught.value).startswith("reads_c_at_beta_zero"), caught.value
 
 
 def test_under_the_convention_an_unwritten_element_is_still_refused(timer_for):

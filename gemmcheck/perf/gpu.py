@@ -168,13 +168,15 @@ class GpuTimer:
                                            reference_mhz=self.clock.reference_mhz,
                                            min_clock_ratio=self.timing.min_clock_ratio)
 
-    def check(self, instance: Instance, size: int, index: int | None = None) -> Check:
-        """Launch once on set ``index`` (default: the check set, never timed), C poisoned first,
-        and compare with the float64 reference."""
+    def check(self, instance: Instance, size: int, index: int | None = None, finite_C: bool | None = None) -> Check:
+        """Launch once on set ``index`` (default: the check set, never timed), C poisoned first
+        (finite garbage with ``finite_C``; by default for a kernel that declares
+        reads_c_at_beta_zero), and compare with the float64 reference."""
         sets = self.inputs(instance.dtype, size, instance.spec.layouts)
         index = sets.check_set if index is None else index
+        finite_C = instance.spec.reads_c_at_beta_zero if finite_C is None else finite_C
         with self.turn():
-            sets.upload().poison(index, finite=instance.spec.reads_c_at_beta_zero)
+            sets.upload().poison(index, finite=finite_C)
             A, B, C = sets.sets[index]
             self._launch(instance, size, A, B, C)
             self.cupy.cuda.Device().synchronize()

@@ -180,6 +180,20 @@ def _where(c: Check, instance: Instance) -> str:
             f"(tile {c.where[0] // instance.tile},{c.where[1] // instance.tile}), {c.nans} NaN")
 
 
+def _read_of_c(session: PerfSession, instance: Instance, size: int, check: Check) -> str:
+    """A first line naming reads_c_at_beta_zero when the first launch's NaN is C's poison read at
+    beta = 0 (launched again with C finite, it is right), as the correctness suite's checks
+    point at it; else ""."""
+    from gemmcheck.judge import beta_zero
+
+    if (not check.nans or instance.spec.reads_c_at_beta_zero or not beta_zero.takes_beta(instance)
+            or not session.timer.check(instance, size, finite_C=True).ok):
+        return ""
+    return (f"reads_c_at_beta_zero: this failure is the read of C at beta = 0 that "
+            f"{beta_zero.ESTABLISHED_BY} establishes for {instance.id}: with C finite instead of NaN "
+            f"its first launch is right. Fix: {beta_zero.FIX}\n")
+
+
 def timed_rate(session: PerfSession, instance: Instance, size: int) -> float:
     """The instantiation's TFLOP/s, measured once per session.
 
@@ -189,7 +203,8 @@ def timed_rate(session: PerfSession, instance: Instance, size: int) -> float:
     row = session.measure(instance, size)
     name = f"{instance.id} ({instance.name_expression}) at N={size}"
     if row.measurement is None:
-        raise WrongOutput(f"{name}: output fails the check before timing: {_where(row.check, instance)}; "
+        raise WrongOutput(_read_of_c(session, instance, size, row.check)
+                          + f"{name}: output fails the check before timing: {_where(row.check, instance)}; "
                           "timing a wrong kernel means nothing (the correctness suite says more)")
     if row.last is not None and not row.last.ok:
         raise WrongOutput(
