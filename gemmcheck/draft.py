@@ -397,8 +397,13 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         d.add("shapes", _toml("square-tile-multiple"), "one size argument: square problems, N a multiple of "
               "the tile (the only claim such a kernel can make)")
     else:
-        d.add("shapes", _toml("any"), "TODO: shapes: \"any\" claims every M, N, K >= 1; a kernel without bounds "
-              "guards claims less, e.g. \"M % BM == 0 and N % BN == 0 and K % BK == 0\"")
+        d.add("shapes", _toml("any"), "TODO: shapes: \"any\" claims every M, N, K >= 0 (K = 0 gives beta C); a "
+              "kernel without bounds guards claims less, e.g. \"M % BM == 0 and N % BN == 0 and K % BK == 0 "
+              "and K > 0\"")
+    if "beta" in roles:
+        d.add("reads_c_at_beta_zero", None, "TODO: at beta = 0 BLAS never reads C; if the kernel does "
+              "(C = alpha * acc + beta * C[i]) and its callers always initialize C, say so:",
+              "reads_c_at_beta_zero = true")
     d.add("expect", _toml("correct"))
     return d
 
