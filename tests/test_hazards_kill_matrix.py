@@ -409,7 +409,7 @@ def test_a_hanging_rows_child_starts_when_submitted_and_its_row_only_collects_it
         calls.append((tuple(i.id for i in instances_), threading.current_thread().name))
         return observe(instances_, settings_)
 
-    monkeypatch.setattr(kill_matrix, "isolated_observations", counted)
+    monkeypatch.setattr(kill_matrix.row_children, "isolated_observations", counted)
     s = settings()
     sleeps = next(i for i in instances if i.spec.name == "sleeps")
     good = next(i for i in instances if i.spec.name == "good")
@@ -456,7 +456,7 @@ def test_a_rows_tool_runs_once_per_run_and_the_other_processes_wait_for_its_resu
         # So is a hanging kernel's isolated observation (its timeout waited out once).
         observed = []
         isolated = kill_matrix.isolated_observations
-        monkeypatch.setattr(kill_matrix, "isolated_observations",
+        monkeypatch.setattr(kill_matrix.row_children, "isolated_observations",
                             lambda i, st: observed.append(i[0].id) or isolated(i, st))
         sleeps = next(i for i in instances if i.spec.name == "sleeps")
         planned.submit(sleeps)

@@ -1,0 +1,56 @@
+"""The problems hazards are looked for on: each instantiation's exposing problems and their purposes."""
+
+from __future__ import annotations
+
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.problems.problem import Problem
+
+
+# Blocks of 1 or 4 threads (TILE 1, 2) run latency-bound at the larger race sizes: on the
+# H200 a nightly kill-matrix row (race sizes 1024 and 2048, 10 repeats) took 12-16 s at TILE 1
+# and 5-8 s at TILE 2, against 2-3 s from TILE 4 up. At the first size such a kernel already
+# runs hundreds of thousands of blocks side by side, which is what a race stress is for.
+ALL_RACE_SIZES_MIN_TILE = 4
+
+
+def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str, Problem]]:
+    """(purpose, problem) pairs hazards are looked for on, derived from the instantiation's TILE.
+
+    - ragged edges (2T+1, T+1, 4T+1): a partial tile in M, N and K, where
+      bounds flaws and a barrier inside `if (row < M)` show;
+    - tile-aligned 4T cube: no edges (a kernel may be right only here);
+    - large ragged (R - T/2 - 1 cubed): many blocks share each edge row;
+    - race stress R cubed (R from the profile, 1024 and up): where missing
+      barriers show on real hardware (a WAR race stayed exact at 64^3 on an H200);
+    - K = 0 (2T+1 x T+1, or 2T x 2T): BLAS gives C = beta C0, zeros written everywhere
+      at beta = 0; a kernel that returns early at K = 0 leaves C unwritten.
+    Inputs are exact integers (problems.Problem values="exact"): any summation
+    order gives the same bits, so a difference between launches is a defect.
+    Shapes the instantiation does not claim to support are left out. A TILE below
+    ALL_RACE_SIZES_MIN_TILE gets the first race size only (see there).
+    """
+    T = instance.tile
+    if T < ALL_RACE_SIZES_MIN_TILE:
+        race_sizes = tuple(race_sizes)[:1]
+    shapes = [("ragged edges", 2 * T + 1, T + 1, 4 * T + 1), ("tile-aligned", 4 * T, 4 * T, 4 * T)]
+    shapes += [("large ragged", R - T // 2 - 1, R - T // 2 - 1, R - T // 2 - 1) for R in race_sizes]
+    shapes += [("race stress", R, R, R) for R in race_sizes]
+    # K = 0 (BLAS: C = beta C0, zeros at beta = 0), ragged where claimed, else whole tiles.
+    shapes += [(K_ZERO, 2 * T + 1, T + 1, 0), (K_ZERO, 2 * T, 2 * T, 0)]
+    seen, out = set(), []
+    for purpose, M, N, K in shapes:
+        if ((M, N, K) in seen or min(M, N) < 1 or (K < 1 and purpose != K_ZERO)
+                or (purpose == K_ZERO and any(p == K_ZERO for p, _ in out))
+                or not instance.supports(M, N, K)):
+            continue
+        seen.add((M, N, K))
+        out.append((purpose, Problem(M, N, K, instance.dtype, "exact", seed=len(out) + 1)))
+    return out
+
+
+SMALL_PURPOSES = ("ragged edges", "tile-aligned")  # cheap enough for compute-sanitizer
+K_ZERO = "K = 0"
+
+
+def is_race_stress(purpose: str) -> bool:
+    return purpose == "race stress"
