@@ -1,0 +1,44 @@
+"""cpu-sim's errors: a simulated crash or hang, a kernel not simulated (gpu_only) or using what
+the simulator does not model, and the error for an instantiation that did not build alone."""
+
+from __future__ import annotations
+
+from gemmcheck.backends import KernelCompileError, KernelHang, KernelLaunchError, NotSupported
+from gemmcheck.backends.cpu_sim import build, isolate
+from gemmcheck.contract.catalog import Instance
+
+
+class SimulatedCrash(KernelLaunchError):
+    """The kernel faulted in the simulator (the worker died); the report says where."""
+
+
+class SimulatedHang(KernelHang):
+    """The kernel made no progress for hang_timeout_s; the worker was killed."""
+
+
+class NotSimulated(KernelLaunchError):
+    """The kernel is gpu_only in its catalog: it needs what the simulator does not model."""
+
+
+class NotModelled(NotSupported):
+    """The kernel uses a construct the simulator does not model (g++ says which, and where).
+
+    A build error of this one kernel only: the other kernels of its file are built without it.
+    ``construct``, ``where`` (file:line, or "" when g++ could not say) and ``kernel`` name it."""
+
+    def __init__(self, kernel: str, found: "isolate.Unmodelled", log: str):
+        self.kernel, self.construct = kernel, found.construct
+        self.where = f"{found.file}:{found.line}" if found.file else ""
+        at = f" at {self.where}" if self.where else ""
+        super().__init__(f"cpu-sim does not model {found.construct} (used by kernel {kernel}{at}); declare "
+                         f"the kernel gpu_only = true in its catalog entry to skip it on cpu-sim, or run it "
+                         f"with --gemm-backend cupy on a GPU\n{log}")
+
+
+def _build_failure(inst: Instance, exc: build.BuildError) -> KernelCompileError:
+    """The error for one instantiation that did not build alone: NotModelled when g++ shows a
+    construct the simulator does not model, else the compile error as g++ gave it."""
+    found = isolate.unmodelled(exc.log, inst.spec.source, inst.spec.entry)
+    if found is not None:
+        return NotModelled(inst.spec.entry, found, str(exc))
+    return KernelCompileError(str(exc))

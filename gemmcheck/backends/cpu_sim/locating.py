@@ -1,0 +1,34 @@
+"""Where an address lies in a launch's kernel buffers: the buffer slots (A, B, C) and the
+element of an operand's matrix a byte offset falls on."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmcheck.contract.catalog import Instance
+from gemmcheck.contract.launch import tight_leading_dimensions
+
+BUFFER_NAMES = ("A", "B", "C")
+
+
+def _element_locator(instance: Instance, by_role: dict):
+    """A function (buffer name, byte offset from its start) -> (row, column) of that operand's
+    matrix, or None where the offset lies outside it (a guard band): read from the launch's
+    sizes and leading dimensions and the catalog's layouts."""
+    ints = {k: int(v) for k, v in by_role.items() if isinstance(v, (int, np.integer))}
+    M, N, K = (ints.get(k, ints.get("N", 0)) for k in ("M", "N", "K"))
+    shapes = {"A": (M, K), "B": (K, N), "C": (M, N)}
+    lds = {**tight_leading_dimensions(instance.spec.layouts, M, N, K),
+           **{k: v for k, v in ints.items() if k.startswith("ld")}}
+    itemsize = np.dtype(instance.dt.storage).itemsize
+
+    def locate(name: str, byte_offset: int):
+        if name not in shapes or byte_offset < 0:
+            return None
+        e, ld = byte_offset // itemsize, lds[f"ld{name.lower()}"]
+        rows, cols = shapes[name]
+        row_major = instance.spec.layouts.get(name, "row") == "row"
+        r, c = (e // ld, e % ld) if row_major else (e % ld, e // ld)
+        return (int(r), int(c)) if r < rows and c < cols else None
+
+    return locate
