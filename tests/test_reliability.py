@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gemmcheck.containment import probe
 from gemmcheck.pytest_plugin import build_plugin
 from gemmcheck.schedule import rerun
 from gemmcheck.contract import catalog
@@ -261,7 +262,7 @@ def probed_session(pytester, monkeypatch, fail: bool = False):
         seen["ran_beside_the_build_test"] = (pytester.path / "built").exists()
         seen["stopped"] = stop is not None and stop.wait(60 if fail else 0)
         return {}
-    monkeypatch.setattr(build_plugin, "probe_instances", stand_in)
+    monkeypatch.setattr(probe, "probe_instances", stand_in)   # what the probe's thread calls
     pytester.makeconftest((ROOT / "conftest.py").read_text())
     pytester.makepyfile(test_probed=PROBED_SESSION.format(fail="fail" if fail else "pass"))
     result = pytester.runpytest("-q", "-p", "no:cacheprovider", "--gemm-backend=cpu-sim", "-x",

@@ -19,40 +19,34 @@ tests skip naming that failure.
   instantiation's crash / hang, and every later test that runs kernels skips with one
   line naming the test that lost it.
 
-Wiring only: the build is the backend's (``prepare`` / ``build_error``), the launch in a
-child is gemmcheck.judge.isolation's.
+Wiring only: the build is the backend's (``prepare`` / ``build_error``), what is lost, the
+build test's work and the probe are gemmcheck.containment's, the launch in a child is
+gemmcheck.judge.isolation's. The names the suites and tests use from here
+(``build_plugin.lose``, ``build_plugin.failures``, ...) are containment's, re-exported.
 """
+
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import threading
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from gemmcheck import backends
-from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelHang, KernelLaunchError
+from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, KernelCompileError, KernelLaunchError
+from gemmcheck.containment import probe
+from gemmcheck.containment.builds import BUILD_TEST, build_test_id, source_id
+from gemmcheck.containment.lost import Containment, containment, lose, skip_reason, unfinished_verdict
+from gemmcheck.containment.probe import stop_probe
+# Re-exported: the build test, the correctness suite's conftest and the tests use them from here.
+from gemmcheck.containment.builds import describe, failures, unsupported, verdicts_for  # noqa: F401
+from gemmcheck.containment.lost import refuse_lost, uniform  # noqa: F401
+from gemmcheck.containment.probe import probe_instances, probe_steps  # noqa: F401
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.schedule import rerun, shared_work
 from gemmcheck.pytest_plugin.session import instances_of, runs_kernels
-from gemmcheck.verdict import Defect, Verdict
-
-BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds"
-COMPILE_ERROR = Defect.COMPILE_ERROR.value   # a Lost status, beside "crash" and "hang"
-MAX_LINES = 40                    # of compiler output per broken source on the terminal
-
-
-def source_id(source: Path) -> str:
-    return source.name
-
-
-def build_test_id(instance: Instance) -> str:
-    return f"{BUILD_TEST}[{source_id(instance.spec.source)}]"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,127 +73,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                          ids=[source_id(s) for s in by_source])
 
 
-def failures(backend, instances) -> list[tuple[Instance, KernelCompileError]]:
-    """Build `instances` on `backend`; the ones that did not compile, with why."""
-    backend.prepare(instances)
-    out = []
-    for inst in instances:
-        error = backend.build_error(inst)
-        if error is not None and not isinstance(error, backends.NotSupported):
-            out.append((inst, error))
-    return out
-
-
-def unsupported(backend, instances) -> list[tuple[Instance, backends.NotSupported]]:
-    """The instantiations `backend` cannot run (what they use it does not model), with why:
-    skipped, never failed (after `failures`, which prepared them)."""
-    return [(inst, error) for inst in instances
-            if isinstance(error := backend.build_error(inst), backends.NotSupported)]
-
-
-def verdicts_for(failed, test: str) -> list[Verdict]:
-    """One compile_error verdict per instantiation that did not build (its finding built
-    where every compile_error / crash / hang finding is: hazards.launch_failure)."""
-    from gemmcheck.judge import hazards
-
-    return [Verdict.for_instance(inst, "build", [hazards.launch_failure(error)], test) for inst, error in failed]
-
-
-def describe(source: Path, failed, total: int) -> str:
-    """One message per broken source: which instantiations, then the first errors once."""
-    first = str(failed[0][1]).splitlines()
-    head = (f"{COMPILE_ERROR}: {len(failed)} of {total} instantiation(s) of {source} did not compile: "
-            + ", ".join(inst.id for inst, _ in failed[:8]) + (" ..." if len(failed) > 8 else ""))
-    shown = first[:MAX_LINES] + ([f"... ({len(first) - MAX_LINES} more lines)"] if len(first) > MAX_LINES else [])
-    return "\n".join([head, *shown])
-
-
 def _instance_of(item: pytest.Item) -> Instance | None:
     return next(iter(instances_of(item)), None)
-
-
-# -- crash and hang: one failure per instantiation, the rest skip --------------------------
-
-@dataclass
-class Lost:
-    """An instantiation that did not build, crashed or hung: never launched again in this session."""
-
-    status: str            # "compile_error" | "crash" | "hang"
-    message: str           # what happened, where (one line; the compiler's first lines)
-    test: str = ""         # the test that failed with it ("" : the probe found it, no test yet)
-
-
-@dataclass
-class Containment:
-    """This session's lost instantiations and, on the GPU, whether the CUDA context is lost."""
-
-    lost: dict[str, Lost] = field(default_factory=dict)     # Instance.id -> Lost
-    context_lost_by: str = ""                                # the test that lost it
-    deferred: list[str] = field(default_factory=list)        # node ids to re-run in a fresh process
-    # A fault leaves a sticky error: a fresh process can run the rest. A hang leaves its kernel
-    # spinning on the GPU for as long as this process lives: a child would share the GPU with it.
-    rerun_after_loss: bool = False
-    probe: Future | None = None       # the isolated probe's {Instance.id: Lost}, started ahead
-    probe_stop: threading.Event = field(default_factory=threading.Event)
-    probed: bool = False              # its findings are in: launches here may begin
-    items: list = field(default_factory=list)
-    session: pytest.Session | None = None
-    lost_before: int = 0        # contexts lost in this process before this session (an outer one's)
-
-
-CONTAINMENT = pytest.StashKey[Containment]()
-
-
-def containment(config: pytest.Config) -> Containment:
-    if CONTAINMENT not in config.stash:
-        config.stash[CONTAINMENT] = Containment()
-    return config.stash[CONTAINMENT]
-
-
-def status_of(exc: BaseException) -> str:
-    if isinstance(exc, KernelCompileError):
-        return COMPILE_ERROR
-    return "hang" if isinstance(exc, KernelHang) else "crash"
-
-
-def refuse_lost(config: pytest.Config, instance: Instance) -> None:
-    """Raise (without launching) when `instance` crashed or hung earlier in this session:
-    a search (hypothesis) that retries a failing example then fails at once, not after
-    another --gemm-hang-timeout per example."""
-    lost = containment(config).lost.get(instance.id)
-    if lost is not None:
-        error = {"hang": KernelHang, COMPILE_ERROR: KernelCompileError}.get(lost.status, KernelLaunchError)
-        raise error(f"{instance.id}: not launched again: {lost.message}")
-
-
-def lose(config: pytest.Config, instance: Instance, exc: BaseException, test: str) -> Lost:
-    """Remember that `instance` crashed or hung in `test` (the first time only)."""
-    state = containment(config)
-    if instance.id not in state.lost:
-        if isinstance(exc, KernelCompileError):
-            first = _compiler_lines(exc)
-        else:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            first = first.removeprefix(f"{instance.id}: ")   # the failing line names it already
-        state.lost[instance.id] = Lost(status_of(exc), first, test)
-    elif not state.lost[instance.id].test:
-        state.lost[instance.id].test = test
-    if getattr(exc, "context_lost", False) and not state.context_lost_by:
-        state.context_lost_by = test
-        state.rerun_after_loss = rerun.available(config) and not isinstance(exc, KernelHang)
-    return state.lost[instance.id]
-
-
-def uniform(exc: BaseException) -> BaseException:
-    """`exc` as the plain class of its status (KernelCompileError, KernelLaunchError,
-    KernelHang), to be raised from one place: hypothesis tells failures apart by type and
-    origin, and a replay refused by refuse_lost must look like the first launch's failure."""
-    cls = {COMPILE_ERROR: KernelCompileError, "hang": KernelHang}.get(status_of(exc), KernelLaunchError)
-    out = cls(str(exc))
-    for attr in ("source", "context_lost"):
-        if hasattr(exc, attr):
-            setattr(out, attr, getattr(exc, attr))
-    return out
 
 
 def _kernel_error(excinfo: pytest.ExceptionInfo):
@@ -210,13 +85,6 @@ def _kernel_error(excinfo: pytest.ExceptionInfo):
         exc = next((e for e in exc.exceptions if isinstance(e, (KernelCompileError, KernelLaunchError,
                                                                  BaseExceptionGroup))), None)
     return exc if isinstance(exc, (KernelCompileError, KernelLaunchError)) else None
-
-
-def unfinished_verdict(instance: Instance, exc: BaseException, test: str) -> Verdict:
-    """The compile_error / crash / hang verdict for a launch (or build) that raised `exc`."""
-    from gemmcheck.judge import hazards
-
-    return Verdict.for_instance(instance, "launch", [hazards.launch_failure(exc)], test)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -314,19 +182,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             backends.refuse(instance.id, lost.status, lost.message)
     if lost is not None and lost.test:
         pytest.skip(skip_reason(lost))
-    # Found by the probe, not yet by a test: this one, its first, meets the backend's refusal
-    # (backends.refuse_if_lost) at its first launch and fails with it, once.
 
 
 def uses_the_device(item: pytest.Item) -> bool:
     """Whether a test needs a usable CUDA context: it runs catalog kernels, or is marked gpu
     (the performance suite's ceilings: the FP32 peak, cuBLAS, the roofline)."""
     return runs_kernels(item) or item.get_closest_marker("gpu") is not None
-
-
-def skip_reason(lost: Lost) -> str:
-    what = "not compiled:" if lost.status == COMPILE_ERROR else f"not run: {lost.status};"
-    return f"{what} see {lost.test}"
 
 
 def _not_compiled(item: pytest.Item, instance: Instance, state: Containment) -> bool:
@@ -347,11 +208,6 @@ def _not_compiled(item: pytest.Item, instance: Instance, state: Containment) -> 
     return False
 
 
-def _compiler_lines(error: BaseException, n: int = 12) -> str:
-    lines = str(error).strip().splitlines()
-    return "\n".join(lines[:n] + ([f"... ({len(lines) - n} more lines)"] if len(lines) > n else []))
-
-
 def _needs_probe(config: pytest.Config) -> bool:
     """Probe only where a launch shares this process with the session (the GPU backend);
     the CPU simulator's worker process is its own isolation."""
@@ -361,50 +217,6 @@ def _needs_probe(config: pytest.Config) -> bool:
 
     return (config.getoption("gemm_probe") == "on" and not gemm_config(config).simulated
             and device.cuda_device()[0])
-
-
-PROBE_SEED = 11
-
-
-def probe_steps(instances) -> list:
-    """One small ragged and one tile-aligned problem per instantiation, where it claims them."""
-    from gemmcheck.judge import isolation
-    from gemmcheck.problems.problem import Problem
-
-    steps = []
-    for inst in instances:
-        t = inst.tile
-        for M, N, K in ((t + 3, t + 1, t + 5), (2 * t, 2 * t, 2 * t)):
-            if inst.supports(M, N, K):
-                steps.append(isolation.Step.of(len(steps), inst, Problem(M, N, K, inst.dtype, "exact", PROBE_SEED),
-                                               purpose="probe", repeats=1, control=False))
-    return steps
-
-
-def probe_instances(instances, backend_name: str, timeout: float,
-                    stop: threading.Event | None = None) -> dict[str, Lost]:
-    """Launch each instantiation on its probe problems in one isolated child (a fresh one
-    only after a crash or hang); the ones that crashed or hung, by Instance.id.
-    Raises isolation.IsolationError when the child itself cannot run."""
-    from gemmcheck.judge import isolation
-
-    by_key = {(str(i.spec.catalog), i.spec.name, i.dtype, i.tile): i for i in instances}
-    steps = probe_steps(by_key.values())
-    if not steps:
-        return {}
-    # An instantiation that does not build is UNBUILT there: its build test reports it.
-    # The child's backend stops a hung launch itself (HUNG); the parent's clock is the backstop.
-    outcomes, _ = isolation.run_steps(steps, backend=backend_name, step_timeout=timeout + 5.0,
-                                      hang_timeout_s=timeout, stop=stop)
-    lost: dict[str, Lost] = {}
-    for out in sorted(outcomes.values(), key=lambda o: o.step.id):
-        if out.status in ("crash", "failed", "hang"):
-            step, inst_id = out.step, by_key[out.step.instance_key].id
-            lost.setdefault(inst_id, Lost(
-                "hang" if out.status == "hang" else "crash",
-                f"in the isolated probe on M{step.M}xN{step.N}xK{step.K}: "
-                + out.message.removeprefix(f"{inst_id}: ")))
-    return lost
 
 
 def _launches_here(item: pytest.Item) -> bool:
@@ -427,22 +239,7 @@ def start_probe(config: pytest.Config, state: Containment) -> None:
                 and inst.spec.expect not in defects.isolated():
             seen.setdefault(inst.id, inst)
     timeout = config.getoption("gemm_hang_timeout") or DEFAULT_HANG_TIMEOUT_S
-    state.probe = Future()
-    backend_name = gemm_config(config).backend_name
-    shared = shared_work.once(config)
-    # pytest-xdist workers collect the same tests: one of them probes for all (8 probe
-    # children at the start of ci's -n 8, when the host starts children slowest).
-    key = "probe " + hashlib.sha256(repr((sorted(seen), backend_name, timeout)).encode()).hexdigest()
-
-    def probe():
-        return probe_instances(seen.values(), backend_name, timeout, stop=state.probe_stop)
-
-    def run() -> None:
-        try:
-            state.probe.set_result(probe() if shared is None else shared.do(key, probe, stop=state.probe_stop))
-        except BaseException as exc:   # handed to whoever waits for it
-            state.probe.set_exception(exc)
-    threading.Thread(target=run, name="gemmcheck-probe", daemon=True).start()
+    probe.start(config, state, seen, gemm_config(config).backend_name, timeout)
 
 
 @pytest.hookimpl(tryfirst=True)   # before the hazards plugin starts children that read its refusals
@@ -466,18 +263,6 @@ def pytest_gemm_backend_made(session: pytest.Session, backend) -> None:
     for inst_id, lost in found.items():
         state.lost.setdefault(inst_id, lost)
         backends.refuse(inst_id, lost.status, lost.message)
-
-
-def stop_probe(state: Containment) -> None:
-    """A session that ends before any launch here (its launching tests deselected by -x,
-    skipped, interrupted) does not wait for the probe: its child is killed, no other starts."""
-    from gemmcheck.judge import isolation
-
-    if state.probe is None or state.probe.done():
-        return
-    state.probe_stop.set()
-    isolation.stop_running_children()
-    state.probe.exception()   # until its thread has let go of the child
 
 
 @pytest.hookimpl(hookwrapper=True)
