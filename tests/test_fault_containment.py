@@ -121,19 +121,20 @@ def assert_one_fault_costs_one_verdict(tmp_path: Path, backend: str) -> None:
         out = result.stdout
         assert "context was lost" not in out and "crashed while running" not in out, out[-3000:]
         assert {k: (r["verdict"], r["checks"]) for k, r in rows.items() if k != FAULTING} == {
-            k: (r["verdict"], r["checks"]) for k, r in without.items()}, name
-        assert rows[FAULTING]["defects"] == {"crash": 1} or set(rows[FAULTING]["defects"]) == {"crash"}
+            k: (r["verdict"], r["checks"]) for k, r in without.items()}, (name, rows, without, out[-3000:])
+        assert rows[FAULTING]["defects"] == {"crash": 1} or set(rows[FAULTING]["defects"]) == {"crash"}, \
+            (name, rows[FAULTING], out[-3000:])
         first = f"test_shapes.py::test_launch[{FAULTING}-64]"
         assert f"FAILED {first}" in out, out[-3000:]
         crash = [v for v in json.loads((tmp_path / name / "v.json").read_text())["verdicts"]
                  if v["instance"] == FAULTING and v["findings"]]
-        assert [v["test"] for v in crash] == [first]
+        assert [v["test"] for v in crash] == [first], (name, crash, out[-3000:])
         assert "; problem M64 N24 K20" in crash[0]["findings"][0]["summary"]   # the shape
         # 4 instantiations x 6 shapes: the fault once, good's 12 pass, the broken kernel's 6
         # fail, the faulting kernel's M 17 and 33 pass, M 64 fails, the 3 after skip
         assert "7 failed" in out.splitlines()[-1], out[-3000:]
         allure = [json.loads(p.read_text())["name"] for p in (tmp_path / name / "allure").glob("*-result.json")]
-        assert len(allure) == len(set(allure)) == 24, name
+        assert len(allure) == len(set(allure)) == 24, (name, sorted(allure))
 
 
 def test_a_kernel_that_faults_only_at_large_m_costs_one_verdict_on_cpu_sim(tmp_path):
