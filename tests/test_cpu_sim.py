@@ -17,6 +17,7 @@ from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.backends import BackendUnavailable
 from gemmcheck.problems.harness import GuardedGemm, run_once
+from simulator import simulator
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
 
@@ -26,14 +27,9 @@ BUILTIN = {s.name: s for s in catalog.load(catalog.BUILTIN)}
 
 @pytest.fixture(scope="module")
 def sim():
-    try:
-        backend = cpu_sim.CpuSimBackend()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
     # The whole builtin catalog, as a session does: one build per source, shared with it.
-    backend.prepare([i for s in [*PROBES.values(), *BUILTIN.values()] for i in s.instances()])
-    yield backend
-    backend.close()
+    with simulator(i for s in [*PROBES.values(), *BUILTIN.values()] for i in s.instances()) as backend:
+        yield backend
 
 
 def probe(name, dtype=None, tile=None):

@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemmcheck.backends import BackendUnavailable
 from gemmcheck.contract import catalog
-from gemmcheck.contract import dtypes as dt
 from gemmcheck.problems.harness import run_once
+from simulator import simulator
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
 
@@ -28,13 +27,8 @@ SOURCE = (HERE / "device_api.cu").read_text().splitlines()
 
 @pytest.fixture(scope="module")
 def sim():
-    try:
-        backend = cpu_sim.CpuSimBackend()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
-    backend.prepare([i for s in KERNELS.values() for i in s.instances()])
-    yield backend
-    backend.close()
+    with simulator(i for s in KERNELS.values() for i in s.instances()) as backend:
+        yield backend
 
 
 def kernel(name, dtype=None, tile=None):

@@ -9,9 +9,10 @@ import pytest
 
 from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.backends import BackendUnavailable, KernelCompileError
+from gemmcheck.backends import KernelCompileError
 from gemmcheck.problems.harness import run_once
 from gemmcheck.contract.launch import Geometry, plan
+from simulator import simulator
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
 EXAMPLES = {s.name: s for s in catalog.load(Path(__file__).resolve().parent.parent / "examples" / "catalog.toml")}
@@ -19,12 +20,8 @@ EXAMPLES = {s.name: s for s in catalog.load(Path(__file__).resolve().parent.pare
 
 @pytest.fixture(scope="module")
 def sim():
-    try:
-        backend = cpu_sim.CpuSimBackend()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
-    yield backend
-    backend.close()
+    with simulator() as backend:
+        yield backend
 
 
 def test_sgemm_gets_alpha_and_beta_by_role_and_reads_C(sim):

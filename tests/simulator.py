@@ -1,0 +1,25 @@
+"""The CPU simulator as the harness's own tests use it: one backend per test module."""
+
+from contextlib import contextmanager
+
+import pytest
+
+from gemmcheck.backends import BackendUnavailable
+
+
+@contextmanager
+def simulator(instances=()):
+    """A CpuSimBackend with `instances` built as a session builds them (one build per source),
+    closed at the end; the test skips with the reason where the simulator cannot run."""
+    from gemmcheck.backends import cpu_sim
+
+    try:
+        backend = cpu_sim.CpuSimBackend()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    if instances:
+        backend.prepare(list(instances))
+    try:
+        yield backend
+    finally:
+        backend.close()
