@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gemmcheck import containment
 from gemmcheck.containment import probe
 from gemmcheck.pytest_plugin import build_plugin
 from gemmcheck.schedule import rerun
@@ -70,7 +71,7 @@ def test_without_its_build_test_a_kernel_that_does_not_compile_fails_its_first_t
 
 def test_the_isolated_probe_finds_the_crash_and_the_hang_and_passes_the_good_kernel():
     instances = [i for spec in catalog.load(BAD) for i in spec.instances()]
-    lost = build_plugin.probe_instances(instances, "cpu-sim", timeout=2.0)
+    lost = containment.probe_instances(instances, "cpu-sim", timeout=2.0)
     assert {k: v.status for k, v in lost.items()} == {"crashes-float32-TILE8": "crash",
                                                       "hangs-float32-TILE8": "hang"}
     assert "no progress for 2.0 s" in lost["hangs-float32-TILE8"].message   # the child's own timeout
@@ -80,9 +81,9 @@ def test_probe_problems_are_small_ragged_and_aligned_within_the_claim():
     specs = {s.name: s for s in catalog.load(ROOT / "examples" / "catalog.toml")}
     any_shape = next(iter(specs["sgemm"].instances()))
     aligned_only = next(iter(specs["sgemm_aligned"].instances()))
-    shapes = [(s.M, s.N, s.K) for s in build_plugin.probe_steps([any_shape])]
+    shapes = [(s.M, s.N, s.K) for s in containment.probe_steps([any_shape])]
     assert len(shapes) == 2 and any(m % any_shape.tile for m, _, _ in shapes)
-    assert [(s.M % 16, s.N % 16, s.K % 4) for s in build_plugin.probe_steps([aligned_only])] == [(0, 0, 0)]
+    assert [(s.M % 16, s.N % 16, s.K % 4) for s in containment.probe_steps([aligned_only])] == [(0, 0, 0)]
 
 
 def test_sticky_cuda_errors_are_told_from_others():
@@ -207,10 +208,10 @@ def test_refuse_lost_raises_without_launching_after_a_hang():
 
     spec = catalog.load(BAD)[0]
     inst = next(iter(spec.instances()))
-    build_plugin.refuse_lost(Config, inst)    # nothing lost: no error
-    build_plugin.lose(Config, inst, KernelHang("did not finish within 2 s"), "t::x")
+    containment.refuse_lost(Config, inst)    # nothing lost: no error
+    containment.lose(Config, inst, KernelHang("did not finish within 2 s"), "t::x")
     with pytest.raises(KernelHang, match="not launched again: did not finish within 2 s"):
-        build_plugin.refuse_lost(Config, inst)
+        containment.refuse_lost(Config, inst)
     assert not issubclass(KernelLaunchError, KernelHang)
 
 
@@ -237,14 +238,14 @@ PROBED_SESSION = """
 import time
 from pathlib import Path
 
-from gemmcheck.pytest_plugin import build_plugin
+from gemmcheck import containment
 
 def test_builds(any_kernel):                  # an instantiation test that launches nothing
     Path("built").touch()
     assert "{fail}" != "fail"
 
 def test_launches(reference, backend, request):
-    assert build_plugin.containment(request.config).probed
+    assert containment.containment(request.config).probed
 """
 
 

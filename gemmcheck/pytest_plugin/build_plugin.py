@@ -21,8 +21,7 @@ tests skip naming that failure.
 
 Wiring only: the build is the backend's (``prepare`` / ``build_error``), what is lost, the
 build test's work and the probe are gemmcheck.containment's, the launch in a child is
-gemmcheck.judge.isolation's. The names the suites and tests use from here
-(``build_plugin.lose``, ``build_plugin.failures``, ...) are containment's, re-exported.
+gemmcheck.judge.isolation's; the suites call gemmcheck.containment themselves.
 """
 
 
@@ -40,10 +39,6 @@ from gemmcheck.containment import probe
 from gemmcheck.containment.builds import BUILD_TEST, build_test_id, source_id
 from gemmcheck.containment.lost import Containment, containment, lose, skip_reason, unfinished_verdict
 from gemmcheck.containment.probe import stop_probe
-# Re-exported: the build test, the correctness suite's conftest and the tests use them from here.
-from gemmcheck.containment.builds import describe, failures, unsupported, verdicts_for  # noqa: F401
-from gemmcheck.containment.lost import refuse_lost, uniform  # noqa: F401
-from gemmcheck.containment.probe import probe_instances, probe_steps  # noqa: F401
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.schedule import rerun, shared_work
 from gemmcheck.pytest_plugin.session import instances_of, runs_kernels

@@ -7,16 +7,16 @@ instantiations is skipped with `not compiled: see <this test>` (gemmcheck.pytest
 
 import pytest
 
-from gemmcheck.pytest_plugin import build_plugin
+from gemmcheck import containment
 
 
 def test_every_instantiation_of_the_source_builds(backend, kernel_source, verdicts, request):
-    failed = build_plugin.failures(backend, kernel_source)
-    for verdict in build_plugin.verdicts_for(failed, request.node.nodeid):
+    failed = containment.failures(backend, kernel_source)
+    for verdict in containment.verdicts_for(failed, request.node.nodeid):
         verdicts.record(verdict)
     if failed:
-        pytest.fail(build_plugin.describe(kernel_source[0].spec.source, failed, len(kernel_source)),
+        pytest.fail(containment.describe(kernel_source[0].spec.source, failed, len(kernel_source)),
                     pytrace=False)
-    unsupported = build_plugin.unsupported(backend, kernel_source)
+    unsupported = containment.unsupported(backend, kernel_source)
     if len(unsupported) == len(kernel_source):
         pytest.skip(str(unsupported[0][1]).splitlines()[0])

@@ -10,7 +10,8 @@ import pytest
 
 from gemmcheck.backends import KernelCompileError, KernelLaunchError
 from gemmcheck.contract import catalog
-from gemmcheck.pytest_plugin import build_plugin, scope_plugin
+from gemmcheck import containment
+from gemmcheck.pytest_plugin import scope_plugin
 from gemmcheck.problems.harness import run_problem
 from gemmcheck.judge import beta_zero
 from gemmcheck.judge.oracle import assert_judgement, current_test, judge
@@ -29,7 +30,7 @@ def beta_zero_probe(backend, request):
     def probe(instance) -> beta_zero.Probe:
         if instance.id not in cache:
             try:
-                build_plugin.refuse_lost(request.config, instance)
+                containment.refuse_lost(request.config, instance)
                 cache[instance.id] = beta_zero.probe(backend, instance)
             except (KernelCompileError, KernelLaunchError):
                 cache[instance.id] = beta_zero.Probe(None)
@@ -52,22 +53,22 @@ def check(backend, verdicts, request, beta_zero_probe):
     With record=False (property tests: one verdict per example would flood the log)
     only a failing judgement is recorded.
     A launch that does not build, crashes or hangs records compile_error / crash / hang
-    (never not_checked) and raises: gemmcheck.pytest_plugin.build_plugin makes it one failure per
+    (never not_checked) and raises: gemmcheck.containment makes it one failure per
     instantiation and skips its other tests; once lost, it is not launched again."""
     def check(instance, problem, *, record: bool = True, leading_dimensions: str = "tight"):
         __tracebackhide__ = True
         operands = problem.operands()     # made once, for the run and the judgement
         A, B = operands[:2]
         try:
-            build_plugin.refuse_lost(request.config, instance)
+            containment.refuse_lost(request.config, instance)
             run = run_problem(backend, instance, problem, operands=operands,
                               leading_dimensions=leading_dimensions)
         except (KernelCompileError, KernelLaunchError) as exc:
-            if instance.id not in build_plugin.containment(request.config).lost:
-                build_plugin.lose(request.config, instance, exc, request.node.nodeid)
-                verdicts.record(build_plugin.unfinished_verdict(instance, exc, request.node.nodeid))
+            if instance.id not in containment.containment(request.config).lost:
+                containment.lose(request.config, instance, exc, request.node.nodeid)
+                verdicts.record(containment.unfinished_verdict(instance, exc, request.node.nodeid))
             # one type from one line: a hypothesis search that replays it sees the same error
-            raise build_plugin.uniform(exc) from None
+            raise containment.uniform(exc) from None
         judgement = judge(run, A, B, exact=problem.exact, problem=problem)
         informational = scope_plugin.OUT_OF_SCOPE in request.node.stash   # not the kernel's claim
         if (not judgement.ok and not informational and problem.beta == 0
