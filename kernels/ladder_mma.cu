@@ -76,7 +76,7 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], 
 template <>
 __device__ __forceinline__ void mma16816<__half>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                  "{%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -85,7 +85,7 @@ template <>
 __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const unsigned (&a)[4], unsigned b0,
                                                          unsigned b1)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                  "{%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -149,8 +149,8 @@ gemm_mma(int M, int N, int K, float alpha, const T *A, const T *B, float beta, T
     constexpr int STAGE = BM * BK + BK * BN;                        // elements per stage
     constexpr int LOADS_A = (BM * A_CHUNKS + THREADS - 1) / THREADS;
     constexpr int LOADS_B = (BK * B_CHUNKS + THREADS - 1) / THREADS;
-    static_assert(STAGES >= 2, "a pipeline needs at least two stages");
-    static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && BK % 16 == 0, "whole m16n8k16 tiles");
+    static_assert(STAGES >= 3, "the stage being filled must differ from the next one read");
+    static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && BK % 32 == 0, "whole m16n8k16 tiles, an even number of k-steps per tile");
     // WN % 32: B is read 16 columns per ldmatrix.x4.trans, and the epilogue's swizzle needs 8
     // float4 units per scratch row.
     static_assert(WN % 32 == 0, "warp tiles WN a multiple of 32");
@@ -213,44 +213,80 @@ gemm_mma(int M, int N, int K, float alpha, const T *A, const T *B, float beta, T
     // columns, lanes 16-31 the same rows at the next 8: the four 8 x 8 matrices come back in
     // the order mma's A fragment (and, transposed, two B fragments) wants.
     const int fragment_row = lane % 16, fragment_chunk = lane / 16;
+    constexpr int KSTEPS = BK / 16;
+    unsigned a[2][MI][4], b[2][NI][2];   // fragments of this k-step and the next
+    // Byte offsets in a stage of this lane's ldmatrix rows: A's for each k-step (block i of
+    // the warp tile is 16 rows further: 16 * BK * 2 bytes, the swizzle key repeating every 16
+    // rows), B's for each pair of n8 tiles (k-step kk is 16 rows further: 16 * BN * 2 bytes).
+    unsigned a_offset[KSTEPS], b_offset[NI / 2];
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk)
+        a_offset[kk] = 16 * read_index<A_CHUNKS>(warp_row * WM + fragment_row, kk * 2 + fragment_chunk);
+#pragma unroll
+    for (int j = 0; j < NI / 2; ++j)
+        b_offset[j] = BM * BK * 2 + 16 * read_index<B_CHUNKS>(fragment_row, (warp_col * WN + j * 16) / CHUNK + fragment_chunk);
+    auto load_fragments = [&](int buf, int stage, int kk) {
+        const unsigned base = shared_address(smem + stage * STAGE);
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+            ldmatrix_x4(a[buf][i], base + a_offset[kk] + i * 16 * BK * 2);
+#pragma unroll
+        for (int j = 0; j < NI / 2; ++j)
+        {
+            unsigned r[4];
+            ldmatrix_x4_trans(r, base + b_offset[j] + kk * 16 * BN * 2);
+            b[buf][2 * j][0] = r[0];
+            b[buf][2 * j][1] = r[1];
+            b[buf][2 * j + 1][0] = r[2];
+            b[buf][2 * j + 1][1] = r[3];
+        }
+    };
+
+    // The wait before each barrier: this thread's copies of the tile about to be read are done
+    // (at most STAGES - 2 groups pending), and after the barrier everyone's are.
+#ifndef LADDER_MMA_FLAW_NO_WAIT
+#define LADDER_MMA_WAIT_FOR_NEXT_TILE() cp_async_wait<STAGES - 2>()
+#else
+#define LADDER_MMA_WAIT_FOR_NEXT_TILE() ((void)0)   // FLAW: no wait; a tile may be read before it landed
+#endif
+    LADDER_MMA_WAIT_FOR_NEXT_TILE();
+    __syncthreads();
+    if (tiles > 0)
+        load_fragments(0, 0, 0);
+    // Each k-step loads the next step's fragments (across the tile boundary too) before its own
+    // mma, so shared-memory latency hides behind tensor-core work. Tile t + STAGES - 1 is issued
+    // into stage (t - 1) % STAGES at the first k-step of tile t: every warp read its last
+    // fragments before the barrier ending tile t - 1. STAGES >= 3 keeps that stage apart from
+    // stage (t + 1) % STAGES, read at tile t's last k-step.
     for (int t = 0; t < tiles; ++t)
     {
-#ifndef LADDER_MMA_FLAW_NO_WAIT
-        cp_async_wait<STAGES - 2>();   // this thread's copies of tile t are done ...
-#else
-        // FLAW: no wait; tile t may be read before its copies have landed
-#endif
-        __syncthreads();               // ... and everyone's; stage (t - 1) % STAGES is free again
-        if (t + STAGES - 1 < tiles)
-            issue(t + STAGES - 1);
-        cp_async_commit();
-        const unsigned As = shared_address(smem + (t % STAGES) * STAGE), Bs = As + BM * BK * 2;
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)
+        for (int kk = 0; kk < KSTEPS; ++kk)
         {
-            unsigned a[MI][4], b[NI][2];
-#pragma unroll
-            for (int i = 0; i < MI; ++i)
-                ldmatrix_x4(a[i], As + 16 * read_index<A_CHUNKS>(warp_row * WM + i * 16 + fragment_row,
-                                                                  kk * 2 + fragment_chunk));
-#pragma unroll
-            for (int j = 0; j < NI / 2; ++j)
+            const int cur = kk % 2, nxt = (kk + 1) % 2;
+            if (kk == KSTEPS - 1)
             {
-                unsigned r[4];
-                ldmatrix_x4_trans(r, Bs + 16 * read_index<B_CHUNKS>(kk * 16 + fragment_row,
-                                                                     (warp_col * WN + j * 16) / CHUNK + fragment_chunk));
-                b[2 * j][0] = r[0];
-                b[2 * j][1] = r[1];
-                b[2 * j + 1][0] = r[2];
-                b[2 * j + 1][1] = r[3];
+                LADDER_MMA_WAIT_FOR_NEXT_TILE();
+                __syncthreads();
+                if (t + 1 < tiles)
+                    load_fragments(nxt, (t + 1) % STAGES, 0);
+            }
+            else
+                load_fragments(nxt, t % STAGES, kk + 1);
+            if (kk == 0)
+            {
+                if (t + STAGES - 1 < tiles)
+                    issue(t + STAGES - 1);
+                cp_async_commit();
             }
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
                 for (int j = 0; j < NI; ++j)
-                    mma16816<T>(acc[i][j], a[i], b[j][0], b[j][1]);
+                    mma16816<T>(acc[i][j], a[cur][i], b[cur][j][0], b[cur][j][1]);
         }
     }
+#undef LADDER_MMA_WAIT_FOR_NEXT_TILE
     cp_async_wait<0>();
     __syncthreads();   // every warp is done with the stages before they become scratch
 
