@@ -49,6 +49,9 @@ class KernelSpec:
     defines: tuple = ()                   # ((NAME, value), ...): -D NAME=value in every compile
     reads_c_at_beta_zero: bool = False    # convention: callers always initialize C (CONVENTIONS)
     deterministic: bool = True            # convention: False for floating-point atomic reductions
+    tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C" -> tensor_map.TensorMapSpec
+    cluster: tuple | None = None          # thread-block cluster dimensions: expressions, x first
+    arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -73,6 +76,18 @@ class KernelSpec:
 
     def __eq__(self, other):
         return isinstance(other, KernelSpec) and self.__dict__ == other.__dict__
+
+    @property
+    def unsimulated_features(self) -> tuple[str, ...]:
+        """What the kernel is declared to use that the CPU simulator does not model."""
+        found = []
+        if any(r in launch.TENSOR_MAP_ROLES for r in self.roles):
+            found.append("TMA tensor maps")
+        if self.cluster is not None:
+            found.append("thread-block clusters")
+        if self.arch is not None:
+            found.append(f"the {self.arch} compile target")
+        return tuple(found)
 
     @property
     def is_reference(self) -> bool:
