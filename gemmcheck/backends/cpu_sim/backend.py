@@ -19,7 +19,7 @@ from gemmcheck.backends import Backend, BackendUnavailable, KernelCompileError, 
 from gemmcheck.backends.cpu_sim import build
 from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.backends.cpu_sim.address import AddressReport, parse_asan
-from gemmcheck.backends.cpu_sim.errors import NotSimulated, NotSimulatedFeatures, SimulatedCrash, SimulatedHang, _build_failure
+from gemmcheck.backends.cpu_sim.errors import NotSimulated, SimulatedCrash, SimulatedHang, _build_failure
 from gemmcheck.backends.cpu_sim.locating import BUFFER_NAMES, _element_locator
 from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, GlobalRace, LaunchReport,
                                                 ScheduleRun, SharedConflict, _thread)
@@ -60,8 +60,7 @@ class CpuSimBackend(Backend):
     def prepare(self, instances: Iterable[Instance]) -> None:
         new: set[tuple] = set()
         for inst in instances:
-            if (inst.spec.gpu_only or inst.spec.unsimulated_features or _key(inst) in self._module_of
-                    or _key(inst) in self._failed):
+            if inst.spec.gpu_only or _key(inst) in self._module_of or _key(inst) in self._failed:
                 continue
             self._wanted[inst.build_unit].add(inst)
             new.add(inst.build_unit)
@@ -101,8 +100,6 @@ class CpuSimBackend(Backend):
     def build_error(self, instance: Instance) -> KernelCompileError | None:
         if instance.spec.gpu_only:
             return None
-        if instance.spec.unsimulated_features:
-            return NotSimulatedFeatures(instance)
         try:
             self._module(instance)
         except KernelCompileError as exc:
@@ -111,10 +108,7 @@ class CpuSimBackend(Backend):
 
     def _module(self, instance: Instance) -> build.Module:
         if instance.spec.gpu_only:
-            raise NotSimulated(f"{instance.id}: the catalog declares it gpu_only (it needs what the CPU "
-                               "simulator does not model); run it with --gemm-backend cupy on a GPU")
-        if instance.spec.unsimulated_features:
-            raise NotSimulatedFeatures(instance)
+            raise NotSimulated(f"{instance.id}: {instance.spec.simulator_skip_reason()}")
         key = _key(instance)
         if key not in self._module_of and key not in self._failed:
             self.prepare([instance])

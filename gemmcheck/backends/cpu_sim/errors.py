@@ -35,17 +35,6 @@ class NotModelled(NotSupported):
                          f"with --gemm-backend cupy on a GPU\n{log}")
 
 
-class NotSimulatedFeatures(NotSupported):
-    """The catalog declares TMA tensor maps, thread-block clusters or an architecture-specific
-    target: Hopper's asynchronous hardware, which the simulator does not model. One reason for
-    all of them, so every test of the kernel skips alike."""
-
-    def __init__(self, instance: Instance):
-        uses = " / ".join(instance.spec.unsimulated_features)
-        super().__init__(f"{instance.id} uses {uses}, which the CPU simulator does not model; "
-                         "run it with --gemm-backend cupy on a GPU")
-
-
 def _build_failure(inst: Instance, exc: build.BuildError) -> KernelCompileError:
     """The error for one instantiation that did not build alone: NotModelled when g++ shows a
     construct the simulator does not model, else the compile error as g++ gave it."""
