@@ -62,16 +62,17 @@ class CupyBackend(Backend):
                 self._failed[self._key(inst)] = NotSupported(why)
         todo = [i for i in todo if self._key(i) not in self._failed]
         for (source, defines, arch), names in compiler.build_units_of(todo, self.arch).items():
+            target = () if arch == self.arch else (arch,)   # the device's own target is the default
             try:
-                self._compile(source, defines, arch, names)
+                self._compile(source, defines, names, *target)
             except KernelCompileError:
                 # Compile one by one so a broken instantiation fails only its own tests.
                 for name in names:
                     try:
-                        self._compile(source, defines, arch, [name])
+                        self._compile(source, defines, [name], *target)
                     except KernelCompileError as exc:
                         exc.source = source   # names the build test that shows the errors
-                        self._failed[(source, defines, arch, name)] = exc
+                        self._failed[self._built_key(source, defines, arch, name)] = exc
 
     def _cannot_run(self, instance: Instance) -> str | None:
         """Why this device cannot run `instance` (its catalog's arch is another GPU's), or None."""
@@ -88,7 +89,8 @@ class CupyBackend(Backend):
         return (f"{instance.id} needs {target} (its catalog's arch); this GPU is {self.arch} "
                 f"(compute capability {have[0]}.{have[1]})")
 
-    def _compile(self, source, defines, arch: str, names: list[str]) -> None:
+    def _compile(self, source, defines, names: list[str], arch: str | None = None) -> None:
+        arch = arch or self.arch
         try:
             built = compiler.compile_source(source, tuple(names), arch, defines=defines)
         except compiler.CompileError as exc:
@@ -96,7 +98,8 @@ class CupyBackend(Backend):
         try:
             module = self._cupy.cuda.function.Module()
             module.load(built.cubin)
-            kernels = {(source, defines, arch, name): module.get_function(built.mangled[name]) for name in names}
+            kernels = {self._built_key(source, defines, arch, name): module.get_function(built.mangled[name])
+                       for name in names}
         except Exception as exc:
             raise KernelCompileError(f"{source}: loading {', '.join(names)} for {arch} "
                                      f"failed: {type(exc).__name__}: {exc}") from None
@@ -104,7 +107,14 @@ class CupyBackend(Backend):
         self._kernels.update(kernels)
 
     def _key(self, instance: Instance) -> tuple:
-        return (*instance.build_unit, compiler.target(instance, self.arch), instance.name_expression)
+        return self._built_key(*instance.build_unit, instance.spec.arch, instance.name_expression)
+
+    def _built_key(self, source, defines, arch: str | None, name: str) -> tuple:
+        """(source, defines, name) of a build for this device; the target joins the key only
+        when a catalog's arch names another one (sm_90a on an sm_90 device)."""
+        if arch is None or arch == getattr(self, "arch", None):
+            return (source, defines, name)
+        return (source, defines, name, arch)
 
     def build_error(self, instance: Instance) -> KernelCompileError | None:
         return self._failed.get(self._key(instance))
