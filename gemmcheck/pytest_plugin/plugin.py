@@ -212,9 +212,7 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
     elif gemm_config(config).simulated and not item.get_closest_marker("nvrtc"):
         gpu_only = [p for p in instances_of(item) if p.spec.gpu_only]
         if gpu_only:
-            return (f"{gpu_only[0].spec.name} is gpu_only in its catalog: its author says it needs "
-                    "what the CPU simulator does not model (docs/cpu-simulator-device-api.md); run "
-                    "it with --gemm-backend cupy on a GPU")
+            return gpu_only[0].spec.simulator_skip_reason()
         unsimulated = [p for p in instances_of(item) if not p.spec.simulated(p.config)]
         if unsimulated:
             return (f"{unsimulated[0].id}: not among its catalog's sim_configs "

@@ -108,8 +108,7 @@ class CpuSimBackend(Backend):
 
     def _module(self, instance: Instance) -> build.Module:
         if instance.spec.gpu_only:
-            raise NotSimulated(f"{instance.id}: the catalog declares it gpu_only (it needs what the CPU "
-                               "simulator does not model); run it with --gemm-backend cupy on a GPU")
+            raise NotSimulated(f"{instance.id}: {instance.spec.simulator_skip_reason()}")
         key = _key(instance)
         if key not in self._module_of and key not in self._failed:
             self.prepare([instance])
