@@ -24,7 +24,8 @@
 // map with cuTensorMapEncodeTiled over its matrix: box [BK, BM / CN] for A and [BK, BN / CM]
 // for B (inner dimension K), 128-byte swizzle, out-of-bounds elements filled with zeros (so
 // ragged M, N and K edges need no guards in the main loop). Claims K % 8 == 0 (TMA needs
-// 16-byte row strides); any M and N. K == 0 gives beta C (the accumulators start at zero).
+// 16-byte row strides) and K > 0 (a tensor map has no empty dimension); any M and N. (Given
+// maps of any extent, K == 0 gives beta C: the accumulators start at zero.)
 // Launch: 384 threads, grid (CN * ceil(N / (CN * BN)), CM * ceil(M / (CM * BM))), cluster
 // (CN, CM, 1), dynamic shared STAGES * (BM + BN) * BK * sizeof(T) + 2048 bytes (the barriers,
 // then the tiles from a 1024-byte boundary, the 128-byte swizzle's period). Edge CTAs that
@@ -38,15 +39,9 @@
 //   2  the wgmma descriptors say "no swizzle" while TMA writes the tiles 128-byte swizzled
 //   3  the epilogue stores without the col < N guard: a ragged N edge writes outside C
 
+#include <cuda.h>   // CUtensorMap (under NVRTC, which cannot open this host header, gemmcheck's prelude declares it)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-
-#if !defined(CUDA_VERSION)
-// cuda.h's CUtensorMap (opaque, 128 bytes, 64-byte aligned), declared here because a device
-// compile (NVRTC) cannot include the driver API's host header.
-struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; };
-typedef struct CUtensorMap_st CUtensorMap;
-#endif
 
 namespace ladder_hopper
 {
