@@ -43,6 +43,14 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+// wgmma and setmaxnreg exist in the arch-specific target sm_90a only: a device compile for any
+// other target fails with the static_assert in the kernel, not with ptxas's first wgmma.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LADDER_WGMMA_SM90A true
+#else
+#define LADDER_WGMMA_SM90A false
+#endif
+
 namespace ladder_hopper
 {
 template <typename T> struct wgmma_is_bf16 { static constexpr bool value = false; };
@@ -319,10 +327,8 @@ __global__ void __launch_bounds__(384, 1)
 gemm_wgmma(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap tensor_map_A,
            const __grid_constant__ CUtensorMap tensor_map_B, float beta, T *C)
 {
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "gemm_wgmma needs sm_90a (wgmma, setmaxnreg): compile with arch sm_90a"
-#endif
 #if defined(__CUDA_ARCH__)
+    static_assert(LADDER_WGMMA_SM90A, "gemm_wgmma needs sm_90a (wgmma, setmaxnreg): compile with arch sm_90a");
     using namespace ladder_hopper;
     static_assert(BM == 128, "two consumer warpgroups of 64 rows each");
     static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
