@@ -44,7 +44,7 @@ def test_catalog_names_resolve_to_files_and_anything_else_is_a_path(names, expec
 
 def test_the_ladder_catalog_loads_alongside_the_builtin_one():
     specs = catalog.load_all(catalog.resolve(["all"]))
-    assert {s.name for s in specs} == set(BUILTIN) | set(LADDER) and len(LADDER) == 13
+    assert {s.name for s in specs} == set(BUILTIN) | set(LADDER) and len(LADDER) == 17
 
 
 # -- thresholds naming a config ----------------------------------------------------------------
@@ -88,8 +88,9 @@ def test_the_thresholds_file_holds_every_rung_on_a_config_it_declares():
 def test_the_issue_13_targets_are_held_as_the_issue_states_them():
     thresholds = perf.load_thresholds(perf.BUILTIN_THRESHOLDS).thresholds
     float32 = [t for t in thresholds if t.kernel == "ladder_warptiled_occ"]
-    float16 = [t for t in thresholds if t.kernel == "ladder_wmma_async" and t.target]
-    # float32: met (0.928), so a plain bar at the target itself; float16: not met (0.39), a target.
+    float16 = [t for t in thresholds if t.kernel == "ladder_wgmma" and t.target]
+    # float32: met (0.928), so a plain bar at the target itself; float16: held by rung 8, a target
+    # until the perf suite measures it (a standalone harness gave 0.955).
     assert [(t.at_least, t.target, t.baseline, t.min_size) for t in float32] == [(0.90, False, "cublas", 4096)]
     assert [(t.at_least, t.dtype, t.baseline, t.min_size) for t in float16] == [(0.70, "float16", "cublas", 4096)]
 
