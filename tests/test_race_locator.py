@@ -100,6 +100,16 @@ def test_a_kernel_using_what_the_simulator_does_not_model_is_not_simulated_and_s
                                     "__pipeline_memcpy_async"), placement.why
 
 
+def test_a_single_finding_carries_where_the_simulator_placed_its_race(sim):
+    differ = Finding(Defect.NONDETERMINISM, "repeat-launch", "3 of 561 elements of C differ", 3, (0, 1))
+    told = hazards.with_place(differ, hazards.locate_race(kernel("broken_splitk_global_race"), sim))
+    assert (told.defect, told.detector, told.where) == (differ.defect, differ.detector, differ.where)
+    assert told.summary.startswith("3 of 561 elements of C differ; placed by the CPU simulator (")
+    assert "global_memory_race at C[" in told.summary and told.details["placement"]["placed"]
+    untold = hazards.with_place(differ, hazards.locate_race(kernel("matmul_tiled"), sim))
+    assert "; the CPU simulator did not reproduce it" in untold.summary
+
+
 def test_the_default_simulator_is_made_once_per_process_beside_other_backends():
     try:
         first = hazards.cpu_simulator(10.0)

@@ -49,7 +49,7 @@ One module per job, each public name importable from here:
 - detection: every detector on one observation (detect)
 - classification: the root defect and what it explains (classify, Diagnosis, caught_as, PLACES_A_RACE)
 - locating: a race hardware shows without a place, placed by the CPU simulator (locate_race,
-  Placement, cpu_simulator)
+  Placement, cpu_simulator, with_place)
 """
 
 from gemmcheck.judge.hazards.classification import (EXPLAINS, NEEDS_A_TOOL, NEEDS_THE_SIMULATOR, PLACES_A_RACE,
@@ -58,7 +58,7 @@ from gemmcheck.judge.hazards.detection import detect
 from gemmcheck.judge.hazards.observing import (CONTROL_GUARD_BITS, SIMULATOR_SCHEDULES, Observation, launch_order,
                                                observe, observe_simulated, observe_small_problems_simulated,
                                                operands, simulates_threads, watches_c_reads)
-from gemmcheck.judge.hazards.locating import PLACED_BY, Placement, cpu_simulator, locate_race
+from gemmcheck.judge.hazards.locating import PLACED_BY, Placement, cpu_simulator, locate_race, with_place
 from gemmcheck.judge.hazards.outcomes import UNFINISHED, launch_failure, unfinished
 from gemmcheck.judge.hazards.plain_detectors import (PLAIN_DETECTORS, check_input_mutation, check_nondeterminism,
                                                      check_out_of_bounds_read, check_out_of_bounds_write,
@@ -79,5 +79,5 @@ __all__ = [
     "check_schedule_dependence", "check_shared_conflicts", "check_uninitialized_shared", "check_unwritten",
     "check_values", "classify", "cpu_simulator", "detect", "exposing_problems", "is_race_stress", "launch_failure",
     "launch_order", "locate_race", "observe", "observe_simulated", "observe_small_problems_simulated", "operands",
-    "simulates_threads", "unfinished", "watches_c_reads",
+    "simulates_threads", "unfinished", "watches_c_reads", "with_place",
 ]

@@ -18,6 +18,7 @@ is a race of unknown place.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -119,6 +120,14 @@ def locate_race(instance: Instance, simulator=None, *, schedules=SIMULATOR_SCHED
     return Placement(True, [], f"{PLACED_BY} did not reproduce it: no two threads or blocks raced and no barrier "
                                f"diverged on {on} under schedules {', '.join(schedules)} ({seconds:.1f} s)",
                      problems, seconds)
+
+
+def with_place(finding: Finding, placement: Placement) -> Finding:
+    """`finding` (a race of unknown place) with the locator's word on it: where the simulator
+    placed the race, or why it placed nothing, at the end of its summary; the placement in its
+    details. For a check that reports one finding (the correctness suite's determinism claim)."""
+    return dataclasses.replace(finding, summary=f"{finding.summary}; {placement.why}",
+                               details={**finding.details, "placement": placement.to_json()})
 
 
 def _headline(error: Exception) -> str:
