@@ -22,6 +22,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
+from gemmcheck import backends
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict import Finding
 from gemmcheck.judge.hazards.classification import PLACES_A_RACE
@@ -60,8 +61,6 @@ def cpu_simulator(hang_timeout_s: float):
     """This process's CPU simulator for placing races, made on first use and kept (its worker
     is built once; it runs beside the GPU backend: no CUDA, a worker process of its own).
     Raises BackendUnavailable, the same each time, where it cannot run here."""
-    from gemmcheck import backends
-
     if hang_timeout_s not in _SIMULATORS:
         try:
             _SIMULATORS[hang_timeout_s] = backends.create("cpu-sim", hang_timeout_s=hang_timeout_s)
@@ -74,12 +73,10 @@ def cpu_simulator(hang_timeout_s: float):
 
 
 def locate_race(instance: Instance, simulator=None, *, schedules=SIMULATOR_SCHEDULES,
-                hang_timeout_s: float = 10.0) -> Placement:
+                hang_timeout_s: float = backends.DEFAULT_HANG_TIMEOUT_S) -> Placement:
     """Ask the CPU simulator where `instance` races: its small exposing problems under
     `schedules` (no AddressSanitizer: it places no race). `simulator`: a backend that
     simulates threads; by default this process's (cpu_simulator)."""
-    from gemmcheck import backends
-
     t0 = time.monotonic()
     spec = instance.spec
     if spec.gpu_only:
