@@ -11,7 +11,7 @@ module that needs only ToolFailure, like the isolated child's, does not import p
 - builds: the build test's work (BUILD_TEST, failures, unsupported, verdicts_for, describe,
   source_id, build_test_id)
 - probe: the isolated probe (probe_steps, probe_instances, start, stop_probe, PROBE_SEED)
-- tools: failures of the suite's own tools (ToolFailure, retry_once)
+- tools: failures of the suite's own tools (ToolFailure, retry_once, REPORT_ATTRIBUTE)
 """
 
 import importlib
@@ -22,7 +22,7 @@ _MODULES = {
     "lost": ("COMPILE_ERROR", "CONTAINMENT", "Containment", "Lost", "containment", "lose", "refuse_lost",
              "skip_reason", "status_of", "unfinished_verdict", "uniform"),
     "probe": ("PROBE_SEED", "probe_instances", "probe_steps", "start", "stop_probe"),
-    "tools": ("ToolFailure", "retry_once"),
+    "tools": ("REPORT_ATTRIBUTE", "ToolFailure", "retry_once"),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 

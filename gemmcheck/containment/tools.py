@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import threading
 
+# The attribute of a pytest report that met a ToolFailure: its first line
+# (gemmcheck.pytest_plugin.tool_failure_plugin sets it and calls such a report an error).
+REPORT_ATTRIBUTE = "gemm_tool_failure"
+
 
 class ToolFailure(RuntimeError):
     """One of the suite's own tools failed: no verdict on any kernel.

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from gemmcheck.containment.tools import ToolFailure
-
-TOOL_FAILURE = "gemm_tool_failure"   # an attribute of the report: the failing tool's first line
+from gemmcheck.containment.tools import REPORT_ATTRIBUTE as TOOL_FAILURE, ToolFailure
 
 
 def tool_failure_in(exc: BaseException | None) -> ToolFailure | None:
