@@ -58,5 +58,6 @@ def retry_once(work, *, stop: threading.Event | None = None):
         try:
             return work()
         except ToolFailure as second:
-            second.what = f"{second.what} (tried twice; the first time: {first.what.splitlines()[0]})"
+            line, newline, rest = second.what.partition("\n")   # said on its first line
+            second.what = f"{line} (tried twice; the first time: {first.what.partition(chr(10))[0]}){newline}{rest}"
             raise second from None

@@ -42,6 +42,7 @@ class ChildResult:
     error: str = ""           # the child's own failure (not a kernel's): set when it said ERROR
     ready_at: float | None = None   # epoch second it said READY (its start-up done)
     marks: dict = field(default_factory=dict)   # its start-up: {"main", "backend", "prepared": epoch}
+    not_ready_in: float | None = None   # killed for not being ready within this many seconds
 
 
 def _reader(stream, q: queue.Queue) -> None:
@@ -169,7 +170,8 @@ def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> Chi
         outcomes.setdefault(step.id, StepOutcome(step, "not_run"))
     if killed_for == "ready" and current is None:
         stderr += f"\n(killed: not ready within {ready_timeout:g} s)"
-    return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error, ready_at, marks)
+    return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error, ready_at, marks,
+                       ready_timeout if killed_for == "ready" else None)
 
 
 STARTUP_PARTS = ("start and imports", "backend", "prepare")

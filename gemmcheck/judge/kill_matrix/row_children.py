@@ -7,7 +7,7 @@ import os
 import threading
 
 from gemmcheck import watchdog
-from gemmcheck.containment import tools
+from gemmcheck.containment.tools import retry_once
 from gemmcheck.judge import hazards, isolation, sanitizer
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.phases import phase
@@ -116,7 +116,7 @@ class RowChildren:
                 # (its child not ready, or killed before it was: tried once more, then the
                 # row's test errors; a fault or a timeout in a launch is the kernel's verdict)
                 observe = lambda i=instance, k=key: self._for_all(   # noqa: E731
-                    [k], lambda: tools.retry_once(lambda: isolated_observations([i], self.settings)[i.id],
+                    [k], lambda: retry_once(lambda: isolated_observations([i], self.settings)[i.id],
                                                   stop=self._closing), lambda obs: [obs])
                 if self._claim(instance, self.PLAIN):
                     self._futures[(instance.id, self.PLAIN)] = self._start(self._isolated_pool, observe)
@@ -251,7 +251,7 @@ class RowChildren:
         """sanitizer.run, once more when its child could not run (a failure of the tool or of
         this host, not of a kernel: isolation.IsolationError, a ToolFailure); a second failure
         is raised. Not retried once closing: close() killed it."""
-        return tools.retry_once(
+        return retry_once(
             lambda: sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe, backend=self.settings.backend_name),
             stop=self._closing)
 
