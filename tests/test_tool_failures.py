@@ -149,10 +149,26 @@ def test_a_probe_whose_child_is_not_ready_is_tried_once_more_then_the_launching_
         pytester, monkeypatch, fails):
     # The probe runs only on the GPU backend; here it is forced on, with cpu-sim in its child.
     monkeypatch.setattr(build_plugin, "_needs_probe", lambda config: True)
+    assert_probe_retried(pytester, monkeypatch, fails, "cpu-sim")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fails", [1, 2])
+def test_on_the_gpu_a_probe_whose_child_is_not_ready_is_tried_once_more_then_the_launching_tests_error(
+        pytester, monkeypatch, fails):
+    from gemmcheck.backends import device
+
+    found, why = device.cuda_device()
+    if not found:
+        pytest.skip(f"needs a CUDA device; {why}")
+    assert_probe_retried(pytester, monkeypatch, fails, "cupy")
+
+
+def assert_probe_retried(pytester, monkeypatch, fails: int, backend: str) -> None:
     starts = never_ready_for(monkeypatch, fails)
     pytester.makeconftest((ROOT / "conftest.py").read_text())
     result = pytester.runpytest("-rfE", "-vv", str(ROOT / "suites" / "correctness" / "test_exact_results.py"),
-                                f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim", "--gemm-kernels=crashes,good",
+                                f"--gemm-catalog={BAD}", f"--gemm-backend={backend}", "--gemm-kernels=crashes,good",
                                 "-p", "no:cacheprovider", f"--gemm-verdicts={pytester.path / 'v.json'}")
     outcomes = result.parseoutcomes()
     rows = {r["instance"]: r for r in json.loads((pytester.path / "v.json").read_text())["instances"]}
