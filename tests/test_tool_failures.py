@@ -305,6 +305,32 @@ def test_a_gpu_turn_not_had_in_time_is_asked_for_once_more_then_the_test_errors(
                                      "within 0.2 s (tried twice*"])
 
 
+HELD_BY_ANOTHER_WORKER = """
+import pytest
+from gemmcheck.schedule import gpu_turns
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):   # a worker that shares its GPU; another holds it and never lets go
+    path = gpu_turns.lock_path(str(config.rootpath), "0")
+    config.stash[gpu_turns.TURNS] = gpu_turns.GpuTurns(path)
+    config.other = gpu_turns._Lock(path)
+    config.other.exclusive()
+    gpu_turns.TURN_TIMEOUT_S = 0.2
+"""
+
+
+def test_a_turn_not_had_at_a_tests_start_is_its_setup_error_and_the_session_goes_on(pytester):
+    """The shared hold for a test is taken around the test's whole protocol, outside its
+    phases: not had there, the test's setup errors (turns_plugin), not the session."""
+    pytester.makeconftest(HELD_BY_ANOTHER_WORKER)
+    pytester.makepyfile(test_held="def test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    result = pytester.runpytest_subprocess("-rfE", "-vv", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["ERROR test_held.py::test_one - *GpuTurnFailure: the GPU turn lock "
+                                 "(gemmcheck.schedule.gpu_turns): *the shared lock was not had within 0.2 s "
+                                 "(tried twice*"])
+
+
 def test_a_turn_lock_that_cannot_be_opened_is_a_tool_failure(tmp_path):
     from gemmcheck.schedule import gpu_turns
 
