@@ -98,7 +98,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         except launch.ExpressionError as exc:
             fail(f"shapes: {exc}; or use one of {sorted(SHAPES)}")
     if square and shapes not in ("square-tile-multiple",):
-        fail(f"a kernel with one size argument takes only square problems; set shapes = 'square-tile-multiple'")
+        fail("a kernel with one size argument takes only square problems; set shapes = 'square-tile-multiple'")
 
     shared_tiles = entry.get("shared_tiles")
     shared_pad = entry.get("shared_pad", 0)
