@@ -385,3 +385,42 @@ def test_a_fresh_process_that_dies_is_run_once_more_then_its_tests_error(pyteste
         result.assert_outcomes(failed=1, passed=6, skipped=8, errors=3)
         result.stdout.fnmatch_lines(["ERROR test_fresh.py::test_launch[[]good-float32-TILE8-5[]] - the fresh "
                                      "pytest process (gemmcheck.schedule.rerun): *killed by signal 9*"])
+
+
+# -- the CPU simulator's g++: a build that outlives its deadline -----------------------------
+
+def test_a_g_plus_plus_run_past_its_deadline_is_a_tool_failure_not_a_compile_error(monkeypatch):
+    import subprocess
+    from gemmcheck.backends.cpu_sim import build
+
+    def too_slow(cmd, **kw):
+        raise subprocess.TimeoutExpired(cmd, kw.get("timeout"))
+    monkeypatch.setattr(build.subprocess, "run", too_slow)
+    with pytest.raises(tools.ToolFailure) as caught:
+        build._run(["g++", "kernel.cpp"], "kernel.cu")
+    assert not isinstance(caught.value, build.BuildError)   # a BuildError would be compile_error
+    assert str(caught.value).startswith("g++ (the CPU simulator's build): kernel.cu: g++ ran longer than")
+
+
+@pytest.mark.parametrize("timeouts, outcome", [(1, "built"), (2, "tool failure")])
+def test_a_simulator_build_that_timed_out_is_built_once_more_then_errors(monkeypatch, timeouts, outcome):
+    from gemmcheck.backends.cpu_sim import build
+    from gemmcheck.contract import catalog
+    from simulator import simulator
+
+    inst = catalog.Instance(catalog.load(ROOT / "kernels" / "catalog.toml")[1], "float32", 16)
+    real, calls = build.module, []
+
+    def module(source, instances, defines):
+        calls.append(source)
+        if len(calls) <= timeouts:
+            raise build.BuildTimeout(f"{source.name}: g++ ran longer than {build.COMPILE_TIMEOUT_S} s")
+        return real(source, instances, defines)
+    monkeypatch.setattr(build, "module", module)
+    with simulator() as sim:
+        if outcome == "built":
+            assert sim.build_error(inst) is None and len(calls) == 2
+        else:
+            with pytest.raises(build.BuildTimeout, match="tried twice"):
+                sim.build_error(inst)   # an error of the suite, never the kernel's compile_error
+            assert len(calls) == 2
