@@ -33,6 +33,20 @@ def failing(times: int, result="done"):
     return work
 
 
+def passes_once_errors_twice(pytester, fails, error, **test_file):
+    """Run the one test of `test_file` (a template of FAILS = {fails}) in a pytest of its own: a
+    tool that failed once was retried and the test passed; twice, the test is an error, `error`
+    its summary line."""
+    (name, template), = test_file.items()
+    pytester.makepyfile(**{name: template.format(fails=fails)})
+    result = pytester.runpytest("-rfE", "-vv", "-p", "no:cacheprovider")
+    if fails == 1:
+        result.assert_outcomes(passed=1)
+    else:
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines([error])
+
+
 def test_a_tool_that_fails_once_is_tried_once_more_and_its_result_stands():
     work = failing(1)
     assert tools.retry_once(work) == "done" and len(work.calls) == 2
@@ -241,14 +255,9 @@ def test_builds(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("fails", [1, 2])
 def test_a_build_lock_not_had_in_time_is_asked_for_once_more_then_the_test_errors(pytester, fails):
-    pytester.makepyfile(test_build=BUILDS_UNDER_THE_LOCK.format(fails=fails))
-    result = pytester.runpytest("-rfE", "-vv", "-p", "no:cacheprovider")
-    if fails == 1:
-        result.assert_outcomes(passed=1)
-    else:
-        result.assert_outcomes(errors=1)
-        result.stdout.fnmatch_lines(["ERROR test_build.py::test_builds - *BuildLockFailure: the build cache's lock "
-                                     "(gemmcheck.compile.buildlock): *entry.lock: not had within 900 s (tried twice*"])
+    passes_once_errors_twice(pytester, fails, test_build=BUILDS_UNDER_THE_LOCK, error=(
+        "ERROR test_build.py::test_builds - *BuildLockFailure: the build cache's lock "
+        "(gemmcheck.compile.buildlock): *entry.lock: not had within 900 s (tried twice*"))
 
 
 def test_a_build_lock_that_cannot_be_taken_is_a_tool_failure(tmp_path, monkeypatch):
@@ -294,15 +303,9 @@ def test_times_alone(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("fails", [1, 2])
 def test_a_gpu_turn_not_had_in_time_is_asked_for_once_more_then_the_test_errors(pytester, fails):
-    pytester.makepyfile(test_turn=TAKES_A_TURN.format(fails=fails))
-    result = pytester.runpytest("-rfE", "-vv", "-p", "no:cacheprovider")
-    if fails == 1:
-        result.assert_outcomes(passed=1)
-    else:
-        result.assert_outcomes(errors=1)
-        result.stdout.fnmatch_lines(["ERROR test_turn.py::test_times_alone - *GpuTurnFailure: the GPU turn lock "
-                                     "(gemmcheck.schedule.gpu_turns): *gpu-0.lock: the exclusive lock was not had "
-                                     "within 0.2 s (tried twice*"])
+    passes_once_errors_twice(pytester, fails, test_turn=TAKES_A_TURN, error=(
+        "ERROR test_turn.py::test_times_alone - *GpuTurnFailure: the GPU turn lock "
+        "(gemmcheck.schedule.gpu_turns): *gpu-0.lock: the exclusive lock was not had within 0.2 s (tried twice*"))
 
 
 HELD_BY_ANOTHER_WORKER = """
