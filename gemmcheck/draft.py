@@ -138,9 +138,15 @@ def normalized(name: str) -> str:
     return n.strip("_")
 
 
+_TENSOR_MAP_AFFIXES = re.compile(r"^(tensor_?map|tmap|tma|desc|map)_?|_?(tensor_?map|tmap|tma|desc|map)$")
+
+
 def role_of(param: Param, scalar_types: set[str]) -> str | None:
     """The catalog role a parameter's name says, or None."""
     n = normalized(param.name)
+    if param.element_type.split()[-1:] == ["CUtensorMap"] and not param.pointer:
+        operand = _POINTER_NAMES.get(_TENSOR_MAP_AFFIXES.sub("", param.name.lower()).strip("_"))
+        return f"tensor_map_{operand}" if operand else None
     if param.pointer:
         return _POINTER_NAMES.get(n)
     if n in _SCALAR_NAMES or param.name.lower() in _SCALAR_NAMES:
@@ -257,7 +263,7 @@ def draft_source(source: Path, relative_to: Path | None = None) -> str:
     constants = {m["name"]: int(m["value"]) for m in _CONSTANT.finditer(host)}
     file_defines = {k: v for k, v in cuda_source.defines(text).items()
                     if re.search(rf"\b{k}\b", _without_define_lines(text))}
-    drafts = [draft_kernel(k, rel, host, constants, file_defines) for k in kernels]
+    drafts = [draft_kernel(k, rel, host, constants, file_defines, source_text=text) for k in kernels]
     return "\n".join(header) + "\n\n" + "\n\n".join(d.toml() for d in drafts) + "\n"
 
 
@@ -274,7 +280,7 @@ def _without_define_lines(text: str) -> str:
 
 
 def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constants: dict[str, int],
-                 file_defines: dict[str, int]) -> Draft:
+                 file_defines: dict[str, int], source_text: str = "") -> Draft:
     d = Draft()
     params = parse_params(kernel.params)
     tparams = template_params(kernel.head)
@@ -295,7 +301,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
             unknown.append(p.text)
             role = f"TODO {p.name}"
         roles.append(role)
-    missing = [r for r in launch.POINTER_ROLES if r not in roles]
+    missing = [r for r in launch.POINTER_ROLES if r not in roles and f"tensor_map_{r}" not in roles]
     todo_args = []
     if unknown:
         todo_args.append(f"TODO: args: the role of {', '.join(repr(u) for u in unknown)}: one of "
@@ -303,6 +309,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     if missing:
         todo_args.append(f"TODO: args: no parameter reads as {', '.join(missing)}; name the pointers' roles")
     d.add("args", _toml(roles), *todo_args)
+    _draft_hopper(d, kernel, roles, params, source_text)
 
     # dtype: the pointers' element type, or the type parameter's
     dtype_comments, dtypes = [], []
@@ -406,6 +413,26 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
               "reads_c_at_beta_zero = true")
     d.add("expect", _toml("correct"))
     return d
+
+
+def _draft_hopper(d: Draft, kernel: cuda_source.Kernel, roles: list, params: list[Param], code: str) -> None:
+    """tensor_maps for CUtensorMap parameters, cluster from __cluster_dims__, arch when the file
+    (`code`, as written: inline PTX is in strings) uses wgmma or setmaxnreg."""
+    maps = [r.rsplit("_", 1)[1] for r in roles if r in launch.TENSOR_MAP_ROLES]
+    if len(maps) < sum(p.element_type.endswith("CUtensorMap") and not p.pointer for p in params):
+        d.add("tensor_maps", None, "TODO: tensor_maps: a CUtensorMap parameter's operand is not in its name; "
+              "name its role tensor_map_A, _B or _C in args and describe it here")
+    if maps:
+        d.add("tensor_maps", _toml({m: {"box": [64, 64], "swizzle": "none"} for m in maps}),
+              "TODO: tensor_maps: box = [inner, outer] elements of the box the kernel loads (its shared tile, "
+              "e.g. [\"BK\", \"BM\"]; inner along the operand's contiguous dimension); swizzle as the kernel "
+              "reads its tiles: \"none\", \"32B\", \"64B\" or \"128B\"")
+    dims = re.search(r"__cluster_dims__\s*\((?P<args>[^)]*)\)", kernel.head)
+    if dims:
+        d.add("cluster", _toml([int(v) if v.strip().isdigit() else v.strip() for v in split_top_level(dims["args"])]),
+              "from __cluster_dims__; the grid must be a whole number of clusters")
+    if re.search(r"\b(wgmma|setmaxnreg)\.", code):
+        d.add("arch", _toml("sm_90a"), "wgmma / setmaxnreg need the architecture-specific target")
 
 
 def cuda_source_default_tile() -> str:

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds[mixed.cu]"
 

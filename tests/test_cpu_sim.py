@@ -8,7 +8,6 @@ Small probe kernels with answers known independently live in tests/cpu_sim_kerne
 from dataclasses import replace
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -16,7 +15,7 @@ from gemmcheck import backends
 from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.backends import BackendUnavailable
-from gemmcheck.problems.harness import GuardedGemm, run_once
+from gemmcheck.problems.harness import run_once
 from simulator import simulator
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")

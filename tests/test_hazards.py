@@ -49,6 +49,21 @@ def test_exposing_problems_keep_only_shapes_the_kernel_claims():
     assert shapes == [(16, 16, 16), (64, 64, 64)]
 
 
+@pytest.mark.parametrize("claim, ragged, large", [
+    ("K % 8 == 0 and K > 0", (9, 5, 24), (61, 61, 64)),          # TMA: rows of 16 bytes
+    ("K % 8 == 0 and N % 8 == 0", (9, 8, 24), (61, 64, 64)),     # 16-byte groups of B and C
+])
+def test_a_ragged_shape_the_kernel_does_not_claim_moves_to_a_claimed_one_still_ragged(claim, ragged, large):
+    """A kernel that claims only K % 8 == 0 still has partial tiles in M and N, where a missing
+    bounds guard shows: its ragged problems keep M (and N where it can) off the tile."""
+    inst = catalog.Instance(catalog.KernelSpec(name="mine", source=catalog.BUILTIN, entry="mine", signature="mnk",
+                                               policy="tile2d", tiles=(4,), dtypes=("float32",), expect="correct",
+                                               shapes=claim), "float32", 4)
+    shapes = {purpose: (p.M, p.N, p.K) for purpose, p in hazards.exposing_problems(inst, race_sizes=(64,))}
+    assert shapes["ragged edges"] == ragged and shapes["large ragged"] == large
+    assert all(inst.supports(*shape) for shape in shapes.values())
+
+
 DETECTOR_CASES = [
     # (detector, defective stand-in, the class it must report)
     (hazards.check_values, lambda: drops_k_tail, Defect.WRONG_VALUES),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gemmcheck.contract import catalog
-from gemmcheck.judge import kill_matrix
+from gemmcheck.judge import hazards, kill_matrix
 from gemmcheck.judge.kill_matrix import Column, Row
 from gemmcheck.verdict import Defect, Finding
 
@@ -63,6 +63,12 @@ def test_without_the_tool_every_kernel_is_caught_and_classified_where_hardware_c
     assert all(not r.sanitizer.ran for r in rows)
     needs = next(r for r in rows if r.instance.spec.name == "divergent").outcome()[1]
     assert "needs synccheck" in needs and "caught by the plain detectors as wrong_values" in needs
+    # The race locator asked the CPU simulator to place the race of unknown place: a stand-in has
+    # no kernel body for it to build, so it placed nothing and the row says why.
+    racy = next(r for r in rows if r.instance.spec.name == "racy")
+    assert not racy.plain.placement.simulated and not racy.plain.placed
+    assert "\nthe CPU simulator could not build it: " in racy.outcome()[1], racy.outcome()[1]
+    assert all(r.plain.placement is None for r in rows if r is not racy)
     # Race stress ran at the profile's size; the aligned 4T cube (32) is not run twice.
     good = rows[0]
     assert good.problems == ["ragged edges: M17xN9xK33", "tile-aligned: M32xN32xK32",
@@ -248,13 +254,56 @@ def test_a_divergent_barrier_caught_only_by_the_tool_passes_and_without_it_needs
     assert _row("divergent_barrier", plain, tool=plain).outcome()[0] == "fail"
 
 
-def test_a_global_race_on_hardware_is_caught_as_what_it_shows_there_and_needs_the_simulator():
-    # racecheck sees shared memory only: launches that differ, or wrong values, are all there is.
+def test_a_global_race_on_hardware_the_simulator_did_not_place_is_caught_as_what_it_shows_there_and_needs_it():
+    # racecheck sees shared memory only: launches that differ, or wrong values, are all hardware shows;
+    # the simulator could not run it (gpu_only here), or the locator did not run (wrong values).
     for shown in (Defect.NONDETERMINISM, Defect.WRONG_VALUES):
         for tool in (None, [_f(shown)]):
-            status, why = _row("global_memory_race", [_f(shown)], tool=tool).outcome()
+            row = _row("global_memory_race", [_f(shown)], tool=tool)
+            if shown == Defect.NONDETERMINISM:
+                row.plain.placement = hazards.Placement(False, why="k is gpu_only in its catalog: the CPU "
+                                                                   "simulator does not run it")
+            status, why = row.outcome()
             assert status == "needs-tool", why
             assert f"as {shown.value}" in why and "global-memory tracking" in why and "cpu-sim" in why
+            assert why.endswith("k is gpu_only in its catalog: the CPU simulator does not run it"
+                                if shown == Defect.NONDETERMINISM else "a race of unknown place (launches that differ)")
+
+
+def _placed(defect, detector, place="C[1, 2], blocks (0,0,0) and (1,0,0)"):
+    return Finding(defect, detector, f"placed by the CPU simulator: {defect.value}", 4, None,
+                   {"placed_by": hazards.PLACED_BY, "place": place})
+
+
+def test_a_race_the_simulator_placed_as_declared_passes_on_hardware_with_or_without_the_tool():
+    for declared, detector in ((Defect.GLOBAL_MEMORY_RACE, "global-tracking"),
+                               (Defect.SHARED_MEMORY_RACE, "shared-tracking")):
+        placed = [_f(Defect.NONDETERMINISM, "repeat-launch"), _placed(declared, detector)]
+        for tool in (None, placed):
+            row = _row(declared.value, placed, tool=tool)
+            status, why = row.outcome()
+            assert status == "pass" and f"caught as {declared.value}" in why, why
+        assert row.plain.label() == (f"{declared.value} (placed by the CPU simulator: "
+                                     "C[1, 2], blocks (0,0,0) and (1,0,0))")
+
+
+def test_a_race_the_simulator_placed_as_another_class_fails_on_hardware():
+    placed = [_f(Defect.NONDETERMINISM, "repeat-launch"), _placed(Defect.SHARED_MEMORY_RACE, "shared-tracking")]
+    status, why = _row("global_memory_race", placed).outcome()
+    assert status == "fail" and "plain detectors classify it as shared_memory_race (placed by" in why, why
+    # racecheck naming shared memory where the simulator placed a global race: a mismatch too
+    global_race = [_f(Defect.NONDETERMINISM, "repeat-launch"), _placed(Defect.GLOBAL_MEMORY_RACE, "global-tracking")]
+    row = _row("global_memory_race", global_race, tool=global_race + [_f(Defect.SHARED_MEMORY_RACE, "racecheck")])
+    status, why = row.outcome()
+    assert status == "fail" and "with compute-sanitizer it classifies as shared_memory_race" in why, why
+
+
+def test_a_race_the_simulator_did_not_reproduce_stays_of_unknown_place_and_says_so():
+    row = _row("shared_memory_race", [_f(Defect.NONDETERMINISM, "repeat-launch")])
+    row.plain.placement = hazards.Placement(True, why="the CPU simulator did not reproduce it: ...")
+    assert row.plain.label() == "nondeterminism (race of unknown place)"
+    status, why = row.outcome()
+    assert status == "needs-tool" and why.endswith("\nthe CPU simulator did not reproduce it: ..."), why
 
 
 def test_a_global_race_on_hardware_shown_as_anything_else_or_nothing_fails():

@@ -44,7 +44,7 @@ def test_catalog_names_resolve_to_files_and_anything_else_is_a_path(names, expec
 
 def test_the_ladder_catalog_loads_alongside_the_builtin_one():
     specs = catalog.load_all(catalog.resolve(["all"]))
-    assert {s.name for s in specs} == set(BUILTIN) | set(LADDER) and len(LADDER) == 17
+    assert {s.name for s in specs} == set(BUILTIN) | set(LADDER) and len(LADDER) == 21
 
 
 # -- thresholds naming a config ----------------------------------------------------------------
@@ -85,13 +85,14 @@ def test_the_thresholds_file_holds_every_rung_on_a_config_it_declares():
     assert selection.unknown_instantiations(LADDER.values(), thresholds) == []
 
 
-def test_the_issue_13_targets_are_held_as_the_issue_states_them():
+def test_the_ladder_targets_are_held_at_their_bars():
     thresholds = perf.load_thresholds(perf.BUILTIN_THRESHOLDS).thresholds
     float32 = [t for t in thresholds if t.kernel == "ladder_warptiled_occ"]
-    float16 = [t for t in thresholds if t.kernel == "ladder_wmma_async" and t.target]
-    # float32: met (0.928), so a plain bar at the target itself; float16: not met (0.39), a target.
+    float16 = [t for t in thresholds if t.kernel == "ladder_wgmma" and t.dtype == "float16"]
+    # Both met (float32 0.928, float16 0.866 in the perf suite on an H200): plain bars at the
+    # targets themselves, so losing either fails.
     assert [(t.at_least, t.target, t.baseline, t.min_size) for t in float32] == [(0.90, False, "cublas", 4096)]
-    assert [(t.at_least, t.dtype, t.baseline, t.min_size) for t in float16] == [(0.70, "float16", "cublas", 4096)]
+    assert [(t.at_least, t.target, t.baseline, t.min_size) for t in float16] == [(0.70, False, "cublas", 4096)]
 
 
 # -- which instantiations are timed ------------------------------------------------------------

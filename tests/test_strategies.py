@@ -1,7 +1,6 @@
 """Strategies: arguments checked up front, suspects derived from TILE, every drawn
 shape within the kernel's declared support, and shrinking to small shapes."""
 
-import numpy as np
 import pytest
 from hypothesis import find, given, settings
 from hypothesis.errors import InvalidArgument

@@ -10,10 +10,12 @@ import numpy as np
 
 from gemmcheck.compile import compiler
 from gemmcheck.backends import device
+from gemmcheck.backends import extended_launch
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
-                                KernelLaunchError, launch_error, lose_context, refuse_if_lost)
+                                KernelLaunchError, NotSupported, launch_error, lose_context, refuse_if_lost)
+from gemmcheck.contract.catalog.vocabulary import ARCH
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.contract.launch import Launch
+from gemmcheck.contract.launch import Launch, LaunchError
 from gemmcheck.phases import timed
 
 
@@ -38,8 +40,9 @@ class CupyBackend(Backend):
 
         self._cupy = cupy
         self._description = why
-        major, minor = cupy.cuda.Device().compute_capability
-        self.arch = f"sm_{major}{minor}"
+        # CuPy says "90" for compute capability 9.0
+        self._capability = divmod(int(cupy.cuda.Device().compute_capability), 10)
+        self.arch = f"sm_{self._capability[0]}{self._capability[1]}"
         self._modules = []  # loaded cubins stay alive as long as their kernels
         self._differs = None   # same()'s kernel, compiled at its first use
         # (source, name expression) -> kernel function, built once per session;
@@ -51,45 +54,78 @@ class CupyBackend(Backend):
         return f"cupy on {self._description}"
 
     def prepare(self, instances: Iterable[Instance]) -> None:
-        # One NVRTC compile per build unit; instantiations of a template share it.
-        todo = [i for i in instances if _key(i) not in self._kernels and _key(i) not in self._failed]
-        for (source, defines), names in compiler.build_units_of(todo, self.arch).items():
+        # One NVRTC compile per build unit and target; instantiations of a template share it.
+        todo = [i for i in instances if self._key(i) not in self._kernels and self._key(i) not in self._failed]
+        for inst in todo:
+            why = self._cannot_run(inst)
+            if why:
+                self._failed[self._key(inst)] = NotSupported(why)
+        todo = [i for i in todo if self._key(i) not in self._failed]
+        for (source, defines, arch), names in compiler.build_units_of(todo, self.arch).items():
+            target = () if arch == self.arch else (arch,)   # the device's own target is the default
             try:
-                self._compile(source, defines, names)
+                self._compile(source, defines, names, *target)
             except KernelCompileError:
                 # Compile one by one so a broken instantiation fails only its own tests.
                 for name in names:
                     try:
-                        self._compile(source, defines, [name])
+                        self._compile(source, defines, [name], *target)
                     except KernelCompileError as exc:
                         exc.source = source   # names the build test that shows the errors
-                        self._failed[(source, defines, name)] = exc
+                        self._failed[self._built_key(source, defines, arch, name)] = exc
 
-    def _compile(self, source, defines, names: list[str]) -> None:
+    def _cannot_run(self, instance: Instance) -> str | None:
+        """Why this device cannot run `instance` (its catalog's arch is another GPU's), or None."""
+        target = instance.spec.arch
+        if target is None:
+            return None
+        m = ARCH.fullmatch(target)
+        needs = (int(m["major"]), int(m["minor"]))
+        have = self._capability
+        # sm_90a / sm_100f code runs on that compute capability only; plain sm_XY on XY and later
+        runs = have == needs if m["suffix"] else have >= needs
+        if runs:
+            return None
+        return (f"{instance.id} needs {target} (its catalog's arch); this GPU is {self.arch} "
+                f"(compute capability {have[0]}.{have[1]})")
+
+    def _compile(self, source, defines, names: list[str], arch: str | None = None) -> None:
+        arch = arch or self.arch
         try:
-            built = compiler.compile_source(source, tuple(names), self.arch, defines=defines)
+            built = compiler.compile_source(source, tuple(names), arch, defines=defines)
         except compiler.CompileError as exc:
             raise KernelCompileError(str(exc)) from None
         try:
             module = self._cupy.cuda.function.Module()
             module.load(built.cubin)
-            kernels = {(source, defines, name): module.get_function(built.mangled[name]) for name in names}
+            kernels = {self._built_key(source, defines, arch, name): module.get_function(built.mangled[name])
+                       for name in names}
         except Exception as exc:
-            raise KernelCompileError(f"{source}: loading {', '.join(names)} for {self.arch} "
+            raise KernelCompileError(f"{source}: loading {', '.join(names)} for {arch} "
                                      f"failed: {type(exc).__name__}: {exc}") from None
         self._modules.append(module)
         self._kernels.update(kernels)
 
+    def _key(self, instance: Instance) -> tuple:
+        return self._built_key(*instance.build_unit, instance.spec.arch, instance.name_expression)
+
+    def _built_key(self, source, defines, arch: str | None, name: str) -> tuple:
+        """(source, defines, name) of a build for this device; the target joins the key only
+        when a catalog's arch names another one (sm_90a on an sm_90 device)."""
+        if arch is None or arch == getattr(self, "arch", None):
+            return (source, defines, name)
+        return (source, defines, name, arch)
+
     def build_error(self, instance: Instance) -> KernelCompileError | None:
-        return self._failed.get(_key(instance))
+        return self._failed.get(self._key(instance))
 
     def kernel(self, instance: Instance):
-        key = _key(instance)
+        key = self._key(instance)
         if key not in self._kernels and key not in self._failed:
             self.prepare([instance])
         if key in self._failed:
             # A fresh exception each time: re-raising the stored one would grow its traceback.
-            raise KernelCompileError(str(self._failed[key])) from None
+            raise type(self._failed[key])(str(self._failed[key])) from None
         return self._kernels[key]
 
     def to_device(self, bits: np.ndarray):
@@ -140,7 +176,11 @@ class CupyBackend(Backend):
                     f"{launch.shared_bytes} bytes of dynamic shared memory; this device allows {limit}"))
             # Above 48 KB a kernel must opt in (cuFuncSetAttribute; CuPy's RawKernel does the same).
             self._allow_dynamic_shared(kernel, launch.shared_bytes)
-        kernel(launch.grid, launch.block, launch.args, shared_mem=launch.shared_bytes)
+        if launch.extended:
+            # a cluster or a by-value CUtensorMap: cuLaunchKernelEx on CuPy's stream
+            extended_launch.enqueue(kernel.ptr, self._cupy.cuda.get_current_stream().ptr, launch)
+        else:
+            kernel(launch.grid, launch.block, launch.args, shared_mem=launch.shared_bytes)
 
     def _allow_dynamic_shared(self, kernel, nbytes: int) -> None:
         """Raise the function's dynamic shared memory limit to `nbytes` (once per size)."""
@@ -159,8 +199,8 @@ class CupyBackend(Backend):
             self.enqueue(instance, launch)
             self._wait(instance, launch.grid, launch.block)
             self._cupy.cuda.Device().synchronize()
-        except KernelCompileError:
-            raise
+        except (KernelCompileError, LaunchError):
+            raise   # not compiled, or a problem the catalog's tensor maps cannot describe
         except KernelHang as exc:
             exc.context_lost = True   # the kernel still runs: every later launch queues behind it
             lose_context(instance.id)
@@ -233,6 +273,3 @@ extern "C" __global__ void gemmcheck_differs(const unsigned short* a, const unsi
 }
 """
 
-
-def _key(instance: Instance) -> tuple:
-    return (*instance.build_unit, instance.name_expression)

@@ -157,14 +157,24 @@ def build_many(jobs) -> None:
         list(pool.map(one, jobs))
 
 
+def target(instance, arch: str) -> str:
+    """The compile target of `instance`: the catalog's ``arch`` (sm_90a for wgmma) when it
+    names one, else `arch` (the device's own, or the static checks' default)."""
+    return instance.spec.arch or arch
+
+
 def build_units_of(instances, arch: str) -> dict[tuple, list[str]]:
     """Build the units of these instantiations side by side (build_many), each unit with the
-    name expressions of all of them it holds, as one compile; returns unit -> sorted names."""
+    name expressions of all of them it holds, as one compile per target (`arch`, or the
+    catalog's own); returns (source, defines, target) -> sorted names."""
     from gemmcheck.contract.catalog import by_build_unit
 
-    units = {unit: sorted({i.name_expression for i in group})
-             for unit, group in by_build_unit(instances).items()}
-    build_many((source, names, arch, defines) for (source, defines), names in units.items())
+    units: dict[tuple, set[str]] = {}
+    for (source, defines), group in by_build_unit(instances).items():
+        for inst in group:
+            units.setdefault((source, defines, target(inst, arch)), set()).add(inst.name_expression)
+    units = {unit: sorted(names) for unit, names in units.items()}
+    build_many((source, names, target_arch, defines) for (source, defines, target_arch), names in units.items())
     return units
 
 

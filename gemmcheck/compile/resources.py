@@ -16,6 +16,11 @@ from gemmcheck.tables import format_table
 
 DEFAULT_ARCH = "sm_90"
 
+
+def arch_of(instance) -> str:
+    """The target the static checks compile `instance` for: its catalog's arch, else DEFAULT_ARCH."""
+    return compiler.target(instance, DEFAULT_ARCH)
+
 _ENTRY = re.compile(r"Compiling entry function '(?P<mangled>[^']+)' for '(?P<arch>[^']+)'")
 _FRAME = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<spill_st>\d+) bytes spill stores, "
                     r"(?P<spill_ld>\d+) bytes spill loads")

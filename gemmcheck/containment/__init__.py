@@ -1,25 +1,39 @@
 """Containment: a bad kernel costs one failure. What is lost (an instantiation that did not
-build, crashed or hung) and what follows from it, the build test's work, and the isolated probe.
+build, crashed or hung) and what follows from it, the build test's work, the isolated probe,
+and failures of the suite's own tools (never a kernel's verdict).
 Called by the pytest wiring (gemmcheck.pytest_plugin.build_plugin), which it never imports.
 
-One module per job, each name importable from here:
+One module per job, each name importable from here (loaded when first asked for, so a
+module that needs only ToolFailure, like the isolated child's, does not import pytest):
 
 - lost: the session's lost instantiations (Lost, Containment, containment, lose, refuse_lost,
   uniform, unfinished_verdict, status_of, skip_reason, COMPILE_ERROR)
 - builds: the build test's work (BUILD_TEST, failures, unsupported, verdicts_for, describe,
   source_id, build_test_id)
 - probe: the isolated probe (probe_steps, probe_instances, start, stop_probe, PROBE_SEED)
+- tools: failures of the suite's own tools (ToolFailure, retry_once, REPORT_ATTRIBUTE)
 """
 
-from gemmcheck.containment.builds import (BUILD_TEST, MAX_LINES, build_test_id, describe, failures, source_id,
-                                          unsupported, verdicts_for)
-from gemmcheck.containment.lost import (COMPILE_ERROR, CONTAINMENT, Containment, Lost, containment, lose,
-                                        refuse_lost, skip_reason, status_of, unfinished_verdict, uniform)
-from gemmcheck.containment.probe import PROBE_SEED, probe_instances, probe_steps, start, stop_probe
+import importlib
 
-__all__ = [
-    "BUILD_TEST", "COMPILE_ERROR", "CONTAINMENT", "MAX_LINES", "PROBE_SEED", "Containment", "Lost",
-    "build_test_id", "containment", "describe", "failures", "lose", "probe_instances", "probe_steps",
-    "refuse_lost", "skip_reason", "source_id", "start", "status_of", "stop_probe", "unfinished_verdict",
-    "uniform", "unsupported", "verdicts_for",
-]
+_MODULES = {
+    "builds": ("BUILD_TEST", "MAX_LINES", "build_test_id", "describe", "failures", "source_id", "unsupported",
+               "verdicts_for"),
+    "lost": ("COMPILE_ERROR", "CONTAINMENT", "Containment", "Lost", "containment", "lose", "refuse_lost",
+             "skip_reason", "status_of", "unfinished_verdict", "uniform"),
+    "probe": ("PROBE_SEED", "probe_instances", "probe_steps", "start", "stop_probe"),
+    "tools": ("REPORT_ATTRIBUTE", "ToolFailure", "retry_once"),
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        return importlib.import_module(f"gemmcheck.containment.{name}")
+    if name not in _WHERE:
+        raise AttributeError(f"module 'gemmcheck.containment' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"gemmcheck.containment.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

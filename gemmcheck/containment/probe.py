@@ -11,6 +11,7 @@ from concurrent.futures import Future
 
 import pytest
 
+from gemmcheck.containment import tools
 from gemmcheck.containment.lost import Containment, Lost
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.schedule import shared_work
@@ -37,7 +38,8 @@ def probe_instances(instances, backend_name: str, timeout: float,
                     stop: threading.Event | None = None) -> dict[str, Lost]:
     """Launch each instantiation on its probe problems in one isolated child (a fresh one
     only after a crash or hang); the ones that crashed or hung, by Instance.id.
-    Raises isolation.IsolationError when the child itself cannot run."""
+    Raises isolation.IsolationError (a tools.ToolFailure) when the child itself cannot run,
+    twice."""
     from gemmcheck.judge import isolation
 
     by_key = {(str(i.spec.catalog), i.spec.name, i.dtype, i.tile): i for i in instances}
@@ -46,8 +48,10 @@ def probe_instances(instances, backend_name: str, timeout: float,
         return {}
     # An instantiation that does not build is UNBUILT there: its build test reports it.
     # The child's backend stops a hung launch itself (HUNG); the parent's clock is the backstop.
-    outcomes, _ = isolation.run_steps(steps, backend=backend_name, step_timeout=timeout + 5.0,
-                                      hang_timeout_s=timeout, stop=stop)
+    # A child that could not run (not ready in time, killed before it was) is tried once more;
+    # a second failure is raised (tools.ToolFailure): every test that launches here errors.
+    outcomes, _ = tools.retry_once(lambda: isolation.run_steps(
+        steps, backend=backend_name, step_timeout=timeout + 5.0, hang_timeout_s=timeout, stop=stop), stop=stop)
     lost: dict[str, Lost] = {}
     for out in sorted(outcomes.values(), key=lambda o: o.step.id):
         if out.status in ("crash", "failed", "hang"):

@@ -27,7 +27,7 @@ from gemmcheck.compile.prelude import PRELUDE
 
 _TOKEN = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
 _GLOBAL = re.compile(r"\b__global__\b(?P<between>[^;{}()]*?)\b(?P<name>[A-Za-z_]\w*)\s*\(")
-_LAUNCH_BOUNDS = re.compile(r"\b__launch_bounds__\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")  # nesting <= 2
+_LAUNCH_BOUNDS = re.compile(r"\b(?:__launch_bounds__|__cluster_dims__)\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")  # nesting <= 2
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?[ \t]*(?P<value>\d+)[ \t]*\)?[ \t]*$",
                      re.M)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*(?P<spelled>(?P<open>[<\"])(?P<header>[^>\"\n]+)[>\"])[^\n]*$",

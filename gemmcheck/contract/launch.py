@@ -24,18 +24,22 @@ from typing import Mapping
 
 import numpy as np
 
+from gemmcheck.contract import tensor_map
+
 Dim3 = tuple[int, int, int]
 
 POINTER_ROLES = ("A", "B", "C")
 INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc")
 SCALAR_ROLES = ("alpha", "beta")
-ROLES = POINTER_ROLES + INT_ROLES + SCALAR_ROLES
+TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B or C, passed by value
+ROLES = POINTER_ROLES + INT_ROLES + SCALAR_ROLES + TENSOR_MAP_ROLES
 DIMENSIONS = ("M", "N", "K")
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_STATIC_SHARED_BYTES = 48 * 1024          # without opting in, on every CUDA device
 MAX_DYNAMIC_SHARED_BYTES = 227 * 1024        # the opt-in limit of sm_90 (H100/H200); backends check their own
+MAX_PORTABLE_CLUSTER = 8                     # blocks per cluster every cluster-capable GPU launches
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -191,6 +195,20 @@ def check_block(block: Dim3) -> str | None:
     return None
 
 
+def check_cluster(grid: Dim3, cluster: Dim3) -> str | None:
+    """Why a cluster launch of `grid` with `cluster` is invalid, or None."""
+    size = cluster[0] * cluster[1] * cluster[2]
+    if min(cluster) < 1:
+        return f"cluster {cluster}: every dimension must be >= 1"
+    if size > MAX_PORTABLE_CLUSTER:
+        return (f"cluster {cluster} has {size} blocks; gemmcheck launches portable clusters only "
+                f"(at most {MAX_PORTABLE_CLUSTER} blocks)")
+    if any(g % c for g, c in zip(grid, cluster)):
+        return (f"grid {grid} is not a multiple of cluster {cluster} in every dimension; "
+                "round the grid up to whole clusters, e.g. grid = [\"2 * ceil(N / (2 * BN))\", ...]")
+    return None
+
+
 def check_shared(shared_bytes: int, limit: int = MAX_DYNAMIC_SHARED_BYTES) -> str | None:
     if shared_bytes < 0:
         return f"dynamic shared memory is {shared_bytes} bytes; it must be >= 0"
@@ -258,12 +276,24 @@ def _int32(instance, role, value) -> np.int32:
 
 @dataclass(frozen=True)
 class Launch:
-    """Everything a backend needs for one launch, in the kernel's own argument order."""
+    """Everything a backend needs for one launch, in the kernel's own argument order.
+    `cluster`: thread-block cluster dimensions, or None for a plain launch; a tensor map
+    argument is a tensor_map.TensorMapRequest, which the backend encodes."""
 
     grid: Dim3
     block: Dim3
     shared_bytes: int
     args: tuple
+    cluster: Dim3 | None = None
+
+    @property
+    def tensor_maps(self) -> tuple:
+        return tuple(a for a in self.args if isinstance(a, tensor_map.TensorMapRequest))
+
+    @property
+    def extended(self) -> bool:
+        """Whether the launch needs cuLaunchKernelEx (a cluster, or a by-value tensor map)."""
+        return self.cluster is not None or bool(self.tensor_maps)
 
 
 class LaunchError(ValueError):
@@ -275,21 +305,28 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
 
     `values` maps roles to values: "A", "B", "C" (device buffers), "M", "N", "K",
     "lda", "ldb", "ldc" (ints), "alpha", "beta" (numbers). M, N and K are always
-    needed (the geometry uses them); other roles only when the kernel lists them.
+    needed (the geometry uses them); other roles only when the kernel lists them. A
+    tensor map role needs its operand's buffer (and uses its leading dimension when given).
     """
     spec = instance.spec
-    missing = [r for r in (*DIMENSIONS, *(r for r in spec.roles if isinstance(r, str))) if r not in values]
+    needed = [tensor_map.operand_of(r) if r in TENSOR_MAP_ROLES else r for r in spec.roles if isinstance(r, str)]
+    missing = [r for r in (*DIMENSIONS, *needed) if r not in values]
     if missing:
         raise LaunchError(f"{instance.id}: no value for {', '.join(dict.fromkeys(missing))}; "
                           f"the kernel takes {', '.join(map(str, spec.roles))}")
     env = {**instance.params, **{d: int(values[d]) for d in DIMENSIONS}}
+    cluster = None
     try:
         grid, block, shared = spec.geometry.evaluate(env)
+        if spec.cluster is not None:
+            cluster = _dim3(spec.cluster, env)
     except ExpressionError as exc:
         raise LaunchError(f"{instance.id}: launch geometry: {exc}") from None
     why = check_block(block) or check_shared(shared)
     if why is None and min(grid) < 0:
         why = f"grid {grid} has a negative dimension"
+    if why is None and cluster is not None:
+        why = check_cluster(grid, cluster)
     if why:
         raise LaunchError(f"{instance.id} at M={env['M']} N={env['N']} K={env['K']}: {why}")
     scalar = scalar_type(instance)
@@ -301,6 +338,21 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
             args.append(values[role])
         elif role in INT_ROLES:
             args.append(_int32(instance, role, values[role]))
+        elif role in TENSOR_MAP_ROLES:
+            args.append(_tensor_map(instance, role, values, env))
         else:
             args.append(scalar(values[role]))
-    return Launch(grid, block, shared, tuple(args))
+    return Launch(grid, block, shared, tuple(args), cluster)
+
+
+def _tensor_map(instance, role: str, values, env) -> "tensor_map.TensorMapRequest":
+    """The tensor map of the role's operand; a problem TMA cannot encode is a LaunchError that
+    says which rule and what to claim instead (never the driver's error code)."""
+    operand = tensor_map.operand_of(role)
+    ld = values.get(f"ld{operand.lower()}")
+    req = tensor_map.request(instance, operand, instance.spec.tensor_maps[operand],
+                             env["M"], env["N"], env["K"], ld, buffer=values.get(operand))
+    why = tensor_map.encoding_problem(req)
+    if why:
+        raise LaunchError(f"{instance.id} at M={env['M']} N={env['N']} K={env['K']}: {why}")
+    return req

@@ -107,7 +107,9 @@ def guard_elements(M: int, N: int, K: int, tile: int) -> int:
     A kernel that rounds the grid up but forgets its load guards reads up to
     TILE rows (of K or N elements) plus TILE past the end of an operand.
     """
-    return max(MIN_GUARD, tile * max(M, N, K) + 2 * tile)
+    # A whole number of 16 elements: every matrix then starts 16-byte aligned in its buffer,
+    # as a caller's allocation does (TMA tensor maps and vector loads require it).
+    return -(-max(MIN_GUARD, tile * max(M, N, K) + 2 * tile) // 16) * 16
 
 
 @dataclass

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import backends, report
+from gemmcheck.containment.tools import ToolFailure
 from gemmcheck.verdict import defects
 from gemmcheck.judge import kill_matrix, sanitizer
 from gemmcheck.schedule import cores, gpu_turns, rerun, shared_work, units
@@ -176,13 +177,15 @@ def matrix_row(request, backend) -> kill_matrix.Row:
     if row.sanitizer.errors and getattr(request.node, "originalname", "") == "test_kill_matrix":
         # A tool of the suite that failed twice (kill_matrix.RowChildren._tool_run) says nothing
         # of the kernel: an error of the suite (pytest "error", allure "broken"), not its fail.
-        raise SuiteToolError(f"{instance.id}: compute-sanitizer could not run (tried twice), no "
-                             f"verdict on the kernel: " + "\n".join(row.sanitizer.errors))
+        raise SuiteToolError(f"{instance.id}: could not run (tried twice), no verdict on the kernel: "
+                             + "\n".join(row.sanitizer.errors))
     return row
 
 
-class SuiteToolError(RuntimeError):
-    """One of the suite's own tools failed (not the kernel under test)."""
+class SuiteToolError(ToolFailure):
+    """compute-sanitizer, a tool of the suite, failed (not the kernel under test)."""
+
+    tool = "compute-sanitizer"
 
 
 def row_children(config: pytest.Config, items, backend) -> kill_matrix.RowChildren | None:

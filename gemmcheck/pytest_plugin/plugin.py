@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from typing import Callable
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from gemmcheck.pytest_plugin.session import (GEMM_CONFIG, INSTANCE_FIXTURES, Gem
 
 # Each suite's own hooks (options, summaries, reports) live in its own plugin
 # module; pytest registers these along with this one.
-pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_plugin.perf_plugin", "gemmcheck.pytest_plugin.report_plugin", "gemmcheck.pytest_plugin.build_plugin", "gemmcheck.pytest_plugin.scope_plugin", "gemmcheck.pytest_plugin.turns_plugin", "gemmcheck.pytest_plugin.once_plugin", "gemmcheck.pytest_plugin.lost_context_plugin")
+pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_plugin.perf_plugin", "gemmcheck.pytest_plugin.report_plugin", "gemmcheck.pytest_plugin.build_plugin", "gemmcheck.pytest_plugin.scope_plugin", "gemmcheck.pytest_plugin.turns_plugin", "gemmcheck.pytest_plugin.once_plugin", "gemmcheck.pytest_plugin.lost_context_plugin", "gemmcheck.pytest_plugin.tool_failure_plugin")
 
 DURATIONS_JSON = Path("reports") / "durations.json"
 NOTHING_CHECKED = pytest.StashKey[str]()
@@ -212,9 +211,7 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
     elif gemm_config(config).simulated and not item.get_closest_marker("nvrtc"):
         gpu_only = [p for p in instances_of(item) if p.spec.gpu_only]
         if gpu_only:
-            return (f"{gpu_only[0].spec.name} is gpu_only in its catalog: its author says it needs "
-                    "what the CPU simulator does not model (docs/cpu-simulator-device-api.md); run "
-                    "it with --gemm-backend cupy on a GPU")
+            return gpu_only[0].spec.simulator_skip_reason()
         unsimulated = [p for p in instances_of(item) if not p.spec.simulated(p.config)]
         if unsimulated:
             return (f"{unsimulated[0].id}: not among its catalog's sim_configs "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gemmcheck import watchdog
+from gemmcheck.containment.tools import ToolFailure
 from gemmcheck.schedule.gpu_turns import FOLDER, TURNS, WORKER_GPU_LOCK, GpuTurns, remove_folder, turns
 from gemmcheck.schedule.runstats import WAITED_PROPERTY
 
@@ -27,17 +28,29 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         remove_folder(config.stash[FOLDER])
 
 
+NO_TURN = pytest.StashKey[ToolFailure]()   # an item's turn not had: its setup errors with it
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     worker_turns = turns(item.config)
     if worker_turns is not None:
-        with watchdog.reporting(f"the GPU's shared hold to run {item.nodeid}"):
-            worker_turns.enter_test()
+        try:
+            with watchdog.reporting(f"the GPU's shared hold to run {item.nodeid}"):
+                worker_turns.enter_test()
+        except ToolFailure as exc:   # raised here it would end the session: the test errors
+            item.stash[NO_TURN] = exc
     try:
         yield
     finally:
         if worker_turns is not None:
             worker_turns.leave_test()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if NO_TURN in item.stash:
+        raise item.stash[NO_TURN]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import phases, watchdog
+from gemmcheck.containment.tools import ToolFailure, retry_once
 
 WORKER_GPU_LOCK = "gemm_gpu_lock"   # workerinput: the lock file of a worker's shared GPU
 
@@ -58,18 +59,55 @@ def lock_path(folder: str, physical_gpu: str) -> str:
     return str(Path(folder) / f"gpu-{safe}.lock")
 
 
+# A turn that is not had in this long is a failure of the suite (its lock's holder is stuck,
+# or gone without letting go), not a wait: the longest legitimate one is an exclusive turn
+# waiting for the other workers' units to end. Tried once more, then the test errors.
+TURN_TIMEOUT_S = float(os.environ.get("GEMMCHECK_TURN_TIMEOUT_S", "1800"))
+_POLL_S = (0.001, 0.02)   # first and longest sleep between two tries of a lock
+
+
+class GpuTurnFailure(ToolFailure):
+    """A GPU turn (its lock file) was not had in time, or could not be taken at all."""
+
+    tool = "the GPU turn lock (gemmcheck.schedule.gpu_turns)"
+    todo = ("nothing is known of the kernel; a process of this run holds the GPU's turn and does "
+            "not let go (reports/stalls/ names it; GEMMCHECK_TURN_TIMEOUT_S sets the wait), or the "
+            "run's lock folder was removed; run again, with fewer workers (-n) if it recurs")
+
+
 class _Lock:
     """One open file description of the lock file: flock's unit of ownership (two of them
-    in one process conflict like two processes)."""
+    in one process conflict like two processes). A request waits at most TURN_TIMEOUT_S,
+    asking again and again without blocking (a blocking flock cannot be given a deadline),
+    and is asked once more (containment.tools.retry_once) before GpuTurnFailure."""
 
     def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.path = path
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise GpuTurnFailure(f"{path}: the lock file cannot be opened ({exc})") from exc
 
     def shared(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        retry_once(lambda: self._take(fcntl.LOCK_SH, "shared"))
 
     def exclusive(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        retry_once(lambda: self._take(fcntl.LOCK_EX, "exclusive"))
+
+    def _take(self, kind: int, name: str) -> None:
+        deadline, pause = time.monotonic() + TURN_TIMEOUT_S, _POLL_S[0]
+        while True:
+            try:
+                fcntl.flock(self._fd, kind | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise GpuTurnFailure(f"{self.path}: the {name} lock could not be taken ({exc})") from exc
+            if time.monotonic() >= deadline:
+                raise GpuTurnFailure(f"{self.path}: the {name} lock was not had within {TURN_TIMEOUT_S:g} s")
+            time.sleep(pause)
+            pause = min(2 * pause, _POLL_S[1])
 
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from gemmcheck.containment.tools import REPORT_ATTRIBUTE, ToolFailure
+
 RERUN_AS = "GEMMCHECK_RERUN_AS"      # set in a child: its name for the files it writes
 MAX_DEPTH = 3
 # Options the child must not take over: they would write over this session's files, clean
@@ -81,13 +83,48 @@ def child_args(config: pytest.Config, nodeids: list[str]) -> list[str]:
 REPORTS_TO = "GEMMCHECK_RERUN_REPORTS"   # set in a child: the file its test reports go to
 
 
+class RerunFailure(ToolFailure):
+    """The fresh pytest process died (a signal, an internal error) before it ran its tests."""
+
+    tool = "the fresh pytest process (gemmcheck.schedule.rerun)"
+    todo = ("nothing is known of the kernels of these tests; read the process's log (named "
+            "above), then run these tests again on their own")
+
+
 def run(session: pytest.Session, nodeids: list[str]) -> int:
     """Run `nodeids` in a child pytest and report its tests here, as pytest-xdist's controller
     reports its workers': each report, serialized by the child (pytest_report_to_serializable),
     is logged in this session (pytest_runtest_logreport), so the summary, the junit XML, -x
     and the exit status count each test once, where it ran. The child's own terminal output
-    goes to reports/rerun-<depth>.log (shown here when it reported nothing). Returns its exit
-    code."""
+    goes to reports/rerun-<depth>.log (shown here when it reported nothing). A child that died
+    (killed by a signal, or pytest's internal error) before it reported all of them is a
+    failure of the suite's tool: the tests it did not report go to one more child, and those
+    that one does not report either are errors here (RerunFailure), never dropped. Returns the
+    last child's exit code."""
+    code, finished = _child(session, nodeids)
+    missing = [n for n in nodeids if n not in finished]
+    if missing and _died(code):
+        code, more = _child(session, missing)
+        finished |= more
+        left = [n for n in missing if n not in finished]
+        if left and _died(code):
+            _report_lost(session, left, RerunFailure(
+                f"the process ran {len(nodeids) - len(left)} of its {len(nodeids)} test(s) and ended "
+                f"({_exit_text(code)}), twice, before this one"))
+    return code
+
+
+def _died(code: int) -> bool:
+    return code < 0 or code == pytest.ExitCode.INTERNAL_ERROR
+
+
+def _exit_text(code: int) -> str:
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+
+def _child(session: pytest.Session, nodeids: list[str]) -> tuple[int, set[str]]:
+    """One child pytest over `nodeids`, its reports logged here; (its exit code, the node ids
+    it finished)."""
     import json
     import tempfile
 
@@ -107,26 +144,40 @@ def run(session: pytest.Session, nodeids: list[str]) -> int:
         code = subprocess.run(argv, cwd=config.invocation_params.dir, env=env, stdout=out,
                               stderr=subprocess.STDOUT).returncode
         lines = reports.read().splitlines()
-    seen = 0
+    seen, finished = 0, set()
     for line in lines:
         kind, data = json.loads(line)
         if kind == "logstart":
             config.hook.pytest_runtest_logstart(nodeid=data[0], location=tuple(data[1]))
         elif kind == "logfinish":
             config.hook.pytest_runtest_logfinish(nodeid=data[0], location=tuple(data[1]))
+            finished.add(data[0])
         else:
             if isinstance(data.get("longrepr"), list):   # a skip's (path, line, reason): JSON made it a list
                 data["longrepr"] = tuple(data["longrepr"])
             report = config.hook.pytest_report_from_serializable(config=config, data=data)
             config.hook.pytest_runtest_logreport(report=report)
             seen += 1
-    if not seen and code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+    if not seen and not _died(code) and code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.testsfailed += 1   # it failed before reporting anything: say so, fail the run
         if reporter is not None:
             reporter.write_line(f"gemmcheck: the fresh process failed (exit {code}) before running "
                                 f"a test; its output ({log}):")
             reporter.write_line(log.read_text()[-4000:])
-    return code
+    return code, finished
+
+
+def _report_lost(session: pytest.Session, nodeids: list[str], failure: RerunFailure) -> None:
+    """Each of `nodeids` as an error of its setup here: a test that never ran, with why."""
+    hook = session.config.hook
+    where = {item.nodeid: item.location for item in session.items}
+    for nodeid in nodeids:
+        location = where.get(nodeid, (nodeid.partition("::")[0], None, nodeid))
+        hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
+        report = pytest.TestReport(nodeid, location, {}, "failed", str(failure), "setup")
+        setattr(report, REPORT_ATTRIBUTE, str(failure).splitlines()[0])
+        hook.pytest_runtest_logreport(report=report)
+        hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
 
 
 def not_reported_here(item: pytest.Item) -> None:

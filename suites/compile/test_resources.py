@@ -20,11 +20,12 @@ def _unit(gemm, instance):
 
 
 def _compile(instance, names):
-    return resources.compile_report(instance.spec.source, tuple(names), defines=instance.defines)
+    return resources.compile_report(instance.spec.source, tuple(names), resources.arch_of(instance),
+                                    defines=instance.defines)
 
 
 def _report(gemm, instance, *, fail_here: bool = False):
-    unit = _unit(gemm, instance)
+    unit = [i for i in _unit(gemm, instance) if resources.arch_of(i) == resources.arch_of(instance)]
     try:
         return _compile(instance, sorted({i.name_expression for i in unit}))[instance.name_expression]
     except resources.CompileFailed:
@@ -37,7 +38,7 @@ def _report(gemm, instance, *, fail_here: bool = False):
     first = next(i for i in unit + [instance] if _fails_alone(i))
     if fail_here and first == instance:
         pytest.fail(str(why), pytrace=False)
-    pytest.skip(f"not compiled for {resources.DEFAULT_ARCH}: see {COMPILES_TEST}[{first.id}]")
+    pytest.skip(f"not compiled for {resources.arch_of(instance)}: see {COMPILES_TEST}[{first.id}]")
 
 
 def _fails_alone(instance) -> bool:
@@ -51,7 +52,7 @@ def _fails_alone(instance) -> bool:
 def test_compiles_for_sm90(gemm, any_kernel):
     found = _report(gemm, any_kernel, fail_here=True)
     gemm.resource_rows.append((any_kernel, found))
-    assert found.arch == resources.DEFAULT_ARCH
+    assert found.arch == resources.arch_of(any_kernel)
 
 
 def test_reference_kernels_do_not_spill_or_use_a_stack_frame(gemm, reference):

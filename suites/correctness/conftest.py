@@ -9,7 +9,6 @@ Logic lives in gemmcheck.problems.problem / oracle / strategies; these only wire
 import pytest
 
 from gemmcheck.backends import KernelCompileError, KernelLaunchError
-from gemmcheck.contract import catalog
 from gemmcheck import containment
 from gemmcheck.pytest_plugin import scope_plugin
 from gemmcheck.problems.harness import run_problem

@@ -1,19 +1,22 @@
 """Shared-memory races: on hardware a missing barrier shows as output that differs between
 launches on identical exact inputs (at 1024^3, where a WAR race shows on an H200);
 racecheck sees it directly. Launches that differ alone do not say where threads raced (a
-split-K kernel's slices race in global memory), so without racecheck the plain detectors
-name a race of unknown place, and the row needs the tool to say shared memory. References give identical bits launch after launch.
+split-K kernel's slices race in global memory), so the plain detectors alone name a race of
+unknown place; the race locator then runs the kernel on the CPU simulator, whose tracking
+places it (gemmcheck.judge.hazards.locating). References give identical bits launch after launch.
 On the CPU simulator the race shows at small sizes: its tracking sees the conflicting
 accesses, and the output depends on the thread schedule.
 
 Global-memory races (two blocks of a launch writing one address, not both atomically): the
 simulator's global-memory tracking names the element and the two blocks; on hardware
 racecheck is silent (shared memory only) and launches that differ, or wrong values, are
-what the row shows, reported as needing the simulator."""
+what the hardware shows; the race locator places them there as on cpu-sim, and a kernel the
+simulator cannot run is reported as needing it."""
 
 import pytest
 
 from gemmcheck.verdict.detectors import Detector
+from gemmcheck.judge import hazards
 from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
@@ -31,10 +34,16 @@ def test_a_declared_race_makes_launches_on_identical_inputs_differ(matrix_row):
 
 @race
 @pytest.mark.gpu
-def test_plain_detectors_name_a_race_of_unknown_place_not_shared_memory(matrix_row):
+def test_hardware_alone_names_a_race_of_unknown_place_and_the_simulator_places_it_in_shared_memory(matrix_row):
+    on_hardware = hazards.classify(matrix_row.plain.hardware_findings)
+    assert on_hardware.label == "nondeterminism (race of unknown place)", on_hardware.explanation
+    placement = matrix_row.plain.placement
+    if placement is not None and not placement.simulated:
+        pytest.skip(f"{matrix_row.instance.id}: {placement.why}")
     diagnosis = matrix_row.plain.diagnosis
-    assert diagnosis.defect == Defect.NONDETERMINISM, diagnosis.explanation
-    assert matrix_row.plain.label() == "nondeterminism (race of unknown place)"
+    assert (diagnosis.defect, diagnosis.placed_by) == (Defect.SHARED_MEMORY_RACE, hazards.PLACED_BY), (
+        placement.why if placement is not None else diagnosis.explanation)
+    assert ", threads (" in diagnosis.place, diagnosis.place
 
 
 @race
@@ -98,11 +107,27 @@ def test_the_simulator_names_the_element_and_the_two_blocks_of_a_declared_global
 
 @global_race
 @pytest.mark.gpu
-def test_on_hardware_a_declared_global_race_shows_as_what_it_explains_and_needs_the_simulator(matrix_row):
-    assert matrix_row.plain.diagnosis.defect in (Defect.NONDETERMINISM, Defect.WRONG_VALUES), (
-        matrix_row.plain.diagnosis.explanation)
+def test_on_hardware_a_declared_global_race_shows_as_what_it_explains(matrix_row):
+    on_hardware = hazards.classify(matrix_row.plain.hardware_findings)
+    assert on_hardware.defect in (Defect.NONDETERMINISM, Defect.WRONG_VALUES), on_hardware.explanation
+
+
+@global_race
+@pytest.mark.gpu
+def test_on_hardware_the_simulator_places_a_declared_global_race_at_an_element_and_two_blocks(matrix_row):
+    placement = matrix_row.plain.placement
+    if placement is not None and not placement.simulated:
+        status, why = matrix_row.outcome()
+        assert status == "needs-tool" and placement.why in why, why
+        pytest.skip(f"{matrix_row.instance.id}: {placement.why}")
+    assert placement is not None and placement.placed, (
+        placement.why if placement is not None else
+        f"the locator did not run: hardware showed {matrix_row.plain.label()}, not a race of unknown place")
+    diagnosis = matrix_row.plain.diagnosis
+    assert (diagnosis.defect, diagnosis.placed_by) == (Defect.GLOBAL_MEMORY_RACE, hazards.PLACED_BY), placement.why
+    assert diagnosis.place.startswith("C[") and ", blocks (" in diagnosis.place, diagnosis.place
     status, why = matrix_row.outcome()
-    assert status == "needs-tool" and "global-memory tracking" in why, why
+    assert status == "pass", why
 
 
 @global_race

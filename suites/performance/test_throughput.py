@@ -12,8 +12,7 @@ writes reports/performance/ (summary.txt, perf.json, roofline.png).
 import pytest
 
 from gemmcheck import perf
-from gemmcheck.perf import roofline, selection, summary
-from gemmcheck.contract.catalog import Instance
+from gemmcheck.perf import selection, summary
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 @pytest.mark.gpu

@@ -24,6 +24,7 @@ from gemmcheck.backends.cpu_sim.locating import BUFFER_NAMES, _element_locator
 from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, GlobalRace, LaunchReport,
                                                 ScheduleRun, SharedConflict, _thread)
 from gemmcheck.backends.cpu_sim.schedules import parse_schedule
+from gemmcheck.containment.tools import retry_once
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import MAX_STATIC_SHARED_BYTES, Launch, check_block, plan, tight_leading_dimensions
 from gemmcheck.phases import timed
@@ -57,7 +58,10 @@ class CpuSimBackend(Backend):
 
     # -- building ----------------------------------------------------------------------
 
-    def prepare(self, instances: Iterable[Instance]) -> None:
+    def prepare(self, instances: Iterable[Instance]) -> dict[tuple, build.BuildTimeout]:
+        """Build what `instances` need, one g++ per build unit. A build that outlived its
+        deadline (a tool failure, not the kernel's) is not kept: it is returned by key, and the
+        next use of such an instantiation builds it again (once more: then it is raised)."""
         new: set[tuple] = set()
         for inst in instances:
             if inst.spec.gpu_only or _key(inst) in self._module_of or _key(inst) in self._failed:
@@ -72,6 +76,8 @@ class CpuSimBackend(Backend):
             try:
                 module = build.module(source, list(wanted.values()), defines)
                 return unit, {name: module for name in wanted}
+            except build.BuildTimeout as exc:
+                return unit, {name: exc for name in wanted}
             except build.BuildError as exc:
                 if len(wanted) == 1:
                     return unit, {name: _build_failure(inst, exc) for name, inst in wanted.items()}
@@ -83,12 +89,18 @@ class CpuSimBackend(Backend):
                     results[name] = build.module(source, [inst], defines)
                 except build.BuildError as exc:
                     results[name] = _build_failure(inst, exc)
+                except build.BuildTimeout as exc:
+                    results[name] = exc
             return unit, results
 
         # One g++ per build unit, units side by side (g++ is single-threaded).
+        timed_out: dict[tuple, build.BuildTimeout] = {}
         with ThreadPoolExecutor(max_workers=max(1, min(len(new), os.cpu_count() or 1))) as pool:
             for unit, results in pool.map(one, sorted(new, key=repr)):
                 for name, result in results.items():
+                    if isinstance(result, build.BuildTimeout):
+                        timed_out[(unit, name)] = result
+                        continue
                     if isinstance(result, KernelCompileError):
                         result.source = unit[0]   # names the build test that shows the errors
                         self._failed[(unit, name)] = result
@@ -96,6 +108,7 @@ class CpuSimBackend(Backend):
                     self._module_of[(unit, name)] = result
                     if result.build_seconds is not None:
                         self.build_seconds[unit[0].name] = result.build_seconds
+        return timed_out
 
     def build_error(self, instance: Instance) -> KernelCompileError | None:
         if instance.spec.gpu_only:
@@ -106,13 +119,19 @@ class CpuSimBackend(Backend):
             return exc
         return None
 
-    def _module(self, instance: Instance) -> build.Module:
-        if instance.spec.gpu_only:
-            raise NotSimulated(f"{instance.id}: the catalog declares it gpu_only (it needs what the CPU "
-                               "simulator does not model); run it with --gemm-backend cupy on a GPU")
+    def _build(self, instance: Instance) -> None:
         key = _key(instance)
         if key not in self._module_of and key not in self._failed:
-            self.prepare([instance])
+            timed_out = self.prepare([instance])
+            if key in timed_out:
+                raise timed_out[key]
+
+    def _module(self, instance: Instance) -> build.Module:
+        if instance.spec.gpu_only:
+            raise NotSimulated(f"{instance.id}: {instance.spec.simulator_skip_reason()}")
+        key = _key(instance)
+        if key not in self._module_of and key not in self._failed:
+            retry_once(lambda: self._build(instance))   # a g++ that timed out: once more, then raised
         if key in self._failed:
             # A fresh exception each time: re-raising the stored one would grow its traceback
             # (and hypothesis' notes) with every launch.

@@ -32,6 +32,7 @@ import numpy as np
 
 from gemmcheck.backends.cpu_sim import isolate
 from gemmcheck.compile import buildlock
+from gemmcheck.containment.tools import ToolFailure
 from gemmcheck.contract import cuda_source, launch
 from gemmcheck.phases import timed
 
@@ -49,6 +50,15 @@ MODULE_FLAGS = ("-O2", "-fPIC", "-fsanitize=thread,alignment", "-fno-threadsafe-
 WORKER_FLAGS = ("-O2", "-rdynamic")
 ASAN_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-DCUDASIM_ASAN_RUNNER")
 COMPILE_TIMEOUT_S = 600
+
+
+class BuildTimeout(ToolFailure):
+    """g++ outlived COMPILE_TIMEOUT_S: a host too busy or too slow, not the kernel's
+    compile_error (a kernel g++ rejects fails in seconds)."""
+
+    tool = "g++ (the CPU simulator's build)"
+    todo = ("the host was too busy to build in time: run again with fewer workers (-n), or on a "
+            "machine with more free cores")
 
 
 class BuildError(RuntimeError):
@@ -197,7 +207,7 @@ def _run(cmd: list[str], what: str) -> None:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
                              env={**os.environ, "LC_ALL": "C"})
     except subprocess.TimeoutExpired:
-        raise BuildError(f"{what}: g++ ran longer than {COMPILE_TIMEOUT_S} s") from None
+        raise BuildTimeout(f"{what}: g++ ran longer than {COMPILE_TIMEOUT_S} s") from None
     if out.returncode != 0:
         log = (out.stderr or out.stdout).strip().splitlines()
         errors = [line for line in log if "error" in line] or log

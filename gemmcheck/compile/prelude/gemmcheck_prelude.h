@@ -27,6 +27,14 @@ typedef unsigned long ulong, u_long;
 #include <cuda/std/cfloat>
 #include <cuda/std/climits>
 #endif
+// CUtensorMap, the TMA descriptor Hopper kernels take as a const __grid_constant__ parameter:
+// kernels get it from <cuda.h>, a host header NVRTC cannot open (it needs <stdlib.h>). The
+// same struct and tag as cuda.h's, so kernel names mangle as nvcc mangles them.
+#if !defined(__cuda_cuda_h__)
+typedef struct CUtensorMap_st {
+    alignas(64) unsigned long long opaque[16];
+} CUtensorMap;
+#endif
 #else
 // A host compiler (the CPU simulator): glibc gives the types and the C library its macros;
 // only the CUDA math constants are missing.

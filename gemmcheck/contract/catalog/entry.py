@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gemmcheck.contract import cuda_source, launch
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract.catalog import hopper
 from gemmcheck.contract.catalog.instantiations import _check_instantiations, _geometry, _in_configs, _parameters
 from gemmcheck.contract.catalog.model import KernelSpec
 from gemmcheck.contract.catalog.vocabulary import (
@@ -97,7 +98,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         except launch.ExpressionError as exc:
             fail(f"shapes: {exc}; or use one of {sorted(SHAPES)}")
     if square and shapes not in ("square-tile-multiple",):
-        fail(f"a kernel with one size argument takes only square problems; set shapes = 'square-tile-multiple'")
+        fail("a kernel with one size argument takes only square problems; set shapes = 'square-tile-multiple'")
 
     shared_tiles = entry.get("shared_tiles")
     shared_pad = entry.get("shared_pad", 0)
@@ -127,8 +128,11 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         configs=tuple(configs), macros=tuple(macros), tile_param=tile_param, geometry=geometry,
         sim_configs=None if sim_configs is None else tuple(sim_configs),
         include_dirs=include_dirs, defines=fixed_defines, **conventions,
+        tensor_maps=hopper.tensor_maps(entry, roles, fail), cluster=hopper.cluster(entry, fail),
+        arch=hopper.arch(entry, fail),
     )
     _check_instantiations(spec, fail)
+    hopper.check(spec, fail)
     return spec
 
 
@@ -151,9 +155,11 @@ def _roles(entry, fail) -> tuple[tuple, str]:
     twice = sorted({a for a in named if named.count(a) > 1})
     if twice:
         fail(f"args: role(s) {twice} listed twice; each role is one kernel parameter")
-    missing = [r for r in launch.POINTER_ROLES if r not in named]
+    # a tensor map of an operand stands for its pointer (a TMA-only kernel takes no plain A)
+    missing = [r for r in launch.POINTER_ROLES if r not in named and f"tensor_map_{r}" not in named]
     if missing:
-        fail(f"args: no {', '.join(missing)}; a GEMM kernel takes the pointers A, B and C")
+        fail(f"args: no {', '.join(missing)}; a GEMM kernel takes the pointers A, B and C "
+             "(or their tensor maps, tensor_map_A ...)")
     return tuple(args), "custom"
 
 

@@ -49,6 +49,9 @@ class KernelSpec:
     defines: tuple = ()                   # ((NAME, value), ...): -D NAME=value in every compile
     reads_c_at_beta_zero: bool = False    # convention: callers always initialize C (CONVENTIONS)
     deterministic: bool = True            # convention: False for floating-point atomic reductions
+    tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C" -> tensor_map.TensorMapSpec
+    cluster: tuple | None = None          # thread-block cluster dimensions: expressions, x first
+    arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -65,14 +68,34 @@ class KernelSpec:
         if self.policy is not None or self.geometry is None:   # a named policy wins, as tiles do
             set_("geometry", launch.POLICIES[self.policy or "tile2d"].geometry(self.tile_param))
         set_("_scope", None if self.shapes in SHAPES else launch.Expression(self.shapes))
-        if self.geometry.shared_bytes.text.strip() != "0":
-            set_("gpu_only", True)   # cpu-sim does not model dynamic (extern) shared memory
+        if self.geometry.shared_bytes.text.strip() != "0" or self.unsimulated_features:
+            set_("gpu_only", True)   # cpu-sim models neither dynamic (extern) shared memory nor Hopper's TMA
 
     def __hash__(self):
         return hash((self.name, str(self.source), str(self.catalog)))
 
     def __eq__(self, other):
         return isinstance(other, KernelSpec) and self.__dict__ == other.__dict__
+
+    @property
+    def unsimulated_features(self) -> tuple[str, ...]:
+        """What the kernel is declared to use that the CPU simulator does not model."""
+        found = []
+        if any(r in launch.TENSOR_MAP_ROLES for r in self.roles):
+            found.append("TMA tensor maps")
+        if self.cluster is not None:
+            found.append("thread-block clusters")
+        if self.arch is not None:
+            found.append(f"the {self.arch} compile target")
+        return tuple(found)
+
+    def simulator_skip_reason(self) -> str:
+        """Why the CPU simulator does not run this gpu_only kernel: one reason for all its tests."""
+        if self.unsimulated_features:
+            return (f"{self.name} uses {' / '.join(self.unsimulated_features)}, which the CPU simulator "
+                    "does not model; run it with --gemm-backend cupy on a GPU")
+        return (f"{self.name} is gpu_only in its catalog: its author says it needs what the CPU simulator "
+                "does not model (docs/cpu-simulator-device-api.md); run it with --gemm-backend cupy on a GPU")
 
     @property
     def is_reference(self) -> bool:

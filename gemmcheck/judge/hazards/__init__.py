@@ -11,7 +11,8 @@ defect class it truly establishes and nothing more:
 - guard bands changed: OUT_OF_BOUNDS_WRITE
 - A or B changed: INPUT_MUTATION
 - bits differ between launches on identical inputs: NONDETERMINISM (a race of
-  unknown place: only racecheck or the simulator's tracking says shared memory)
+  unknown place: only racecheck or the simulator's tracking says shared memory; on
+  hardware the race locator asks the simulator to place it, locate_race)
 - at beta = 0 the output changes when C holds NaN instead of finite values
   (gemmcheck.judge.beta_zero; kernels that take beta): READS_C_AT_BETA_ZERO
 - a launch that faults / never returns (gemmcheck.judge.isolation), or a kernel that does
@@ -46,15 +47,18 @@ One module per job, each public name importable from here:
 - simulator_detectors: the checks on cpu-sim's launch reports (check_shared_conflicts, ...,
   SIMULATOR_DETECTORS)
 - detection: every detector on one observation (detect)
-- classification: the root defect and what it explains (classify, Diagnosis, caught_as)
+- classification: the root defect and what it explains (classify, Diagnosis, caught_as, PLACES_A_RACE)
+- locating: a race hardware shows without a place, placed by the CPU simulator (locate_race,
+  Placement, cpu_simulator, with_place)
 """
 
-from gemmcheck.judge.hazards.classification import (EXPLAINS, NEEDS_A_TOOL, NEEDS_THE_SIMULATOR, PRIORITY,
-                                                    UNKNOWN_PLACE, Diagnosis, caught_as, classify)
+from gemmcheck.judge.hazards.classification import (EXPLAINS, NEEDS_A_TOOL, NEEDS_THE_SIMULATOR, PLACES_A_RACE,
+                                                    PRIORITY, UNKNOWN_PLACE, Diagnosis, caught_as, classify)
 from gemmcheck.judge.hazards.detection import detect
 from gemmcheck.judge.hazards.observing import (CONTROL_GUARD_BITS, SIMULATOR_SCHEDULES, Observation, launch_order,
-                                               observe, observe_simulated, operands, simulates_threads,
-                                               watches_c_reads)
+                                               observe, observe_simulated, observe_small_problems_simulated,
+                                               operands, simulates_threads, watches_c_reads)
+from gemmcheck.judge.hazards.locating import PLACED_BY, Placement, cpu_simulator, locate_race, with_place
 from gemmcheck.judge.hazards.outcomes import UNFINISHED, launch_failure, unfinished
 from gemmcheck.judge.hazards.plain_detectors import (PLAIN_DETECTORS, check_input_mutation, check_nondeterminism,
                                                      check_out_of_bounds_read, check_out_of_bounds_write,
@@ -67,12 +71,13 @@ from gemmcheck.judge.hazards.simulator_detectors import (SIMULATOR_DETECTORS, ch
                                                          check_uninitialized_shared)
 
 __all__ = [
-    "ALL_RACE_SIZES_MIN_TILE", "CONTROL_GUARD_BITS", "EXPLAINS", "K_ZERO", "NEEDS_A_TOOL", "NEEDS_THE_SIMULATOR",
-    "PLAIN_DETECTORS", "PRIORITY", "SIMULATOR_DETECTORS", "SIMULATOR_SCHEDULES", "SMALL_PURPOSES", "UNFINISHED",
-    "UNKNOWN_PLACE", "Diagnosis", "Observation", "caught_as", "check_address_sanitizer", "check_divergent_barriers",
-    "check_global_races", "check_input_mutation", "check_nondeterminism", "check_out_of_bounds_read",
-    "check_out_of_bounds_write", "check_reads_c_at_beta_zero", "check_schedule_dependence",
-    "check_shared_conflicts", "check_uninitialized_shared", "check_unwritten", "check_values", "classify",
-    "detect", "exposing_problems", "is_race_stress", "launch_failure", "launch_order", "observe",
-    "observe_simulated", "operands", "simulates_threads", "unfinished", "watches_c_reads",
+    "ALL_RACE_SIZES_MIN_TILE", "CONTROL_GUARD_BITS", "Diagnosis", "EXPLAINS", "K_ZERO", "NEEDS_A_TOOL",
+    "NEEDS_THE_SIMULATOR", "Observation", "PLACED_BY", "PLACES_A_RACE", "PLAIN_DETECTORS", "PRIORITY", "Placement",
+    "SIMULATOR_DETECTORS", "SIMULATOR_SCHEDULES", "SMALL_PURPOSES", "UNFINISHED", "UNKNOWN_PLACE", "caught_as",
+    "check_address_sanitizer", "check_divergent_barriers", "check_global_races", "check_input_mutation",
+    "check_nondeterminism", "check_out_of_bounds_read", "check_out_of_bounds_write", "check_reads_c_at_beta_zero",
+    "check_schedule_dependence", "check_shared_conflicts", "check_uninitialized_shared", "check_unwritten",
+    "check_values", "classify", "cpu_simulator", "detect", "exposing_problems", "is_race_stress", "launch_failure",
+    "launch_order", "locate_race", "observe", "observe_simulated", "observe_small_problems_simulated", "operands",
+    "simulates_threads", "unfinished", "watches_c_reads", "with_place",
 ]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from gemmcheck.verdict import defects
 from gemmcheck.verdict import Defect, Finding
+from gemmcheck.verdict.detectors import Detector
 
 
 # From the defect registry (gemmcheck.verdict.defects): most specific first, what each root cause
@@ -24,6 +25,10 @@ UNKNOWN_PLACE = (
     "a race of unknown place: launches on identical inputs gave different bits and no detector "
     "localized it (racecheck, or the simulator's shared-memory tracking, would name shared memory; "
     "the simulator's global-memory tracking would name two blocks ordering global stores and atomics)")
+# The simulator's detectors that say where a race is (the element and the two blocks, the
+# shared address and the two threads, the barrier and its block): what gemmcheck.judge.hazards.locating
+# asks the simulator for when hardware shows a race of unknown place.
+PLACES_A_RACE = frozenset({Detector.GLOBAL_TRACKING, Detector.SHARED_TRACKING, Detector.BARRIER_TRACKING})
 NEEDS_A_TOOL = defects.needs_a_tool()
 # Classes nothing on hardware establishes (a global-memory race): there only the classes they
 # explain show, and the kill matrix says what would establish the declared one.
@@ -40,20 +45,30 @@ class Diagnosis:
     explains: tuple[Defect, ...]     # other classes found that the root cause accounts for
     also: tuple[Defect, ...]         # classes found that it does not: independent defects
     explanation: str
+    placed_by: str = ""              # who placed a race hardware showed without a place ("" : not placed)
+    place: str = ""                  # where it placed it (element and blocks, address and threads)
+
+    @property
+    def unknown_place(self) -> bool:
+        """Whether this is a race of unknown place: launches differ and nothing said where.
+        The one definition: the label, the kill matrix and the race locator ask it."""
+        return self.defect == Defect.NONDETERMINISM
 
     @property
     def label(self) -> str:
         if self.defect is None:
             return "none"
-        if self.defect == Defect.NONDETERMINISM:
+        if self.unknown_place:
             return f"{self.defect.value} (race of unknown place)"
+        if self.placed_by:
+            return f"{self.defect.value} (placed by {self.placed_by}: {self.place})"
         return self.defect.value
 
     def to_json(self) -> dict:
         return {"defect": self.defect.value if self.defect else None, "basis": self.basis,
                 "established_by": [str(d) for d in self.established_by],
                 "explains": [d.value for d in self.explains], "also": [d.value for d in self.also],
-                "explanation": self.explanation}
+                "explanation": self.explanation, "placed_by": self.placed_by, "place": self.place}
 
 
 def classify(findings) -> Diagnosis:
@@ -73,7 +88,12 @@ def classify(findings) -> Diagnosis:
     also = tuple(d for d in leftover
                  if not any(d in EXPLAINS.get(other, ()) for other in leftover if other != d))
     by = tuple(sorted({f.detector for f in by_defect[root]}))
-    lines = [f"{root.value} ({basis}, by {', '.join(by)}): {by_defect[root][0].summary}"]
+    # A root whose findings all come from the race locator: where it was placed, and by whom.
+    placed = by_defect[root][0].details.get("placed_by", "") if all(
+        f.details.get("placed_by") for f in by_defect[root]) else ""
+    place = by_defect[root][0].details.get("place", "") if placed else ""
+    lines = [f"{root.value} ({basis}, by {', '.join(by)}"
+             f"{f'; placed by {placed}' if placed else ''}): {by_defect[root][0].summary}"]
     if root == Defect.NONDETERMINISM:
         lines.append(UNKNOWN_PLACE)
     for d in sorted(explained, key=PRIORITY.index):
@@ -81,7 +101,7 @@ def classify(findings) -> Diagnosis:
     for d in also:
         lines.append(f"also {d.value}, not explained by {root.value}: {by_defect[d][0].summary}")
     return Diagnosis(root, basis, by, tuple(sorted(explained, key=PRIORITY.index)), also,
-                     "\n".join(lines))
+                     "\n".join(lines), placed, place)
 
 
 def caught_as(findings, declared: Defect) -> bool:

@@ -11,7 +11,7 @@ from gemmcheck.contract.catalog import Instance
 from gemmcheck.problems.harness import GuardedGemm, Run
 from gemmcheck.problems.problem import Problem
 from gemmcheck.verdict import Finding
-from gemmcheck.judge.hazards.problems import SMALL_PURPOSES
+from gemmcheck.judge.hazards.problems import SMALL_PURPOSES, exposing_problems
 from gemmcheck.judge.hazards.outcomes import launch_failure
 
 
@@ -132,3 +132,19 @@ def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats:
     if address_check and backends.offers(backend, backends.ChecksAddresses):
         obs.address = backend.address_check(instance, A, B)
     return obs
+
+
+def observe_small_problems_simulated(backend, instance: Instance, *, schedules=SIMULATOR_SCHEDULES,
+                                     address_check: bool = True) -> list[Observation]:
+    """observe_simulated on each small exposing problem of `instance` (the simulator column's
+    problems: races show at any size under its schedules; 1024^3 takes minutes there),
+    AddressSanitizer (`address_check`) on the first (ragged) one. After a crash, hang or
+    build failure the instantiation's other problems are not run (as in an isolated child)."""
+    out = []
+    for n, (purpose, problem) in enumerate(exposing_problems(instance, race_sizes=())):
+        obs = observe_simulated(backend, instance, problem, purpose=purpose, schedules=schedules,
+                                address_check=address_check and n == 0)
+        out.append(obs)
+        if obs.failure is not None:
+            break
+    return out

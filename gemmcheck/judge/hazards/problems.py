@@ -26,7 +26,8 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
       at beta = 0; a kernel that returns early at K = 0 leaves C unwritten.
     Inputs are exact integers (problems.Problem values="exact"): any summation
     order gives the same bits, so a difference between launches is a defect.
-    Shapes the instantiation does not claim to support are left out. A TILE below
+    A ragged shape the instantiation does not claim moves to the nearest claimed one that
+    is still ragged in M or N; other shapes it does not claim are left out. A TILE below
     ALL_RACE_SIZES_MIN_TILE gets the first race size only (see there).
     """
     T = instance.tile
@@ -39,6 +40,8 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     shapes += [(K_ZERO, 2 * T + 1, T + 1, 0), (K_ZERO, 2 * T, 2 * T, 0)]
     seen, out = set(), []
     for purpose, M, N, K in shapes:
+        if purpose in RAGGED and not instance.supports(M, N, K):
+            M, N, K = _ragged_as_claimed(instance, M, N, K)
         if ((M, N, K) in seen or min(M, N) < 1 or (K < 1 and purpose != K_ZERO)
                 or (purpose == K_ZERO and any(p == K_ZERO for p, _ in out))
                 or not instance.supports(M, N, K)):
@@ -48,6 +51,19 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     return out
 
 
+def _ragged_as_claimed(instance: Instance, M: int, N: int, K: int) -> tuple[int, int, int]:
+    """A ragged shape the kernel does not claim as it is, moved to the nearest one it does that
+    is still ragged in M or N (K rounded up to a multiple of 8, say, for a kernel that claims
+    K % 8 == 0): its edge blocks are where bounds flaws show. (0, 0, 0) if there is none."""
+    T = instance.tile
+    def ups(v):   # v, and v rounded up to each power-of-two multiple
+        return sorted({v, *(-(-v // m) * m for m in (2 ** e for e in range(1, 10)))})
+    claimed = [((m != M) + (n != N), m * n * k, (m, n, k)) for m in ups(M) for n in ups(N) for k in ups(K)
+               if (m % T or n % T) and instance.supports(m, n, k)]
+    return min(claimed)[2] if claimed else (0, 0, 0)
+
+
+RAGGED = ("ragged edges", "large ragged")
 SMALL_PURPOSES = ("ragged edges", "tile-aligned")  # cheap enough for compute-sanitizer
 K_ZERO = "K = 0"
 

@@ -9,6 +9,32 @@ from gemmcheck.judge.hazards.outcomes import unfinished
 from gemmcheck.judge.hazards.observing import Observation
 
 
+def _xyz(index) -> str:
+    """A thread or block index as CUDA writes it: (x,y,z)."""
+    return "(" + ",".join(str(int(i)) for i in index) + ")"
+
+
+def shared_place(conflict) -> str:
+    """Where a shared-memory conflict is: the array and offset, the block and the two threads."""
+    array = conflict.array.rsplit("::", 1)[-1]   # the array's own name, not its kernel's signature
+    return (f"shared {array} + {conflict.byte_offset} bytes, block {_xyz(conflict.block)}, "
+            f"threads {_xyz(conflict.thread)} and {_xyz(conflict.other)} ({conflict.kind})")
+
+
+def global_place(race) -> str:
+    """Where a global-memory race is: the element (or offset) and the two blocks."""
+    where = (f"{race.buffer}[{', '.join(str(int(i)) for i in race.element)}]" if race.element is not None
+             else f"{race.buffer} + {race.byte_offset} bytes")
+    return f"{where}, blocks {_xyz(race.earlier_block)} and {_xyz(race.later_block)}"
+
+
+def barrier_place(divergence) -> str:
+    """Where a divergent barrier is: the block and the barriers its threads waited at."""
+    sites = "; ".join(f"{s.threads} thread(s) at {s.file}:{s.line}" for s in divergence.sites)
+    exited = f"; {divergence.exited} thread(s) had exited" if divergence.exited else ""
+    return f"block {_xyz(divergence.block)}: {sites}{exited}"
+
+
 def _direction(report) -> dict[str, int]:
     """RAW / WAR / WAW counts under the lockstep schedule: the order a warp issuing the same
     instruction stream would show (the simulator's tracking establishes it in that order)."""
@@ -41,7 +67,8 @@ def check_shared_conflicts(obs: Observation) -> list[Finding]:
                     n, None, {"raw": worst.raw, "war": worst.war, "waw": worst.waw,
                               "lockstep": direction, "exposing_schedule": worst.exposing_schedule,
                               "uninitialized_shared_reads": worst.uninitialized_shared_reads,
-                              "examples": [c.describe() for c in pairs[:4]]})]
+                              "examples": [c.describe() for c in pairs[:4]],
+                              "place": shared_place(pairs[0]) if pairs else ""})]
 
 
 def check_global_races(obs: Observation) -> list[Finding]:
@@ -65,7 +92,8 @@ def check_global_races(obs: Observation) -> list[Finding]:
                     {"exposing_schedule": worst.exposing_schedule, "examples": examples,
                      "blocks": [list(first.earlier_block), list(first.later_block)] if first else [],
                      "accesses": [first.earlier, first.later] if first else [],
-                     "buffer": first.buffer if first else None})]
+                     "buffer": first.buffer if first else None,
+                     "place": global_place(first) if first is not None else ""})]
 
 
 def check_schedule_dependence(obs: Observation) -> list[Finding]:
@@ -100,7 +128,8 @@ def check_divergent_barriers(obs: Observation) -> list[Finding]:
                     f"cpu-sim: a __syncthreads() is reached by only some threads of a block "
                     f"({n} divergent barrier(s) over schedules {', '.join(report.schedules)}); "
                     f"first: {first}", n, None,
-                    {"divergences": [d.describe() for d in report.divergences[:4]]})]
+                    {"divergences": [d.describe() for d in report.divergences[:4]],
+                     "place": barrier_place(report.divergences[0]) if report.divergences else ""})]
 
 
 def check_uninitialized_shared(obs: Observation) -> list[Finding]:

@@ -52,9 +52,11 @@ def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: boo
                                ready_timeout=ready_timeout, step_timeout=step_timeout, env=env)
             children.append(result)
             if result.error or not result.ready:
+                why = result.error or (f"not ready within {result.not_ready_in:g} s; killed"
+                                       if result.not_ready_in is not None else _exit_text(result.returncode))
                 raise IsolationError(
                     f"the isolated child ({' '.join(prefix) or 'python'}) could not run its job "
-                    f"({result.error or _exit_text(result.returncode)}); its output:\n"
+                    f"({why})\nits output:\n"
                     + "\n".join(result.lines[-40:]) + "\n" + result.stderr[-4000:])
             dead = set()
             for step in remaining:

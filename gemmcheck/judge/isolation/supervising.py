@@ -14,14 +14,22 @@ import time
 from dataclasses import dataclass, field
 
 from gemmcheck import phases
+from gemmcheck.containment.tools import ToolFailure
 from gemmcheck.judge.isolation.steps import MARK, StepOutcome
 
 READY_TIMEOUT_S = 180.0   # imports, CUDA init, compiling (CuPy's cache makes it ~1 s when warm)
 STEP_TIMEOUT_S = 10.0     # one step: a few launches of at most ~1024^3, well under a second healthy
 
 
-class IsolationError(RuntimeError):
-    """The child could not run its job (not a verdict on a kernel): the message has its output."""
+class IsolationError(ToolFailure):
+    """The child could not run its job (not a verdict on a kernel): the message has its output.
+    A tool failure of the suite (gemmcheck.containment.tools): a step that outlived its
+    timeout is the kernel's hang, a child that died during a launch its crash; a child that
+    did not start, said ERROR, was not ready in time or died before it was is this."""
+
+    tool = "the isolated child (gemmcheck.judge.isolation)"
+    todo = ("nothing is known of the kernel; run the test again; if the child fails the same way, "
+            "read its output below (a host out of memory or processes, a broken CUDA install)")
 
 
 @dataclass
@@ -34,6 +42,7 @@ class ChildResult:
     error: str = ""           # the child's own failure (not a kernel's): set when it said ERROR
     ready_at: float | None = None   # epoch second it said READY (its start-up done)
     marks: dict = field(default_factory=dict)   # its start-up: {"main", "backend", "prepared": epoch}
+    not_ready_in: float | None = None   # killed for not being ready within this many seconds
 
 
 def _reader(stream, q: queue.Queue) -> None:
@@ -161,7 +170,8 @@ def _supervise(proc, steps, by_id, outcomes, ready_timeout, step_timeout) -> Chi
         outcomes.setdefault(step.id, StepOutcome(step, "not_run"))
     if killed_for == "ready" and current is None:
         stderr += f"\n(killed: not ready within {ready_timeout:g} s)"
-    return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error, ready_at, marks)
+    return ChildResult(outcomes, proc.returncode, lines, stderr, ready, error, ready_at, marks,
+                       ready_timeout if killed_for == "ready" else None)
 
 
 STARTUP_PARTS = ("start and imports", "backend", "prepare")

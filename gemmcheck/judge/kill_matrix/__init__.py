@@ -16,8 +16,15 @@ shows only as wrong values on hardware) needs the tool; without it that row
 is reported as caught but not classified (a skip that says so), never as a
 pass. A class nothing on hardware establishes (a global-memory race: racecheck
 sees shared memory only) is caught there as what it explains (nondeterminism,
-wrong values) and reported the same way, naming the simulator's tracking that
-establishes it; anything else a column shows for it is a mismatch.
+wrong values). Where the plain column shows a race of unknown place, the race
+locator (hazards.locate_race) runs the instantiation on the CPU simulator in
+this process: what its tracking sees (a global-memory race with the element and
+blocks, a shared-memory race with the address and threads, a divergent barrier)
+joins the plain column as placed by the simulator, and the row is judged on it.
+Where nothing placed it (gpu_only, not modelled, not reproduced), a declared
+global-memory race is reported as caught but not classified, naming the
+simulator's tracking and why it placed nothing; anything else a column shows
+for it is a mismatch.
 
 On the CPU simulator (cpu-sim) the first column is the *simulator
 detectors*: the same value, poison, guard and input checks, plus what the

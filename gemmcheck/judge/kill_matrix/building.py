@@ -23,8 +23,9 @@ def build_row(backend, instance: Instance, settings: Settings,
 
     On a backend that simulates threads (cpu-sim) the first column holds the simulator
     detectors and the sanitizer column does not apply; elsewhere the plain detectors (in a
-    child for kernels declared crash or hang, or all with `isolate_all`), then the sanitizer
-    column when the tool is there. `children`: a pool the rows share, which may have started
+    child for kernels declared crash or hang, or all with `isolate_all`), with what the race
+    locator placed when they show a race of unknown place (locate), then the sanitizer column
+    when the tool is there (it holds the plain findings, placed ones too). `children`: a pool the rows share, which may have started
     this row's children (its tools; its plain observation when declared crash or hang) ahead."""
     t0 = time.monotonic()
     if hazards.simulates_threads(backend):
@@ -41,13 +42,23 @@ def build_row(backend, instance: Instance, settings: Settings,
         else:
             observations = plain_observations(backend, instance, settings)
         tool = Column(ran=False, note=settings.sanitizer_note)
-    findings = [f for obs in observations for f in hazards.detect(obs)]
-    row = Row(instance, Column(_merge(findings), detectors=detectors), tool,
+    findings = _merge([f for obs in observations for f in hazards.detect(obs)])
+    placement = None
+    if detectors == HARDWARE and hazards.classify(findings).unknown_place:
+        placement = locate(instance, settings)
+        findings += placement.findings
+    row = Row(instance, Column(findings, detectors=detectors, placement=placement), tool,
               [f"{obs.purpose}: {obs.problem.id}" for obs in observations])
     if detectors == HARDWARE and settings.sanitizer_exe:
         row.sanitizer = sanitizer_column(row, settings, children)
     row.seconds = time.monotonic() - t0
     return row
+
+
+def locate(instance: Instance, settings: Settings) -> hazards.Placement:
+    """The race locator (hazards.locate_race) for a row whose hardware diagnosis is a race of
+    unknown place: this process's CPU simulator, under the matrix's schedules and hang timeout."""
+    return hazards.locate_race(instance, schedules=settings.schedules, hang_timeout_s=settings.hang_timeout)
 
 
 def build(backend, instances, settings: Settings) -> list[Row]:

@@ -49,7 +49,9 @@ def document(rows: list[Row], settings: Settings) -> dict:
                  "address_check": settings.address_check}
     else:
         tool = settings.sanitizer_exe or f"not run: {settings.sanitizer_note}"
-        sizes = {"race_sizes": list(settings.race_sizes), "race_repeats": settings.race_repeats}
+        sizes = {"race_sizes": list(settings.race_sizes), "race_repeats": settings.race_repeats,
+                 "race_locator": (f"cpu-sim on the small problems, schedules {', '.join(settings.schedules)}, "
+                                  "for rows whose plain detectors show a race of unknown place")}
     return {"schema": 1,
             "settings": {**sizes, "backend": runs_on(rows, settings), "backend_option": settings.backend_name,
                          "detectors": SIMULATOR if simulated else HARDWARE,

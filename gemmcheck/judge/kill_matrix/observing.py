@@ -56,17 +56,9 @@ def isolated_observations(instances, settings: Settings) -> dict[str, list[hazar
 def simulator_observations(backend, instance: Instance, settings: Settings) -> list[hazards.Observation]:
     """Observe one instantiation on a backend that simulates threads (cpu-sim): the small
     exposing problems, every launch under `settings.schedules`, AddressSanitizer on the
-    first (ragged) problem. After a crash, hang or build failure the instantiation's other
-    problems are not run (as in an isolated child)."""
-    out = []
-    for n, (purpose, problem) in enumerate(hazards.exposing_problems(instance, race_sizes=())):
-        obs = hazards.observe_simulated(backend, instance, problem, purpose=purpose,
-                                        schedules=settings.schedules,
-                                        address_check=settings.address_check and n == 0)
-        out.append(obs)
-        if obs.failure is not None:
-            break
-    return out
+    first (ragged) problem when `settings.address_check` (hazards.observe_small_problems_simulated)."""
+    return hazards.observe_small_problems_simulated(backend, instance, schedules=settings.schedules,
+                                                    address_check=settings.address_check)
 
 
 def small_problems(instance: Instance, settings: Settings) -> list:

@@ -7,6 +7,7 @@ import os
 import threading
 
 from gemmcheck import watchdog
+from gemmcheck.containment.tools import retry_once
 from gemmcheck.judge import hazards, isolation, sanitizer
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.phases import phase
@@ -112,8 +113,11 @@ class RowChildren:
             expect = instance.spec.expect
             if expect in ISOLATED and (instance.id, self.PLAIN) not in self._futures:
                 key = self._key(instance, self.PLAIN)
+                # (its child not ready, or killed before it was: tried once more, then the
+                # row's test errors; a fault or a timeout in a launch is the kernel's verdict)
                 observe = lambda i=instance, k=key: self._for_all(   # noqa: E731
-                    [k], lambda: isolated_observations([i], self.settings)[i.id], lambda obs: [obs])
+                    [k], lambda: retry_once(lambda: isolated_observations([i], self.settings)[i.id],
+                                                  stop=self._closing), lambda obs: [obs])
                 if self._claim(instance, self.PLAIN):
                     self._futures[(instance.id, self.PLAIN)] = self._start(self._isolated_pool, observe)
                 else:   # a hang's 10 s, waited out once (ci ran broken_hangs twice, the second to 37 s)
@@ -245,17 +249,11 @@ class RowChildren:
 
     def _tool_run(self, tool: str, plan) -> sanitizer.ToolRun:
         """sanitizer.run, once more when its child could not run (a failure of the tool or of
-        this host, not of a kernel: isolation.IsolationError); a second failure is raised.
-        Not retried once closing: close() killed it."""
-        try:
-            return sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe, backend=self.settings.backend_name)
-        except isolation.IsolationError as first:
-            if self._closing.is_set():
-                raise
-            try:
-                return sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe, backend=self.settings.backend_name)
-            except isolation.IsolationError as second:
-                raise isolation.IsolationError(f"{second} (and once before: {str(first).splitlines()[0]})") from None
+        this host, not of a kernel: isolation.IsolationError, a ToolFailure); a second failure
+        is raised. Not retried once closing: close() killed it."""
+        return retry_once(
+            lambda: sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe, backend=self.settings.backend_name),
+            stop=self._closing)
 
     @staticmethod
     def failed_silently(run: sanitizer.ToolRun, instance: Instance) -> str | None:

@@ -1,5 +1,5 @@
-"""A row of the matrix: its two columns (what each set of detectors found) and its outcome
-against what the kernel declares."""
+"""A row of the matrix: its two columns (what each set of detectors found, with what the race
+locator placed) and its outcome against what the kernel declares."""
 
 from __future__ import annotations
 
@@ -29,6 +29,25 @@ class Column:
     errors: list[str] = field(default_factory=list)  # a tool that could not run at all
     detectors: str = HARDWARE            # which detector set: HARDWARE or SIMULATOR
     not_applicable: str = ""             # set when the column cannot apply to this backend
+    # hardware: what the race locator did for a race of unknown place (hazards.locate_race);
+    # its placing findings are among `findings`. None: it did not run.
+    placement: "hazards.Placement | None" = None
+
+    @property
+    def hardware_findings(self) -> list[Finding]:
+        """The findings of the column's own detectors: all of them but what the locator placed."""
+        return [f for f in self.findings if not f.details.get("placed_by")]
+
+    @property
+    def placed(self) -> bool:
+        """Whether the root cause on hardware was placed by the simulator (the locator)."""
+        return self.detectors == HARDWARE and bool(self.diagnosis.placed_by)
+
+    @property
+    def shows_only_hardware(self) -> bool:
+        """Whether the column holds what hardware alone shows: a class that needs a tool or
+        the simulator cannot be established in it."""
+        return self.detectors == HARDWARE and not self.placed
 
     @property
     def diagnosis(self) -> hazards.Diagnosis:
@@ -59,7 +78,8 @@ class Column:
                 "label": self.label(),
                 "findings": [{"defect": f.defect.value, "detector": f.detector.value,
                               "summary": f.summary, "count": f.count} for f in self.findings],
-                "unrecognized": self.unrecognized, "errors": self.errors}
+                "unrecognized": self.unrecognized, "errors": self.errors,
+                "placed_by_simulator": self.placement.to_json() if self.placement is not None else None}
 
 
 @dataclass
@@ -84,15 +104,15 @@ class Row:
         if declared is None:
             found = plain.findings + (tool.findings if tool.ran else [])
             if found or tool.unrecognized:
-                return "fail", (f"reference kernel, but: {hazards.classify(found).explanation}"
+                return "fail", (f"reference kernel, but: {hazards.classify(found).explanation}{self._not_placed()}"
                                 + "".join(f"\nunrecognized sanitizer report: {u}" for u in tool.unrecognized))
             return "pass", "no finding" + (" with or without compute-sanitizer" if tool.ran else "")
         if not plain.findings and not (tool.ran and tool.findings):
             return "fail", f"declared {declared.value}, but no detector found anything"
-        if declared in hazards.NEEDS_THE_SIMULATOR and plain.detectors == HARDWARE:
+        if declared in hazards.NEEDS_THE_SIMULATOR and plain.shows_only_hardware:
             return self._unseen_on_hardware(declared)
         problems = []
-        if declared in hazards.NEEDS_A_TOOL and plain.detectors == HARDWARE:
+        if declared in hazards.NEEDS_A_TOOL and plain.shows_only_hardware:
             pass  # caught (above) is all the plain column can show
         elif plain.diagnosis.defect != declared:
             problems.append(f"plain detectors classify it as {plain.label()}, declared "
@@ -102,18 +122,25 @@ class Row:
                             f"{declared.value}:\n{tool.diagnosis.explanation}")
         if problems:
             return "fail", "\n".join(problems)
-        if not tool.ran and declared in hazards.NEEDS_A_TOOL and plain.detectors == HARDWARE:
+        if not tool.ran and declared in hazards.NEEDS_A_TOOL and plain.shows_only_hardware:
             return "needs-tool", (f"caught by the plain detectors as {plain.label()}; establishing "
                                   f"{declared.value} needs {hazards.NEEDS_A_TOOL[declared]} "
-                                  f"({tool.note})")
+                                  f"({tool.note}){self._not_placed()}")
         best = tool if tool.ran else plain
         return "pass", f"caught as {declared.value}: {best.diagnosis.explanation}"
 
+    def _not_placed(self) -> str:
+        """Why the race locator placed nothing, when it ran ("" when it did not run)."""
+        placement = self.plain.placement
+        return f"\n{placement.why}" if placement is not None and not placement.placed else ""
+
     def _unseen_on_hardware(self, declared: Defect) -> tuple[str, str]:
         """The outcome on hardware for a class nothing there establishes (a global-memory
-        race): each column that found something must show what the class explains there
-        (nondeterminism, wrong values), else it is a mismatch; caught so, the row is
-        "needs-tool", naming what would establish it, never a pass."""
+        race) and the simulator did not place: each column that found something must show what
+        the class explains there (nondeterminism, wrong values), else it is a mismatch; caught
+        so, the row is "needs-tool", naming what would establish it and why the race locator
+        did not (the kernel cannot be simulated, or the simulator did not reproduce it), never
+        a pass."""
         shows = hazards.EXPLAINS.get(declared, frozenset())
         columns = [("plain detectors", self.plain)] if self.plain.findings else []
         columns += [("with compute-sanitizer", self.sanitizer)] if self.sanitizer.ran else []
@@ -124,9 +151,14 @@ class Row:
         if problems:
             return "fail", f"declared {declared.value}, but " + "\n".join(problems)
         seen = ", ".join(f"{name} as {column.label()}" for name, column in columns)
+        if self.plain.placement is None:
+            located = ("; the race locator asks the simulator only where hardware shows a race of unknown "
+                       "place (launches that differ)")
+        else:
+            located = self._not_placed()
         return "needs-tool", (f"caught by the {seen}: what {declared.value} shows on hardware, where no "
                               f"detector localizes it (racecheck sees shared memory only); establishing "
-                              f"{declared.value} needs {hazards.NEEDS_THE_SIMULATOR[declared]}")
+                              f"{declared.value} needs {hazards.NEEDS_THE_SIMULATOR[declared]}{located}")
 
     def to_json(self) -> dict:
         status, why = self.outcome()
