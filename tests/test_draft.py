@@ -143,3 +143,6 @@ def test_dynamic_shared_memory_comes_from_the_launch_or_is_a_todo_where_the_kern
     assert "shared_bytes" in entries["sized"] and "shared_bytes" not in entries["unsized"]
     assert "TODO: shared_bytes: the kernel uses dynamic (extern __shared__) memory" in text.split("name = \"unsized\"")[1]
     assert "shared_bytes" not in text.split("name = \"plain\"")[1]
+    (tmp_path / "catalog.toml").write_text(text)
+    sized = catalog.load(tmp_path / "catalog.toml")[0].instances()[0]
+    assert sized.spec.geometry.evaluate({**sized.params, "M": 128, "N": 128, "K": 64})[2] == 2 * 64 * 32 * 4
