@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gemmcheck.contract import cuda_source, launch
+from gemmcheck.host_launches import CONSTANT_ASSIGNMENT, Launch, host_expression, launches, split_top_level
 
 # Element types the suite knows, as C spells them -> dtype names of gemmcheck.contract.dtypes.
 C_TYPES = {"float": "float32", "double": "float64", "__half": "float16", "half": "float16",
@@ -67,24 +68,6 @@ class Draft:
             if value is not None:
                 lines.append(f"{key} = {value}")
         return "\n".join(lines)
-
-
-def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """`text` split at `sep` outside (), [], {} and <>."""
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        if ch == sep and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        parts.append(current)
-    return [p.strip() for p in parts]
 
 
 def parse_params(params: str) -> list[Param]:
@@ -166,82 +149,6 @@ def _toml(value) -> str:
     return str(value)
 
 
-# -- what the file's own launches say ------------------------------------------------------
-
-_LAUNCH = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?:<(?P<targs>[^<>;]*(?:<[^<>;]*>[^<>;]*)*)>)?\s*"
-                     r"<<<(?P<config>.*?)>>>", re.S)
-_CONSTANT = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>\d+)[uUlL]*\s*[,;]")
-
-
-@dataclass
-class Launch:
-    template_args: list[str]
-    grid: list[str] | None
-    block: list[str] | None
-    written: str            # the launch's lines as the file has them (macros expanded)
-
-
-def launches(code: str, kernel: str) -> list[Launch]:
-    """The launches of `kernel` in (preprocessed, comment-free) host code, in order."""
-    found = []
-    for m in _LAUNCH.finditer(code):
-        if m["name"] != kernel:
-            continue
-        config = split_top_level(m["config"])
-        before = code[:m.start()]
-        dims = [(_dims(config[i], before) if len(config) > i else None) for i in (0, 1)]
-        found.append(Launch(split_top_level(m["targs"] or ""), dims[0], dims[1],
-                            " ".join(code[m.start():m.end()].split())))
-    return found
-
-
-def _dims(arg: str, before: str) -> list[str] | None:
-    arg = arg.strip()
-    inline = re.fullmatch(r"dim3\s*[({](?P<args>.*)[)}]", arg, re.S)
-    if inline:
-        return split_top_level(inline["args"])
-    if re.fullmatch(r"[A-Za-z_]\w*", arg):
-        decls = list(re.finditer(rf"\bdim3\s+{arg}\s*(?:=\s*dim3\s*)?[({{](?P<args>[^;]*)[)}}]\s*;", before))
-        if decls:
-            return split_top_level(decls[-1]["args"])
-    return [arg] if arg else None
-
-
-_OPERAND = r"(?:\w+|\(\w+\))"
-_CEIL_DIV = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<b>{_OPERAND})\s*-\s*1\s*\)\s*//\s*(?P<b2>{_OPERAND})")
-
-
-def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
-                    literals: dict[str, str] | None = None) -> str:
-    """A host C expression as a catalog expression: integer division as //, casts dropped,
-    host names of M, N, K and the parameters renamed, other known constants substituted,
-    ``(a + b - 1) / b`` written ceil(a / b). `literals` maps a number the launch passes as a
-    template argument to that parameter's name."""
-    text = re.sub(r"\(\s*(?:unsigned\s+)?(?:int|uint|unsigned|size_t|long)\s*\)", "", text)
-    text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
-    text = re.sub(r"(?<!/)/(?!/)", "//", text)
-
-    def rename(m: re.Match) -> str:
-        word = m.group(0)
-        if word in names:
-            return names[word]
-        if word in constants:
-            return str(constants[word])
-        if literals and word in literals:
-            return literals[word]
-        return word
-    text = " ".join(re.sub(r"\b\w+\b", rename, text).split())
-    bare = lambda operand: operand.strip("()")
-    for _ in range(4):
-        new = _CEIL_DIV.sub(lambda m: f"ceil({bare(m['a'])} / {bare(m['b'])})" if bare(m["b"]) == bare(m["b2"])
-                            else m.group(0), text)
-        new = re.sub(r"\(\s*(ceil\([^()]*\))\s*\)", r"\1", new)
-        if new == text:
-            break
-        text = new
-    return text
-
-
 # -- the draft ---------------------------------------------------------------------------------
 
 def draft_source(source: Path, relative_to: Path | None = None) -> str:
@@ -260,7 +167,7 @@ def draft_source(source: Path, relative_to: Path | None = None) -> str:
     if not kernels:
         return "\n".join(header + [f"# TODO: {source.name} declares no __global__ function (after preprocessing)"]) + "\n"
     host = cuda_source.code_only(cuda_source.preprocessed(text, str(source), cuda_source.include_dirs_of(source)))
-    constants = {m["name"]: int(m["value"]) for m in _CONSTANT.finditer(host)}
+    constants = {m["name"]: int(m["value"]) for m in CONSTANT_ASSIGNMENT.finditer(host)}
     file_defines = {k: v for k, v in cuda_source.defines(text).items()
                     if re.search(rf"\b{k}\b", _without_define_lines(text))}
     drafts = [draft_kernel(k, rel, host, constants, file_defines, source_text=text) for k in kernels]
@@ -396,6 +303,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         d.add("grid", _toml(guess_grid), "TODO: grid: blocks in x, y (, z) over M, N, K and the parameters "
               "(a guess)", *seen)
         d.add("block", _toml(guess_block), "TODO: block: threads in x, y (, z) (a guess)", *hint)
+    _draft_dynamic_shared(d, kernel, kernel_launches, names if kernel_launches else {}, constants, known,
+                          literals if kernel_launches else {}, source_text)
     d.add("dtypes", _toml(dtypes), *dtype_comments)
     if any(r in roles for r in ("lda", "ldb", "ldc")):
         d.add("layout", None, "TODO: layout: the operands are read row-major unless you say otherwise; for "
@@ -413,6 +322,43 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
               "reads_c_at_beta_zero = true")
     d.add("expect", _toml("correct"))
     return d
+
+
+def _draft_dynamic_shared(d: Draft, kernel: cuda_source.Kernel, calls: list[Launch], names, constants, known,
+                          literals, code: str) -> None:
+    """shared_bytes from the launch's third argument; without one, a TODO where the kernel (or, less
+    surely, the file) declares extern __shared__ memory: launched with none, it reads and writes
+    past its shared memory."""
+    given = calls[0].shared if calls else None
+    sized = given and re.sub(r"sizeof\s*\(\s*(\w+)\s*\)", lambda m: str(_SIZES.get(m[1], m[0])), given)
+    expression = _expressions([sized], names, constants, known, literals) if sized else None
+    if expression:
+        d.add("shared_bytes", _toml(expression[0]), f"dynamic shared memory, from the file's launch: {given}")
+        return
+    if given or _uses_dynamic_shared(kernel.name, code):
+        d.add("shared_bytes", None, "TODO: shared_bytes: the kernel uses dynamic (extern __shared__) memory: say how "
+              "many bytes a launch gives it, over M, N, K and the parameters"
+              + (f" (the file launches it with {given})" if given else "") + ", e.g.",
+              'shared_bytes = "STAGES * (BM + BN) * BK * 2"')
+
+
+_SIZES = {"float": 4, "int": 4, "unsigned": 4, "double": 8, "half": 2, "__half": 2, "__nv_bfloat16": 2,
+          "float2": 8, "float4": 16}
+_EXTERN_SHARED = re.compile(r"\bextern\s+__shared__")
+
+
+def _uses_dynamic_shared(kernel: str, code: str) -> bool:
+    """Whether the __global__ `kernel` declares extern __shared__ memory, or calls a function of
+    the file that does (a kernel that hands its work to a __device__ function)."""
+    bodies = {}
+    for head, _, open_at, end in cuda_source.top_level_blocks(cuda_source.code_only(code)):
+        names = [n for n in re.findall(r"\b(\w+)\s*\(", re.sub(r"template\s*<[^{]*?>", "", head))
+                 if not n.startswith("__")]
+        if names:
+            bodies.setdefault(names[0], []).append(("__global__" in head, code[open_at:end]))
+    declaring = {name for name, found in bodies.items() if any(_EXTERN_SHARED.search(b) for _, b in found)}
+    return any(_EXTERN_SHARED.search(body) or any(re.search(rf"\b{re.escape(n)}\s*[<(]", body) for n in declaring)
+               for is_kernel, body in bodies.get(kernel, []) if is_kernel)
 
 
 def _draft_hopper(d: Draft, kernel: cuda_source.Kernel, roles: list, params: list[Param], code: str) -> None:

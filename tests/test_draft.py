@@ -109,3 +109,40 @@ def test_a_kernel_with_leading_dimensions_gets_a_layout_todo(tmp_path):
     text = draft.draft_source(ROOT / "examples" / "gemm_colmajor.cu", tmp_path)
     assert "# TODO: layout:" in text and '# layout = { A = "col", B = "col", C = "col" }' in text
     assert "layout =" not in text.replace('# layout =', '')
+
+
+DYNAMIC_SHARED = """
+#define BM 64
+#define BK 32
+__global__ void sized(const float *A, const float *B, float *C, int M, int N, int K)
+{
+    extern __shared__ float tile[];
+    tile[threadIdx.x] = A[threadIdx.x];
+}
+__global__ void unsized(const float *A, const float *B, float *C, int M, int N, int K)
+{
+    extern __shared__ float tile[];
+    C[0] = tile[0];
+}
+__global__ void plain(const float *A, const float *B, float *C, int M, int N, int K) { C[0] = A[0]; }
+void run(const float *A, const float *B, float *C, int M, int N, int K)
+{
+    sized<<<dim3(N / BM, M / BM), dim3(256), 2 * BM * BK * sizeof(float)>>>(A, B, C, M, N, K);
+    unsized<<<dim3(N / BM, M / BM), dim3(256)>>>(A, B, C, M, N, K);
+    plain<<<dim3(N / BM, M / BM), dim3(256)>>>(A, B, C, M, N, K);
+}
+"""
+
+
+def test_dynamic_shared_memory_comes_from_the_launch_or_is_a_todo_where_the_kernel_declares_it(tmp_path):
+    # Launched without its extern __shared__ bytes, a kernel reads and writes past its shared memory.
+    source = tmp_path / "dynamic.cu"
+    source.write_text(DYNAMIC_SHARED)
+    text = draft.draft_source(source, tmp_path)
+    entries = {e["name"]: e for e in tomllib.loads(text)["kernel"]}
+    assert "shared_bytes" in entries["sized"] and "shared_bytes" not in entries["unsized"]
+    assert "TODO: shared_bytes: the kernel uses dynamic (extern __shared__) memory" in text.split("name = \"unsized\"")[1]
+    assert "shared_bytes" not in text.split("name = \"plain\"")[1]
+    (tmp_path / "catalog.toml").write_text(text)
+    sized = catalog.load(tmp_path / "catalog.toml")[0].instances()[0]
+    assert sized.spec.geometry.evaluate({**sized.params, "M": 128, "N": 128, "K": 64})[2] == 2 * 64 * 32 * 4

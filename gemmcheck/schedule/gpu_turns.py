@@ -63,7 +63,10 @@ def lock_path(folder: str, physical_gpu: str) -> str:
 # or gone without letting go), not a wait: the longest legitimate one is an exclusive turn
 # waiting for the other workers' units to end. Tried once more, then the test errors.
 TURN_TIMEOUT_S = float(os.environ.get("GEMMCHECK_TURN_TIMEOUT_S", "1800"))
-_POLL_S = (0.001, 0.02)   # first and longest sleep between two tries of a lock
+# First and longest sleep between two tries of a lock. Short: a blocking flock was woken the
+# moment the lock came free; a poller must look often enough to catch the host-side gap
+# between another timing worker's two turns (a few ms of flock calls a second cost nothing).
+_POLL_S = (0.001, 0.005)
 
 
 class GpuTurnFailure(ToolFailure):

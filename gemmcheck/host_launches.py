@@ -1,0 +1,103 @@
+"""What a CUDA file's host code says about its kernels' launches: each ``kernel<...><<<grid,
+block, shared>>>`` call with its dim3 arguments resolved, and host C expressions rewritten in
+the catalog's expression language (``(a + b - 1) / b`` as ``ceil(a / b)``, ``/`` as ``//``).
+``python -m gemmcheck draft`` reads launch geometry with it (gemmcheck.draft)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """`text` split at `sep` outside (), [], {} and <>."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current)
+    return [p.strip() for p in parts]
+
+
+
+_LAUNCH = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?:<(?P<targs>[^<>;]*(?:<[^<>;]*>[^<>;]*)*)>)?\s*"
+                     r"<<<(?P<config>.*?)>>>", re.S)
+CONSTANT_ASSIGNMENT = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>\d+)[uUlL]*\s*[,;]")
+
+
+@dataclass
+class Launch:
+    template_args: list[str]
+    grid: list[str] | None
+    block: list[str] | None
+    written: str            # the launch's lines as the file has them (macros expanded)
+    shared: str | None = None   # the third argument: bytes of dynamic shared memory
+
+
+def launches(code: str, kernel: str) -> list[Launch]:
+    """The launches of `kernel` in (preprocessed, comment-free) host code, in order."""
+    found = []
+    for m in _LAUNCH.finditer(code):
+        if m["name"] != kernel:
+            continue
+        config = split_top_level(m["config"])
+        before = code[:m.start()]
+        dims = [(_dims(config[i], before) if len(config) > i else None) for i in (0, 1)]
+        found.append(Launch(split_top_level(m["targs"] or ""), dims[0], dims[1],
+                            " ".join(code[m.start():m.end()].split()), config[2].strip() if len(config) > 2 else None))
+    return found
+
+
+def _dims(arg: str, before: str) -> list[str] | None:
+    arg = arg.strip()
+    inline = re.fullmatch(r"dim3\s*[({](?P<args>.*)[)}]", arg, re.S)
+    if inline:
+        return split_top_level(inline["args"])
+    if re.fullmatch(r"[A-Za-z_]\w*", arg):
+        decls = list(re.finditer(rf"\bdim3\s+{arg}\s*(?:=\s*dim3\s*)?[({{](?P<args>[^;]*)[)}}]\s*;", before))
+        if decls:
+            return split_top_level(decls[-1]["args"])
+    return [arg] if arg else None
+
+
+_OPERAND = r"(?:\w+|\(\w+\))"
+_CEIL_DIV = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<b>{_OPERAND})\s*-\s*1\s*\)\s*//\s*(?P<b2>{_OPERAND})")
+
+
+def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
+                    literals: dict[str, str] | None = None) -> str:
+    """A host C expression as a catalog expression: integer division as //, casts dropped,
+    host names of M, N, K and the parameters renamed, other known constants substituted,
+    ``(a + b - 1) / b`` written ceil(a / b). `literals` maps a number the launch passes as a
+    template argument to that parameter's name."""
+    text = re.sub(r"\(\s*(?:unsigned\s+)?(?:int|uint|unsigned|size_t|long)\s*\)", "", text)
+    text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
+    text = re.sub(r"(?<!/)/(?!/)", "//", text)
+
+    def rename(m: re.Match) -> str:
+        word = m.group(0)
+        if word in names:
+            return names[word]
+        if word in constants:
+            return str(constants[word])
+        if literals and word in literals:
+            return literals[word]
+        return word
+    text = " ".join(re.sub(r"\b\w+\b", rename, text).split())
+    bare = lambda operand: operand.strip("()")
+    for _ in range(4):
+        new = _CEIL_DIV.sub(lambda m: f"ceil({bare(m['a'])} / {bare(m['b'])})" if bare(m["b"]) == bare(m["b2"])
+                            else m.group(0), text)
+        new = re.sub(r"\(\s*(ceil\([^()]*\))\s*\)", r"\1", new)
+        if new == text:
+            break
+        text = new
+    return text
