@@ -16,7 +16,7 @@ from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.backends import BackendUnavailable
 from gemmcheck.problems.harness import run_once
-from simulator import simulator
+from simulator import exact_inputs, simulator
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
 
@@ -34,14 +34,6 @@ def sim():
 def probe(name, dtype=None, tile=None):
     spec = PROBES[name]
     return catalog.Instance(spec, dtype or spec.dtypes[0], tile or spec.tiles[0])
-
-
-def exact_inputs(M, N, K, seed=0):
-    rng = np.random.default_rng(seed)
-    A = rng.integers(-4, 5, (M, K)).astype(np.float64)
-    B = rng.integers(-4, 5, (K, N)).astype(np.float64)
-    A[0, 0] = B[0, 0] = 3  # never all zero
-    return A, B
 
 
 # -- thread and block indexing ---------------------------------------------------------

@@ -16,7 +16,7 @@ import pytest
 
 from gemmcheck.contract import catalog
 from gemmcheck.problems.harness import run_once
-from simulator import simulator
+from simulator import exact_inputs, simulator
 
 cpu_sim = pytest.importorskip("gemmcheck.backends.cpu_sim")
 
@@ -40,14 +40,6 @@ def line_of(marker):
     """The line of device_api.cu holding `marker` (a comment), as the reports name it."""
     (line,) = [n for n, text in enumerate(SOURCE, 1) if text.rstrip().endswith(f"// {marker}")]
     return line
-
-
-def exact_inputs(M, N, K, seed=0):
-    rng = np.random.default_rng(seed)
-    A = rng.integers(-4, 5, (M, K)).astype(np.float64)
-    B = rng.integers(-4, 5, (K, N)).astype(np.float64)
-    A[0, 0] = B[0, 0] = 3  # never all zero
-    return A, B
 
 
 def run_everywhere(sim, inst, A, B, **kw):

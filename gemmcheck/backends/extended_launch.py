@@ -53,9 +53,11 @@ def _encoded(req: TensorMapRequest, address: int):
     return tensor_map_encoding.encode(req, address)
 
 
+@functools.lru_cache(maxsize=None)
 def compile_time_cluster(function_handle: int) -> bool:
     """Whether the kernel fixes its cluster in the source (__cluster_dims__): its launch must
-    not set one again (the driver refuses a cluster dimension attribute then)."""
+    not set one again (the driver refuses a cluster dimension attribute then). Asked once per
+    function: timing loops launch it many times."""
     from cuda.bindings import driver
 
     err, width = driver.cuFuncGetAttribute(

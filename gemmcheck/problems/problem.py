@@ -399,6 +399,15 @@ def tile_shapes(tile: int) -> dict[str, tuple[int, int, int]]:
     }
 
 
+def claimed_roundings(instance, M: int, N: int, K: int):
+    """The shapes `instance` claims among (M, N, K) with each size kept or rounded up to a
+    power-of-two multiple (2 to 512): where a per-dimension claim (K % 8 == 0, M % BM == 0)
+    moves a shape it does not claim."""
+    def ups(v):
+        return sorted({v, *(-(-v // m) * m for m in (2 ** e for e in range(1, 10)))})
+    return [(m, n, k) for m in ups(M) for n in ups(N) for k in ups(K) if instance.supports(m, n, k)]
+
+
 def claimed_shape(instance, M: int, N: int, K: int) -> tuple[int, int, int] | None:
     """(M, N, K) if `instance` claims it; else the nearest square TILE multiple it claims
     (for kernels that support only those); else the smallest shape at or above (M, N, K) with
@@ -410,8 +419,5 @@ def claimed_shape(instance, M: int, N: int, K: int) -> tuple[int, int, int] | No
     n = -(-max(M, N, K) // tile) * tile
     if instance.supports(n, n, n):
         return n, n, n
-    def ups(v):
-        return sorted({v, *(-(-v // m) * m for m in (2 ** e for e in range(1, 10)))})
-    claimed = [(m * n_ * k, (m, n_, k)) for m in ups(M) for n_ in ups(N) for k in ups(K)
-               if instance.supports(m, n_, k)]
+    claimed = [(m * n_ * k, (m, n_, k)) for m, n_, k in claimed_roundings(instance, M, N, K)]
     return min(claimed)[1] if claimed else None

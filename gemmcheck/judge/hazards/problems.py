@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.problems.problem import Problem
+from gemmcheck.problems.problem import Problem, claimed_roundings
 
 
 # Blocks of 1 or 4 threads (TILE 1, 2) run latency-bound at the larger race sizes: on the
@@ -56,10 +56,8 @@ def _ragged_as_claimed(instance: Instance, M: int, N: int, K: int) -> tuple[int,
     is still ragged in M or N (K rounded up to a multiple of 8, say, for a kernel that claims
     K % 8 == 0): its edge blocks are where bounds flaws show. (0, 0, 0) if there is none."""
     T = instance.tile
-    def ups(v):   # v, and v rounded up to each power-of-two multiple
-        return sorted({v, *(-(-v // m) * m for m in (2 ** e for e in range(1, 10)))})
-    claimed = [((m != M) + (n != N), m * n * k, (m, n, k)) for m in ups(M) for n in ups(N) for k in ups(K)
-               if (m % T or n % T) and instance.supports(m, n, k)]
+    claimed = [((m != M) + (n != N), m * n * k, (m, n, k)) for m, n, k in claimed_roundings(instance, M, N, K)
+               if m % T or n % T]
     return min(claimed)[2] if claimed else (0, 0, 0)
 
 
