@@ -113,8 +113,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         from gemmcheck.schedule import worker_exit
 
         worker_exit.leave(item, state.context_lost_by)
-    instance = _instance_of(item)
-    if state.rerun_after_loss and uses_the_device(item) and (instance is None or instance.id not in state.lost):
+    if state.rerun_after_loss and uses_the_device(item) and not _loss_reported(state, _instance_of(item)):
         state.deferred.append(item.nodeid)
         rerun.not_reported_here(item)
         # what runtestprotocol does after a test: the fixtures `nextitem` does not share end
@@ -158,8 +157,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     state = containment(item.config)
     instance = _instance_of(item)
     if state.context_lost_by and uses_the_device(item):
-        lost = instance is not None and instance.id in state.lost
-        if not lost:
+        if not _loss_reported(state, instance):
             pytest.skip(f"not run: the CUDA context was lost in {state.context_lost_by} (a fault or "
                         "hang its probe did not show); rerun without that kernel (--gemm-kernels) in "
                         "a fresh process")
@@ -177,6 +175,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             backends.refuse(instance.id, lost.status, lost.message)
     if lost is not None and lost.test:
         pytest.skip(skip_reason(lost))
+
+
+def _loss_reported(state: Containment, instance: Instance | None) -> bool:
+    """Whether `instance` is lost and a test has already failed with it: its tests then skip
+    naming that test, touching nothing. One the probe found lost, no test yet, still needs a
+    test that fails with the loss, and that test reads and writes device buffers before the
+    refused launch: after another kernel's sticky fault it runs in the fresh process too."""
+    lost = state.lost.get(instance.id) if instance is not None else None
+    return lost is not None and bool(lost.test)
 
 
 def uses_the_device(item: pytest.Item) -> bool:

@@ -1,10 +1,12 @@
 """Barriers: a __syncthreads() that only some threads of a block reach. On hardware it shows
 only as wrong values (on ragged M), never as itself; synccheck names it. The CPU simulator
-tracks every barrier and names it exactly."""
+tracks every barrier and names it exactly, also in the plain column when the race locator
+asks it where a race hardware showed happened."""
 
 import pytest
 
 from gemmcheck.verdict.detectors import Detector
+from gemmcheck.judge.hazards.locating import PLACED_BY
 from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
@@ -16,8 +18,14 @@ reference = pytest.mark.instances(lambda i: i.spec.is_reference)
 @pytest.mark.gpu
 def test_a_divergent_barrier_is_caught_on_hardware_as_wrong_values(matrix_row):
     assert matrix_row.plain.found(defect=Defect.WRONG_VALUES), matrix_row.plain.diagnosis.explanation
-    # Honest: the plain detectors do not claim what they cannot see.
-    assert matrix_row.plain.diagnosis.defect != Defect.DIVERGENT_BARRIER
+    # Honest: hardware never claims what it cannot see. The barrier is named in this column
+    # only where the simulator, asked by the race locator, saw the threads that diverged.
+    claimed = [f for f in matrix_row.plain.found(defect=Defect.DIVERGENT_BARRIER)
+               if f.details.get("placed_by") != PLACED_BY]
+    assert not claimed, [f.summary for f in claimed]
+    diagnosis = matrix_row.plain.diagnosis
+    if diagnosis.defect == Defect.DIVERGENT_BARRIER:
+        assert diagnosis.placed_by == PLACED_BY and "thread(s) at" in diagnosis.place, diagnosis
 
 
 @divergent
