@@ -15,6 +15,7 @@ from gemmcheck.problems.problem import VALUE_KINDS, Problem, exact_range, finfo
 from gemmcheck.verdict import Defect, VerdictLog
 
 from fakes import NumpyBackend, correct_product
+from hazard_stand_ins import beyond, scribbles_on_B
 
 SPECS = {s.name: s for s in catalog.load(catalog.BUILTIN)}
 GUARDED = SPECS["matmul_tiled_guarded"]
@@ -266,6 +267,30 @@ def test_a_guard_nan_in_C_is_named_as_an_out_of_bounds_read():
     j = judged(stand_in(reads_a_guard), Problem(4, 4, 4, "float32", "exact", 1))
     assert j.findings[0].details["guard_payload"] == 1
     assert "out-of-bounds read" in j.message()
+
+
+def test_a_store_past_the_last_row_of_C_is_an_out_of_bounds_write_though_every_value_is_right():
+    """A kernel without its row guard writes its last tile's rows past M after C's end: C holds
+    the right bits, only the guard band changed (TMA's zero fill made those rows zeros)."""
+    def rows_past_m(instance, grid, block, A, B, C, M, N, K):
+        correct_product(instance, grid, block, A, B, C, M, N, K)
+        C.base[beyond(C, 0):beyond(C, 3 * N)] = 0
+    j = judged(NumpyBackend({"matmul_tiled_guarded": rows_past_m}), Problem(9, 7, 5, "float32", "exact", 1))
+    assert j.defects == {Defect.OUT_OF_BOUNDS_WRITE}
+    assert j.findings[0].details["guard_damage"] == {"C": 21}, j.findings
+    assert "the kernel wrote outside its output: 21 in C's guards" in j.message()
+    assert "failing:" not in j.message()   # no element of C is wrong
+
+
+def test_a_launch_that_changes_B_is_input_mutation_though_C_is_right():
+    j = judged(NumpyBackend({"matmul_tiled_guarded": scribbles_on_B}), Problem(9, 7, 5, "float32", "exact", 1))
+    assert j.defects == {Defect.INPUT_MUTATION}
+    assert j.findings[0].details["inputs_changed"] == {"B": 1}
+
+
+def test_a_correct_kernel_changes_nothing_outside_C():
+    j = judged(CORRECT, Problem(9, 7, 5, "float32", "exact", 1))
+    assert j.ok and "nothing outside C changed" in j.message()
 
 
 def test_a_kernel_that_drops_nan_and_inf_is_caught():

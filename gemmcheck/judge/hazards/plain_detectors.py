@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from gemmcheck.judge import beta_zero, oracle
+from gemmcheck.judge.oracle import outside
 from gemmcheck.problems.harness import Run
 from gemmcheck.verdict.detectors import Detector
 from gemmcheck.verdict import Defect, Finding
@@ -120,24 +121,13 @@ def _worst_counts(obs: Observation, attribute: str) -> dict[str, int]:
 
 
 def check_out_of_bounds_write(obs: Observation) -> list[Finding]:
-    """OUT_OF_BOUNDS_WRITE: a guard band around A, B or C changed."""
-    hit = _worst_counts(obs, "guard_damage")
-    if not hit:
-        return []
-    text = ", ".join(f"{v} in {k}'s guards" for k, v in hit.items())
-    return [Finding(Defect.OUT_OF_BOUNDS_WRITE, Detector.GUARD_BANDS,
-                    f"the kernel wrote outside its output: {text}", sum(hit.values()),
-                    None, {"guard_damage": hit})]
+    """OUT_OF_BOUNDS_WRITE: a guard band around A, B or C changed (in any launch: the worst count)."""
+    return outside.out_of_bounds_write(_worst_counts(obs, "guard_damage"))
 
 
 def check_input_mutation(obs: Observation) -> list[Finding]:
-    """INPUT_MUTATION: elements of A or B changed by the launch."""
-    hit = _worst_counts(obs, "inputs_changed")
-    if not hit:
-        return []
-    text = ", ".join(f"{v} elements of {k}" for k, v in hit.items())
-    return [Finding(Defect.INPUT_MUTATION, Detector.INPUT_CHECK, f"the launch changed its inputs: {text}",
-                    sum(hit.values()), None, {"inputs_changed": hit})]
+    """INPUT_MUTATION: elements of A or B changed by a launch (the worst count)."""
+    return outside.input_mutation(_worst_counts(obs, "inputs_changed"))
 
 
 def check_nondeterminism(obs: Observation) -> list[Finding]:

@@ -4,7 +4,7 @@
 error map, message); ``assert_judgement`` records it and fails the test with
 everything needed to act on it. Checks go in this order, each on the
 elements the previous ones left: shape, unwritten elements (poison bits),
-NaN/Inf positions, then values.
+NaN/Inf positions, then values; last, what the launch changed outside C (guard bands, A, B).
 
 One module per job, each name importable from here:
 
@@ -12,6 +12,7 @@ One module per job, each name importable from here:
   exactness_violation)
 - bound: bounded judging's forward error bound (Bound, gamma, roundings, bound_ratio, within_bound)
 - special_values: the IEEE NaN/Inf pattern a product must show (special_pattern)
+- outside: what a launch changed outside C (out_of_bounds_write, input_mutation)
 - judging: one run compared with the reference (judge, reference_of, UnchangedElements)
 - judgement: the Judgement and its failure message (Judgement, current_test, reproduction)
 - recording: recording a Judgement and failing the test (assert_judgement)

@@ -76,7 +76,8 @@ class Judgement(HasFindings):
         if getattr(self.run, "operands_text", ""):
             lines.append(f"  operands: {self.run.operands_text}")
         if self.ok:
-            lines.append(f"  ok: every element written and within the bound; worst ratio {self.ratio:.3g}")
+            lines.append(f"  ok: every element written and within the bound, nothing outside C changed; "
+                         f"worst ratio {self.ratio:.3g}")
             return "\n".join(lines)
         for f in self.findings:
             lines.append(f"  {f.defect.value} [{f.detector}]: {f.summary}")
@@ -88,7 +89,7 @@ class Judgement(HasFindings):
                          f"max abs error {np.max(abs_err[measurable]):.6g}, "
                          f"max rel error {np.max(np.where(measurable, rel_err, 0)):.6g}; "
                          f"worst error/bound {self.ratio:.6g}")
-        else:
+        elif n_fail:
             lines.append(f"  failing: {n_fail} of {total} elements ({n_fail / total:.2%})")
         where = self.worst()
         if where is not None:

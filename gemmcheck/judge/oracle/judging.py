@@ -5,7 +5,9 @@ into a Judgement (findings, worst ratio, error map).
 error map, message); ``assert_judgement`` records it and fails the test with
 everything needed to act on it. Checks go in this order, each on the
 elements the previous ones left: shape, unwritten elements (poison bits),
-NaN/Inf positions, then values.
+NaN/Inf positions, then values; last, what the launch changed outside C (a guard band or
+padding: an out-of-bounds write; A or B: input mutation), which no value check sees
+(gemmcheck.judge.oracle.outside).
 
 The reference and the bound: gemmcheck.judge.oracle.exactness (exact judging) and
 gemmcheck.judge.oracle.bound (bounded judging); the NaN/Inf pattern:
@@ -28,6 +30,7 @@ from gemmcheck.contract import dtypes as dt
 from gemmcheck.judge.oracle.bound import Bound, _ratio
 from gemmcheck.judge.oracle.exactness import _scaled, exact_reference
 from gemmcheck.judge.oracle.judgement import Judgement, reproduction
+from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
 from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
@@ -130,6 +133,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         _check_every_element_changes(inst, d, C0, ref, bound, finite_e, want if exact else None)
 
     findings: list[Finding] = []
+    beyond = outside_the_output(run)   # reported last, after what C holds
     error_map = xp.zeros((M, N))
     unwritten = xp.asarray(run.unwritten, dtype=bool)
     written = ~unwritten
@@ -150,7 +154,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst, what))
         error_map[unwritten] = xp.inf
 
-    if exact and no_special_inputs and not findings and bool((C_bits == want).all()):
+    if exact and no_special_inputs and not findings and not beyond and bool((C_bits == want).all()):
         # Every element holds the exact result's bits (an overflow's Inf included): nothing
         # below can find anything. Most runs end here; the kill matrix judges a reference's
         # output at 1024^2 on the host about a dozen times a row.
@@ -199,6 +203,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     if wrong.any():
         findings.append(_finding(Defect.WRONG_VALUES, detector, wrong, inst, what))
 
+    findings += beyond
     failing = unwritten | pattern_wrong | wrong
     host = arrays.to_host
     return Judgement(inst, label, M, N, K, exact, bound_text, findings,

@@ -1,0 +1,38 @@
+"""What a launch changed outside its output: a guard band or the padding between lines (an
+out-of-bounds write), elements of A or B (input mutation).
+
+One finding each, from the counts a Run carries (gemmcheck.problems.harness: Run.guard_damage,
+Run.inputs_changed). The oracle's judgement of one run (judge) and the hazard detectors over a
+problem's launches (their worst counts) say it the same way: a store past C's last row lands
+in the guard band only, where no value check looks.
+"""
+
+from __future__ import annotations
+
+from gemmcheck.verdict import Defect, Finding
+from gemmcheck.verdict.detectors import Detector
+
+
+def out_of_bounds_write(guard_damage: dict[str, int]) -> list[Finding]:
+    """OUT_OF_BOUNDS_WRITE when a guard band (or padding) of A, B or C changed."""
+    hit = {name: n for name, n in sorted(guard_damage.items()) if n}
+    if not hit:
+        return []
+    text = ", ".join(f"{n} in {name}'s guards" for name, n in hit.items())
+    return [Finding(Defect.OUT_OF_BOUNDS_WRITE, Detector.GUARD_BANDS, f"the kernel wrote outside its output: {text}",
+                    sum(hit.values()), None, {"guard_damage": hit})]
+
+
+def input_mutation(inputs_changed: dict[str, int]) -> list[Finding]:
+    """INPUT_MUTATION when elements of A or B changed."""
+    hit = {name: n for name, n in sorted(inputs_changed.items()) if n}
+    if not hit:
+        return []
+    text = ", ".join(f"{n} elements of {name}" for name, n in hit.items())
+    return [Finding(Defect.INPUT_MUTATION, Detector.INPUT_CHECK, f"the launch changed its inputs: {text}",
+                    sum(hit.values()), None, {"inputs_changed": hit})]
+
+
+def outside_the_output(run) -> list[Finding]:
+    """Both, for one run."""
+    return out_of_bounds_write(getattr(run, "guard_damage", {})) + input_mutation(getattr(run, "inputs_changed", {}))
