@@ -12,6 +12,7 @@ all of them; the GPU backend none. Where a backend runs kernels is declared on
 from __future__ import annotations
 
 import abc
+import sys
 from typing import Any, ContextManager, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -85,7 +86,21 @@ _CONTEXT_LOST: list[str] = []
 
 
 def lose_context(instance_id: str) -> None:
+    if not _CONTEXT_LOST:
+        sys.unraisablehook = dropping_cuda_errors(sys.unraisablehook)
     _CONTEXT_LOST.append(instance_id)
+
+
+def dropping_cuda_errors(hook):
+    """`hook` (a sys.unraisablehook) less the CUDA errors of objects freed after the context
+    was lost: every CUDA call fails then, CuPy's destructors' too, and each would print a
+    traceback (pytest's unraisable-exception warning, after the summary) about a loss the run
+    has reported already. Any other unraisable exception still reaches `hook`."""
+    def hook_after_loss(unraisable) -> None:
+        if type(unraisable.exc_value).__name__ == "CUDARuntimeError":
+            return
+        hook(unraisable)
+    return hook_after_loss
 
 
 def contexts_lost() -> list[str]:
