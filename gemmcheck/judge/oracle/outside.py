@@ -15,22 +15,24 @@ from gemmcheck.verdict.detectors import Detector
 
 def out_of_bounds_write(guard_damage: dict[str, int]) -> list[Finding]:
     """OUT_OF_BOUNDS_WRITE when a guard band (or padding) of A, B or C changed."""
-    hit = {name: n for name, n in sorted(guard_damage.items()) if n}
-    if not hit:
-        return []
-    text = ", ".join(f"{n} in {name}'s guards" for name, n in hit.items())
-    return [Finding(Defect.OUT_OF_BOUNDS_WRITE, Detector.GUARD_BANDS, f"the kernel wrote outside its output: {text}",
-                    sum(hit.values()), None, {"guard_damage": hit})]
+    return _counted(Defect.OUT_OF_BOUNDS_WRITE, Detector.GUARD_BANDS, "guard_damage", guard_damage,
+                    "the kernel wrote outside its output: ", "{n} in {name}'s guards")
 
 
 def input_mutation(inputs_changed: dict[str, int]) -> list[Finding]:
     """INPUT_MUTATION when elements of A or B changed."""
-    hit = {name: n for name, n in sorted(inputs_changed.items()) if n}
+    return _counted(Defect.INPUT_MUTATION, Detector.INPUT_CHECK, "inputs_changed", inputs_changed,
+                    "the launch changed its inputs: ", "{n} elements of {name}")
+
+
+def _counted(defect: Defect, detector: Detector, key: str, counts: dict[str, int], head: str,
+             each: str) -> list[Finding]:
+    """One finding of `defect` when any buffer's count is nonzero: the counts in its details."""
+    hit = {name: n for name, n in sorted(counts.items()) if n}
     if not hit:
         return []
-    text = ", ".join(f"{n} elements of {name}" for name, n in hit.items())
-    return [Finding(Defect.INPUT_MUTATION, Detector.INPUT_CHECK, f"the launch changed its inputs: {text}",
-                    sum(hit.values()), None, {"inputs_changed": hit})]
+    text = ", ".join(each.format(n=n, name=name) for name, n in hit.items())
+    return [Finding(defect, detector, head + text, sum(hit.values()), None, {key: hit})]
 
 
 def outside_the_output(run) -> list[Finding]:
