@@ -6,7 +6,6 @@ asks it where a race hardware showed happened."""
 import pytest
 
 from gemmcheck.verdict.detectors import Detector
-from gemmcheck.judge.hazards.locating import PLACED_BY
 from gemmcheck.judge.kill_matrix import declares
 from gemmcheck.verdict import Defect
 
@@ -20,12 +19,11 @@ def test_a_divergent_barrier_is_caught_on_hardware_as_wrong_values(matrix_row):
     assert matrix_row.plain.found(defect=Defect.WRONG_VALUES), matrix_row.plain.diagnosis.explanation
     # Honest: hardware never claims what it cannot see. The barrier is named in this column
     # only where the simulator, asked by the race locator, saw the threads that diverged.
-    claimed = [f for f in matrix_row.plain.found(defect=Defect.DIVERGENT_BARRIER)
-               if f.details.get("placed_by") != PLACED_BY]
-    assert not claimed, [f.summary for f in claimed]
+    claimed = [f.summary for f in matrix_row.plain.hardware_findings if f.defect == Defect.DIVERGENT_BARRIER]
+    assert not claimed, claimed
     diagnosis = matrix_row.plain.diagnosis
     if diagnosis.defect == Defect.DIVERGENT_BARRIER:
-        assert diagnosis.placed_by == PLACED_BY and "thread(s) at" in diagnosis.place, diagnosis
+        assert matrix_row.plain.placed and "thread(s) at" in diagnosis.place, diagnosis.explanation
 
 
 @divergent
