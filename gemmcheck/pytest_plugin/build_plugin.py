@@ -285,8 +285,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if instance is not None and not any(i.nodeid == where for i in containment(item.config).items):
         _launch_failed(item, exc, report)   # no build test here: this one fails
         return
+    _skipped(item, report, f"not compiled: see {where}")
+
+
+def _skipped(item: pytest.Item, report, reason: str) -> None:
+    """`report` (a failure) turned into a skip for `reason`, reported at the test."""
     report.outcome = "skipped"
-    report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: not compiled: see {where}")
+    report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")
 
 
 def _launch_failed(item: pytest.Item, exc: BaseException, report) -> None:
@@ -299,17 +304,15 @@ def _launch_failed(item: pytest.Item, exc: BaseException, report) -> None:
         return
     state = containment(item.config)
     earlier = state.lost.get(instance.id)
-    if earlier is not None and earlier.test and earlier.test != item.nodeid:
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {skip_reason(earlier)}")
+    if _loss_reported(state, instance) and earlier.test != item.nodeid:
+        _skipped(item, report, skip_reason(earlier))
         return
     lost = lose(item.config, instance, exc, item.nodeid)
     first = shared_work.first_lost(item.config, instance.id, lost)
     if first.test != item.nodeid:
         # another worker of the run failed a test with it first: one failure per instantiation
         state.lost[instance.id] = first
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {skip_reason(first)}")
+        _skipped(item, report, skip_reason(first))
         return
     log = gemm_config(item.config).verdicts
     if not any(v.test == item.nodeid and v.instance == instance.id and not v.ok for v in log.verdicts):
