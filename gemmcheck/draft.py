@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gemmcheck.contract import cuda_source, launch
+from gemmcheck.contract import cuda_source, launch, tensor_map
 from gemmcheck.host_launches import CONSTANT_ASSIGNMENT, Launch, host_expression, launches, split_top_level
 
 # Element types the suite knows, as C spells them -> dtype names of gemmcheck.contract.dtypes.
@@ -124,10 +124,15 @@ def normalized(name: str) -> str:
 _TENSOR_MAP_AFFIXES = re.compile(r"^(tensor_?map|tmap|tma|desc|map)_?|_?(tensor_?map|tmap|tma|desc|map)$")
 
 
+def _is_tensor_map(param: Param) -> bool:
+    """A CUtensorMap taken by value (``const __grid_constant__ CUtensorMap map_A``)."""
+    return param.element_type.split()[-1:] == ["CUtensorMap"] and not param.pointer
+
+
 def role_of(param: Param, scalar_types: set[str]) -> str | None:
     """The catalog role a parameter's name says, or None."""
     n = normalized(param.name)
-    if param.element_type.split()[-1:] == ["CUtensorMap"] and not param.pointer:
+    if _is_tensor_map(param):
         operand = _POINTER_NAMES.get(_TENSOR_MAP_AFFIXES.sub("", param.name.lower()).strip("_"))
         return f"tensor_map_{operand}" if operand else None
     if param.pointer:
@@ -364,8 +369,8 @@ def _uses_dynamic_shared(kernel: str, code: str) -> bool:
 def _draft_hopper(d: Draft, kernel: cuda_source.Kernel, roles: list, params: list[Param], code: str) -> None:
     """tensor_maps for CUtensorMap parameters, cluster from __cluster_dims__, arch when the file
     (`code`, as written: inline PTX is in strings) uses wgmma or setmaxnreg."""
-    maps = [r.rsplit("_", 1)[1] for r in roles if r in launch.TENSOR_MAP_ROLES]
-    if len(maps) < sum(p.element_type.endswith("CUtensorMap") and not p.pointer for p in params):
+    maps = [tensor_map.operand_of(r) for r in roles if r in launch.TENSOR_MAP_ROLES]
+    if len(maps) < sum(map(_is_tensor_map, params)):
         d.add("tensor_maps", None, "TODO: tensor_maps: a CUtensorMap parameter's operand is not in its name; "
               "name its role tensor_map_A, _B or _C in args and describe it here")
     if maps:
