@@ -943,8 +943,14 @@ template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
 }  // namespace ladder_tc
 
+// bfloat16's conversions keep more values live than float16's: left to its own choice
+// ptxas spills a few bytes at 128x128 (NVRTC 13.0). Asking for one resident block lets it
+// take the registers it needs; float16 keeps ptxas's default (minimum 0: no constraint).
+template <typename T> struct wmma_async_min_blocks { static constexpr int value = 0; };
+template <> struct wmma_async_min_blocks<__nv_bfloat16> { static constexpr int value = 1; };
+
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES>
-__global__ void __launch_bounds__(32 * (BM / WM) * (BN / WN))
+__global__ void __launch_bounds__(32 * (BM / WM) * (BN / WN), wmma_async_min_blocks<T>::value)
 gemm_wmma_async(int M, int N, int K, float alpha, const T *A, const T *B, float beta, T *C)
 {
     using namespace nvcuda;
