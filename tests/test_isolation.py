@@ -197,6 +197,21 @@ def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp
     assert got["runs"][0].C_bits.flags.writeable
 
 
+def test_a_step_names_its_instantiation_even_where_configs_share_a_tile():
+    """The ladder's rungs have several configs at one tile (BM = 128): a child must launch the
+    config the step was made for, not the first one at that tile."""
+    from dataclasses import asdict
+
+    instances = [i for s in catalog.load(TESTS.parent / "kernels" / "ladder_catalog.toml") for i in s.instances()]
+    shared = {(i.spec.name, i.dtype, i.tile) for i in instances}
+    assert len(shared) < len(instances)   # the case this test is about is there
+    for i, inst in enumerate(instances):
+        sent = isolation.Step.of(i, inst, Problem(16, 16, 16, inst.dtype))
+        back = isolation.steps._instance(isolation.Step(**asdict(sent)))   # as the child rebuilds it
+        assert (back.id, back.params) == (inst.id, inst.params)
+        assert sent.instance_key == isolation.instance_key(inst) and sent.instance_label == inst.id
+
+
 def test_steps_stopped_before_they_start_start_no_child(tmp_path):
     import threading
 

@@ -42,7 +42,7 @@ def probe_instances(instances, backend_name: str, timeout: float,
     twice."""
     from gemmcheck.judge import isolation
 
-    by_key = {(str(i.spec.catalog), i.spec.name, i.dtype, i.tile): i for i in instances}
+    by_key = {isolation.instance_key(i): i for i in instances}
     steps = probe_steps(by_key.values())
     if not steps:
         return {}

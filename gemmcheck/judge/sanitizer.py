@@ -234,7 +234,9 @@ class ToolRun:
 
     def outcomes_of(self, instance) -> dict:
         """{step id: StepOutcome} of one instantiation's steps, in step order."""
-        key = (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile)
+        from gemmcheck.judge import isolation
+
+        key = isolation.instance_key(instance)
         return {i: o for i, o in sorted(self.outcomes.items()) if o.step.instance_key == key}
 
     def of(self, instance) -> "ToolRun":

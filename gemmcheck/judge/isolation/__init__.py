@@ -17,7 +17,7 @@ an in-process launch gives, so the same detectors judge them.
 
 One module per job, each name importable from here:
 
-- steps: what parent and child exchange (Step, StepOutcome, MARK)
+- steps: what parent and child exchange (Step, StepOutcome, MARK, instance_key)
 - supervising: the parent side of one child (supervise, ChildResult, IsolationError,
   stop_running_children, startup_parts, STARTUP_PARTS, READY_TIMEOUT_S, STEP_TIMEOUT_S)
 - running: a job's steps over as few children as possible (run_steps, child_command)
@@ -27,7 +27,7 @@ One module per job, each name importable from here:
 
 from gemmcheck.judge.isolation.child import child_main
 from gemmcheck.judge.isolation.running import child_command, run_steps
-from gemmcheck.judge.isolation.steps import MARK, Step, StepOutcome
+from gemmcheck.judge.isolation.steps import MARK, Step, StepOutcome, instance_key
 from gemmcheck.judge.isolation.supervising import (READY_TIMEOUT_S, STARTUP_PARTS, STEP_TIMEOUT_S, ChildResult,
                                                    IsolationError, _running, startup_parts, stop_running_children,
                                                    supervise)
@@ -36,5 +36,5 @@ from gemmcheck.judge.isolation.transfer import RUN_KINDS, _load_runs, _save_runs
 __all__ = [
     "MARK", "READY_TIMEOUT_S", "RUN_KINDS", "STARTUP_PARTS", "STEP_TIMEOUT_S", "ChildResult", "IsolationError",
     "Step", "StepOutcome", "_load_runs", "_running", "_save_runs", "child_command", "child_main", "observation",
-    "run_steps", "startup_parts", "stop_running_children", "supervise",
+    "instance_key", "run_steps", "startup_parts", "stop_running_children", "supervise",
 ]

@@ -28,15 +28,21 @@ class Step:
     purpose: str = ""
     repeats: int = 2
     control: bool = True
+    config: str | None = None   # the catalog config: several configs may share one tile
 
     @property
     def instance_key(self) -> tuple:
-        return (self.catalog, self.kernel, self.dtype, self.tile)
+        return (self.catalog, self.kernel, self.dtype, self.tile, self.config)
+
+    @property
+    def instance_label(self) -> str:
+        """The instantiation's id as the tests name it (Instance.id), without loading the catalog."""
+        return f"{self.kernel}-{self.dtype}-" + (self.config or f"TILE{self.tile}")
 
     @classmethod
     def of(cls, id, instance, problem, *, purpose="", repeats=2, control=True) -> "Step":
         step = cls(id, str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile,
-                   problem.M, problem.N, problem.K, problem.seed, purpose, repeats, control)
+                   problem.M, problem.N, problem.K, problem.seed, purpose, repeats, control, instance.config)
         _SPECS.setdefault((step.catalog, step.kernel), instance.spec)   # see _spec
         return step
 
@@ -93,7 +99,15 @@ def _spec(step: Step):
     return _SPECS[key]
 
 
+def instance_key(instance) -> tuple:
+    """What Step.instance_key is for the steps of `instance`."""
+    return (str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile, instance.config)
+
+
 def _instance(step: Step):
     from gemmcheck.contract import catalog
 
-    return catalog.Instance(_spec(step), step.dtype, step.tile)
+    spec = _spec(step)
+    if step.config is not None:
+        return catalog.Instance(spec, step.dtype, params=dict(spec.assignments())[step.config], config=step.config)
+    return catalog.Instance(spec, step.dtype, step.tile)

@@ -103,7 +103,7 @@ def _child_label(argv, steps) -> str:
     """'racecheck: row, row' (or 'plain: ...'): the tool a child ran under and its rows."""
     argv = list(argv)
     tool = argv[argv.index("--tool") + 1] if "--tool" in argv[:-1] else "plain"
-    rows = dict.fromkeys(f"{s.kernel}-{s.dtype}-TILE{s.tile}" for s in steps)
+    rows = dict.fromkeys(s.instance_label for s in steps)
     return f"{tool}: {', '.join(rows)}"
 
 
