@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Nsight Compute's profile of one catalog instantiation at SIZE^3, and of cuBLAS beside it.
+
+    python scripts/ncu_profile.py kernels/ladder_catalog.toml ladder_wgmma-float16-128x256x64-s4-c1x2
+    python scripts/ncu_profile.py CATALOG ID --size 4096 --set full --cublas --export reports/ncu
+
+ID is the instantiation's test id (``kernel-dtype-config``, as pytest prints it). One launch
+at SIZE x SIZE x SIZE runs in an isolated child (gemmcheck.judge.isolation: the suite's own
+launch path, tensor maps and clusters included, as ``--gemm-ncu`` measures DRAM bytes) under
+``ncu --set SET``; ncu's report is printed as ncu prints it. ``--cublas`` adds one
+``cupy.matmul`` of the same size and dtype under the same options. ncu locks the clocks
+(base clock), so durations are longer than the performance suite's; read ratios, pipes and
+stalls, not absolute times. Needs ncu on PATH and a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gemmcheck.backends import device  # noqa: E402
+from gemmcheck.contract import catalog  # noqa: E402
+
+TIMEOUT_S = 600.0
+
+CUBLAS = """
+import sys, numpy as np, cupy as cp
+from gemmcheck.contract import dtypes
+n, d = int(sys.argv[1]), dtypes.get(sys.argv[2])
+rng = np.random.default_rng(0)
+a, b = (cp.asarray(rng.standard_normal((n, n)).astype(d.numpy)) for _ in range(2))
+c = cp.empty((n, n), d.numpy)
+cp.cuda.Device().synchronize()
+cp.matmul(a, b, out=c)
+cp.cuda.Device().synchronize()
+"""
+
+
+def ncu_options(exe: str, ncu_set: str, kernel_regex: str | None, export: Path | None) -> list[str]:
+    options = [exe, "--set", ncu_set, "--launch-count", "1", "--target-processes", "all"]
+    if kernel_regex:
+        options += ["--kernel-name-base", "function", "--kernel-name", f"regex:{kernel_regex}"]
+    if export:
+        options += ["--export", str(export), "--force-overwrite"]
+    return options
+
+
+def find(path: Path, wanted: str):
+    instances = [i for spec in catalog.load(path) for i in spec.instances()]
+    for instance in instances:
+        if instance.id == wanted:
+            return instance
+    near = [i.id for i in instances if wanted.split("-")[0] in i.id] or [i.id for i in instances]
+    sys.exit(f"ncu_profile: {path} has no instantiation {wanted!r}; it has: {', '.join(near[:12])}")
+
+
+def profile_instance(instance, size: int, options: list[str]) -> int:
+    from gemmcheck.judge import isolation
+    from gemmcheck.problems.problem import Problem
+
+    step = isolation.Step.of(0, instance, Problem(size, size, size, instance.dtype, "exact", 1),
+                             purpose="ncu", repeats=1, control=False)
+    outcomes, children = isolation.run_steps([step], exact_allocations=True, prefix=options,
+                                             step_timeout=TIMEOUT_S)
+    for child in children:
+        print("\n".join(line for line in child.lines if not line.startswith(isolation.MARK)))
+    if outcomes[0].status != "ok":
+        print(f"ncu_profile: the launch {outcomes[0].status}: {outcomes[0].message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("catalog", type=Path)
+    parser.add_argument("id", help="the instantiation's test id, e.g. ladder_wgmma-float16-128x256x64-s4-c1x2")
+    parser.add_argument("--size", type=int, default=4096, help="N of the N^3 problem (default 4096)")
+    parser.add_argument("--set", dest="ncu_set", default="full", help="ncu's section set (default full)")
+    parser.add_argument("--cublas", action="store_true", help="also profile cupy.matmul at that size and dtype")
+    parser.add_argument("--export", type=Path, metavar="DIR",
+                        help="also keep ncu's .ncu-rep files there (open them in Nsight Compute)")
+    args = parser.parse_args()
+    exe = device.tool("ncu")
+    if exe is None:
+        sys.exit("ncu_profile: needs ncu (Nsight Compute) on PATH; not found")
+    instance = find(args.catalog, args.id)
+    if args.export:
+        args.export.mkdir(parents=True, exist_ok=True)
+    entry = rf"^{re.escape(instance.spec.entry)}(<.*)?$"
+    rc = profile_instance(instance, args.size, ncu_options(
+        exe, args.ncu_set, entry, args.export / instance.id if args.export else None))
+    if args.cublas:
+        # Host-made inputs: the matmul is the process's first kernel, so ncu profiles it.
+        command = ncu_options(exe, args.ncu_set, None, args.export / f"cublas-{instance.dtype}-{args.size}"
+                              if args.export else None)
+        command += [sys.executable, "-c", CUBLAS, str(args.size), instance.dtype]
+        rc |= subprocess.run(command, timeout=TIMEOUT_S).returncode
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
