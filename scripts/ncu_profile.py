@@ -59,23 +59,29 @@ def find(path: Path, wanted: str):
     sys.exit(f"ncu_profile: {path} has no instantiation {wanted!r}; it has: {', '.join(near[:12])}")
 
 
-def profile_instance(instance, size: int, options: list[str]) -> int:
+def print_report(exe: str, export: Path | None) -> None:
+    """ncu prints nothing of a profile it exports: read the report back, as it would have printed it."""
+    if export is not None:
+        subprocess.run([exe, "--import", f"{export}.ncu-rep", "--page", "details"], timeout=TIMEOUT_S)
+
+
+def profile_instance(instance, size: int, options: list[str], backend: str = "cupy") -> int:
     from gemmcheck.judge import isolation
     from gemmcheck.problems.problem import Problem
 
     step = isolation.Step.of(0, instance, Problem(size, size, size, instance.dtype, "exact", 1),
                              purpose="ncu", repeats=1, control=False)
-    outcomes, children = isolation.run_steps([step], exact_allocations=True, prefix=options,
+    outcomes, children = isolation.run_steps([step], backend=backend, exact_allocations=True, prefix=options,
                                              step_timeout=TIMEOUT_S)
     for child in children:
-        print("\n".join(line for line in child.lines if not line.startswith(isolation.MARK)))
+        print("\n".join(line for line in child.lines if not line.startswith(isolation.MARK)), flush=True)
     if outcomes[0].status != "ok":
         print(f"ncu_profile: the launch {outcomes[0].status}: {outcomes[0].message}", file=sys.stderr)
         return 1
     return 0
 
 
-def main() -> int:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("catalog", type=Path)
     parser.add_argument("id", help="the instantiation's test id, e.g. ladder_wgmma-float16-128x256x64-s4-c1x2")
@@ -84,7 +90,8 @@ def main() -> int:
     parser.add_argument("--cublas", action="store_true", help="also profile cupy.matmul at that size and dtype")
     parser.add_argument("--export", type=Path, metavar="DIR",
                         help="also keep ncu's .ncu-rep files there (open them in Nsight Compute)")
-    args = parser.parse_args()
+    parser.add_argument("--backend", default="cupy", help=argparse.SUPPRESS)   # cpu-sim: the tests' dry run
+    args = parser.parse_args(argv)
     exe = device.tool("ncu")
     if exe is None:
         sys.exit("ncu_profile: needs ncu (Nsight Compute) on PATH; not found")
@@ -92,14 +99,16 @@ def main() -> int:
     if args.export:
         args.export.mkdir(parents=True, exist_ok=True)
     entry = rf"^{re.escape(instance.spec.entry)}(<.*)?$"
-    rc = profile_instance(instance, args.size, ncu_options(
-        exe, args.ncu_set, entry, args.export / instance.id if args.export else None))
+    export = args.export / instance.id if args.export else None
+    rc = profile_instance(instance, args.size, ncu_options(exe, args.ncu_set, entry, export), args.backend)
+    print_report(exe, export)
     if args.cublas:
         # Host-made inputs: the matmul is the process's first kernel, so ncu profiles it.
-        command = ncu_options(exe, args.ncu_set, None, args.export / f"cublas-{instance.dtype}-{args.size}"
-                              if args.export else None)
-        command += [sys.executable, "-c", CUBLAS, str(args.size), instance.dtype]
+        export = args.export / f"cublas-{instance.dtype}-{args.size}" if args.export else None
+        command = ncu_options(exe, args.ncu_set, None, export) + [sys.executable, "-c", CUBLAS, str(args.size),
+                                                                  instance.dtype]
         rc |= subprocess.run(command, timeout=TIMEOUT_S).returncode
+        print_report(exe, export)
     return rc
 
 
