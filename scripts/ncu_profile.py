@@ -16,7 +16,6 @@ stalls, not absolute times. Needs ncu on PATH and a GPU.
 from __future__ import annotations
 
 import argparse
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gemmcheck.backends import device  # noqa: E402
 from gemmcheck.contract import catalog  # noqa: E402
+from gemmcheck.perf import ncu  # noqa: E402
 
 TIMEOUT_S = 600.0
 
@@ -42,10 +42,11 @@ cp.cuda.Device().synchronize()
 """
 
 
-def ncu_options(exe: str, ncu_set: str, kernel_regex: str | None, export: Path | None) -> list[str]:
-    options = [exe, "--set", ncu_set, "--launch-count", "1", "--target-processes", "all"]
-    if kernel_regex:
-        options += ["--kernel-name-base", "function", "--kernel-name", f"regex:{kernel_regex}"]
+def ncu_options(exe: str, ncu_set: str, entry: str | None, export: Path | None) -> list[str]:
+    """ncu with section set `ncu_set`, profiling the first launch of kernel `entry` (or the
+    first launch of all, when None), its report kept in `export` if given."""
+    options = [exe, "--set", ncu_set]
+    options += ncu.first_launch_of(entry) if entry else ["--launch-count", "1", "--target-processes", "all"]
     if export:
         options += ["--export", str(export), "--force-overwrite"]
     return options
@@ -68,16 +69,12 @@ def print_report(exe: str, export: Path | None) -> None:
 
 def profile_instance(instance, size: int, options: list[str], backend: str = "cupy") -> int:
     from gemmcheck.judge import isolation
-    from gemmcheck.problems.problem import Problem
 
-    step = isolation.Step.of(0, instance, Problem(size, size, size, instance.dtype, "exact", 1),
-                             purpose="ncu", repeats=1, control=False)
-    outcomes, children = isolation.run_steps([step], backend=backend, exact_allocations=True, prefix=options,
-                                             step_timeout=TIMEOUT_S)
+    outcome, children = ncu.launch_once(instance, size, options, backend=backend, timeout=TIMEOUT_S)
     for child in children:
         print("\n".join(line for line in child.lines if not line.startswith(isolation.MARK)), flush=True)
-    if outcomes[0].status != "ok":
-        print(f"ncu_profile: the launch {outcomes[0].status}: {outcomes[0].message}", file=sys.stderr)
+    if outcome.status != "ok":
+        print(f"ncu_profile: the launch {outcome.status}: {outcome.message}", file=sys.stderr)
         return 1
     return 0
 
@@ -99,9 +96,9 @@ def main(argv=None) -> int:
     instance = find(args.catalog, args.id)
     if args.export:
         args.export.mkdir(parents=True, exist_ok=True)
-    entry = rf"^{re.escape(instance.spec.entry)}(<.*)?$"
     export = args.export / instance.id if args.export else None
-    rc = profile_instance(instance, args.size, ncu_options(exe, args.ncu_set, entry, export), args.backend)
+    rc = profile_instance(instance, args.size, ncu_options(exe, args.ncu_set, instance.spec.entry, export),
+                          args.backend)
     print_report(exe, export)
     if args.cublas:
         # Host-made inputs: the matmul is the process's first kernel, so ncu profiles it.

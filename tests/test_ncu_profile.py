@@ -49,7 +49,7 @@ def test_it_launches_the_instantiation_once_under_ncu_and_prints_the_report(ncu_
                              "--backend", "cpu-sim", "--export", str(out)]) == 0
     printed = capfd.readouterr().out
     options = next(line for line in printed.splitlines() if line.startswith("==PROF== options"))
-    assert "--set full --launch-count 1" in options and "regex:^sgemm(<.*)?$" in options
+    assert all(o in options for o in ("--set full", "--launch-count 1", "--kernel-name regex:^sgemm(<.*)?$"))
     assert (out / "sgemm-float32-BM64_BN64_BK8_TM4_TN4.ncu-rep").is_file()
     assert f"DETAILS OF {out / 'sgemm-float32-BM64_BN64_BK8_TM4_TN4'}.ncu-rep" in printed
 

@@ -20,12 +20,29 @@ METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 TIMEOUT_S = 300.0
 
 
+def first_launch_of(entry: str) -> list[str]:
+    """ncu's options that profile the first launch of kernel ``entry`` only, in the child too."""
+    # the function name, with or without its template arguments (matmul_tiled<float, 32>)
+    return ["--kernel-name-base", "function", "--kernel-name", f"regex:^{re.escape(entry)}(<.*)?$",
+            "--launch-count", "1", "--target-processes", "all"]
+
+
 def command(exe: str, entry: str) -> list[str]:
     """ncu's options: the DRAM byte counters of the first launch of ``entry``, as CSV in bytes."""
-    return [exe, "--metrics", ",".join(METRICS), "--csv", "--print-units", "base",
-            # the function name, with or without its template arguments (matmul_tiled<float, 32>)
-            "--kernel-name-base", "function", "--kernel-name", f"regex:^{re.escape(entry)}(<.*)?$",
-            "--launch-count", "1", "--target-processes", "all"]
+    return [exe, "--metrics", ",".join(METRICS), "--csv", "--print-units", "base", *first_launch_of(entry)]
+
+
+def launch_once(instance, size: int, prefix, *, backend: str = "cupy", timeout: float = TIMEOUT_S):
+    """One launch of `instance` at N x N x N in an isolated child (exact-size allocations) whose
+    command starts with `prefix` (ncu and its options): (StepOutcome, [ChildResult])."""
+    from gemmcheck.judge import isolation
+    from gemmcheck.problems.problem import Problem
+
+    step = isolation.Step.of(0, instance, Problem(size, size, size, instance.dtype, "exact", 1),
+                             purpose="ncu", repeats=1, control=False)
+    outcomes, children = isolation.run_steps([step], backend=backend, exact_allocations=True, prefix=prefix,
+                                             step_timeout=timeout)
+    return outcomes[0], children
 
 
 def parse(lines) -> float | None:
@@ -50,16 +67,10 @@ def dram_bytes(instance, size: int, *, exe: str | None = None) -> tuple[float | 
     if exe is None:
         return None, "ncu not found on PATH"
     try:
-        from gemmcheck.judge import isolation
-        from gemmcheck.problems.problem import Problem
-
-        step = isolation.Step.of(0, instance, Problem(size, size, size, instance.dtype, "exact", 1),
-                                 purpose="ncu", repeats=1, control=False)
-        outcomes, children = isolation.run_steps([step], exact_allocations=True,
-                                                 prefix=command(exe, instance.spec.entry), step_timeout=TIMEOUT_S)
+        outcome, children = launch_once(instance, size, command(exe, instance.spec.entry))
     except Exception as exc:   # a tool or child failure is a note, not a verdict
         return None, f"ncu run failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
-    if outcomes[0].status != "ok":
-        return None, f"ncu run: the launch {outcomes[0].status} ({outcomes[0].message})"
+    if outcome.status != "ok":
+        return None, f"ncu run: the launch {outcome.status} ({outcome.message})"
     total = parse([line for child in children for line in child.lines])
     return (total, "") if total else (None, f"ncu printed no {' / '.join(METRICS)} for {instance.spec.entry}")

@@ -36,7 +36,8 @@ class Step:
 
     @property
     def instance_label(self) -> str:
-        """The instantiation's id as the tests name it (Instance.id), without loading the catalog."""
+        """The instantiation as a log names it, without loading the catalog: its test id
+        (Instance.id) where it comes from a named config, else kernel-dtype-TILE<n>."""
         return f"{self.kernel}-{self.dtype}-" + (self.config or f"TILE{self.tile}")
 
     @classmethod
