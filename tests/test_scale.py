@@ -161,13 +161,18 @@ def test_perf_may_time_only_where_the_gpu_is_owned():
     assert not gpus.owns_its_gpu(SimpleNamespace(workerinput={}))             # xdist on cpu-sim
 
 
-def _acquires_within(action, seconds: float) -> bool:
-    """Whether `action` (a lock request) returns within `seconds` (it keeps running if not)."""
+def _request(action):
+    """`action` (a lock request) on a thread of its own: the event it sets once it returns."""
     import threading
 
     done = threading.Event()
     threading.Thread(target=lambda: (action(), done.set()), daemon=True).start()
-    return done.wait(seconds)
+    return done
+
+
+def _acquires_within(action, seconds: float) -> bool:
+    """Whether `action` (a lock request) returns within `seconds` (it keeps running if not)."""
+    return _request(action).wait(seconds)
 
 
 def test_a_worker_that_shares_its_gpu_times_only_when_no_other_is_inside_a_test_or_has_children(tmp_path):
@@ -260,12 +265,15 @@ def test_a_performance_tests_call_holds_the_gpu_only_in_its_turns(tmp_path):
         mine.enter_test()                                  # the protocol's hold
         call = turns_plugin.pytest_runtest_call(test)
         next(call)
-        held = not _acquires_within(other.test.exclusive, 0.3)
+        asked = _request(other.test.exclusive)
+        held = not asked.wait(0.3)
         if not held:
             other.test.release()
         with pytest.raises(StopIteration):
             call.send(None)
-        assert not _acquires_within(other.test.exclusive, 0.3)   # held again for the teardown
+        if not held:   # else the first request still waits: a second would outlive the test
+            asked = _request(other.test.exclusive)
+        assert not asked.wait(0.3)                         # held again for the teardown
         mine.leave_test()
         assert _wait_for(lambda: _holds_exclusive(path))
         other.test.release()
