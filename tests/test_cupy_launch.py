@@ -29,12 +29,12 @@ def gpu(monkeypatch):
     monkeypatch.setattr(runtime, "eventQuery", lambda ptr: statuses["now"])
     finished = SimpleNamespace(record=lambda: None, ptr=0xE7)
     backend._cupy = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: device, Event=lambda **kw: finished))
-    backend._failed, backend._kernels = {}, {}
+    backend._failed, backend._kernels, backend.arch = {}, {}, "sm_90"
     backend.hang_timeout_s = 10.0
     spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "matmul_tiled_guarded")
     instance = spec.instances()[0]
     kernel = FakeKernel()
-    backend._kernels[(spec.source, instance.defines, instance.name_expression)] = kernel
+    backend._kernels[backend._key(instance)] = kernel
     backend.statuses = statuses
     return backend, instance, kernel
 
@@ -85,7 +85,8 @@ def test_prepare_compiles_each_build_unit_once_and_a_broken_instantiation_alone(
     broken = instances[1]
     side_by_side, compiles = [], []
 
-    def compile_unit(source, defines, names):
+    def compile_unit(unit, names):
+        source, defines = unit[:2]
         compiles.append((source, defines, tuple(names)))
         if broken.name_expression in names and broken.build_unit == (source, defines):
             raise backends.KernelCompileError("no")
@@ -104,7 +105,7 @@ def test_prepare_compiles_each_build_unit_once_and_a_broken_instantiation_alone(
     assert len(compiles) == len(units) + len(retried)
     assert sorted(names for *_, names in retried) == sorted({(i.name_expression,) for i in instances
                                                              if i.build_unit == broken.build_unit})
-    assert list(backend._failed) == [(*broken.build_unit, broken.name_expression)]
+    assert list(backend._failed) == [backend._key(broken)]
 
 
 @pytest.mark.parametrize("storage", ["uint16", "uint32", "uint64"])

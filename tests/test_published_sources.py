@@ -32,6 +32,12 @@ void run(float *out, uint n)
 
 
 @pytest.fixture(autouse=True)
+def nvrtc(monkeypatch):
+    """These are claims about the NVRTC build; nvcc's are in tests/test_nvcc.py."""
+    monkeypatch.setenv("GEMMCHECK_COMPILER", "nvrtc")
+
+
+@pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GEMMCHECK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(compiler, "_DECISIONS", device_includes.Decisions(lambda: tmp_path / "cache" / "includes"))

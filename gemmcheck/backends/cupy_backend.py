@@ -1,5 +1,6 @@
-"""The GPU backend: gemmcheck.compile.compiler builds cubins with NVRTC for the device's
-own architecture; CuPy loads them, launches and moves memory."""
+"""The GPU backend: gemmcheck.compile.compiler builds cubins for the device's own
+architecture (with nvcc or NVRTC: gemmcheck.compile.choice); CuPy loads them, launches and
+moves memory."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from gemmcheck.compile import compiler
+from gemmcheck.compile import choice, compiler
 from gemmcheck.backends import device
 from gemmcheck.backends import extended_launch
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
@@ -54,25 +55,24 @@ class CupyBackend(Backend):
         return f"cupy on {self._description}"
 
     def prepare(self, instances: Iterable[Instance]) -> None:
-        # One NVRTC compile per build unit and target; instantiations of a template share it.
+        # One compile per build unit, target and compiler; instantiations of a template share it.
         todo = [i for i in instances if self._key(i) not in self._kernels and self._key(i) not in self._failed]
         for inst in todo:
             why = self._cannot_run(inst)
             if why:
                 self._failed[self._key(inst)] = NotSupported(why)
         todo = [i for i in todo if self._key(i) not in self._failed]
-        for (source, defines, arch), names in compiler.build_units_of(todo, self.arch).items():
-            target = () if arch == self.arch else (arch,)   # the device's own target is the default
+        for unit, names in compiler.build_units_of(todo, self.arch).items():
             try:
-                self._compile(source, defines, names, *target)
+                self._compile(unit, names)
             except KernelCompileError:
                 # Compile one by one so a broken instantiation fails only its own tests.
                 for name in names:
                     try:
-                        self._compile(source, defines, [name], *target)
+                        self._compile(unit, [name])
                     except KernelCompileError as exc:
-                        exc.source = source   # names the build test that shows the errors
-                        self._failed[self._built_key(source, defines, arch, name)] = exc
+                        exc.source = unit[0]   # names the build test that shows the errors
+                        self._failed[self._built_key(unit, name)] = exc
 
     def _cannot_run(self, instance: Instance) -> str | None:
         """Why this device cannot run `instance` (its catalog's arch is another GPU's), or None."""
@@ -89,17 +89,19 @@ class CupyBackend(Backend):
         return (f"{instance.id} needs {target} (its catalog's arch); this GPU is {self.arch} "
                 f"(compute capability {have[0]}.{have[1]})")
 
-    def _compile(self, source, defines, names: list[str], arch: str | None = None) -> None:
-        arch = arch or self.arch
+    def _compile(self, unit: tuple, names: list[str]) -> None:
+        """Build `names` of `unit` (compiler.build_units_of's key: source, defines, target,
+        compiler, linked sources) and load the cubin: NVRTC's or nvcc's, a cubin either way."""
+        source, defines, arch, device_compiler, linked = unit
         try:
-            built = compiler.compile_source(source, tuple(names), arch, defines=defines)
+            built = compiler.compile_source(source, tuple(names), arch, defines=defines, compiler=device_compiler,
+                                            linked=linked)
         except compiler.CompileError as exc:
             raise KernelCompileError(str(exc)) from None
         try:
             module = self._cupy.cuda.function.Module()
             module.load(built.cubin)
-            kernels = {self._built_key(source, defines, arch, name): module.get_function(built.mangled[name])
-                       for name in names}
+            kernels = {self._built_key(unit, name): module.get_function(built.mangled[name]) for name in names}
         except Exception as exc:
             raise KernelCompileError(f"{source}: loading {', '.join(names)} for {arch} "
                                      f"failed: {type(exc).__name__}: {exc}") from None
@@ -107,14 +109,14 @@ class CupyBackend(Backend):
         self._kernels.update(kernels)
 
     def _key(self, instance: Instance) -> tuple:
-        return self._built_key(*instance.build_unit, instance.spec.arch, instance.name_expression)
+        unit = (*instance.build_unit, compiler.target(instance, self.arch), choice.of(instance),
+                compiler.linked_sources(instance))
+        return self._built_key(unit, instance.name_expression)
 
-    def _built_key(self, source, defines, arch: str | None, name: str) -> tuple:
-        """(source, defines, name) of a build for this device; the target joins the key only
-        when a catalog's arch names another one (sm_90a on an sm_90 device)."""
-        if arch is None or arch == getattr(self, "arch", None):
-            return (source, defines, name)
-        return (source, defines, name, arch)
+    @staticmethod
+    def _built_key(unit: tuple, name: str) -> tuple:
+        """A build of `name` for this device: its unit (compiler.build_units_of's key) and name."""
+        return (*unit, name)
 
     def build_error(self, instance: Instance) -> KernelCompileError | None:
         return self._failed.get(self._key(instance))

@@ -1,6 +1,6 @@
 """Static resource checks that need no GPU: read ptxas's report of registers,
-shared memory, spills and stack frame per instantiation, from the same NVRTC
-build (gemmcheck.compile.compiler) the GPU backend runs.
+shared memory, spills and stack frame per instantiation, from the same build
+(gemmcheck.compile.compiler: nvcc's or NVRTC's, one ptxas report form) the GPU backend runs.
 """
 
 from __future__ import annotations
@@ -75,15 +75,24 @@ def parse_ptxas(log: str, mangled_to_name: dict[str, str]) -> dict[str, Resource
     return out
 
 
-@functools.lru_cache(maxsize=None)
-def compile_report(source: Path, name_expressions: tuple[str, ...],
-                   arch: str = DEFAULT_ARCH, defines: tuple = ()) -> dict[str, Resources]:
-    """Compile `name_expressions` of `source` for `arch`; the resources of each.
+def compile_report(source: Path, name_expressions: tuple[str, ...], arch: str = DEFAULT_ARCH, defines: tuple = (),
+                   compiler_name: str | None = None, linked: tuple = ()) -> dict[str, Resources]:
+    """Compile `name_expressions` of `source` for `arch` with `compiler_name` ("nvcc" or
+    "nvrtc"; None: the run's choice); the resources of each.
 
     The build is gemmcheck.compile.compiler's: the same cubin the GPU backend loads.
     """
+    from gemmcheck.compile import choice
+
+    return _compile_report(source, tuple(name_expressions), arch, tuple(defines),
+                           compiler_name or choice.resolve(linked=bool(linked)), tuple(linked))
+
+
+@functools.lru_cache(maxsize=None)
+def _compile_report(source, name_expressions, arch, defines, compiler_name, linked) -> dict[str, Resources]:
     try:
-        compiled = compiler.compile_source(source, name_expressions, arch, defines=tuple(defines))
+        compiled = compiler.compile_source(source, name_expressions, arch, defines=defines,
+                                           compiler=compiler_name, linked=linked)
     except compiler.CompileError as exc:
         raise CompileFailed(str(exc)) from None
     mapping = {mangled: name for name, mangled in compiled.mangled.items()}

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from gemmcheck import arrays, backends
-from gemmcheck.compile import resources
+from gemmcheck.compile import choice, nvcc_tool, resources
+from gemmcheck.compile.compiler import nvrtc_version
 from gemmcheck.contract import catalog, dtypes
 from gemmcheck.backends import device
 from gemmcheck.schedule import cores, gpu_turns, gpus, rerun, shard, shared_work, units
@@ -31,6 +32,7 @@ pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_pl
 
 DURATIONS_JSON = Path("reports") / "durations.json"
 NOTHING_CHECKED = pytest.StashKey[str]()
+COMPILER_BEFORE = pytest.StashKey[str]()   # the process's compiler choice before this session's
 CHILDREN_OUTPUT = "gemm_children"   # a pytest-xdist worker's child processes (phases.children)
 
 
@@ -66,6 +68,7 @@ def _one_of(kind: str, choices) -> Callable[[str], str]:
 _dtype = _one_of("dtype", dtypes.DTYPES)
 _profile = _one_of("profile", profiles.PROFILES)
 _backend = _one_of("backend", backends.CHOICES)
+_compiler = _one_of("compiler", choice.CHOICES)
 
 
 def _dtypes(value: str) -> tuple[str, ...]:
@@ -89,6 +92,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gemm-backend", type=_backend, metavar="NAME", default="auto",
                     help=f"where kernels run: {', '.join(backends.CHOICES)} "
                          "(default: auto, the GPU when there is one)")
+    group.addoption("--gemm-compiler", type=_compiler, metavar="auto|nvcc|nvrtc", default="auto",
+                    help="the device compiler of catalog sources an entry does not pin: nvcc (the source as its "
+                         "author's build compiles it) or NVRTC (its device part; no host compiler needed) "
+                         "(default: auto, nvcc where it is installed, else NVRTC)")
     group.addoption("--gemm-oracle", choices=("gpu", "host"), default="gpu",
                     help=f"where large problems ({arrays.describe_threshold()}) are judged when kernels run "
                          "on the GPU: gpu (default; the same judgement, in milliseconds) or host (numpy)")
@@ -133,6 +140,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{marker}: {text}")
 
     opt = config.option
+    if opt.gemm_compiler == "nvcc" and nvcc_tool.find() is None:
+        raise pytest.UsageError(f"--gemm-compiler nvcc: {nvcc_tool.why_missing()}; or use --gemm-compiler auto")
+    config.stash[COMPILER_BEFORE] = choice.requested()
+    choice.request(opt.gemm_compiler)   # kept in the environment: workers and children build alike
     catalogs = catalog.resolve(opt.gemm_catalog or ["builtin"])
     try:
         specs = catalog.load_all(catalogs)
@@ -157,6 +168,11 @@ def pytest_configure(config: pytest.Config) -> None:
     phases.enable(bool(opt.gemm_phases))
     watchdog.configure(config.rootpath / "reports" / "stalls")   # where a long wait's report goes
     config.pluginmanager.register(_Recorder(config), "gemmcheck-recorder")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if COMPILER_BEFORE in config.stash:   # a session run inside another (pytester) leaves the outer's choice
+        choice.request(config.stash[COMPILER_BEFORE])
 
 
 def _load_hypothesis_profile(config: pytest.Config) -> None:
@@ -187,7 +203,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"gemmcheck: kernels {names}",
         f"gemmcheck: backend {gc.backend_name}; device: {why}; kernels run on "
         f"{backends.resolve(gc.backend_name)}",
+        f"gemmcheck: device compiler {choice.requested()}: {_compilers()}",
     ]
+
+
+def _compilers() -> str:
+    found = nvcc_tool.find()
+    nvcc = found.describe() if found else "nvcc not found"
+    return f"{nvcc}; NVRTC {nvrtc_version()}"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -13,7 +13,7 @@ from gemmcheck.contract.catalog import hopper
 from gemmcheck.contract.catalog.instantiations import _check_instantiations, _geometry, _in_configs, _parameters
 from gemmcheck.contract.catalog.model import KernelSpec
 from gemmcheck.contract.catalog.vocabulary import (
-    _FIELDS, _IDENTIFIER, _REQUIRED, CONVENTIONS, DEFAULT_TILE, EXPECTATIONS, LAYOUTS, SHAPES, SIGNATURE_ROLES,
+    _FIELDS, _IDENTIFIER, _REQUIRED, COMPILERS, CONVENTIONS, DEFAULT_TILE, EXPECTATIONS, LAYOUTS, SHAPES, SIGNATURE_ROLES,
     SIGNATURES, TILE_SHAPES, CatalogError)
 
 
@@ -129,7 +129,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         sim_configs=None if sim_configs is None else tuple(sim_configs),
         include_dirs=include_dirs, defines=fixed_defines, **conventions,
         tensor_maps=hopper.tensor_maps(entry, roles, fail), cluster=hopper.cluster(entry, fail),
-        arch=hopper.arch(entry, fail),
+        arch=hopper.arch(entry, fail), compiler=_compiler(entry, fail), sources=_sources(entry, path, fail),
     )
     _check_instantiations(spec, fail)
     hopper.check(spec, fail)
@@ -206,3 +206,29 @@ def _fixed_defines(entry, fail) -> tuple[tuple[str, object], ...]:
             fail(f"defines: {name} is also a parameter; keep it in one place")
         out.append((name, value))
     return tuple(out)
+
+
+def _compiler(entry, fail) -> str | None:
+    """``compiler``: the device compiler the entry pins, or None (the run's --gemm-compiler)."""
+    value = entry.get("compiler")
+    if value is not None and value not in COMPILERS:
+        fail(f"compiler = {value!r}; use \"nvcc\" or \"nvrtc\", or leave it out (the run's --gemm-compiler decides)")
+    if value == "nvrtc" and entry.get("sources"):
+        fail("'sources' links device code from other files, which NVRTC cannot do; drop compiler = \"nvrtc\"")
+    return value
+
+
+def _sources(entry, path: Path, fail) -> tuple[Path, ...]:
+    """``sources``: the other .cu files whose device code the kernel calls, relative to the catalog."""
+    raw = entry.get("sources", [])
+    if not isinstance(raw, list) or not all(isinstance(p, str) and p for p in raw):
+        fail(f"'sources' must be a list of .cu files relative to the catalog, such as [\"helpers.cu\"], got {raw!r}")
+    found = []
+    for name in raw:
+        full = (path.parent / name).resolve()
+        if not full.is_file():
+            fail(f"sources: '{name}' not found (looked for {full})")
+        if full == (path.parent / entry["source"]).resolve():
+            fail(f"sources: '{name}' is the entry's own source; list only the other files")
+        found.append(full)
+    return tuple(found)

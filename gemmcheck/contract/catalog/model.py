@@ -52,6 +52,8 @@ class KernelSpec:
     tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C" -> tensor_map.TensorMapSpec
     cluster: tuple | None = None          # thread-block cluster dimensions: expressions, x first
     arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
+    compiler: str | None = None           # "nvcc" | "nvrtc" when the entry pins one; None: the run's choice
+    sources: tuple[Path, ...] = ()        # other sources whose device code the kernel calls (nvcc -rdc)
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -87,6 +89,8 @@ class KernelSpec:
             found.append("thread-block clusters")
         if self.arch is not None:
             found.append(f"the {self.arch} compile target")
+        if self.sources:
+            found.append("device code linked from other sources")
         return tuple(found)
 
     def simulator_skip_reason(self) -> str:

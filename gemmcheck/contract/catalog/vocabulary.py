@@ -45,7 +45,7 @@ _FIELDS = {
     "name", "description", "source", "entry", "template_args", "signature", "args", "layout", "policy",
     "grid", "block", "shared_bytes", "tiles", "tile", "params", "configs", "macros", "dtypes", "shapes",
     "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs", "include_dirs", "defines",
-    "tensor_maps", "cluster", "arch",
+    "tensor_maps", "cluster", "arch", "compiler", "sources",
     *("reads_c_at_beta_zero", "deterministic"),   # declared conventions (CONVENTIONS)
 }
 # Conventions a kernel may declare, each a boolean field with its default (BLAS's rule) and
@@ -59,6 +59,8 @@ CONVENTIONS = {
 # `arch`: a compile target such as sm_90a (the "a" suffix: architecture-specific features,
 # wgmma and setmaxnreg, that run only on that exact compute capability).
 ARCH = re.compile(r"sm_(?P<major>\d+)(?P<minor>\d)(?P<suffix>[af]?)")
+# `compiler`: the device compiler an entry pins (gemmcheck.compile.choice); unpinned, the run's --gemm-compiler.
+COMPILERS = ("nvcc", "nvrtc")
 _REQUIRED = ("name", "source", "entry", "dtypes", "expect")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
