@@ -114,11 +114,34 @@ def _cached(entry: Path, arch: str) -> Compiled | None:
 
 
 def _build(nvcc, source: Path, names: tuple[str, ...], arch: str, include, defines, linked):
-    """(Compiled, {path: sha256} of the user's files nvcc read)."""
+    """(Compiled, {path: sha256} of the user's files nvcc read). When the source as written
+    does not compile and a header it includes was given as an empty one, its device part
+    (host functions blanked, lines kept: gemmcheck.contract.cuda_source.device_part) is tried
+    before the source's own error is reported: host code that calls into a library that is
+    not installed here (cuBLAS) stands in the way of no kernel."""
+    try:
+        return _build_from(nvcc, source, None, names, arch, include, defines, linked)
+    except CompileError as exc:
+        if "given to nvcc as empty headers" not in str(exc):
+            raise
+        device_only = cuda_source.device_part(_read(source), compiler="nvrtc")
+        try:
+            return _build_from(nvcc, source, device_only, names, arch, include, defines, linked)
+        except CompileError:
+            raise exc from None
+
+
+def _build_from(nvcc, source: Path, text: str | None, names, arch: str, include, defines, linked):
+    """Build `source`, or `text` in its place (read as the source: its name and lines)."""
     with tempfile.TemporaryDirectory(prefix="gemmcheck-nvcc-") as work:
         work = Path(work)
         unit = work / UNIT
-        lines = [f'#include "{source}"', "void *gemmcheck_instantiations[] = {"]
+        included = source
+        if text is not None:
+            included = work / "source" / source.name
+            included.parent.mkdir()
+            included.write_text(f'#line 1 "{source}"\n' + text)
+        lines = [f'#include "{included}"', "void *gemmcheck_instantiations[] = {"]
         names_by_line = {}
         for name in names:
             lines.append(f"(void *)&{name},")
@@ -138,7 +161,7 @@ def _build(nvcc, source: Path, names: tuple[str, ...], arch: str, include, defin
             log = _run_with_headers(nvcc, [*flags, "-cubin", "-MD", "-MF", str(out) + ".d", "-o", str(out), str(path)],
                                     include, explain, source, names, arch)
             logs.append(log)
-            depends.update(_user_files(Path(str(out) + ".d"), nvcc, exclude=unit))
+            depends.update(_user_files(Path(str(out) + ".d"), nvcc, exclude=work))
         cubin = work / "unit.cubin"
         if linked:
             cubin = work / "linked.cubin"
@@ -234,7 +257,7 @@ def _user_files(depfile: Path, nvcc, exclude: Path) -> dict[str, str]:
     out = {}
     for path in paths:
         path = os.path.realpath(path)
-        if path == str(exclude) or path.startswith(skip):
+        if path.startswith((*skip, os.path.realpath(exclude))):
             continue
         digest = _digest(path)
         if digest:
