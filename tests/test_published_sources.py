@@ -267,7 +267,7 @@ def test_the_compile_suite_builds_gpu_only_kernels_with_nvrtc_on_the_cpu_simulat
     import sys
 
     run = subprocess.run([sys.executable, "-m", "pytest", "suites/compile/test_resources.py", "-q",
-                          "-p", "no:cacheprovider", "--gemm-backend=cpu-sim",
+                          "-p", "no:cacheprovider", "--gemm-backend=cpu-sim", "--gemm-compiler=nvrtc",
                           f"--gemm-catalog={PUBLISHED / 'catalog.toml'}", "-k", "compiles_for_sm90 and warptiling"],
                          cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "GEMMCHECK_CACHE_DIR": str(tmp_path / "cache")})

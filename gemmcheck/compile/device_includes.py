@@ -30,6 +30,10 @@ from gemmcheck.contract import cuda_source
 _CANNOT_OPEN = re.compile(r'^(?P<file>.*?)\((?P<line>\d+)\): catastrophic error: cannot open source file '
                           r'"(?P<header>[^"]+)"[^\n]*(?:\n[^\n]*){0,2}', re.M)
 
+# A toolkit header NVRTC opens but whose host API it rejects (cuda_profiler_api.h's __host__ functions)
+_HOST_ONLY = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): error: A function (?:explicitly marked as a __host__ "
+                        r"function|without execution space annotations)[^\n]*not allowed in JIT mode[^\n]*", re.M)
+
 # probe(text) -> NVRTC's log of a front-end-only compile of `text` ("" when it compiles)
 Check = Callable[[str], str]
 
@@ -55,8 +59,17 @@ def cannot_open(log: str) -> re.Match | None:
     return _CANNOT_OPEN.search(log)
 
 
+def cannot_build(log: str, own_files=()) -> re.Match | None:
+    """cannot_open's error, else NVRTC's first rejection of a host function in a header that is
+    not one of `own_files` (the source and the user's headers: theirs are blanked instead)."""
+    return cannot_open(log) or next((m for m in _HOST_ONLY.finditer(log)
+                                     if m["file"] not in own_files and str(Path(m["file"]).resolve()) not in own_files),
+                                    None)
+
+
 class DeviceFiles:
-    """The source's device text, and device copies of the user's own headers it includes.
+    """The source's device text, and device copies of the user's own headers it includes, and of
+    the user's headers those include in turn.
 
     A header of the user's (``#include "helpers.cuh"`` found in the source's directory or the
     catalog's include_dirs) is compiled as the source is: its host functions blanked and the
@@ -68,16 +81,24 @@ class DeviceFiles:
     def __init__(self, text: str, user_dirs, root: Path):
         self.root = root
         self.texts: dict[str, str] = {"": text}      # "" : the source; else a header's path
-        self.copies: dict[int, str] = {}             # the source's line -> the header it includes
+        self.copies: dict[tuple[str, int], str] = {}  # (file, line) -> the user's header that line includes
+        self._find_headers("", text, [Path(d) for d in user_dirs])
+
+    def _find_headers(self, file: str, text: str, user_dirs: list[Path]) -> None:
+        """The user's headers `text` includes, and theirs in turn (a header's quoted includes are
+        looked for beside it first, as compilers do)."""
+        beside = [Path(file).parent] if file else []
         for inc in cuda_source.includes(text):
             if not inc.spelled.startswith('"'):
                 continue
-            found = next((Path(d) / inc.header for d in user_dirs if (Path(d) / inc.header).is_file()), None)
+            found = next((d / inc.header for d in beside + user_dirs if (d / inc.header).is_file()), None)
             if found is None:
                 continue
             path = str(found.resolve())
-            self.texts.setdefault(path, cuda_source.device_part(found.read_text(), compiler="nvrtc"))
-            self.copies[inc.line] = path
+            self.copies[(file, inc.line)] = path
+            if path not in self.texts:
+                self.texts[path] = cuda_source.device_part(found.read_text(), compiler="nvrtc")
+                self._find_headers(path, self.texts[path], user_dirs)
 
     def fingerprint(self) -> list:
         """What the compile depends on, for cache keys: the source's and its headers' device texts."""
@@ -88,14 +109,19 @@ class DeviceFiles:
 
     def program(self, left: tuple[LeftOut, ...]) -> str:
         """The source's device text with `left` blanked, its own headers' copies written."""
-        rows = apply(self.texts[""], tuple(l for l in left if not l.file)).split("\n")
-        for line, path in self.copies.items():
-            if rows[line - 1].strip():
-                rows[line - 1] = f'#include "{self._copy(path, left)}"'
+        return self._with_copies("", left, ())
+
+    def _with_copies(self, file: str, left: tuple[LeftOut, ...], within: tuple[str, ...]) -> str:
+        """`file`'s device text with `left` blanked and its includes of the user's headers pointed
+        at their copies (a header that includes one it is within is left as written)."""
+        rows = apply(self.texts[file], tuple(l for l in left if l.file == file)).split("\n")
+        for (including, line), path in self.copies.items():
+            if including == file and rows[line - 1].strip() and path not in within:
+                rows[line - 1] = f'#include "{self._copy(path, left, within + (file,))}"'
         return "\n".join(rows)
 
-    def _copy(self, path: str, left: tuple[LeftOut, ...]) -> Path:
-        text = f'#line 1 "{path}"\n' + apply(self.texts[path], tuple(l for l in left if l.file == path))
+    def _copy(self, path: str, left: tuple[LeftOut, ...], within: tuple[str, ...] = ()) -> Path:
+        text = f'#line 1 "{path}"\n' + self._with_copies(path, left, within)
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         copy = self.root / digest / Path(path).name
         if not copy.is_file():
@@ -110,7 +136,7 @@ class DeviceFiles:
         happens inside another header, the first #include of those files that NVRTC cannot
         build alone (``probe`` compiles a one-line program). None when the log shows no such
         header, or none of these files' #include lines leads to it."""
-        failure = cannot_open(log)
+        failure = cannot_build(log, (program_name, *self.texts))
         if failure is None:
             return None
         done = {(l.file, l.line) for l in left}
@@ -118,15 +144,15 @@ class DeviceFiles:
             if failure["file"] in self.texts or str(Path(failure["file"]).resolve()) in self.texts else None
         candidates = [(f, inc) for f in sorted(self.texts, key=lambda f: f == "")
                       for inc in cuda_source.includes(self.texts[f])
-                      if (f, inc.line) not in done and not (f == "" and inc.line in self.copies)]
+                      if (f, inc.line) not in done and (f, inc.line) not in self.copies]
         if file is not None:
             found = next((inc for f, inc in candidates if f == file and inc.line == int(failure["line"])), None)
         else:   # inside a header: the first of these #include lines NVRTC cannot build alone
             found, file = next(((inc, f) for f, inc in candidates
-                                if cannot_open(probe(f"#include {inc.spelled}\n"))), (None, None))
+                                if cannot_build(probe(f"#include {inc.spelled}\n"))), (None, None))
             if found is None and self.copies:   # deeper in a header of the user's: leave it out whole
                 found, file = next(((inc, "") for inc in cuda_source.includes(self.texts[""])
-                                    if inc.line in self.copies and ("", inc.line) not in done), (None, None))
+                                    if ("", inc.line) in self.copies and ("", inc.line) not in done), (None, None))
         return None if found is None else LeftOut(found.line, found.spelled, failure.group(0), file)
 
 
@@ -138,7 +164,7 @@ def explain(left: tuple[LeftOut, ...]) -> str:
     """The lines a compile error gets when headers were left out: what, and NVRTC's reason."""
     if not left:
         return ""
-    return ("\nleft out of the device compile, as NVRTC cannot open them (if an error above needs one, "
+    return ("\nleft out of the device compile, as NVRTC cannot open or build them (if an error above needs one, "
             "this is why; a header of your own: add its directory to the catalog's include_dirs):\n"
             + "\n".join("  " + l.note() for l in left))
 

@@ -244,7 +244,8 @@ def device_part(text: str, *, compiler: str | None = None, strip_host_headers: b
         raise ValueError(f"device_part: compiler must be 'nvrtc' or 'host', got {compiler!r}")
     code = code_only(text)
     out = list(text)
-    for start, end in _host_functions(code):
+    # NVRTC also rejects a host function's declaration (a header of host prototypes)
+    for start, end in _host_functions(code) + (_host_prototypes(code) if compiler == "nvrtc" else []):
         for i in range(start, end):
             if out[i] != "\n":
                 out[i] = " "
@@ -282,6 +283,38 @@ def _host_functions(code: str) -> list[tuple[int, int]]:
         if is_function and not re.search(r"\b__(global|device)__\b", _expanded(head, macros)):
             spans.append((head_start + len(head) - len(head.lstrip()), end + 1))
     return spans
+
+
+def _host_prototypes(code: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level declaration of a host function (``void cudaCheck(cudaError_t
+    error, const char *file, int line);``): a declaration ending in its parameter list whose
+    head, macros expanded, names a return type and the function and no __device__ / __global__."""
+    macros = {m["name"]: m["body"].replace("\\\n", " ") for m in _OBJECT_MACRO.finditer(code)}
+    code = _PREPROCESSOR.sub(_spaces, code)
+    blocks = {open_at: end for _, _, open_at, end in top_level_blocks(code)}
+    spans, start, i = [], 0, 0
+    while i < len(code):
+        if i in blocks:   # a definition's body, a struct's: not a declaration of its own
+            i = start = blocks[i] + 1
+            continue
+        if code[i] in "{}":   # a namespace's or an extern "C" block's own braces
+            start = i + 1
+        elif code[i] == ";":
+            piece = code[start:i]
+            if _declares_host_function(" ".join(piece.split()), macros):
+                spans.append((start + len(piece) - len(piece.lstrip()), i + 1))
+            start = i + 1
+        i += 1
+    return spans
+
+
+def _declares_host_function(text: str, macros: dict[str, str]) -> bool:
+    if "(" not in text or not re.search(r"\)\s*(const|noexcept)?\s*$", text):
+        return False
+    head = _expanded(text[:text.index("(")], macros)
+    if "=" in head or re.search(r"\b(__global__|__device__|typedef|using|operator|return)\b", head):
+        return False
+    return len(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"<[^<>]*>", " ", head))) >= 2
 
 
 def top_level_blocks(code: str):
