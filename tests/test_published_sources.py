@@ -272,3 +272,30 @@ def test_the_compile_suite_builds_gpu_only_kernels_with_nvrtc_on_the_cpu_simulat
                          cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "GEMMCHECK_CACHE_DIR": str(tmp_path / "cache")})
     assert "2 passed" in run.stdout, run.stdout[-2000:]
+
+
+def test_a_header_of_host_prototypes_and_nested_kernel_headers_build_with_nvrtc(tmp_path):
+    # A tutorial project: the launcher includes its header of host prototypes (NVRTC rejects a
+    # host function's declaration) and a header that includes each kernel's header, which
+    # includes <cublas_v2.h> and cuda_profiler_api.h (a toolkit header whose host API NVRTC rejects).
+    write(tmp_path, "runner.cuh", "#pragma once\n#include <cuda_runtime.h>\n"
+                                  "void cudaCheck(cudaError_t error, const char *file, int line);\n"
+                                  "void run_naive(int M, float *A);\n")
+    write(tmp_path, "kernels/naive.cuh", "#pragma once\n#include <cublas_v2.h>\n#include <cuda_profiler_api.h>\n"
+                                         "template <int BM> __global__ void naive(float *A) { A[0] = BM; }\n"
+                                         "template __global__ void naive<32>(float *);\n")
+    write(tmp_path, "kernels.cuh", '#pragma once\n#include "kernels/naive.cuh"\n')
+    source = write(tmp_path, "launcher.cu", '#include <cstdio>\n#include "kernels.cuh"\n#include "runner.cuh"\n'
+                                            "void run_naive(int M, float *A) { naive<32><<<1, 1>>>(A); }\n")
+    built = compiler.compile_source(source, ("naive<32>",), "sm_90")
+    assert list(built.mangled) == ["naive<32>"]
+
+
+def test_host_prototypes_are_blanked_for_nvrtc_and_device_declarations_kept():
+    text = ("#define HD __host__ __device__\nvoid cudaCheck(cudaError_t e, const char *f, int l);\n"
+            "HD float f(float);\n__device__ float g(float);\ntemplate __global__ void k<32>(float *);\n"
+            "static_assert(sizeof(int) == 4, \"int\");\nDECLARE(foo);\nnamespace ns { void h(int (*cb)(int)); }\n")
+    rows = cuda_source.device_part(text, compiler="nvrtc").split("\n")
+    assert [bool(r.strip()) for r in rows] == [True, False, True, True, True, True, True, True, False]
+    assert rows[7].split() == ["namespace", "ns", "{", "}"]
+    assert cuda_source.device_part(text, compiler="nvrtc").count("\n") == text.count("\n")

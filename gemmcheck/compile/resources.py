@@ -96,7 +96,8 @@ def _compile_report(source, name_expressions, arch, defines, compiler_name, link
     except compiler.CompileError as exc:
         raise CompileFailed(str(exc)) from None
     mapping = {mangled: name for name, mangled in compiled.mangled.items()}
-    report = parse_ptxas(compiled.log, mapping)
+    # nvcc also builds the kernels the source's host code launches: only the ones asked for
+    report = {name: r for name, r in parse_ptxas(compiled.log, mapping).items() if name in name_expressions}
     missing = set(name_expressions) - set(report)
     if missing:
         raise CompileFailed(f"{source.name}: ptxas reported nothing for {sorted(missing)}")

@@ -1,0 +1,267 @@
+"""nvcc as the device compiler: a source built as its author's build compiles it, each name
+expression found among the kernels it built, ptxas's report read as NVRTC's, errors in the
+same form as NVRTC's, builds cached and rebuilt when a file they read changes, the
+catalog's pin and the run's choice, device code linked from other sources."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gemmcheck.compile import choice, compiler, device_includes, nvcc_build, nvcc_tool, resources, symbols
+from gemmcheck.contract import catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = ROOT / "examples" / "published" / "project"
+
+needs_nvcc = pytest.mark.skipif(nvcc_tool.find() is None, reason="needs nvcc (nvidia-cuda-nvcc or a CUDA toolkit); not found")
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(compiler, "_DECISIONS", device_includes.Decisions(lambda: tmp_path / "cache" / "includes"))
+    monkeypatch.setattr(nvcc_build, "_MISSING", {})
+    resources._compile_report.cache_clear()
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# -- which symbol is which name expression (no nvcc needed) ----------------------------------
+
+@pytest.mark.parametrize("mangled, name", [
+    ("_Z1kIfLi16EEvPT_", "k<float, 16>"),
+    ("_ZN2ns1uILj128EEEvPf", "ns::u<128>"),                         # demangled as u<128u>
+    ("_Z12matmul_tiledI6__halfLi32EEvPKT_S3_PS1_i", "matmul_tiled<__half, 32>"),
+    ("_Z11sgemm_naiveiiifPKfS0_fPf", "sgemm_naive"),                 # not a template
+    ("plain", "plain"),                                               # extern "C"
+])
+def test_a_kernel_is_found_by_its_name_expression(mangled, name):
+    found, missing = symbols.match([name], ["_Z5otherv", mangled])
+    assert (found, missing) == ({name: mangled}, [])
+
+
+def test_names_are_compared_as_cpp_writes_them_not_as_spelled():
+    assert symbols.canonical("k<128u, 4ul, true>") == symbols.canonical("k< 128, 4, true >")
+    assert symbols.canonical("k<nv_bfloat16, uint>") == symbols.canonical("k<__nv_bfloat16, unsigned int>")
+    assert symbols.function_name("void ns::k<float, 16>(float const*, int)") == "ns::k<float, 16>"
+    # a name expression no kernel is, and two overloads of one name, match nothing
+    assert symbols.match(["k<float, 8>"], ["_Z1kIfLi16EEvPT_"]) == ({}, ["k<float, 8>"])
+    assert symbols.match(["f"], ["_Z1fi", "_Z1ff"]) == ({}, ["f"])
+
+
+# -- building ---------------------------------------------------------------------------------
+
+SOURCE = """#include <cstdio>
+#include <vector>
+void cudaCheck(cudaError_t error, const char *file, int line);
+template <typename T, int TILE> __global__ void k(T *a) { a[threadIdx.x] = TILE; }
+namespace ns { template <unsigned BM> __global__ void u(float *a) { a[0] = BM; } }
+extern "C" __global__ void plain(float *a) { a[0] = 1; }
+__global__ void naive(float *a, int n) { if (threadIdx.x < n) a[threadIdx.x] = 2; }
+void run(float *a) { std::vector<int> v{1}; k<float, 8><<<1, 1>>>(a); printf("%d", v[0]); }
+"""
+NAMES = ("k<float, 16>", "k<__half, 32>", "ns::u<128>", "plain", "naive")
+
+
+@needs_nvcc
+def test_nvcc_builds_the_source_as_written_and_finds_every_name_expression(tmp_path):
+    source = write(tmp_path, "mine.cu", "#include <cuda_fp16.h>\n" + SOURCE)
+    built = compiler.compile_source(source, NAMES, "sm_90", compiler="nvcc")
+    assert set(built.mangled) == set(NAMES) and built.cubin.startswith(b"\x7fELF")
+    assert built.mangled["plain"] == "plain" and built.mangled["k<float, 16>"] == "_Z1kIfLi16EEvPT_"
+    # ptxas's report, read by the same code as NVRTC's: every name expression, with registers
+    report = resources.compile_report(source, NAMES, "sm_90", compiler_name="nvcc")
+    assert set(report) == set(NAMES) and all(r.registers > 0 and r.arch == "sm_90" for r in report.values())
+
+
+@needs_nvcc
+def test_nvcc_and_nvrtc_build_the_same_kernels_under_the_same_symbols():
+    source = ROOT / "kernels" / "reference_tiled.cu"
+    names = ("matmul_tiled_guarded<float, 16>", "matmul_tiled<__half, 32>", "matmul_naive<double>")
+    by_nvcc = compiler.compile_source(source, names, "sm_90", compiler="nvcc")
+    by_nvrtc = compiler.compile_source(source, names, "sm_90", compiler="nvrtc")
+    assert by_nvcc.mangled == by_nvrtc.mangled
+    nvcc_report = resources.parse_ptxas(by_nvcc.log, {m: n for n, m in by_nvcc.mangled.items()})
+    nvrtc_report = resources.parse_ptxas(by_nvrtc.log, {m: n for n, m in by_nvrtc.mangled.items()})
+    assert {n: r.shared_bytes for n, r in nvcc_report.items()} == {n: r.shared_bytes for n, r in nvrtc_report.items()}
+
+
+@needs_nvcc
+def test_a_name_expression_nvcc_did_not_build_is_named_with_what_it_built(tmp_path):
+    source = write(tmp_path, "mine.cu", SOURCE)
+    with pytest.raises(compiler.CompileError) as info:
+        compiler.compile_source(source, ("naive", "missing_kernel"), "sm_90", compiler="nvcc")
+    text = str(info.value)
+    assert f"{source}: name expression missing_kernel: error: identifier \"missing_kernel\" is undefined" in text
+    assert "gemmcheck_unit" not in text
+
+
+@needs_nvcc
+def test_the_project_builds_with_host_prototypes_nested_headers_and_an_explicit_instantiation():
+    (naive, tiled) = catalog.load(PROJECT / "catalog.toml")
+    for spec in (naive, tiled):
+        (inst,) = spec.instances()
+        built = compiler.compile_source(spec.source, (inst.name_expression,), "sm_90", compiler="nvcc")
+        assert list(built.mangled) == [inst.name_expression]
+
+
+# -- errors: one form, whichever compiler ran ----------------------------------------------------
+
+def _first_error(source, names, device_compiler):
+    with pytest.raises(compiler.CompileError) as info:
+        compiler.compile_source(source, names, "sm_90", compiler=device_compiler)
+    return next(line for line in str(info.value).splitlines() if ": error: " in line)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("text, names", [
+    ("#include <cstdio>\n\n__global__ void k(float *a)\n{\n    a[0] = nope;\n}\nint main() { printf(\"x\"); }\n", ("k",)),
+    ("template <int X> __global__ void k(float *a) { a[0] = X; }\n", ("kk<1>",)),   # a bad name expression
+])
+def test_an_error_reads_the_same_from_nvcc_and_nvrtc(tmp_path, text, names):
+    source = write(tmp_path, "mine.cu", text)
+    by_nvcc, by_nvrtc = _first_error(source, names, "nvcc"), _first_error(source, names, "nvrtc")
+    assert by_nvcc == by_nvrtc and by_nvcc.startswith(str(source)), (by_nvcc, by_nvrtc)
+
+
+@needs_nvcc
+def test_an_error_in_a_nested_header_names_that_header_and_line(tmp_path):
+    write(tmp_path, "kernels/inner.cuh", "#pragma once\n\n__device__ float twice(float x) { return nope; }\n")
+    write(tmp_path, "kernels.cuh", '#pragma once\n#include "kernels/inner.cuh"\n')
+    source = write(tmp_path, "launcher.cu", '#include "kernels.cuh"\n__global__ void k(float *a) { a[0] = twice(1); }\n')
+    line = _first_error(source, ("k",), "nvcc")
+    assert line == f'{tmp_path / "kernels" / "inner.cuh"}(3): error: identifier "nope" is undefined'
+    assert _first_error(source, ("k",), "nvrtc") == line
+
+
+@needs_nvcc
+def test_a_header_nvcc_cannot_open_is_given_empty_and_named_when_the_kernel_needs_it(tmp_path):
+    ok = write(tmp_path, "ok.cu", "#include <not_installed_here.h>\n__global__ void k(float *a) { a[0] = 1; }\n")
+    assert compiler.compile_source(ok, ("k",), "sm_90", compiler="nvcc").cubin
+    needs = write(tmp_path, "needs.cu", '#include "not_there.cuh"\n__global__ void k(float *a) { a[0] = helper(); }\n')
+    with pytest.raises(compiler.CompileError) as info:
+        compiler.compile_source(needs, ("k",), "sm_90", compiler="nvcc")
+    text = str(info.value)
+    assert f'{needs}(2): error: identifier "helper" is undefined' in text
+    assert "given to nvcc as empty headers" in text
+    assert f'line 1: "not_there.cuh": {needs}(1): catastrophic error: cannot open source file "not_there.cuh"' in text
+
+
+@needs_nvcc
+def test_host_code_that_needs_a_missing_library_header_does_not_stop_the_kernels(tmp_path):
+    # cuBLAS is not installed here: the launcher's host code cannot compile, its kernels can
+    source = write(tmp_path, "runner.cu", "#include <not_installed_blas.h>\n"
+                                          "__global__ void k(float *a) { a[0] = 1; }\n"
+                                          "void run(blasHandle_t h) { blasSgemm(h); }\n")
+    assert list(compiler.compile_source(source, ("k",), "sm_90", compiler="nvcc").mangled) == ["k"]
+
+
+# -- caching ----------------------------------------------------------------------------------
+
+@needs_nvcc
+def test_a_build_is_cached_and_rebuilt_when_a_header_it_read_changes(tmp_path, monkeypatch):
+    header = write(tmp_path, "deep/inner.cuh", "#pragma once\n#define VALUE 1\n")
+    write(tmp_path, "outer.cuh", '#pragma once\n#include "deep/inner.cuh"\n')
+    source = write(tmp_path, "k.cu", '#include "outer.cuh"\n__global__ void k(float *a) { a[0] = VALUE; }\n')
+    runs = []
+    real = subprocess.run
+    monkeypatch.setattr(nvcc_build.subprocess, "run", lambda *a, **kw: runs.append(a[0]) or real(*a, **kw))
+    first = compiler.compile_source(source, ("k",), "sm_90", compiler="nvcc")
+    assert len(runs) == 1
+    assert compiler.compile_source(source, ("k",), "sm_90", compiler="nvcc") == first and len(runs) == 1
+    header.write_text("#pragma once\n#define VALUE 2\n")   # two headers deep
+    rebuilt = compiler.compile_source(source, ("k",), "sm_90", compiler="nvcc")
+    assert len(runs) == 2 and rebuilt.cubin != first.cubin
+    entry = next(p for p in (tmp_path / "cache" / "cubin").iterdir() if p.is_dir())
+    (entry / "meta.json").write_text("{not json")
+    assert compiler.compile_source(source, ("k",), "sm_90", compiler="nvcc").cubin == rebuilt.cubin
+    assert len(runs) == 3
+
+
+# -- choosing the compiler -------------------------------------------------------------------
+
+ENTRY = """
+[[kernel]]
+name = "k"
+source = "k.cu"
+entry = "k"
+args = ["A", "B", "C", "M", "N", "K"]
+grid = ["ceil(N / 16)", "ceil(M / 16)"]
+block = [16, 16]
+dtypes = ["float32"]
+expect = "correct"
+"""
+KERNEL = ("__device__ float twice(float x);\n"
+          "__global__ void k(const float *A, const float *B, float *C, int M, int N, int K) { C[0] = twice(A[0]); }\n")
+
+
+def test_an_entry_that_pins_a_compiler_is_built_with_it_whatever_the_run_chooses(tmp_path, monkeypatch):
+    write(tmp_path, "k.cu", KERNEL)
+    (pinned,) = catalog.load(write(tmp_path, "pinned.toml", ENTRY + 'compiler = "nvrtc"\n'))
+    (free,) = catalog.load(write(tmp_path, "free.toml", ENTRY.replace('"k"\nsource', '"k2"\nsource')))
+    for run_choice in ("nvcc", "nvrtc"):
+        assert choice.of(pinned.instances()[0], run_choice) == "nvrtc"
+        assert choice.of(free.instances()[0], run_choice) == run_choice
+    monkeypatch.setattr(nvcc_tool, "find", lambda: None)
+    assert choice.resolve(run_choice="auto") == "nvrtc" and choice.installed() == ("nvrtc",)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ('compiler = "clang"\n', "compiler = 'clang'; use \"nvcc\" or \"nvrtc\""),
+    ('sources = ["nowhere.cu"]\n', "sources: 'nowhere.cu' not found"),
+    ('sources = ["helpers.cu"]\ncompiler = "nvrtc"\n', "'sources' links device code from other files, which NVRTC"),
+])
+def test_a_bad_compiler_or_sources_field_is_named(tmp_path, extra, message):
+    write(tmp_path, "k.cu", KERNEL)
+    write(tmp_path, "helpers.cu", "__device__ float twice(float x) { return 2 * x; }\n")
+    with pytest.raises(catalog.CatalogError, match=f"kernel 'k': {message}"):
+        catalog.load(write(tmp_path, "c.toml", ENTRY + extra))
+
+
+@pytest.fixture
+def fresh_lookup():
+    nvcc_tool.find.cache_clear()
+    nvcc_tool._probe.cache_clear()
+    yield
+    nvcc_tool.find.cache_clear()
+    nvcc_tool._probe.cache_clear()
+
+
+def test_nvcc_is_looked_for_where_it_is_named_and_missing_it_says_so(tmp_path, monkeypatch, fresh_lookup):
+    monkeypatch.setenv(nvcc_tool.ENVIRONMENT, str(tmp_path / "no-nvcc"))
+    assert nvcc_tool.find() is None
+    assert "no-nvcc does not run" in nvcc_tool.why_missing() and "pip install nvidia-cuda-nvcc" in nvcc_tool.why_missing()
+    with pytest.raises(compiler.CompileError, match="nvcc: .*no-nvcc"):
+        compiler.compile_source(write(tmp_path, "k.cu", KERNEL), ("k",), "sm_90", compiler="nvcc")
+
+
+@needs_nvcc
+def test_nvcc_without_a_host_compiler_is_not_used(monkeypatch, fresh_lookup):
+    path = nvcc_tool.find().path
+    nvcc_tool._probe.cache_clear()
+    monkeypatch.setenv("NVCC_CCBIN", "no-such-host-compiler")
+    assert "'no-such-host-compiler' is not on PATH" in nvcc_tool._probe(path)
+
+
+# -- device code in other sources --------------------------------------------------------------
+
+@needs_nvcc
+def test_a_kernel_whose_device_functions_live_in_another_file_is_linked_into_one_cubin(tmp_path):
+    write(tmp_path, "k.cu", KERNEL)
+    write(tmp_path, "helpers.cu", "__device__ float twice(float x) { return 2 * x; }\n")
+    (spec,) = catalog.load(write(tmp_path, "c.toml", ENTRY + 'sources = ["helpers.cu"]\n'))
+    (inst,) = spec.instances()
+    assert choice.of(inst, "nvrtc") == "nvcc" and spec.gpu_only   # the CPU simulator builds one file
+    built = compiler.compile_source(spec.source, ("k",), "sm_90", linked=compiler.linked_sources(inst))
+    assert list(built.mangled) == ["k"]
+    assert b"_Z5twicef" in built.cubin   # the helper's code is in the linked cubin
+    report = resources.compile_report(spec.source, ("k",), linked=compiler.linked_sources(inst))
+    assert report["k"].registers > 0
+    with pytest.raises(compiler.CompileError, match="NVRTC cannot link them"):
+        compiler.compile_source(spec.source, ("k",), "sm_90", compiler="nvrtc", linked=spec.sources)
