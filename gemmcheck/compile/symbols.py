@@ -81,19 +81,45 @@ def entries(ptxas_log: str) -> list[str]:
 
 def match(name_expressions, mangled_entries) -> tuple[dict[str, str], list[str]]:
     """(name expression -> mangled symbol, the name expressions no entry is): an entry matches
-    when its demangled name is the name expression; two entries of one name (overloads) are
-    not told apart and match neither."""
+    when its demangled name is the name expression, or, when none is, the name expression
+    with defaulted template arguments after its own; two entries of one name (overloads, or
+    two that differ in a defaulted argument) are not told apart and match neither."""
     by_name: dict[str, list[str]] = {}
     for symbol in mangled_entries:
         by_name.setdefault(canonical(function_name(demangle(symbol))), []).append(symbol)
     found, missing = {}, []
     for name in name_expressions:
-        symbols = by_name.get(canonical(name), [])
+        symbols = by_name.get(canonical(name)) or _with_defaults(canonical(name), by_name)
         if len(symbols) == 1:
             found[name] = symbols[0]
         else:
             missing.append(name)
     return found, missing
+
+
+def _with_defaults(name: str, by_name: dict[str, list[str]]) -> list[str]:
+    """The entries that are `name` with more template arguments after its own: the template's
+    defaulted parameters, which a name expression may leave out and a demangled name spells."""
+    base, args = _template(name)
+    if args is None:
+        return []
+    return [symbol for other, symbols in by_name.items() for symbol in symbols
+            if _template(other)[0] == base and len(_template(other)[1] or ()) > len(args)
+            and _template(other)[1][:len(args)] == args]
+
+
+def _template(name: str) -> tuple[str, list[str] | None]:
+    """``k<a,b<c,d>>`` -> ("k", ["a", "b<c,d>"]); a name that is not a template-id has None."""
+    if not name.endswith(">") or "<" not in name:
+        return name, None
+    base, inner = name[:name.index("<")], name[name.index("<") + 1:-1]
+    args, depth, start = [], 0, 0
+    for i, c in enumerate(inner):
+        depth += (c in "<(") - (c in ">)")
+        if c == "," and depth == 0:
+            args.append(inner[start:i])
+            start = i + 1
+    return base, args + [inner[start:]]
 
 
 def readable(mangled_entries) -> list[str]:
