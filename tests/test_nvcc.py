@@ -34,33 +34,19 @@ def write(tmp_path, name, text):
 
 # -- which symbol is which name expression (no nvcc needed) ----------------------------------
 
-@pytest.mark.parametrize("mangled, name", [
-    ("_Z1kIfLi16EEvPT_", "k<float, 16>"),
-    ("_ZN2ns1uILj128EEEvPf", "ns::u<128>"),                         # demangled as u<128u>
-    ("_Z12matmul_tiledI6__halfLi32EEvPKT_S3_PS1_i", "matmul_tiled<__half, 32>"),
-    ("_Z11sgemm_naiveiiifPKfS0_fPf", "sgemm_naive"),                 # not a template
-    ("plain", "plain"),                                               # extern "C"
-])
-def test_a_kernel_is_found_by_its_name_expression(mangled, name):
-    found, missing = symbols.match([name], ["_Z5otherv", mangled])
-    assert (found, missing) == ({name: mangled}, [])
-
-
-def test_names_are_compared_as_cpp_writes_them_not_as_spelled():
-    assert symbols.canonical("k<128u, 4ul, true>") == symbols.canonical("k< 128, 4, true >")
-    assert symbols.canonical("k<nv_bfloat16, uint>") == symbols.canonical("k<__nv_bfloat16, unsigned int>")
-    assert symbols.function_name("void ns::k<float, 16>(float const*, int)") == "ns::k<float, 16>"
-    # a name expression no kernel is, and two overloads of one name, match nothing
-    assert symbols.match(["k<float, 8>"], ["_Z1kIfLi16EEvPT_"]) == ({}, ["k<float, 8>"])
-    assert symbols.match(["f"], ["_Z1fi", "_Z1ff"]) == ({}, ["f"])
-
-
-def test_a_name_expression_may_leave_defaulted_template_arguments_out():
-    # template <typename T, int BM, int SPLIT = 0> __global__ void g(T *): g<float, 64> is g<float, 64, 0>
-    assert symbols.match(["g<float, 64>"], ["_Z1gIfLi64ELi0EEvPT_"]) == ({"g<float, 64>": "_Z1gIfLi64ELi0EEvPT_"}, [])
-    # two that differ only in the defaulted argument: which one the expression means is not known
-    assert symbols.match(["g<float, 64>"], ["_Z1gIfLi64ELi0EEvPT_", "_Z1gIfLi64ELi1EEvPT_"]) == ({}, ["g<float, 64>"])
-    assert symbols.match(["g<float, 6>"], ["_Z1gIfLi64ELi0EEvPT_"]) == ({}, ["g<float, 6>"])
+def test_a_marker_names_the_exact_symbol_of_its_name_expression():
+    names = ("k<float, 16>", "plain", "g<float, 64>", "q")
+    built = ["_Z25gemmcheck_name_expressionILi0EXadL_Z1kIfLi16EEvPT_EEEvv", "_Z1kIfLi16EEvPT_", "_Z1kIfLi8EEvPT_",
+             "_Z25gemmcheck_name_expressionILi1EXadL_Z5plainPfEEEvv", "plain",   # extern "C": its plain name
+             # g<float, 64> is g<float, 64, 0> (a defaulted argument), g<float, 64, 1> is built too
+             "_Z25gemmcheck_name_expressionILi2EXadL_Z1gIfLi64ELi0EEvPT_EEEvv", "_Z1gIfLi64ELi0EEvPT_",
+             "_Z1gIfLi64ELi1EEvPT_",
+             # substitutions are numbered within the whole name: S1_ in the marker is S0_ in the kernel's
+             "_Z25gemmcheck_name_expressionILi3EXadL_Z1qPKfS1_PfiEEEvv", "_Z1qPKfS0_Pfi"]
+    assert symbols.from_markers(names, built) == {
+        "k<float, 16>": "_Z1kIfLi16EEvPT_", "plain": "plain", "g<float, 64>": "_Z1gIfLi64ELi0EEvPT_",
+        "q": "_Z1qPKfS0_Pfi"}
+    assert symbols.readable(built)[:3] == ["k<float, 16>", "k<float, 8>", "plain"]
 
 
 # -- building ---------------------------------------------------------------------------------
@@ -68,13 +54,13 @@ def test_a_name_expression_may_leave_defaulted_template_arguments_out():
 SOURCE = """#include <cstdio>
 #include <vector>
 void cudaCheck(cudaError_t error, const char *file, int line);
-template <typename T, int TILE> __global__ void k(T *a) { a[threadIdx.x] = TILE; }
+template <typename T, int TILE, int SPLIT = 0> __global__ void k(T *a) { a[threadIdx.x] = TILE + SPLIT; }
 namespace ns { template <unsigned BM> __global__ void u(float *a) { a[0] = BM; } }
 extern "C" __global__ void plain(float *a) { a[0] = 1; }
 __global__ void naive(float *a, int n) { if (threadIdx.x < n) a[threadIdx.x] = 2; }
 void run(float *a) { std::vector<int> v{1}; k<float, 8><<<1, 1>>>(a); printf("%d", v[0]); }
 """
-NAMES = ("k<float, 16>", "k<__half, 32>", "ns::u<128>", "plain", "naive")
+NAMES = ("k<float, 16>", "k<__half, 32>", "k<__half, 32, 1>", "ns::u<128>", "plain", "naive")
 
 
 @needs_nvcc
@@ -82,7 +68,8 @@ def test_nvcc_builds_the_source_as_written_and_finds_every_name_expression(tmp_p
     source = write(tmp_path, "mine.cu", "#include <cuda_fp16.h>\n" + SOURCE)
     built = compiler.compile_source(source, NAMES, "sm_90", compiler="nvcc")
     assert set(built.mangled) == set(NAMES) and built.cubin.startswith(b"\x7fELF")
-    assert built.mangled["plain"] == "plain" and built.mangled["k<float, 16>"] == "_Z1kIfLi16EEvPT_"
+    assert built.mangled["plain"] == "plain" and built.mangled["k<float, 16>"] == "_Z1kIfLi16ELi0EEvPT_"
+    assert built.mangled["k<__half, 32, 1>"] == "_Z1kI6__halfLi32ELi1EEvPT_"
     # ptxas's report, read by the same code as NVRTC's: every name expression, with registers
     report = resources.compile_report(source, NAMES, "sm_90", compiler_name="nvcc")
     assert set(report) == set(NAMES) and all(r.registers > 0 and r.arch == "sm_90" for r in report.values())
@@ -97,7 +84,7 @@ def test_nvcc_and_nvrtc_build_the_same_kernels_under_the_same_symbols():
     assert by_nvcc.mangled == by_nvrtc.mangled
     nvcc_report = resources.parse_ptxas(by_nvcc.log, {m: n for n, m in by_nvcc.mangled.items()})
     nvrtc_report = resources.parse_ptxas(by_nvrtc.log, {m: n for n, m in by_nvrtc.mangled.items()})
-    assert {n: r.shared_bytes for n, r in nvcc_report.items()} == {n: r.shared_bytes for n, r in nvrtc_report.items()}
+    assert {n: nvcc_report[n].shared_bytes for n in names} == {n: nvrtc_report[n].shared_bytes for n in names}
 
 
 @needs_nvcc

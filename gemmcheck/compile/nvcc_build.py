@@ -3,17 +3,15 @@ own build compiles it (host code, host prototypes, the toolkit's host API header
 headers, explicit instantiations, ``extern "C"`` kernels).
 
 The source is compiled unchanged, through a translation unit of gemmcheck's that includes
-it and takes the address of each name expression in host code, so nvcc's front end
-instantiates every one, as a launch in the author's host code does::
+it and names each name expression in a marker kernel's template argument, so nvcc's front
+end instantiates every one and says which symbol it is (gemmcheck.compile.symbols)::
 
     #include "/path/to/launcher.cu"
-    void *gemmcheck_instantiations[] = {
-    (void *)&sgemm_tiled<32>,
-    };
+    template <int I, auto F> __global__ void gemmcheck_name_expression() {}
+    template __global__ void gemmcheck_name_expression<0, &sgemm_tiled<32>>();
 
 ``nvcc -cubin -arch=<target> -Xptxas -v`` builds it; ptxas's report (the same form as
-NVRTC's) names the kernels it compiled, each matched to its name expression
-(gemmcheck.compile.symbols). A kernel whose device functions live in other files
+NVRTC's) names the kernels it compiled, the markers among them. A kernel whose device functions live in other files
 (``sources`` in the catalog) is built as relocatable device code (``-rdc=true``), each
 file on its own, and device-linked into one cubin (``nvcc -dlink -cubin``).
 
@@ -141,12 +139,9 @@ def _build_from(nvcc, source: Path, text: str | None, names, arch: str, include,
             included = work / "source" / source.name
             included.parent.mkdir()
             included.write_text(f'#line 1 "{source}"\n' + text)
-        lines = [f'#include "{included}"', "void *gemmcheck_instantiations[] = {"]
-        names_by_line = {}
-        for name in names:
-            lines.append(f"(void *)&{name},")
-            names_by_line[len(lines)] = name
-        unit.write_text("\n".join(lines + ["};", ""]))
+        markers = symbols.marker_declarations(names)
+        unit.write_text("\n".join([f'#include "{included}"', *markers, ""]))
+        names_by_line = {3 + i: name for i, name in enumerate(names)}   # line 2 declares the marker
         flags = [f"-arch={arch}", *OPTIONS, *(f"-I{d}" for d in include),
                  *(f"-D{k}={v}" for k, v in defines), *(["-rdc=true"] if linked else [])]
 
@@ -173,7 +168,8 @@ def _build_from(nvcc, source: Path, text: str | None, names, arch: str, include,
                                    log.stdout + log.stderr)
         full = "\n".join(logs)
         entries = symbols.entries(logs[0])
-        found, missing = symbols.match(names, entries)
+        found = symbols.from_markers(names, entries)
+        missing = [n for n in names if found.get(n) not in entries]
         if missing:
             raise CompileError(f"{source.name}: nvcc built no kernel named {', '.join(missing)} for {arch}; "
                                f"it built {', '.join(symbols.readable(entries)) or 'no kernel'}", full)
