@@ -73,6 +73,8 @@ def test_nvcc_builds_the_source_as_written_and_finds_every_name_expression(tmp_p
     # ptxas's report, read by the same code as NVRTC's: every name expression, with registers
     report = resources.compile_report(source, NAMES, "sm_90", compiler_name="nvcc")
     assert set(report) == set(NAMES) and all(r.registers > 0 and r.arch == "sm_90" for r in report.values())
+    # the log reports the source's kernels (the one its host code launches too), not gemmcheck's markers
+    assert symbols.MARKER not in built.log and "_Z1kIfLi8ELi0EEvPT_" in built.log
 
 
 @needs_nvcc

@@ -151,11 +151,12 @@ def _build_from(nvcc, source: Path, text: str | None, names, arch: str, include,
         parts = [(unit, work / "unit.cubin", explain_unit)]
         for number, other in enumerate(linked):
             parts.append((other, work / f"linked{number}.cubin", diagnostics.from_host_preprocessor))
-        logs, depends = [], {}
+        logs, depends, marked = [], {}, []
         for path, out, explain in parts:
             log = _run_with_headers(nvcc, [*flags, "-cubin", "-MD", "-MF", str(out) + ".d", "-o", str(out), str(path)],
                                     include, explain, source, names, arch)
-            logs.append(log)
+            marked = marked or symbols.entries(log)   # the unit's: the first part
+            logs.append(symbols.without_markers(log))
             depends.update(_user_files(Path(str(out) + ".d"), nvcc, exclude=work))
         cubin = work / "unit.cubin"
         if linked:
@@ -167,8 +168,8 @@ def _build_from(nvcc, source: Path, text: str | None, names, arch: str, include,
                                    f"with it for {arch}:\n{first_errors(log.stdout + log.stderr)}",
                                    log.stdout + log.stderr)
         full = "\n".join(logs)
+        found = symbols.from_markers(names, marked)
         entries = symbols.entries(logs[0])
-        found = symbols.from_markers(names, entries)
         missing = [n for n in names if found.get(n) not in entries]
         if missing:
             raise CompileError(f"{source.name}: nvcc built no kernel named {', '.join(missing)} for {arch}; "

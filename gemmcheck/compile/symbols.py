@@ -103,3 +103,18 @@ def entries(ptxas_log: str) -> list[str]:
 def readable(mangled_entries) -> list[str]:
     """The kernels' names as C++ writes them (markers left out), for an error that lists what was built."""
     return [function_name(demangle(s)) for s in mangled_entries if not is_marker(s)]
+
+
+def without_markers(ptxas_log: str) -> str:
+    """`ptxas_log` less the markers' reports (from a marker's "Compiling entry function" line
+    to its "Compile time" line): the log reports the user's kernels only."""
+    out, skipping = [], False
+    for line in ptxas_log.split("\n"):
+        entry = _ENTRY.search(line)
+        if entry:
+            skipping = is_marker(entry["mangled"])
+        if not skipping:
+            out.append(line)
+        elif "Compile time" in line:
+            skipping = False
+    return "\n".join(out)
