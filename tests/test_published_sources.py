@@ -299,3 +299,16 @@ def test_host_prototypes_are_blanked_for_nvrtc_and_device_declarations_kept():
     assert [bool(r.strip()) for r in rows] == [True, False, True, True, True, True, True, True, False]
     assert rows[7].split() == ["namespace", "ns", "{", "}"]
     assert cuda_source.device_part(text, compiler="nvrtc").count("\n") == text.count("\n")
+
+
+def test_the_projects_catalog_is_its_draft_with_only_the_todos_filled():
+    from gemmcheck.draft import draft_source
+
+    project = PUBLISHED / "project"
+    drafted = draft_source(project / "launcher.cu", None).split("\n")
+    committed = (project / "catalog.toml").read_text().split("\n")
+    # what the TODOs asked: a description each (filled in), the shapes claim and beta = 0 (kept as drafted)
+    kept = [line for line in drafted if not line.startswith(("# TODO", "# reads_c_at_beta_zero"))]
+    assert [l for l in kept if not l.startswith("description = ")] == \
+        [l for l in committed if not l.startswith("description = ")]
+    assert sum(l.startswith("description = ") and l != 'description = ""' for l in committed) == 2

@@ -134,7 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ("perf", "device-timed performance measurement"),
         ("instances", "instances(predicate): keep only the catalog instantiations for which "
                       "predicate(instance) is true, e.g. the TILEs a fixed shape allows"),
-        ("nvrtc", "compiles with NVRTC only (no device, no simulator): runs for gpu_only kernels "
+        ("nvrtc", "compiles only, with nvcc or NVRTC (no device, no simulator): runs for gpu_only kernels "
                   "under --gemm-backend cpu-sim too"),
     ):
         config.addinivalue_line("markers", f"{marker}: {text}")
