@@ -291,16 +291,6 @@ def test_a_header_of_host_prototypes_and_nested_kernel_headers_build_with_nvrtc(
     assert list(built.mangled) == ["naive<32>"]
 
 
-def test_host_prototypes_are_blanked_for_nvrtc_and_device_declarations_kept():
-    text = ("#define HD __host__ __device__\nvoid cudaCheck(cudaError_t e, const char *f, int l);\n"
-            "HD float f(float);\n__device__ float g(float);\ntemplate __global__ void k<32>(float *);\n"
-            "static_assert(sizeof(int) == 4, \"int\");\nDECLARE(foo);\nnamespace ns { void h(int (*cb)(int)); }\n")
-    rows = cuda_source.device_part(text, compiler="nvrtc").split("\n")
-    assert [bool(r.strip()) for r in rows] == [True, False, True, True, True, True, True, True, False]
-    assert rows[7].split() == ["namespace", "ns", "{", "}"]
-    assert cuda_source.device_part(text, compiler="nvrtc").count("\n") == text.count("\n")
-
-
 def test_the_projects_catalog_is_its_draft_with_only_the_todos_filled():
     from gemmcheck.draft import draft_source
 

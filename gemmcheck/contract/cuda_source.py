@@ -244,8 +244,7 @@ def device_part(text: str, *, compiler: str | None = None, strip_host_headers: b
         raise ValueError(f"device_part: compiler must be 'nvrtc' or 'host', got {compiler!r}")
     code = code_only(text)
     out = list(text)
-    # NVRTC also rejects a host function's declaration (a header of host prototypes)
-    for start, end in _host_functions(code) + (_host_prototypes(code) if compiler == "nvrtc" else []):
+    for start, end in _host_functions(code) + _host_declarations(code):
         for i in range(start, end):
             if out[i] != "\n":
                 out[i] = " "
@@ -285,58 +284,75 @@ def _host_functions(code: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _host_prototypes(code: str) -> list[tuple[int, int]]:
-    """(start, end) of each top-level declaration of a host function (``void cudaCheck(cudaError_t
-    error, const char *file, int line);``): a declaration ending in its parameter list whose
-    head, macros expanded, names a return type and the function and no __device__ / __global__."""
+# A function's declaration without its body: a return type, the name (template arguments of an
+# explicit instantiation allowed), the parameters, qualifiers; read after the template header.
+_PROTOTYPE = re.compile(r"^\s*(?:(?:extern\s+)?template\b\s*(?:<[^;{}]*?>)?)?(?P<before>[^;{}()=]*?[\w>*&\]]\s*[*&\s])"
+                        r"\s*(?P<name>[A-Za-z_~][\w:~]*(?:\s*<[^;{}()]*>)?)\s*\((?P<rest>[^;{}]*)\)"
+                        r"(?P<after>[^;{}()=]*(?:\([^;{}()]*\)[^;{}()=]*)*);$", re.S)
+_NOT_A_PROTOTYPE = re.compile(r"^\s*(?:typedef|using|static_assert|friend|namespace|asm|__asm__)\b|\bconstexpr\b")
+
+
+def _host_declarations(code: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level function declaration without a body that is host code:
+    a prototype (``void cudaCheck(cudaError_t error, const char *file, int line);``) or an explicit
+    instantiation of a host function template. nvcc's device pass ignores them; NVRTC refuses
+    host functions and g++ may not know their types (a host library's, left out). Read with the
+    file's object-like macros expanded, as _host_functions reads heads; a statement that is not
+    plainly a declaration (a macro invocation ``FOO(x);``, a variable with an initializer) is kept."""
     macros = {m["name"]: m["body"].replace("\\\n", " ") for m in _OBJECT_MACRO.finditer(code)}
+    spans = []
     code = _PREPROCESSOR.sub(_spaces, code)
-    blocks = {open_at: end for _, _, open_at, end in top_level_blocks(code)}
-    spans, start, i = [], 0, 0
-    while i < len(code):
-        if i in blocks:   # a definition's body, a struct's: not a declaration of its own
-            i = start = blocks[i] + 1
-            continue
-        if code[i] in "{}":   # a namespace's or an extern "C" block's own braces
-            start = i + 1
-        elif code[i] == ";":
-            piece = code[start:i]
-            if _declares_host_function(" ".join(piece.split()), macros):
-                spans.append((start + len(piece) - len(piece.lstrip()), i + 1))
-            start = i + 1
-        i += 1
+    for start, end in top_level_statements(code):
+        written = code[start:end]
+        statement = _expanded(written, macros)
+        m = _PROTOTYPE.match(statement)
+        if m and not _NOT_A_PROTOTYPE.search(statement) and m["before"].strip() and \
+                not re.search(r"\b__(global|device)__\b", statement):
+            spans.append((start + len(written) - len(written.lstrip()), end))
     return spans
 
 
-def _declares_host_function(text: str, macros: dict[str, str]) -> bool:
-    if "(" not in text or not re.search(r"\)\s*(const|noexcept)?\s*$", text):
-        return False
-    head = _expanded(text[:text.index("(")], macros)
-    if "=" in head or re.search(r"\b(__global__|__device__|typedef|using|operator|return)\b", head):
-        return False
-    return len(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"<[^<>]*>", " ", head))) >= 2
-
-
-def top_level_blocks(code: str):
-    """Yield (head, head_start, open_at, end) for each top-level brace block of `code` (comments,
-    strings and preprocessor lines already blanked), namespaces and ``extern "C"`` blocks
-    entered: their contents are top level too. The one walk over a file's definitions: host
-    functions here, kernel definitions for the CPU simulator's builds."""
+def _top_level(code: str):
+    """The one walk over a file's top level (comments, strings and preprocessor lines already
+    blanked), namespaces and ``extern "C"`` blocks entered: their contents are top level too.
+    Yields ("block", head, head_start, open_at, end) for each brace block and ("statement",
+    start, end) for each declaration that ends in ';' outside one."""
     head_start, i = 0, 0
     while i < len(code):
         c = code[i]
         if c == "{":
             head = code[head_start:i]
-            if re.search(r"\bnamespace\b|\bextern\s*\"", head):
+            # `extern "C" {` opens a linkage block; `extern "C" __global__ void k(...) {` a function
+            if re.search(r"\bnamespace\b|\bextern\s*\"[^\"]*\"\s*$", head):
                 head_start = i + 1
             else:
                 end = _matching(code, i, "{", "}")
-                yield head, head_start, i, end
+                yield "block", head, head_start, i, end
                 i = head_start = end + 1
                 continue
-        elif c in ";}":
+        elif c == ";":
+            yield "statement", head_start, i + 1
+            head_start = i + 1
+        elif c == "}":
             head_start = i + 1
         i += 1
+
+
+def top_level_blocks(code: str):
+    """Yield (head, head_start, open_at, end) for each top-level brace block of `code` (see
+    _top_level): host functions here, kernel definitions for the CPU simulator's builds."""
+    for kind, *found in _top_level(code):
+        if kind == "block":
+            yield tuple(found)
+
+
+def top_level_statements(code: str):
+    """Yield (start, end) of each top-level declaration of `code` that ends in ';' outside a
+    brace block (see _top_level): prototypes here, explicit instantiations for the CPU
+    simulator's builds."""
+    for kind, *found in _top_level(code):
+        if kind == "statement":
+            yield tuple(found)
 
 
 def _expanded(head: str, macros: dict[str, str], depth: int = 8) -> str:

@@ -209,7 +209,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def _compilers() -> str:
     found = nvcc_tool.find()
-    nvcc = found.describe() if found else "nvcc not found"
+    nvcc = found.describe() if found else nvcc_tool.why_missing()
     return f"{nvcc}; NVRTC {nvrtc_version()}"
 
 
