@@ -54,17 +54,17 @@ class LeftOut:
         return f"{where}: {self.spelled}: {self.reason.strip().splitlines()[0]}"
 
 
-def cannot_open(log: str) -> re.Match | None:
-    """NVRTC's first "cannot open source file" error in a log, or None."""
-    return _CANNOT_OPEN.search(log)
-
-
 def cannot_build(log: str, own_files=()) -> re.Match | None:
     """cannot_open's error, else NVRTC's first rejection of a host function in a header that is
     not one of `own_files` (the source and the user's headers: theirs are blanked instead)."""
     return cannot_open(log) or next((m for m in _HOST_ONLY.finditer(log)
                                      if m["file"] not in own_files and str(Path(m["file"]).resolve()) not in own_files),
                                     None)
+
+
+def cannot_open(log: str) -> re.Match | None:
+    """NVRTC's first "cannot open source file" error in a log, or None."""
+    return _CANNOT_OPEN.search(log)
 
 
 class DeviceFiles:
