@@ -19,7 +19,8 @@ from gemmcheck.backends import Backend, BackendUnavailable, KernelCompileError, 
 from gemmcheck.backends.cpu_sim import build
 from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.backends.cpu_sim.address import AddressReport, parse_asan
-from gemmcheck.backends.cpu_sim.errors import NotSimulated, SimulatedCrash, SimulatedHang, _build_failure
+from gemmcheck.backends.cpu_sim.errors import (ModuleNotLoaded, NotSimulated, SimulatedCrash, SimulatedHang,
+                                               _build_failure)
 from gemmcheck.backends.cpu_sim.locating import BUFFER_NAMES, _element_locator
 from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, GlobalRace, LaunchReport,
                                                 ScheduleRun, SharedConflict, _thread)
@@ -267,7 +268,9 @@ class CpuSimBackend(Backend):
                               f"{tuple(r.cur_block)}, thread {_thread(r.cur_thread, block)} [{schedule}]")
             self._collect(module, report, r, schedule, block, locate)
             raise SimulatedHang(report.failure) from None
-        if status != 0:
+        if status == wk.STATUS_MODULE_NOT_LOADED:
+            raise ModuleNotLoaded(instance, error)
+        if status != wk.STATUS_DONE:
             raise launch_error(instance, grid, block, RuntimeError(f"cpu-sim worker: {error}"))
         return self._collect(module, report, wk.Report.from_buffer_copy(self._worker.report), schedule, block,
                              locate)

@@ -605,6 +605,82 @@ extern "C" void cudasim_atomic(void *address, unsigned long size, const char *fi
 }
 
 // ---------------------------------------------------------------------------
+// Atomic builtins and fences in kernel code. The thread instrumentation turns every
+// __atomic_* / __sync_* builtin of the module (the prelude's __threadfence, and whatever else
+// uses them) into a call of one of these entry points: the list is the compiler's own, every
+// __tsan_ name g++ can emit (its cc1plus holds each one; tests/test_cpu_sim_build.py checks the
+// worker against the compiler on the machine). Fibers switch only at the runtime's calls, so
+// each operation is one uninterrupted read-modify-write, seen by the tracking as CUDA's atomics
+// are (cudasim_atomic: alignment, a lockstep turn, a write of the thread); an atomic load is a
+// turn and an alignment check, not a write. Memory orders are moot with one fiber running.
+// ---------------------------------------------------------------------------
+static void tsan_atomic(const volatile void *address, size_t size, bool writes)
+{
+    if (writes)
+        return cudasim_atomic((void *)address, size, nullptr, 0);
+    uintptr_t a = (uintptr_t)address;
+    if (a & (size - 1))
+        stop_misaligned(a, size, "atomic load", nullptr, 0);
+    lockstep_yield();
+}
+
+template <typename T> static bool tsan_compare_exchange(volatile T *a, T *expected, T desired)
+{
+    tsan_atomic(a, sizeof(T), true);
+    T old = *a;
+    bool equal = old == *expected;
+    if (equal)
+        *a = desired;
+    else
+        *expected = old;
+    return equal;
+}
+
+#define TSAN_RMW(BITS, T, OP, NEW)                                                                \
+    extern "C" T __tsan_atomic##BITS##_##OP(volatile T *a, T v, int)                              \
+    {                                                                                             \
+        tsan_atomic(a, sizeof(T), true);                                                          \
+        T old = *a;                                                                               \
+        *a = (T)(NEW);                                                                            \
+        return old;                                                                               \
+    }
+#define TSAN_ATOMIC(BITS, T)                                                                      \
+    extern "C" T __tsan_atomic##BITS##_load(const volatile T *a, int)                             \
+    {                                                                                             \
+        tsan_atomic(a, sizeof(T), false);                                                         \
+        return *a;                                                                                \
+    }                                                                                             \
+    extern "C" void __tsan_atomic##BITS##_store(volatile T *a, T v, int)                          \
+    {                                                                                             \
+        tsan_atomic(a, sizeof(T), true);                                                          \
+        *a = v;                                                                                   \
+    }                                                                                             \
+    TSAN_RMW(BITS, T, exchange, v)                                                                \
+    TSAN_RMW(BITS, T, fetch_add, old + v)                                                         \
+    TSAN_RMW(BITS, T, fetch_sub, old - v)                                                         \
+    TSAN_RMW(BITS, T, fetch_and, old & v)                                                         \
+    TSAN_RMW(BITS, T, fetch_or, old | v)                                                          \
+    TSAN_RMW(BITS, T, fetch_xor, old ^ v)                                                         \
+    TSAN_RMW(BITS, T, fetch_nand, ~(old & v))                                                     \
+    extern "C" bool __tsan_atomic##BITS##_compare_exchange_strong(volatile T *a, T *expected, T v, int, int) \
+    {                                                                                             \
+        return tsan_compare_exchange(a, expected, v);                                             \
+    }                                                                                             \
+    extern "C" bool __tsan_atomic##BITS##_compare_exchange_weak(volatile T *a, T *expected, T v, int, int) \
+    {                                                                                             \
+        return tsan_compare_exchange(a, expected, v);                                             \
+    }
+TSAN_ATOMIC(8, uint8_t)
+TSAN_ATOMIC(16, uint16_t)
+TSAN_ATOMIC(32, uint32_t)
+TSAN_ATOMIC(64, uint64_t)
+TSAN_ATOMIC(128, unsigned __int128)
+#undef TSAN_ATOMIC
+#undef TSAN_RMW
+extern "C" void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+extern "C" void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+// ---------------------------------------------------------------------------
 // Warp-synchronous calls (shuffles, votes, __syncwarp). Lane = linear thread index % 32.
 // A lane's call deposits its operand and parks the lane (AT_WARP); the call completes when
 // every lane its mask names has arrived, lanes that exited or that the block does not have
@@ -1032,6 +1108,9 @@ static void reset_report()
 struct Module { std::string *path; void *handle; const cudasim_kernel *kernels; int count; uintptr_t base; };
 
 static std::vector<Module> modules;
+// The reply's first byte (worker.py mirrors them): done; a request the worker cannot run; a
+// module that does not load (dlopen's error follows: a failure of the simulator, not the kernel's).
+enum { STATUS_DONE = 0, STATUS_BAD_REQUEST = 1, STATUS_MODULE_NOT_LOADED = 2 };
 
 static Module *module_for(const char *path, char *error, size_t error_size)
 {
@@ -1097,17 +1176,17 @@ int main(int argc, char **argv)
                 memcpy(fds, CMSG_DATA(c), sizeof(int) * nfds);
             }
         char error[512] = "";
-        int status = 0;
+        int status = STATUS_DONE;
         reset_report();
         Module *m = module_for(rq.module, error, sizeof error);
         std::vector<std::pair<void *, size_t>> maps;
         if (!m)
-            status = 1;
+            status = STATUS_MODULE_NOT_LOADED;
         else if (rq.kernel < 0 || rq.kernel >= m->count || nfds != rq.npointers)
         {
             snprintf(error, sizeof error, "bad request: kernel %d of %d, %d fds for %d pointers",
                      rq.kernel, m->count, nfds, rq.npointers);
-            status = 1;
+            status = STATUS_BAD_REQUEST;
         }
         else
         {
@@ -1119,7 +1198,7 @@ int main(int argc, char **argv)
                 if (p == MAP_FAILED)
                 {
                     snprintf(error, sizeof error, "mmap of buffer %d (%zu bytes) failed", i, length);
-                    status = 1;
+                    status = STATUS_BAD_REQUEST;
                     break;
                 }
                 maps.emplace_back(p, length ? length : 1);

@@ -27,6 +27,9 @@ MAX_GLOBAL_RACES = 8
 # What each block of a global-memory race did to the address (GLOBAL_* in runtime.cpp).
 GLOBAL_ACCESS = {1: "store", 2: "atomic"}
 MESSAGE_SIZE = 256
+# The reply's first byte (STATUS_* in runtime.cpp): done; a request the worker cannot run; a
+# module that does not load (dlopen's error follows).
+STATUS_DONE, STATUS_BAD_REQUEST, STATUS_MODULE_NOT_LOADED = 0, 1, 2
 # What a divergence record is (DIVERGE_* in runtime.cpp).
 DIVERGENCE_KINDS = {0: "barrier", 1: "warp_missing_lanes", 2: "warp_mask", 3: "warp_source"}
 
