@@ -56,28 +56,41 @@ def cannot_open(log: str) -> re.Match | None:
 
 
 class DeviceFiles:
-    """The source's device text, and device copies of the user's own headers it includes.
+    """The source's device text, and device copies of the user's own headers it includes, at
+    any depth.
 
-    A header of the user's (``#include "helpers.cuh"`` found in the source's directory or the
-    catalog's include_dirs) is compiled as the source is: its host functions blanked and the
-    #include lines NVRTC cannot open left out, in a copy under ``root`` that starts with
-    ``#line 1 "<the header>"``, so errors still name the user's file and line. The source's
-    #include line is pointed at the copy, on the same line.
+    A header of the user's (``#include "helpers.cuh"`` found beside the file that includes it,
+    in the source's directory or in the catalog's include_dirs) is compiled as the source is:
+    its host functions blanked (and `edit` applied, where a build changes the source's text
+    further), the #include lines the compiler cannot open left out, its own headers of the
+    user's pointed at their copies; in a copy under ``root`` that starts with ``#line 1 "<the
+    header>"``, so errors still name the user's file and line. The #include line is pointed at
+    the copy, on the same line. ``compiler`` is device_part's: "nvrtc" (the lines left out are
+    those NVRTC reports, below) or "host" (the CPU simulator's g++: each #include kept where
+    ``__has_include`` finds it, in the copies too).
     """
 
-    def __init__(self, text: str, user_dirs, root: Path):
-        self.root = root
+    def __init__(self, text: str, user_dirs, root: Path, *, compiler: str = "nvrtc",
+                 edit: Callable[[str], str] | None = None):
+        self.root, self.compiler = root, compiler
         self.texts: dict[str, str] = {"": text}      # "" : the source; else a header's path
-        self.copies: dict[int, str] = {}             # the source's line -> the header it includes
-        for inc in cuda_source.includes(text):
-            if not inc.spelled.startswith('"'):
-                continue
-            found = next((Path(d) / inc.header for d in user_dirs if (Path(d) / inc.header).is_file()), None)
-            if found is None:
-                continue
-            path = str(found.resolve())
-            self.texts.setdefault(path, cuda_source.device_part(found.read_text(), compiler="nvrtc"))
-            self.copies[inc.line] = path
+        self.copies: dict[tuple[str, int], str] = {}   # (file, line) -> the user's header it includes
+        dirs = [Path(d) for d in user_dirs]
+        todo = [("", text, dirs)]
+        while todo:
+            file, text, search = todo.pop()
+            for inc in cuda_source.includes(text):
+                found = next((d / inc.header for d in search if (d / inc.header).is_file()), None) \
+                    if inc.spelled.startswith('"') else None
+                if found is None:
+                    continue
+                path = str(found.resolve())
+                self.copies[(file, inc.line)] = path
+                if path not in self.texts:
+                    device = cuda_source.device_part(found.read_text(), compiler="nvrtc")
+                    self.texts[path] = edit(device) if edit else device
+                    # a quoted #include is looked for beside the header first, as compilers do
+                    todo.append((path, self.texts[path], [found.resolve().parent, *dirs]))
 
     def fingerprint(self) -> list:
         """What the compile depends on, for cache keys: the source's and its headers' device texts."""
@@ -88,20 +101,24 @@ class DeviceFiles:
 
     def program(self, left: tuple[LeftOut, ...]) -> str:
         """The source's device text with `left` blanked, its own headers' copies written."""
-        rows = apply(self.texts[""], tuple(l for l in left if not l.file)).split("\n")
-        for line, path in self.copies.items():
-            if rows[line - 1].strip():
-                rows[line - 1] = f'#include "{self._copy(path, left)}"'
-        return "\n".join(rows)
+        folder = self.root / hashlib.sha256(json.dumps(
+            [self.fingerprint(), [asdict(l) for l in left], self.compiler]).encode()).hexdigest()[:16]
+        places = {path: folder / str(n) / Path(path).name
+                  for n, path in enumerate(sorted(p for p in self.texts if p))}
+        for path, copy in places.items():
+            if not copy.is_file():
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                text = f'#line 1 "{path}"\n' + self._device_text(path, left, places)
+                buildlock.write_atomic(copy, text.encode())
+        return self._device_text("", left, places)
 
-    def _copy(self, path: str, left: tuple[LeftOut, ...]) -> Path:
-        text = f'#line 1 "{path}"\n' + apply(self.texts[path], tuple(l for l in left if l.file == path))
-        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        copy = self.root / digest / Path(path).name
-        if not copy.is_file():
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            buildlock.write_atomic(copy, text.encode())
-        return copy
+    def _device_text(self, file: str, left: tuple[LeftOut, ...], places: dict[str, Path]) -> str:
+        rows = apply(self.texts[file], tuple(l for l in left if l.file == file)).split("\n")
+        for (includer, line), path in self.copies.items():
+            if includer == file and rows[line - 1].strip():
+                rows[line - 1] = f'#include "{places[path]}"'
+        text = "\n".join(rows)
+        return text if self.compiler == "nvrtc" else cuda_source.device_part(text, compiler=self.compiler)
 
     def next_left_out(self, program_name: str, log: str, probe: Check,
                       left: tuple[LeftOut, ...]) -> LeftOut | None:
@@ -118,7 +135,7 @@ class DeviceFiles:
             if failure["file"] in self.texts or str(Path(failure["file"]).resolve()) in self.texts else None
         candidates = [(f, inc) for f in sorted(self.texts, key=lambda f: f == "")
                       for inc in cuda_source.includes(self.texts[f])
-                      if (f, inc.line) not in done and not (f == "" and inc.line in self.copies)]
+                      if (f, inc.line) not in done and (f, inc.line) not in self.copies]
         if file is not None:
             found = next((inc for f, inc in candidates if f == file and inc.line == int(failure["line"])), None)
         else:   # inside a header: the first of these #include lines NVRTC cannot build alone
@@ -126,7 +143,7 @@ class DeviceFiles:
                                 if cannot_open(probe(f"#include {inc.spelled}\n"))), (None, None))
             if found is None and self.copies:   # deeper in a header of the user's: leave it out whole
                 found, file = next(((inc, "") for inc in cuda_source.includes(self.texts[""])
-                                    if inc.line in self.copies and ("", inc.line) not in done), (None, None))
+                                    if ("", inc.line) in self.copies and ("", inc.line) not in done), (None, None))
         return None if found is None else LeftOut(found.line, found.spelled, failure.group(0), file)
 
 

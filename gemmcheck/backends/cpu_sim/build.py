@@ -5,21 +5,27 @@ a generated translation unit includes the simulator's prelude, then the .cu file
 unchanged (its ``#include <cuda_fp16.h>`` finds the fake headers in ``include/``),
 then one ``extern "C"``-tabled launcher per instantiation, passing the kernel's
 parameters in the order of its catalog roles; calling ``entry<...>(...)`` instantiates it.
-Host code in the .cu (``main``, other host functions) is blanked first, lines kept, and so
-are the definitions of the file's kernels the build does not instantiate (isolate.py): a
-kernel nobody asked for, gpu_only or not, never fails the build of its neighbours. An
-``#include`` g++ cannot find (a host library's header) is left out when the build stops on it.
+Host code in the .cu (``main``, other host functions, host prototypes) is blanked first, lines
+kept, and so are the definitions of the file's kernels the build does not instantiate, with
+their explicit instantiations (isolate.py): a kernel nobody asked for, gpu_only or not, never
+fails the build of its neighbours. The user's own headers (found beside the file including
+them, in the source's directory or the catalog's include_dirs) are read the same way, at any
+depth, through device copies (gemmcheck.compile.device_includes, as NVRTC's build reads them).
+An ``#include`` g++ cannot find (a host library's header) is left out, in the source and in
+those headers.
 
 Builds are cached under the user cache directory (``$GEMMCHECK_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/gemmcheck``, else ``~/.cache/gemmcheck``), keyed by a hash of the
-generated source, the kernel source, the simulator's own sources, the compiler and
-its flags. Headers the kernel includes from elsewhere are not part of the key.
+generated source, the kernel source, the device texts of the user's headers it includes,
+the directories searched, the simulator's own sources, the compiler and its flags. System
+headers (the C++ library's) are not part of the key.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -31,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmcheck.backends.cpu_sim import isolate
-from gemmcheck.compile import buildlock
+from gemmcheck.compile import buildlock, device_includes
 from gemmcheck.containment.tools import ToolFailure
 from gemmcheck.contract import cuda_source, launch
 from gemmcheck.phases import timed
@@ -112,23 +118,47 @@ def _key(*parts: bytes | str) -> str:
 _SHARED_ALIGNAS = re.compile(r"\b__shared__(?P<space>\s+)(?P<alignas>alignas\s*\((?:[^()]|\([^()]*\))*\))")
 
 
-def device_copy(source: Path, tmp: Path, entries=None, missing=()) -> Path:
-    """The source's device part in `tmp`: host functions such as `main` blanked, and the
-    definitions of kernels not in `entries` (None: keep all), and the `#include` lines of the
-    `missing` headers; lines kept.
+def device_files(source: Path, entries=None, missing=()) -> device_includes.DeviceFiles:
+    """The source's device part and device copies of the user's own headers it includes, at any
+    depth (found as g++ finds them: beside the including file, in the source's directory, in the
+    catalog's include_dirs), each as g++ builds it: host functions blanked, the definitions of
+    kernels not in `entries` (None: keep all) left out, every #include kept where
+    ``__has_include`` finds it, and the `#include` lines of the `missing` headers left out;
+    lines kept."""
 
-    A `#line` directive keeps g++'s errors and the barrier sites pointing at the user's file.
-    """
-    text = cuda_source.device_part(source.read_text(), strip_host_headers=False)
-    if entries is not None:
-        text = isolate.keep_kernels(text, entries)
-    text = isolate.without_includes(text, missing)
-    # nvcc takes `__shared__ alignas(16) float As[...]`; with __shared__ spelled `static`, g++
-    # wants the standard attribute first: swap the two words (same line, same length).
-    text = _SHARED_ALIGNAS.sub(lambda m: f"{m['alignas']}{m['space']}__shared__", text)
+    def edit(text: str) -> str:
+        if entries is not None:
+            text = isolate.keep_kernels(text, entries)
+        text = isolate.without_includes(text, missing)
+        # nvcc takes `__shared__ alignas(16) float As[...]`; with __shared__ spelled `static`, g++
+        # wants the standard attribute first: swap the two words (same line, same length).
+        return _SHARED_ALIGNAS.sub(lambda m: f"{m['alignas']}{m['space']}__shared__", text)
+
+    return device_includes.DeviceFiles(edit(cuda_source.device_part(source.read_text(), compiler="nvrtc")),
+                                       cuda_source.include_dirs_of(source), cache_dir() / "headers",
+                                       compiler="host", edit=edit)
+
+
+def device_copy(source: Path, tmp: Path, files: device_includes.DeviceFiles) -> Path:
+    """The translation unit's view of the source, in `tmp`: its device part (`files`), its own
+    headers read through their device copies. A `#line` directive keeps g++'s errors and the
+    barrier sites pointing at the user's file."""
     copy = tmp / f"device-{source.name}"
-    copy.write_text(f'#line 1 "{source}"\n' + text)
+    copy.write_text(f'#line 1 "{source}"\n' + files.program(()))
     return copy
+
+
+def _include_flags(source: Path) -> list[str]:
+    """-I for the simulator's CUDA headers, then the source's directory and the catalog's
+    include_dirs, in the order NVRTC searches them."""
+    return [f"-I{INCLUDE}", *(f"-I{d}" for d in cuda_source.include_dirs_of(source))]
+
+
+def _source_key(source: Path, files: device_includes.DeviceFiles) -> list[str]:
+    """What a build reads of the user's files: the source, the device texts of its own headers
+    (every depth), the directories searched."""
+    return [str(source), source.read_text(), json.dumps(files.fingerprint()),
+            json.dumps([str(d) for d in cuda_source.include_dirs_of(source)])]
 
 
 def scalar_slots(instance) -> int:
@@ -293,22 +323,22 @@ def module(source: Path, instances, defines=()) -> Module:
     cxx, version = compiler()
     instances = sorted(instances, key=lambda i: i.name_expression)
     text = launcher_source(Path("device.cu"), instances)
-    key = _key("module", version, " ".join(MODULE_FLAGS), _simulator_sources(), text, str(source),
-               source.read_bytes(), repr(tuple(defines)))
-    built: list[float] = []
-
     entries = {i.spec.entry for i in instances}
+    files = device_files(source, entries)
+    key = _key("module", version, " ".join(MODULE_FLAGS), _simulator_sources(), text, *_source_key(source, files),
+               repr(tuple(defines)))
+    built: list[float] = []
 
     def build(tmp: Path) -> Path:
         gen = tmp / "launchers.cpp"
-        gen.write_text(launcher_source(device_copy(source, tmp, entries), instances))
+        gen.write_text(launcher_source(device_copy(source, tmp, files), instances))
         obj, so = tmp / "launchers.o", tmp / "module.so"
         t0 = time.perf_counter()
         what = f"{source.name}: compiling {', '.join(i.name_expression for i in instances)} for cpu-sim"
-        cmd = [cxx, *COMMON_FLAGS, *MODULE_FLAGS, *_defines(defines), f"-I{INCLUDE}", f"-I{source.parent}",
+        cmd = [cxx, *COMMON_FLAGS, *MODULE_FLAGS, *_defines(defines), *_include_flags(source),
                "-c", str(gen), "-o", str(obj)]
         _compile_device(cmd, what, lambda missing: gen.write_text(
-            launcher_source(device_copy(source, tmp, entries, missing), instances)))
+            launcher_source(device_copy(source, tmp, device_files(source, entries, missing)), instances)))
         _run([cxx, "-shared", str(obj), "-o", str(so)], what + " (link)")
         built.append(time.perf_counter() - t0)
         return so
@@ -324,19 +354,19 @@ def asan_runner(source: Path, instances, defines=()) -> tuple[Path, tuple[str, .
     cxx, version = compiler()
     instances = sorted(instances, key=lambda i: i.name_expression)
     text = launcher_source(Path("device.cu"), instances)
-    key = _key("asan", version, " ".join(ASAN_FLAGS), _simulator_sources(), text, str(source),
-               source.read_bytes(), repr(tuple(defines)))
-
     entries = {i.spec.entry for i in instances}
+    files = device_files(source, entries)
+    key = _key("asan", version, " ".join(ASAN_FLAGS), _simulator_sources(), text, *_source_key(source, files),
+               repr(tuple(defines)))
 
     def build(tmp: Path) -> Path:
         gen = tmp / "launchers.cpp"
-        gen.write_text(launcher_source(device_copy(source, tmp, entries), instances))
+        gen.write_text(launcher_source(device_copy(source, tmp, files), instances))
         out = tmp / "asan-runner"
-        _compile_device([cxx, *COMMON_FLAGS, *ASAN_FLAGS, *_defines(defines), f"-I{INCLUDE}", f"-I{source.parent}",
+        _compile_device([cxx, *COMMON_FLAGS, *ASAN_FLAGS, *_defines(defines), *_include_flags(source),
                          str(RUNTIME), str(gen), "-o", str(out)], f"{source.name}: AddressSanitizer build for cpu-sim",
-                        lambda missing: gen.write_text(
-                            launcher_source(device_copy(source, tmp, entries, missing), instances)))
+                        lambda missing: gen.write_text(launcher_source(
+                            device_copy(source, tmp, device_files(source, entries, missing)), instances)))
         return out
 
     return _cached(key, "asan-runner", build), tuple(i.name_expression for i in instances)
