@@ -7,7 +7,7 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
-from gemmcheck.contract import cuda_source, launch
+from gemmcheck.contract import cuda_source, launch, parameters
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract.catalog import hopper
 from gemmcheck.contract.catalog.instantiations import _check_instantiations, _geometry, _in_configs, _parameters
@@ -132,8 +132,27 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         arch=hopper.arch(entry, fail),
     )
     _check_instantiations(spec, fail)
+    _check_arguments(spec, fail)
     hopper.check(spec, fail)
     return spec
+
+
+def _check_arguments(spec: KernelSpec, fail) -> None:
+    """Every role fits the parameter the kernel declares in its place, in every instantiation:
+    one per parameter, pointers on pointers, integers on integers wide enough for the sizes
+    the suite passes, alpha and beta on floating-point types, tensor maps on CUtensorMaps."""
+    for inst in spec.instances():
+        declared = inst.parameters
+        if not declared:
+            continue   # unreadable, or a stand-in that takes nothing (and so can read no operand)
+        if len(declared) != len(spec.roles):
+            fail(f"args lists {len(spec.roles)} parameters, but {spec.entry} ({parameters.declaration_site(inst)}) "
+                 f"declares {len(declared)}: ({', '.join(p.declared for p in declared)}); give one role per "
+                 "parameter, in order")
+        for role, parameter in zip(spec.roles, declared):
+            why = launch.misfit(role, parameter, inst.name_expression)
+            if why:
+                fail(f"args: {why}")
 
 
 def _roles(entry, fail) -> tuple[tuple, str]:
