@@ -240,3 +240,21 @@ def test_a_packing_that_differs_from_the_compilers_is_named(tmp_path):
         "parameter 4 (M) is packed as int (integer, 4 bytes); the compiler's void gemm<__half, 32>(__half const*, "
         "__half const*, __half*, unsigned long, int, unsigned int, __half, __half, long long, short, unsigned char) "
         "declares unsigned long (integer, 8 bytes)")
+
+
+def test_a_type_spelled_through_a_trait_is_packed_as_the_roles_default_and_not_compared(tmp_path):
+    # typename accumulator<T>::type alpha: neither the declaration nor the symbol gives its size here;
+    # it goes as the role's default (float) and the CPU simulator's build asserts that size
+    (tmp_path / "k.cu").write_text(
+        "template <typename T> struct accumulator { typedef float type; };\n"
+        "template <typename T, int TILE>\n__global__ void broken_reads_c_at_beta_zero(const T *A, const T *B, T *C, "
+        "int M, int N, int K, typename accumulator<T>::type alpha, typename accumulator<T>::type beta) {}\n")
+    (tmp_path / "catalog.toml").write_text(
+        '[[kernel]]\nname = "k"\nsource = "k.cu"\nentry = "broken_reads_c_at_beta_zero"\n'
+        'args = ["A", "B", "C", "M", "N", "K", "alpha", "beta"]\ntiles = [16]\npolicy = "tile2d"\n'
+        'dtypes = ["float32"]\nexpect = "correct"\n')
+    (inst,) = catalog.load(tmp_path / "catalog.toml")[0].instances()
+    assert inst.parameters[6].type.kind == UNKNOWN and str(launch.packed_types(inst)[6]) == "float"
+    symbol = "_Z27broken_reads_c_at_beta_zeroIfLi16EEvPKT_S2_PS0_iiiN11accumulatorIS0_E4typeES6_"
+    assert parameters.compiled_types(symbol)[1][6].kind == UNKNOWN
+    assert launch.compiler_disagreement(inst, symbol) is None
