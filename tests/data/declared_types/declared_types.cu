@@ -1,16 +1,13 @@
 // Correct GEMM kernels whose parameters are not all int and float: the suite must pass every
-// argument in the type the kernel declares (size_t sizes, int64_t leading dimensions, an
-// alpha and beta of the element type), and judge each of them correct.
+// argument in the type the kernel declares (size_t sizes, an alpha and beta of the element
+// type), and judge each of them correct. fixed_width.cu: <cstdint>'s types.
 #include <cstddef>
-#include <cstdint>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
 // Partial sums in float (double for double), as the suite's oracle expects of every dtype.
 template <typename T> struct accumulator { typedef float type; };
 template <> struct accumulator<double> { typedef double type; };
-
-typedef long long index_t;   // a size type of the file's own
 
 // C = A B with size_t sizes, row-major: one thread per element of C.
 template <typename T>
@@ -44,32 +41,4 @@ __global__ void gemm_tutorial(size_t m, size_t n, size_t k, T alpha, T const *A,
     if (static_cast<Acc>(beta) != Acc(0))
         result += static_cast<Acc>(beta) * static_cast<Acc>(C[row * ldc + col]);
     C[row * ldc + col] = static_cast<T>(result);
-}
-
-// cuBLAS style, column-major, with 64-bit leading dimensions and float alpha and beta.
-__global__ void gemm_int64_ld(int M, int N, int K, float alpha, const float *A, int64_t lda, const float *B,
-                              int64_t ldb, float beta, float *C, int64_t ldc)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;   // row of C
-    int j = blockIdx.y * blockDim.y + threadIdx.y;   // column of C
-    if (i >= M || j >= N)
-        return;
-    float sum = 0;
-    for (int p = 0; p < K; ++p)
-        sum += A[i + p * lda] * B[p + j * ldb];
-    C[i + j * ldc] = beta == 0 ? alpha * sum : alpha * sum + beta * C[i + j * ldc];
-}
-
-// Unsigned and the file's own typedef: unsigned M, uint32_t N, index_t (long long) K.
-template <typename T>
-__global__ void gemm_mixed(const T *A, const T *B, T *C, unsigned M, uint32_t N, index_t K)
-{
-    unsigned row = blockIdx.y * blockDim.y + threadIdx.y;
-    unsigned col = blockIdx.x * blockDim.x + threadIdx.x;
-    if (row >= M || col >= N)
-        return;
-    typename accumulator<T>::type sum = 0;
-    for (index_t k = 0; k < K; ++k)
-        sum += static_cast<float>(A[row * K + k]) * static_cast<float>(B[k * N + col]);
-    C[row * N + col] = static_cast<T>(sum);
 }
