@@ -213,7 +213,10 @@ def test_kernels_are_found_after_preprocessing():
     assert found[0].is_template and found[0].line == 15          # the user's line
     assert "__launch_bounds__(BM * BM)" in found[0].head
     assert cuda_source.missing_kernel(text, "sgemm_macro_old", "07_macro_kernel.cu") == (
-        "entry 'sgemm_macro_old' is not a __global__ function of 07_macro_kernel.cu; it declares "
+        "entry 'sgemm_macro_old' is defined at 07_macro_kernel.cu:11 inside `#if 0` (line 10): the compiler "
+        "never sees it")
+    assert cuda_source.missing_kernel(text, "sgemm_macro_new", "07_macro_kernel.cu") == (
+        "entry 'sgemm_macro_new' is not a __global__ function of 07_macro_kernel.cu; it declares "
         "sgemm_macro; did you mean 'sgemm_macro'?")
 
 

@@ -44,7 +44,7 @@
 // ---------------------------------------------------------------------------
 enum { KIND_RAW = 1, KIND_WAR = 2, KIND_WAW = 3, KIND_UNINIT = 4 };
 enum { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_SHUFFLE = 2, SCHED_LOCKSTEP = 3 };
-enum { MAX_POINTERS = 8, MAX_INTS = 16, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4,
+enum { MAX_POINTERS = 8, MAX_ARGUMENT_BYTES = 256, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4,
        MAX_GLOBAL_RACES = 8 };
 // A global-memory race: what the earlier block did to the address, and what the later one did.
 enum { GLOBAL_STORE = 1, GLOBAL_ATOMIC = 2 };
@@ -97,10 +97,10 @@ struct cs_report
 struct cs_request
 {
     char module[1024];
-    int32_t kernel, npointers, nints, schedule;
+    int32_t kernel, npointers, nbytes, schedule;  // nbytes: of arguments, used of MAX_ARGUMENT_BYTES
     uint64_t seed;
     uint32_t grid[3], block[3];
-    int32_t ints[MAX_INTS];
+    uint64_t arguments[MAX_ARGUMENT_BYTES / 8];  // by-value arguments, each in its declared type's bytes
     uint64_t pointer_offset[MAX_POINTERS];  // into the memfd sent with the request, in order
     uint64_t pointer_length[MAX_POINTERS];  // bytes to map
     uint32_t nranges, track;  // track: 0 runs without shared- and global-memory tracking (faster)
@@ -138,7 +138,7 @@ static int current = -1;                 // fiber running, -1: the scheduler
 static void *scheduler_sp;
 static cudasim_launcher kernel_fn;
 static void *kernel_pointers[MAX_POINTERS];
-static int kernel_ints[MAX_INTS];
+alignas(16) static unsigned char kernel_arguments[MAX_ARGUMENT_BYTES];
 static bool lockstep;
 static long long sim_clock;
 static const size_t STACK_SIZE = 256 * 1024;
@@ -220,7 +220,7 @@ extern "C" void cudasim_fiber_main()
 #ifdef __SANITIZE_ADDRESS__
     __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
 #endif
-    kernel_fn(kernel_pointers, kernel_ints);
+    kernel_fn(kernel_pointers, kernel_arguments);
     fibers[current].state = EXITED;
     to_scheduler();
     abort();  // an exited fiber is never resumed
@@ -1213,7 +1213,7 @@ int main(int argc, char **argv)
                     shared_lo = shared_hi = 0, loaded_ranges_for = nullptr;
                 else
                     track_global_buffers(maps, kernel_pointers);
-                memcpy(kernel_ints, rq.ints, sizeof kernel_ints);
+                memcpy(kernel_arguments, rq.arguments, sizeof kernel_arguments);
                 kernel_fn = m->kernels[rq.kernel].launch;
                 run_grid(rq.grid, rq.block, rq.schedule, rq.seed);
                 untrack_global_buffers();
@@ -1235,7 +1235,7 @@ int main(int argc, char **argv)
 #else
 // ---------------------------------------------------------------------------
 // The AddressSanitizer runner: one launch on exact-size heap buffers.
-// argv: kernel-index gx gy gz bx by bz nints ints... npointers (path bytes)...
+// argv: kernel-index gx gy gz bx by bz argument-bytes-in-hex npointers (path bytes)...
 // Writes every buffer back to its file after the launch.
 // ---------------------------------------------------------------------------
 extern "C" const cudasim_kernel cudasim_kernels[];
@@ -1258,9 +1258,12 @@ int main(int argc, char **argv)
         g = (uint32_t)atol(next());
     for (auto &b : block)
         b = (uint32_t)atol(next());
-    int nints = atoi(next());
-    for (int i = 0; i < nints; i++)
-        kernel_ints[i] = atoi(next());
+    const char *hex = next();
+    for (size_t i = 0; hex[2 * i] && hex[2 * i + 1] && i < sizeof kernel_arguments; i++)
+    {
+        char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
+        kernel_arguments[i] = (unsigned char)strtoul(pair, nullptr, 16);
+    }
     int np = atoi(next());
     std::vector<const char *> paths;
     std::vector<size_t> sizes;

@@ -61,5 +61,6 @@ inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #include "device_functions.h"
 
 // Entry table of a generated module: one launcher per catalog instantiation.
-typedef void (*cudasim_launcher)(void *const *pointers, const int *ints);
+// arguments: the by-value arguments, each in the bytes of the type the kernel declares.
+typedef void (*cudasim_launcher)(void *const *pointers, const unsigned char *arguments);
 struct cudasim_kernel { const char *name; cudasim_launcher launch; };
