@@ -2,6 +2,8 @@
 builtin catalog run on cpu-sim (no GPU needed): each fires on the broken kernel that has
 its defect and stays silent on the references."""
 
+from pathlib import Path
+
 import pytest
 
 from gemmcheck.contract import catalog
@@ -104,8 +106,9 @@ def test_global_tracking_names_the_split_k_z_twin_and_is_silent_on_its_sibling_t
 
 # -- warp masks --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, call, line", [("broken_half_mask_shuffle", "__shfl_sync", "const T total = __shfl_sync"),
-                                              ("broken_half_mask_syncwarp", "__syncwarp", "__syncwarp(0x0000ffffu)")])
+@pytest.mark.parametrize("name, call, line",
+                         [("broken_half_mask_shuffle", "__shfl_sync", "const T total = __shfl_sync"),
+                          ("broken_half_mask_syncwarp", "__syncwarp", "__syncwarp(0x0000ffffu)")])
 def test_warp_tracking_names_the_call_its_line_and_the_lanes_outside_the_mask(sim, name, call, line):
     obs = observe(sim, kernel(name, tile=8))
     found = hazards.check_warp_masks(obs)
@@ -128,7 +131,7 @@ def test_warp_tracking_is_silent_on_the_warp_reduce_kernel_whose_masks_are_whole
 
 # -- a user's catalog: a split-K race and a half-mask shuffle that give the right values ---------
 
-TRUST_DETECT = catalog.BUILTIN.parent.parent / "tests" / "data" / "trust_detect" / "catalog.toml"
+TRUST_DETECT = Path(__file__).parent / "data" / "trust_detect" / "catalog.toml"
 
 
 @pytest.mark.parametrize("name", ["splitk_store_vs_atomic", "half_mask_shuffle"])
@@ -143,8 +146,11 @@ def test_a_users_kernels_with_defects_that_leave_right_values_are_named_as_decla
     place = diagnosis.explanation
     if spec.expect == "global_memory_race":   # block z = 0 stored, block z = 1 added: named in every order
         assert "block (0, 0, 0) stored to it and block (0, 0, 1) atomically updated it" in place, place
+        for report in obs.reports:
+            assert {g.schedule for g in report.global_conflicts} == set(hazards.SIMULATOR_SCHEDULES), report.summary()
     else:
-        assert "__shfl_sync at split_k_and_shuffle.cu:" in place and "lanes 16-31 called it with mask 0x0000ffff" in place
+        assert "__shfl_sync at split_k_and_shuffle.cu:" in place, place
+        assert "lanes 16-31 called it with mask 0x0000ffff" in place, place
 
 
 # -- divergent barriers ----------------------------------------------------------------------
