@@ -213,6 +213,18 @@ def test_synccheck_makes_a_divergent_barrier_the_root_of_races_and_wrong_values(
     assert set(d.explains) == {Defect.SHARED_MEMORY_RACE, Defect.WRONG_VALUES}
 
 
+def test_an_invalid_warp_mask_is_the_root_of_the_values_and_races_it_leaves():
+    d = hazards.classify([_finding(Defect.WRONG_VALUES, "exact-bits"),
+                          _finding(Defect.NONDETERMINISM, "schedules"),
+                          _finding(Defect.INVALID_WARP_MASK, "warp-tracking")])
+    assert d.defect == Defect.INVALID_WARP_MASK and d.established_by == ("warp-tracking",)
+    assert set(d.explains) == {Defect.NONDETERMINISM, Defect.WRONG_VALUES}
+    # a divergent barrier is the more specific cause of what both explain
+    d = hazards.classify([_finding(Defect.INVALID_WARP_MASK, "synccheck"),
+                          _finding(Defect.DIVERGENT_BARRIER, "synccheck")])
+    assert d.defect == Defect.DIVERGENT_BARRIER and d.also == (Defect.INVALID_WARP_MASK,)
+
+
 def test_racecheck_names_shared_memory_where_launches_that_differ_alone_do_not():
     d = hazards.classify([_finding(Defect.NONDETERMINISM, "repeat-launch"),
                           _finding(Defect.SHARED_MEMORY_RACE, "racecheck")])

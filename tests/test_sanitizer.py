@@ -48,6 +48,39 @@ def test_synccheck_reports_a_divergent_barrier():
     assert finding.details["reports"][0]["thread"] == "by thread (0,6,0) in block (0,2,0)"
 
 
+def synccheck_log(head: str, kernel: str = "broken_half_mask_syncwarp") -> str:
+    """Two synccheck reports with `head`, laid out as the H200's logs lay them out."""
+    fn = f"void {kernel}<float, (int)8>(const T1 *, const T1 *, T1 *, int, int, int)"
+    return "".join(["========= COMPUTE-SANITIZER\n",
+                    *(f"========= {head}\n=========     at {fn}+0x650\n"
+                      f"=========     by thread ({lane},0,0) in block (0,0,0)\n========= \n" for lane in (16, 17)),
+                    "========= ERROR SUMMARY: 2 errors\n"])
+
+
+# The report NVIDIA's documentation gives for a __syncwarp() whose calling lane is not in its
+# mask (Compute Sanitizer, "Understanding Synccheck Reports": "Invalid arguments: A barrier
+# instruction or primitive was used with invalid arguments. This can occur for example if not
+# all threads reaching a __syncwarp() declare themselves in the mask parameter"), with and
+# without the period the H200's 2025.3.1 puts after a head ("Divergent thread(s) in block.").
+# Not yet recorded on a GPU: broken_half_mask_syncwarp's synccheck log is to confirm it.
+@pytest.mark.parametrize("head", ["Barrier error detected. Invalid arguments",
+                                  "Barrier error detected. Invalid arguments."])
+def test_synccheck_reports_a_lane_outside_its_syncwarp_mask_as_an_invalid_warp_mask(head):
+    report = sanitizer.parse("synccheck", sanitizer.blocks(synccheck_log(head)))
+    (finding,) = report.findings
+    assert finding.defect == Defect.INVALID_WARP_MASK and finding.detector == "synccheck"
+    assert finding.count == 2 and report.unrecognized == []
+    assert finding.details["reports"][0]["thread"] == "by thread (16,0,0) in block (0,0,0)"
+    assert finding.summary.startswith(f"synccheck: {head} (2 report(s); first by thread (16,0,0) in block (0,0,0) "
+                                      "at void broken_half_mask_syncwarp<float, (int)8>")
+    assert "invalid_warp_mask" in sanitizer.FLOODS["synccheck"]   # one report per lane: it ends a batch
+
+
+def test_a_barrier_error_of_another_kind_is_kept_not_named():
+    report = sanitizer.parse("synccheck", sanitizer.blocks(synccheck_log("Barrier error detected. Barrier overflow")))
+    assert report.findings == [] and report.unrecognized[0].startswith("Barrier error detected. Barrier overflow")
+
+
 def test_memcheck_reports_an_invalid_global_write_as_out_of_bounds_write():
     report = parsed("broken_faults-memcheck")
     (finding,) = report.findings

@@ -12,6 +12,12 @@ What each report establishes, and no more:
   SHARED_MEMORY_RACE. Its analysis report does not say which access came
   first, so no RAW / WAR direction is claimed.
 - synccheck "Barrier error detected. Divergent thread(s) in block/warp": DIVERGENT_BARRIER.
+- synccheck "Barrier error detected. Invalid arguments": INVALID_WARP_MASK. NVIDIA's
+  documentation (Understanding Synccheck Reports) gives it for a barrier primitive called
+  with invalid arguments, "for example if not all threads reaching a __syncwarp() declare
+  themselves in the mask parameter"; it does not see lanes a mask names that never arrive.
+  A shuffle's constant mask is dropped by the compiler (sm_90: SHFL.IDX carries none), so
+  there it may say nothing: the CPU simulator's warp tracking sees those.
 - memcheck "Invalid __global__/__shared__/__local__ read|write": OUT_OF_BOUNDS_READ / _WRITE.
 - initcheck "Uninitialized __global__ memory read": OUT_OF_BOUNDS_READ (every
   operand and C is initialized before the launch, so it read outside them).
@@ -36,7 +42,7 @@ PRINT_LIMIT = 100   # reports a child prints, all its launches together (--print
 # would go unprinted (on an H200, in a child kept going after the first one's error, synccheck
 # printed nothing of a second divergent barrier; memcheck nothing of a second read out of bounds).
 FLOODS = {"memcheck": frozenset({Defect.OUT_OF_BOUNDS_READ.value, Defect.OUT_OF_BOUNDS_WRITE.value}),
-          "synccheck": frozenset({Defect.DIVERGENT_BARRIER.value})}
+          "synccheck": frozenset({Defect.DIVERGENT_BARRIER.value, Defect.INVALID_WARP_MASK.value})}
 _UNPRINTED = re.compile(r"ERROR SUMMARY: (\d+) errors? were not printed")
 MISSING = "needs compute-sanitizer on PATH; not found"
 STEP_TIMEOUT_S = 120.0
@@ -151,7 +157,7 @@ class Report:
 def parse(tool: str, report_blocks) -> Report:
     """Findings from one tool's report blocks (all about one kernel)."""
     report = Report(tool)
-    races, barriers, invalid, uninit = [], [], {}, []
+    races, barriers, bad_arguments, invalid, uninit = [], [], [], {}, []
     for b in report_blocks:
         if b.head.startswith("Program hit "):
             report.api_errors.append(b.head)
@@ -164,10 +170,12 @@ def parse(tool: str, report_blocks) -> Report:
                      for o in others if o]
             races.append({"severity": m.group(1).lower(), "access": m.group(2), "at": m.group(3),
                           "with": pairs, "hazards": sum(p["hazards"] for p in pairs)})
-        elif (m := _BARRIER.match(b.head)) and "Divergent thread" in m.group(1):
+        elif (m := _BARRIER.match(b.head)) and (m.group(1).startswith("Divergent thread")
+                                                or m.group(1).rstrip(".") == "Invalid arguments"):
             t = next((_THREAD.search(x) for x in b.body if _THREAD.search(x)), None)
-            barriers.append({"what": m.group(1), "thread": t.group(0) if t else None,
-                             "at": next((x[3:] for x in b.body if x.startswith("at ")), None)})
+            (barriers if m.group(1).startswith("Divergent thread") else bad_arguments).append(
+                {"what": m.group(1), "thread": t.group(0) if t else None,
+                 "at": next((x[3:] for x in b.body if x.startswith("at ")), None)})
         elif m := _INVALID.match(b.head):
             key = (m.group(1), m.group(2))
             invalid.setdefault(key, []).append({"size": int(m.group(3)), "details": b.body[:5]})
@@ -192,6 +200,14 @@ def parse(tool: str, report_blocks) -> Report:
             f"synccheck: {first['what']} ({len(barriers)} report(s); first {first['thread']}): "
             f"a __syncthreads() is reached by only some threads of a block", len(barriers), None,
             {"reports": barriers[:8]}))
+    if bad_arguments:
+        first = bad_arguments[0]
+        report.findings.append(Finding(
+            Defect.INVALID_WARP_MASK, Detector.SYNCCHECK,
+            f"synccheck: Barrier error detected. {first['what']} ({len(bad_arguments)} report(s); first "
+            f"{first['thread']}{' at ' + first['at'] if first['at'] else ''}): a barrier or warp-synchronous "
+            f"primitive called with invalid arguments, such as a __syncwarp() whose calling lane is not in "
+            f"its mask", len(bad_arguments), None, {"reports": bad_arguments[:8]}))
     for (space, direction), items in sorted(invalid.items()):
         defect = Defect.OUT_OF_BOUNDS_WRITE if direction == "write" else Defect.OUT_OF_BOUNDS_READ
         where = " ".join(items[0]["details"][:4])

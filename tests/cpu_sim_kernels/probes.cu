@@ -103,3 +103,22 @@ __global__ void store_and_atomic_of_one_block(const T *A, const T *B, T *C, int 
 {
     store_then_add_body<T, TILE, 0>(C, M, N);
 }
+
+// Thread (0, 0) of blocks (0, 0) and (1, 0) atomically adds 1 to C[0]; then block (1, 0)'s
+// stores 5 there. Block 1's store races with block 0's add (nothing orders them), whichever
+// order the blocks run in: forward, block 1's own add comes between the two. Every other
+// element is stored once, by its own thread.
+template <typename T, int TILE>
+__global__ void atomics_of_two_blocks_then_a_store(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    if (row < M && col < N && row * N + col != 0)
+        C[row * N + col] = T(row * N + col);
+    if (blockIdx.x < 2 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0)
+    {
+        atomicAdd(&C[0], T(1));
+        if (blockIdx.x == 1)
+            C[0] = T(5);
+    }
+}
