@@ -131,7 +131,7 @@ def test_warp_tracking_is_silent_on_the_warp_reduce_kernel_whose_masks_are_whole
 
 # -- a user's catalog: a split-K race and a half-mask shuffle that give the right values ---------
 
-TRUST_DETECT = Path(__file__).parent / "data" / "trust_detect" / "catalog.toml"
+TRUST_DETECT = Path(__file__).parent / "data" / "trust_sim" / "catalog.toml"
 
 
 @pytest.mark.parametrize("name", ["splitk_store_vs_atomic", "half_mask_shuffle"])
