@@ -68,6 +68,37 @@ def unknown_instantiations(specs, thresholds: Thresholds) -> list[str]:
     return problems
 
 
+def baseline_instances(base: KernelSpec, threshold: Threshold, size: int, timed_tiles) -> list[Instance]:
+    """The instantiations of kernel `base` that `threshold` compares with at N = size: its
+    baseline_tile, or every TILE timed ("best"); a kernel without a tile, its one."""
+    if threshold.dtype not in base.dtypes:
+        return []
+    if not base.has_tile:
+        candidates = [Instance(base, threshold.dtype)]
+    elif threshold.baseline_tile == "best":
+        candidates = [Instance(base, threshold.dtype, t) for t in base.tiles if t in timed_tiles]
+    else:
+        candidates = [Instance(base, threshold.dtype, threshold.baseline_tile)] \
+            if threshold.baseline_tile in base.tiles else []
+    return [i for i in candidates if i.supports(size, size, size)]
+
+
+def claim_instances(specs, threshold: Threshold, size: int, thresholds: Thresholds) -> list[Instance]:
+    """Every instantiation a threshold times at N = size: its own, and its baseline kernel's
+    (none for cuBLAS or the FP32 peak); what the catalog lacks is left out (the claim says so
+    when it runs)."""
+    by_name = {s.name: s for s in specs}
+    out = []
+    if threshold.kernel in by_name:
+        try:
+            out.append(claimed_instance(by_name[threshold.kernel], threshold))
+        except ValueError:
+            pass
+    if threshold.baseline in by_name:
+        out += baseline_instances(by_name[threshold.baseline], threshold, size, thresholds.timing.tiles)
+    return [i for i in out if i.supports(size, size, size)]
+
+
 @dataclass(frozen=True)
 class Case:
     """A claim at one size: a threshold, or a refusal (a positive control)."""

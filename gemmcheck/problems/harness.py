@@ -331,10 +331,7 @@ class GuardedGemm:
             try:
                 self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
             except KernelLaunchError as exc:
-                # the verdict names the shape that showed the crash or hang (a backend knows the
-                # grid, not the problem); same class and attributes (context_lost) kept
-                if exc.args and isinstance(exc.args[0], str) and "; problem M" not in exc.args[0]:
-                    exc.args = (f"{exc.args[0]}; problem M{self.M} N{self.N} K{self.K}", *exc.args[1:])
+                name_the_problem(exc, self.M, self.N, self.K)
                 raise
         c_bits, unwritten, c_damage = self._read_C()
         damage, changed = {"C": c_damage}, {}
@@ -392,6 +389,53 @@ DEVICE_COMPARE_BYTES = 1 << 22
 
 def _on_device(buf: GuardedBuffer) -> bool:
     return buf.bits.nbytes >= DEVICE_COMPARE_BYTES
+
+
+def name_the_problem(exc: KernelLaunchError, M: int, N: int, K: int) -> KernelLaunchError:
+    """`exc` naming the problem that showed the crash or hang (a backend knows the grid, not
+    the problem): in its message, and as its `problem` (the verdict's); same class and
+    attributes (context_lost) kept."""
+    if exc.args and isinstance(exc.args[0], str) and "; problem M" not in exc.args[0]:
+        exc.args = (f"{exc.args[0]}; problem M{M} N{N} K{K}", *exc.args[1:])
+    if not getattr(exc, "problem", ""):
+        exc.problem = problem_label(M, N, K)
+    return exc
+
+
+def problem_label(M: int, N: int, K: int) -> str:
+    """How a verdict names a problem it saw: ``M4096xN4096xK4096``."""
+    return f"M{M}xN{N}xK{K}"
+
+
+# -- a plain launch: no guard bands, nothing read back ------------------------------------------
+
+PLAIN_POOL = 4099   # values drawn for a plain launch's A and B, repeated to their size
+
+
+def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C) -> dict:
+    """Every role's value for a plain launch: A, B, C as given, tight leading dimensions, alpha
+    1 and beta 0. How the performance suite launches, and the isolated probe at its sizes."""
+    return {"A": A, "B": B, "C": C, "M": M, "N": N, "K": K,
+            **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K), "alpha": 1, "beta": 0}
+
+
+def plain_operands(backend: Backend, dtype: dt.DType, M: int, N: int, K: int, seed: int = 0) -> tuple:
+    """(A, B, C) as plain device buffers of `dtype`'s bits, for a launch watched only for a
+    fault or a hang (the isolated probe at the performance suite's sizes): A and B hold finite
+    values in (-1, 1), a pool of PLAIN_POOL draws repeated to their size (drawing 2 x 67M values
+    for 8192^2 would cost the probe seconds a size), C the poison bits."""
+    pool = dt.to_bits(dt.round_draws(np.random.default_rng(seed).uniform(-1, 1, PLAIN_POOL), dtype), dtype)
+    return (backend.to_device(np.resize(pool, M * K)), backend.to_device(np.resize(pool[::-1], K * N)),
+            backend.to_device(np.full(M * N, dtype.poison_bits, dtype=dtype.storage)))
+
+
+def plain_launch(backend: Backend, instance: Instance, M: int, N: int, K: int, operands) -> None:
+    """One launch of `instance` on plain `operands` (plain_operands), waited for: a crash or a
+    hang raises the backend's KernelLaunchError, naming the problem (name_the_problem)."""
+    try:
+        backend.launch(instance, launch.plan(instance, plain_values(instance, M, N, K, *operands)))
+    except KernelLaunchError as exc:
+        raise name_the_problem(exc, M, N, K)
 
 
 def run_once(backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray,
