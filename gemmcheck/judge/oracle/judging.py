@@ -33,6 +33,7 @@ from gemmcheck.judge.oracle.judgement import Judgement, reproduction
 from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
 from gemmcheck.phases import timed
+from gemmcheck.problems.harness import NEVER_WRITTEN
 from gemmcheck.verdict import Defect, Finding
 
 
@@ -138,7 +139,8 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     unwritten = xp.asarray(run.unwritten, dtype=bool)
     written = ~unwritten
 
-    # 1. Unwritten: still the poison bits (beta != 0: still C0's bits, which no correct result has).
+    # 1. Unwritten (harness.NEVER_WRITTEN: the poison, and the second poison on a launch with it;
+    #    beta != 0: still C0's bits, which no correct result has).
     if unwritten.any():
         if C0 is not None:
             what = "never written (still C0's bits, which every correct result changes)"
@@ -150,7 +152,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
             what = ("still the poison bits: never written, or computed from C's NaN (a read of C at "
                     "beta = 0 keeps its payload)")
         else:
-            what = "never written (still the poison bits)"
+            what = NEVER_WRITTEN
         findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst, what))
         error_map[unwritten] = xp.inf
 
