@@ -90,7 +90,8 @@ class Backend:
         self.gpu, self.behaviour, self.launches, self.first = gpu, behaviour, 0, None
 
     def enqueue(self, instance, planned):
-        self.kernel(instance)(planned.grid, planned.block, planned.args)
+        by_role = dict(zip(instance.spec.roles, planned.args))   # whatever the kernel's argument order
+        self.kernel(instance)(planned.grid, planned.block, (by_role["A"], by_role["B"], by_role["C"]))
 
     def launch(self, instance, planned):   # enqueue and wait (the check launch)
         self.enqueue(instance, planned)

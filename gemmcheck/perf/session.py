@@ -221,8 +221,9 @@ class ImpossibleTime(AssertionError):
 
 
 def _where(c: Check, instance: Instance) -> str:
-    return (f"worst |C - C_ref| is {c.worst_ratio:.3g} x the forward error bound at C{list(c.where)} "
-            f"(tile {c.where[0] // instance.tile},{c.where[1] // instance.tile}), {c.nans} NaN")
+    tile = instance.declared_tile
+    at = f" (tile {c.where[0] // tile},{c.where[1] // tile})" if tile else ""
+    return f"worst |C - C_ref| is {c.worst_ratio:.3g} x the forward error bound at C{list(c.where)}{at}, {c.nans} NaN"
 
 
 def _read_of_c(session: PerfSession, instance: Instance, size: int, check: Check) -> str:
@@ -297,8 +298,9 @@ def judge(session: PerfSession, threshold: Threshold, size: int, specs) -> Evalu
     timed_tiles = session.timer.timing.tiles
     candidates = baseline_instances(base, threshold, size, timed_tiles)
     if not candidates:
-        raise Unjudgeable(f"baseline {threshold.baseline} has no instantiation at {threshold.dtype}, "
-                          f"TILE {threshold.baseline_tile} (timed TILEs {list(timed_tiles)}) for N={size}")
+        which = (f", TILE {threshold.baseline_tile} (timed TILEs {list(timed_tiles)})" if base.has_tile else "")
+        raise Unjudgeable(f"baseline {threshold.baseline} has no instantiation at {threshold.dtype}{which} "
+                          f"for N={size}")
     rates = {}
     for inst in candidates:
         try:
@@ -311,6 +313,6 @@ def judge(session: PerfSession, threshold: Threshold, size: int, specs) -> Evalu
         raise Unjudgeable(f"baseline {threshold.baseline} at N={size}: {status_of(missing)}: {missing}")
     best = max(rates, key=rates.get)
     label = best.id + (f" (best of TILE {', '.join(str(i.tile) for i in candidates)})"
-                       if threshold.baseline_tile == "best" else "")
+                       if threshold.baseline_tile == "best" and base.has_tile else "")
     return evaluate(threshold, size, value, rates[best], label, device)
 

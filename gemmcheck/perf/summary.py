@@ -51,15 +51,16 @@ def best_rows(session: PerfSession) -> dict[tuple[str, str, int], tuple[str, Row
 
 
 def best_lines(session: PerfSession) -> list[str]:
-    """One line per kernel, dtype and N: its fastest timed config (or TILE) and its share of cuBLAS."""
+    """One line per kernel, dtype and N: its fastest timed config (or TILE; nothing for a kernel
+    with one instantiation, which has neither) and its share of cuBLAS."""
     lines = []
     cublas = session.cublas_measurements()
     for (kernel, dtype, size), (label, row) in sorted(best_rows(session).items(), key=lambda kv: (kv[0][2], kv[0])):
         inst, m = row.instance, row.measurement
-        which = inst.config if inst.config is not None else f"TILE{inst.tile}"
         base = row.cublas or cublas.get((dtype, size))
         share = f", {100 * m.tflops / base.tflops:.1f}% of cuBLAS {dtype}" if base else ""
-        lines.append(f"best {kernel} {dtype} N={size}: {which}, {m.tflops:.2f} TFLOP/s{share}")
+        which = f"{inst.variant}, " if inst.variant else ""
+        lines.append(f"best {kernel} {dtype} N={size}: {which}{m.tflops:.2f} TFLOP/s{share}")
     return lines
 
 

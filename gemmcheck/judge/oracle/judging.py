@@ -29,7 +29,7 @@ from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.judge.oracle.bound import Bound, _ratio
 from gemmcheck.judge.oracle.exactness import _scaled, exact_reference
-from gemmcheck.judge.oracle.judgement import Judgement, reproduction
+from gemmcheck.judge.oracle.judgement import Judgement, _tile_of, reproduction
 from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
 from gemmcheck.phases import timed
@@ -237,11 +237,12 @@ def _finding(defect: Defect, detector: str, mask, inst, what: str,
     mask = arrays.to_host(mask)
     count = int(np.count_nonzero(mask))
     i, j = (int(x) for x in np.unravel_index(int(np.argmax(mask)), mask.shape))   # the first, row-major
-    tiles = _tiles(mask, inst.tile)
-    shown = ", ".join(f"({a},{b})" for a, b in tiles[:8]) + (" ..." if len(tiles) > 8 else "")
-    summary = (f"{what}: {count} of {mask.size} elements; first C[{i}, {j}] "
-               f"(tile {i // inst.tile}, {j // inst.tile}); tiles {shown}")
-    info = {"tiles": [list(t) for t in tiles[:64]], "fraction": count / mask.size}
+    summary = f"{what}: {count} of {mask.size} elements; first C[{i}, {j}]" + _tile_of(i, j, inst)
+    info = {"fraction": count / mask.size}
+    if inst.declared_tile:   # (a kernel without a tile is never told of one)
+        tiles = _tiles(mask, inst.declared_tile)
+        summary += "; tiles " + ", ".join(f"({a},{b})" for a, b in tiles[:8]) + (" ..." if len(tiles) > 8 else "")
+        info["tiles"] = [list(t) for t in tiles[:64]]
     info.update(details or {})
     return Finding(defect, detector, summary, count, (i, j), info)
 
