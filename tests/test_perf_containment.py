@@ -98,7 +98,7 @@ def test_the_sized_probe_is_given_every_row_and_claim_the_session_times_and_runs
     result.assert_outcomes(passed=4)
     assert seen["launches"] == [(f"{name}-float32-TILE16", [2048])
                                 for name in ("faults_at_large_m", "good", "vector_loads_odd_k")]
-    assert abs(seen["sized"] - seen["small"]) < 0.5   # side by side, not one after the other
+    assert abs(seen["sized"] - seen["small"]) < 0.9   # side by side, not one after the other (1 s)
 
 
 CLAIMS = """
