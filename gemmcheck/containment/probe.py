@@ -61,6 +61,7 @@ def probe_sizes(launches, backend_name: str, timeout: float,
     says why). Raises isolation.IsolationError (a tools.ToolFailure) when the child itself
     cannot run, twice."""
     from gemmcheck.judge import isolation
+    from gemmcheck.problems.harness import problem_label
 
     by_key = {isolation.instance_key(i): i for i in launches}
     steps = sized_probe_steps(launches)
@@ -79,7 +80,7 @@ def probe_sizes(launches, backend_name: str, timeout: float,
         if inst.id not in first:
             continue
         at, status, what = first[inst.id]
-        problem = f"M{at}xN{at}xK{at}"
+        problem = problem_label(at, at, at)
         for n in sorted(set(sizes)):
             if n == at:
                 lost[(inst.id, n)] = Lost(status, f"in the isolated probe on {problem}: {what}", problem=problem)
@@ -96,6 +97,7 @@ def probe_instances(instances, backend_name: str, timeout: float,
     Raises isolation.IsolationError (a tools.ToolFailure) when the child itself cannot run,
     twice."""
     from gemmcheck.judge import isolation
+    from gemmcheck.problems.harness import problem_label
 
     by_key = {isolation.instance_key(i): i for i in instances}
     steps = probe_steps(by_key.values())
@@ -111,7 +113,7 @@ def probe_instances(instances, backend_name: str, timeout: float,
     for out in sorted(outcomes.values(), key=lambda o: o.step.id):
         if out.status in ("crash", "failed", "hang"):
             step, inst_id = out.step, by_key[out.step.instance_key].id
-            problem = f"M{step.M}xN{step.N}xK{step.K}"
+            problem = problem_label(step.M, step.N, step.K)
             lost.setdefault(inst_id, Lost(
                 "hang" if out.status == "hang" else "crash",
                 f"in the isolated probe on {problem}: " + out.message.removeprefix(f"{inst_id}: "),
@@ -164,14 +166,15 @@ def sized_findings(state: Containment) -> dict[tuple[str, int], Lost]:
 
 def stop_probe(state: Containment) -> None:
     """A session that ends before any launch here (its launching tests deselected by -x,
-    skipped, interrupted) does not wait for the probes: their children are killed, no other
-    starts."""
+    skipped, interrupted) does not wait for the probe: its child is killed (and the sized
+    probe's), no other starts. Once launches here began (the small probe was waited for), the
+    process may run other children (the kill matrix's, which other workers may wait for): a
+    sized probe still running is waited for, never killed with them."""
     from gemmcheck.judge import isolation
 
-    running = [f for f in (state.probe, state.sized_probe) if f is not None and not f.done()]
-    if not running:
-        return
-    state.probe_stop.set()
-    isolation.stop_running_children()
-    for future in running:
-        future.exception()   # until its thread has let go of the child
+    if state.probe is not None and not state.probe.done():
+        state.probe_stop.set()
+        isolation.stop_running_children()
+        state.probe.exception()   # until its thread has let go of the child
+    if state.sized_probe is not None:
+        state.sized_probe.exception()
