@@ -164,12 +164,16 @@ FAULTING = "faults_from_4096-float32-TILE16"
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("probe", ["on", "off"])
 @pytest.mark.parametrize("workers", [(), ("-n", "8")], ids=["serial", "xdist"])
-def test_a_kernel_that_faults_at_the_timed_size_costs_its_row_and_every_other_row_is_timed(tmp_path, workers):
+def test_a_kernel_that_faults_at_the_timed_size_costs_its_row_and_every_other_row_is_timed(tmp_path, workers,
+                                                                                         probe):
     """tests/data/perf_faults: faults_from_4096 is right at every small size (the isolated
-    probe passes it) and faults at 4096^3, the ci profile's size. The sized probe meets it in
-    its child: its throughput test fails once with its crash at that size (one verdict), every
-    other kernel is timed, and nothing is printed about a lost context or at exit."""
+    probe passes it) and faults at 4096^3, the ci profile's size. With the probe on, the sized
+    probe meets it in its child; off, its check launch here loses the context and the rest
+    runs in a fresh process (a fresh worker under -n). Either way its throughput test fails
+    once with its crash at that size (one verdict), every other kernel is timed, and nothing
+    is printed about a lost context or at exit."""
     from gemmcheck.backends import device
 
     found, why = device.cuda_device()
@@ -177,13 +181,16 @@ def test_a_kernel_that_faults_at_the_timed_size_costs_its_row_and_every_other_ro
         pytest.skip(f"needs a CUDA device; {why}")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rsf", "suites/performance",
-                             f"--gemm-catalog={PERF_FAULTS}", "--gemm-profile=ci", *workers,
+                             f"--gemm-catalog={PERF_FAULTS}", "--gemm-profile=ci", f"--gemm-probe={probe}", *workers,
                              f"--gemm-verdicts={tmp_path / 'v.json'}", f"--alluredir={tmp_path / 'allure'}"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     out = result.stdout + result.stderr
     failed = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("FAILED ")]
     assert failed == [f"suites/performance/test_throughput.py::test_throughput[{FAULTING}-N4096]"], out[-4000:]
-    assert f"crash: {FAULTING} (faults_from_4096<float, 16>): in the isolated probe on M4096xN4096xK4096: " in out
+    said = (f"in the isolated probe on M4096xN4096xK4096: " if probe == "on"
+            else f"launch of faults_from_4096<float, 16> with grid (256, 256, 1) block (16, 16, 1) failed: ")
+    assert f"crash: {FAULTING} (faults_from_4096<float, 16>): {said}" in out, out[-4000:]
+    assert "cudaErrorIllegalAddress" in out
     for gone in ("context was lost", "Error in sys.excepthook", "Exception ignored", "crashed while running"):
         assert gone not in out, out[-4000:]
     doc = json.loads((tmp_path / "v.json").read_text())
