@@ -7,7 +7,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 
 from gemmcheck import perf
 from gemmcheck.contract import catalog
@@ -27,13 +26,15 @@ def test_its_instantiation_names_no_tile():
 
 
 def test_the_performance_tables_best_line_names_no_tile(monkeypatch):
-    from test_perf_gpu_path import Backend, Clock, FakeGpu
     import sys
+
+    from test_perf_gpu_path import Backend, Clock, FakeGpu
 
     gpu = FakeGpu()
     for name, module in gpu.module().items():
         monkeypatch.setitem(sys.modules, name, module)
     from gemmcheck.backends import device
+
     monkeypatch.setattr(device, "properties", lambda device_id=0: device.DeviceProperties(
         "Fake H200", (9, 0), 132, 1.98e9, 3 * 64 * 64 * 4))
     monkeypatch.setattr(device, "SmClock", Clock)
