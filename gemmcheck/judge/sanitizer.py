@@ -22,6 +22,14 @@ What each report establishes, and no more:
 - initcheck "Uninitialized __global__ memory read": OUT_OF_BOUNDS_READ (every
   operand and C is initialized before the launch, so it read outside them).
 Anything else the tool reports is kept verbatim as `unrecognized`, never dropped.
+
+A launch that failed under a tool (a fault: "unspecified launch failure", an illegal address)
+is a CRASH only where no tool reported an access of the kernel's outside memory: memcheck ends
+a kernel at the invalid access it reports (it destroys the context on it), and the same access
+faults under the other tools, which have no guard bands to catch it. A reported access is the
+root cause, and such a failure is what it explains, said in its finding (`judged`). A launch
+that failed without a tool (the plain detectors' run, guard bands around every operand) is
+the kernel's crash in its own right: broken_faults stores where no allocation is.
 """
 
 from __future__ import annotations
@@ -239,14 +247,14 @@ class ToolRun:
 
     def findings(self, instance) -> list[Finding]:
         """The tool's findings for one instantiation; a launch that failed under the tool
-        with no report from it is a CRASH (or HANG) in its own right."""
+        with no report from it is a CRASH (or HANG) in its own right, and one after it
+        reported an access outside memory is what that access explains (judged)."""
         found = list(self.reports[instance.id].findings)
-        failed = [o.finding for o in self.outcomes_of(instance).values() if o.finding is not None]
+        failed = [replace(f, summary=f"under {self.tool}: {f.summary}", details={**f.details, "tool": self.tool})
+                  for f in (o.finding for o in self.outcomes_of(instance).values()) if f is not None]
         if failed and not found:
-            f = failed[0]
-            found.append(replace(f, summary=f"under {self.tool}: {f.summary}",
-                                 details={**f.details, "tool": self.tool}))
-        return found
+            return failed[:1]
+        return judged(found + failed[:1]) if any(map(_an_access, found)) else found
 
     def outcomes_of(self, instance) -> dict:
         """{step id: StepOutcome} of one instantiation's steps, in step order."""
@@ -271,6 +279,30 @@ class ToolRun:
                       + (f" ({o.message})" if o.message else ""), *o.output]
         return ToolRun(self.tool, {instance.id: self.reports[instance.id]}, mine, "\n".join(lines),
                        list(self.unattributed), self.unprinted & {instance.id})
+
+
+def judged(findings: list[Finding]) -> list[Finding]:
+    """`findings` of one instantiation (every tool's, and the plain detectors'), a launch that
+    failed under a tool judged by what the tools reported: where memcheck reported an access
+    outside memory, that access is the root cause and each CRASH under a tool (memcheck ends a
+    kernel at the access it reports; the same access faults under the other tools) is what it
+    explains, said in the access's finding instead of standing as a crash of its own. Without
+    such a report, and for a crash without a tool (the plain run's), as they are."""
+    accesses = [f for f in findings if _an_access(f)]
+    failures = [f for f in findings if f.defect == Defect.CRASH and f.details.get("tool")]
+    if not (accesses and failures):
+        return list(findings)
+    root = accesses[0]
+    explained = replace(root, summary=f"{root.summary}; it explains the launch failure"
+                                      f"{'s' if len(failures) > 1 else ''}: {'; '.join(f.summary for f in failures)}",
+                        details={**root.details, "explains": [f.summary for f in failures]})
+    return [explained if f is root else f for f in findings if f not in failures]
+
+
+def _an_access(finding: Finding) -> bool:
+    """Whether `finding` is an access outside memory that memcheck reported (it stops the kernel there)."""
+    return finding.detector == Detector.MEMCHECK and finding.defect in (Defect.OUT_OF_BOUNDS_WRITE,
+                                                                          Defect.OUT_OF_BOUNDS_READ)
 
 
 def _groups(steps, instances):

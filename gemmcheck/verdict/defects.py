@@ -68,7 +68,7 @@ CATEGORIES: dict[str, str] = {
                            "not both atomically"),
     "Race of unknown place": "results change between identical launches; no detector localized the race",
     "Out-of-bounds access": "guard bands changed, guard NaNs read into results, inputs written",
-    "Unwritten output": "elements of C still hold the poison after the launch",
+    "Unwritten output": "elements of C never written: the poison after the launch, a second one after another",
     "Wrong values": "bits differ from the exact result, or the error breaks the bound",
     "Performance regression": "slower than the ratio to cuBLAS or the device ceiling allows",
 }

@@ -122,3 +122,24 @@ __global__ void atomics_of_two_blocks_then_a_store(const T *A, const T *B, T *C,
             C[0] = T(5);
     }
 }
+
+// Writes every element of C; the first row's are computed from a NaN carrying the poison's
+// payload (gemmcheck.contract.dtypes: 0x7FC0DEAD, 0x7FF8DEADDEADDEAD), as a race that reads
+// stale shared memory which held the poison computes them: NaN + x keeps the NaN's payload
+// (on the CPU, and in a GPU's float64). Written, though their bits are the poison's.
+template <typename T> __device__ T poison_nan();
+template <> __device__ float poison_nan<float>() { return __int_as_float(0x7FC0DEAD); }
+template <> __device__ double poison_nan<double>() { return __longlong_as_double(0x7FF8DEADDEADDEADLL); }
+
+template <typename T, int TILE>
+__global__ void computes_from_the_poison(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    if (row >= M || col >= N)
+        return;
+    T sum = row == 0 ? poison_nan<T>() : T(0);
+    for (int k = 0; k < K; k++)
+        sum += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = sum;
+}
