@@ -5,7 +5,7 @@ NVRTC says so itself (its name expressions). For nvcc the compiler says it too: 
 translation unit gemmcheck writes instantiates, for name expression number I, a marker
 kernel ``gemmcheck_name_expression<I, &NAME>``, whose mangled name holds NAME's declaration
 as the compiler resolved it (defaulted template arguments, typedefs, overloads). Demangled
-(``__cxa_demangle`` of libstdc++, which the host compiler nvcc needs brings), the marker
+(gemmcheck.contract.parameters.demangled: libstdc++'s demangler), the marker
 reads ``void gemmcheck_name_expression<0, &(void k<float, 16, 0>(float*))>()``: the kernel
 whose own demangled name is that declaration is NAME. (The mangled forms differ: a
 symbol's substitutions are numbered within the whole name.)
@@ -13,10 +13,9 @@ symbol's substitutions are numbered within the whole name.)
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import re
+
+from gemmcheck.contract import parameters
 
 MARKER = "gemmcheck_name_expression"
 _ENTRY = re.compile(r"Compiling entry function '(?P<mangled>[^']+)'")
@@ -49,29 +48,9 @@ def is_marker(symbol: str) -> bool:
     return bool(_MARKER.match(demangle(symbol)))
 
 
-@functools.lru_cache(maxsize=None)
-def _demangler():
-    library = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
-    function = library.__cxa_demangle
-    function.restype = ctypes.c_void_p
-    function.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
-                         ctypes.POINTER(ctypes.c_int)]
-    free = ctypes.CDLL(None).free
-    free.argtypes = [ctypes.c_void_p]
-    return function, free
-
-
 def demangle(symbol: str) -> str:
     """The C++ declaration `symbol` names; `symbol` itself when it is not mangled (extern "C")."""
-    function, free = _demangler()
-    status = ctypes.c_int()
-    pointer = function(symbol.encode(), None, None, ctypes.byref(status))
-    if not pointer:
-        return symbol
-    try:
-        return ctypes.string_at(pointer).decode()
-    finally:
-        free(pointer)
+    return parameters.demangled(symbol) or symbol
 
 
 def function_name(declaration: str) -> str:

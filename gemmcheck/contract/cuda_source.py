@@ -189,12 +189,57 @@ def missing_kernel(text: str, entry: str, file_name: str, include_dirs=(), defin
     name = Path(file_name).name
     if entry in found:
         return None
+    hidden = hidden_kernel(text, entry, file_name, include_dirs, defines)
+    if hidden:
+        return hidden
     if not found:
         return f"entry '{entry}': {name} declares no __global__ function (after preprocessing)"
     close = difflib.get_close_matches(entry, found, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     return (f"entry '{entry}' is not a __global__ function of {name}; it declares "
             f"{', '.join(found)}{hint}")
+
+
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|endif)\b(?P<rest>[^\n]*)$", re.M)
+
+
+def hidden_kernel(text: str, entry: str, file_name: str, include_dirs=(), defines=()) -> str | None:
+    """Why `entry`, written in the source as a __global__ function, is not one after
+    preprocessing: the branch of an #if / #ifdef ... it is in is not taken. None when the
+    source does not define it under such a branch."""
+    code = code_only(text)
+    written = next((m for m in _GLOBAL.finditer(_PREPROCESSOR.sub(_spaces, _LAUNCH_BOUNDS.sub(_spaces, code)))
+                    if m["name"] == entry), None)
+    if written is None:
+        return None
+    line = code.count("\n", 0, written.start("name")) + 1
+    rows = text.split("\n")
+    branches, stack = {}, []    # directive line -> its text; the branches open at each line
+    for m in _CONDITIONAL.finditer(code):
+        at = code.count("\n", 0, m.start()) + 1
+        if at >= line:
+            break
+        if m["word"] in ("if", "ifdef", "ifndef"):
+            stack.append([at])
+        elif m["word"] in ("elif", "else") and stack:
+            stack[-1].append(at)
+        elif m["word"] == "endif" and stack:
+            stack.pop()
+        branches[at] = " ".join(rows[at - 1].split())
+    open_branches = [group[-1] for group in stack]
+    if not open_branches:
+        return None
+    # which branches the preprocessor takes: a marker after each directive survives only in a taken one
+    marked = list(rows)
+    for at in open_branches:
+        marked[at - 1] += f"\ngemmcheck_branch_{at}"
+    kept = preprocessed("\n".join(marked), file_name, include_dirs, defines)
+    dropped = [at for at in open_branches if f"gemmcheck_branch_{at}" not in kept]
+    if not dropped:
+        return None
+    at = dropped[0]
+    return (f"entry '{entry}' is defined at {Path(file_name).name}:{line} inside `{branches[at]}` (line {at}): "
+            "the compiler never sees it")
 
 
 def defines(text: str) -> dict[str, int]:

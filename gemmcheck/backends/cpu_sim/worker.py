@@ -22,13 +22,22 @@ import numpy as np
 
 KIND_NAMES = {1: "RAW", 2: "WAR", 3: "WAW", 4: "uninitialized"}
 SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2, "lockstep": 3}
-MAX_POINTERS, MAX_INTS, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 16, 1024, 16, 8, 4
+MAX_POINTERS, MAX_ARGUMENT_BYTES, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 256, 1024, 16, 8, 4
 MAX_GLOBAL_RACES = 8
 # What each block of a global-memory race did to the address (GLOBAL_* in runtime.cpp).
 GLOBAL_ACCESS = {1: "store", 2: "atomic"}
 MESSAGE_SIZE = 256
+# The reply's first byte (STATUS_* in runtime.cpp): done; a request the worker cannot run; a
+# module that does not load (dlopen's error follows).
+STATUS_DONE, STATUS_BAD_REQUEST, STATUS_MODULE_NOT_LOADED = 0, 1, 2
 # What a divergence record is (DIVERGE_* in runtime.cpp).
-DIVERGENCE_KINDS = {0: "barrier", 1: "warp_missing_lanes", 2: "warp_mask", 3: "warp_source"}
+DIVERGENCE_KINDS = {0: "barrier", 1: "warp_missing_lanes", 2: "warp_mask", 3: "warp_source",
+                    4: "warp_masks_differ"}
+# The warp-synchronous call a warp record is of (WARP_* in runtime.cpp), as CUDA names it.
+WARP_CALLS = ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
+              "__all_sync", "__any_sync", "__syncwarp", "__match_any_sync", "__match_all_sync",
+              "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync",
+              "__reduce_or_sync", "__reduce_xor_sync")
 
 
 class Conflict(ctypes.Structure):
@@ -45,7 +54,8 @@ class Site(ctypes.Structure):
 class Divergence(ctypes.Structure):
     _fields_ = [("block", ctypes.c_uint32 * 3), ("interval", ctypes.c_uint32), ("nsites", ctypes.c_uint32),
                 ("exited", ctypes.c_uint32), ("first_exited", ctypes.c_uint32), ("what", ctypes.c_uint32),
-                ("sites", Site * MAX_SITES)]
+                ("sites", Site * MAX_SITES), ("warp", ctypes.c_uint32), ("mask", ctypes.c_uint32),
+                ("lanes", ctypes.c_uint32), ("op", ctypes.c_uint32)]
 
 
 class GlobalRace(ctypes.Structure):
@@ -62,13 +72,17 @@ class Report(ctypes.Structure):
                 ("ndivergent", ctypes.c_uint32), ("conflicts", Conflict * MAX_CONFLICTS),
                 ("divergences", Divergence * MAX_DIVERGENT), ("message", ctypes.c_char * MESSAGE_SIZE),
                 ("global_races", ctypes.c_uint64), ("nglobal", ctypes.c_uint32), ("pad", ctypes.c_uint32),
-                ("global_", GlobalRace * MAX_GLOBAL_RACES)]
+                ("global_", GlobalRace * MAX_GLOBAL_RACES), ("bad_warp_calls", ctypes.c_uint64)]
 
 
 class Request(ctypes.Structure):
+    """One launch. `arguments` holds the by-value arguments, each in the bytes of the type the
+    kernel declares (gemmcheck.backends.cpu_sim.build.argument_bytes lays them out)."""
+
     _fields_ = [("module", ctypes.c_char * 1024), ("kernel", ctypes.c_int32), ("npointers", ctypes.c_int32),
-                ("nints", ctypes.c_int32), ("schedule", ctypes.c_int32), ("seed", ctypes.c_uint64),
-                ("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("ints", ctypes.c_int32 * MAX_INTS),
+                ("nbytes", ctypes.c_int32), ("schedule", ctypes.c_int32), ("seed", ctypes.c_uint64),
+                ("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3),
+                ("arguments", ctypes.c_uint64 * (MAX_ARGUMENT_BYTES // 8)),   # by-value arguments' bytes
                 ("pointer_offset", ctypes.c_uint64 * MAX_POINTERS),
                 ("pointer_length", ctypes.c_uint64 * MAX_POINTERS),
                 ("nranges", ctypes.c_uint32), ("track", ctypes.c_uint32),

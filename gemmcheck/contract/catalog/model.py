@@ -3,12 +3,13 @@ instantiation of it: a dtype and one assignment of its parameters)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.contract import launch
+from gemmcheck.contract import launch, parameters
 from gemmcheck.contract.catalog.vocabulary import (BUILTIN, CONVENTIONS, DEFAULT_SHAPE_EDGE, DEFAULT_TILE,
                                                    SHAPES, SIGNATURE_ROLES)
 
@@ -207,11 +208,21 @@ class Instance:
     def id(self) -> str:
         """Readable test id: ``matmul_tiled-float32-TILE32``, ``sgemm-float32-BM128_BN128``, and
         ``naive-float32`` for a kernel with no compile-time parameter."""
-        if self.config:
-            suffix = self.config
-        else:
-            suffix = "_".join(f"{k}{v}" for k, v in self.params.items())
-        return f"{self.spec.name}-{self.dtype}" + (f"-{suffix}" if suffix else "")
+        return f"{self.spec.name}-{self.dtype}" + (f"-{self.variant}" if self.variant else "")
+
+    @property
+    def declared_tile(self) -> int | None:
+        """Its TILE where its kernel has a tile parameter (KernelSpec.has_tile), else None: what
+        tables, labels and messages may name (`tile` of a kernel without one is only the edge
+        test shapes are drawn around)."""
+        return self.tile if self.spec.has_tile else None
+
+    @property
+    def variant(self) -> str:
+        """Which of its kernel's instantiations this is, as its id ends: ``TILE32``, a config's
+        name, ``BM128_BN128``; "" for a kernel with no compile-time parameter (never a TILE:
+        its `tile` is only the edge test shapes are drawn around)."""
+        return self.config or "_".join(f"{k}{v}" for k, v in self.params.items())
 
     @property
     def name_expression(self) -> str:
@@ -232,6 +243,13 @@ class Instance:
     @property
     def dt(self) -> dt.DType:
         return dt.get(self.dtype)
+
+    @functools.cached_property
+    def parameters(self) -> tuple | None:
+        """Its kernel's parameters as declared, each with its C type in this instantiation
+        (gemmcheck.contract.parameters), read once; None where the source does not declare it
+        readably."""
+        return parameters.of(self)
 
     def supports(self, M: int, N: int, K: int) -> bool:
         return self.spec.supports(M, N, K, params=self.params)
