@@ -10,6 +10,7 @@ import pytest
 
 from gemmcheck.compile import choice, compiler, device_includes, nvcc_build, nvcc_tool, resources, symbols
 from gemmcheck.contract import catalog
+from test_published_sources import CATALOG_ENTRY, write
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "examples" / "published" / "project"
@@ -23,13 +24,6 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setattr(compiler, "_DECISIONS", device_includes.Decisions(lambda: tmp_path / "cache" / "includes"))
     monkeypatch.setattr(nvcc_build, "_MISSING", {})
     resources._compile_report.cache_clear()
-
-
-def write(tmp_path, name, text):
-    path = tmp_path / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 # -- which symbol is which name expression (no nvcc needed) ----------------------------------
@@ -183,17 +177,7 @@ def test_a_build_is_cached_and_rebuilt_when_a_header_it_read_changes(tmp_path, m
 
 # -- choosing the compiler -------------------------------------------------------------------
 
-ENTRY = """
-[[kernel]]
-name = "k"
-source = "k.cu"
-entry = "k"
-args = ["A", "B", "C", "M", "N", "K"]
-grid = ["ceil(N / 16)", "ceil(M / 16)"]
-block = [16, 16]
-dtypes = ["float32"]
-expect = "correct"
-"""
+ENTRY = CATALOG_ENTRY.replace('"src/k.cu"', '"k.cu"')
 KERNEL = ("__device__ float twice(float x);\n"
           "__global__ void k(const float *A, const float *B, float *C, int M, int N, int K) { C[0] = twice(A[0]); }\n")
 
