@@ -246,3 +246,25 @@ def test_a_kernel_whose_device_functions_live_in_another_file_is_linked_into_one
     assert report["k"].registers > 0
     with pytest.raises(compiler.CompileError, match="NVRTC cannot link them"):
         compiler.compile_source(spec.source, ("k",), "sm_90", compiler="nvrtc", linked=spec.sources)
+
+
+@pytest.mark.gpu
+@needs_nvcc
+def test_a_linked_cubin_loads_into_cupy_and_computes_the_product():
+    import cupy
+    import numpy as np
+
+    (spec,) = catalog.load(ROOT / "examples" / "multifile" / "catalog.toml")
+    inst = next(i for i in spec.instances() if i.tile == 16)
+    arch = f"sm_{cupy.cuda.Device().compute_capability}"
+    built = compiler.compile_source(spec.source, (inst.name_expression,), arch, compiler="nvcc", linked=spec.sources)
+    module = cupy.cuda.function.Module()
+    module.load(built.cubin)
+    kernel = module.get_function(built.mangled[inst.name_expression])
+    M, N, K = 37, 29, 45   # ragged: the guards of tile_math.cu's load_or_zero
+    rng = np.random.default_rng(1)
+    A, B = (cupy.asarray(rng.integers(-4, 5, shape).astype(np.float32)) for shape in ((M, K), (K, N)))
+    C = cupy.full((M, N), np.nan, dtype=np.float32)   # beta = 0: never read
+    kernel(((N + 15) // 16, (M + 15) // 16, 1), (16, 16, 1),
+           (np.int32(M), np.int32(N), np.int32(K), np.float32(1), A, B, np.float32(0), C))
+    np.testing.assert_array_equal(cupy.asnumpy(C), cupy.asnumpy(A) @ cupy.asnumpy(B))

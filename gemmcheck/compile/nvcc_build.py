@@ -47,7 +47,7 @@ OPTIONS = ("-std=c++17", "-Xptxas", "-v")   # nvcc's defaults otherwise: -ftz=fa
 UNIT = "gemmcheck_unit.cu"
 TIMEOUT_S = 600
 
-_MISSING: dict[tuple, dict[str, object]] = {}   # (nvcc, include dirs) -> header -> directory | LeftOut
+_MISSING: dict[tuple, dict[str, object]] = {}   # (nvcc, include dirs, source) -> header -> directory | LeftOut
 _MISSING_LOCK = threading.Lock()
 
 
@@ -187,7 +187,7 @@ def _run(nvcc, args) -> subprocess.CompletedProcess:
 def _run_with_headers(nvcc, args, include, explain, source: Path, names, arch: str) -> str:
     """Run nvcc; for each header it cannot open, search the directory another CUDA
     installation has it in, or give it an empty one, and run again. Returns ptxas's log."""
-    known = _known_missing(nvcc, include)
+    known = _known_missing(nvcc, include, source)
     for _ in range(64):
         extra = [d for d in known.values() if isinstance(d, str)]
         stubbed = tuple(v for v in known.values() if isinstance(v, device_includes.LeftOut))
@@ -209,9 +209,11 @@ def _run_with_headers(nvcc, args, include, explain, source: Path, names, arch: s
     raise CompileError(f"{source.name}: nvcc still cannot open a header after 64 tries:\n{first_errors(log)}", log)
 
 
-def _known_missing(nvcc, include) -> dict[str, object]:
+def _known_missing(nvcc, include, source: Path) -> dict[str, object]:
+    """What this process learnt of the headers nvcc cannot open for `source` (its notes name
+    the source's own #include lines), so its other units and instantiations build at once."""
     with _MISSING_LOCK:
-        return _MISSING.setdefault((nvcc.path, tuple(include)), {})
+        return _MISSING.setdefault((nvcc.path, tuple(include), str(source)), {})
 
 
 def _spelled(file: str, line: int, header: str) -> str:
