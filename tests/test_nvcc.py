@@ -153,6 +153,18 @@ def test_host_code_that_needs_a_missing_library_header_does_not_stop_the_kernels
     assert list(compiler.compile_source(source, ("k",), "sm_90", compiler="nvcc").mangled) == ["k"]
 
 
+@needs_nvcc
+def test_a_header_of_host_prototypes_that_names_a_missing_librarys_types_does_not_stop_the_kernels(tmp_path):
+    write(tmp_path, "runner.cuh", "#pragma once\n#include <not_installed_blas.h>\n"
+                                  "void run_blas(blasHandle_t handle, int M, float *A);\n")
+    write(tmp_path, "kernels/k.cuh", "#pragma once\n#include <not_installed_blas.h>\n"
+                                     "template <int BM> __global__ void k(float *a) { a[0] = BM; }\n")
+    source = write(tmp_path, "runner.cu", '#include "kernels/k.cuh"\n#include "runner.cuh"\n'
+                                          "void run_blas(blasHandle_t handle, int M, float *A) { blasSgemm(handle); }\n"
+                                          "void run(float *a) { k<32><<<1, 1>>>(a); }\n")
+    assert list(compiler.compile_source(source, ("k<32>",), "sm_90", compiler="nvcc").mangled) == ["k<32>"]
+
+
 # -- caching ----------------------------------------------------------------------------------
 
 @needs_nvcc

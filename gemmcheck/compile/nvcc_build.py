@@ -114,15 +114,19 @@ def _cached(entry: Path, arch: str) -> Compiled | None:
 def _build(nvcc, source: Path, names: tuple[str, ...], arch: str, include, defines, linked):
     """(Compiled, {path: sha256} of the user's files nvcc read). When the source as written
     does not compile and a header it includes was given as an empty one, its device part
-    (host functions blanked, lines kept: gemmcheck.contract.cuda_source.device_part) is tried
-    before the source's own error is reported: host code that calls into a library that is
-    not installed here (cuBLAS) stands in the way of no kernel."""
+    (host functions and prototypes blanked in it and in the user's headers, lines kept:
+    gemmcheck.compile.device_includes.DeviceFiles) is tried before the source's own error is
+    reported: host code that calls into a library not installed here (cuBLAS) stands in the
+    way of no kernel."""
     try:
         return _build_from(nvcc, source, None, names, arch, include, defines, linked)
     except CompileError as exc:
         if "given to nvcc as empty headers" not in str(exc):
             raise
-        device_only = cuda_source.device_part(_read(source), compiler="nvrtc")
+        # the user's headers too, at any depth: device copies (a header of host prototypes
+        # that name cuBLAS's types), which keep their names and lines for errors
+        device_only = device_includes.DeviceFiles(cuda_source.device_part(_read(source), compiler="nvrtc"),
+                                                  include, cache_dir().parent / "headers").program(())
         try:
             return _build_from(nvcc, source, device_only, names, arch, include, defines, linked)
         except CompileError:

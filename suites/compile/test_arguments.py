@@ -2,7 +2,7 @@
 
 gemmcheck reads each parameter's type from the kernel's declaration (after preprocessing and
 template substitution, gemmcheck.contract.parameters) and packs every role in it
-(gemmcheck.contract.launch.plan). The compiler's symbol for the instantiation (nvcc's or NVRTC's) spells the type of each
+(gemmcheck.contract.launch.plan). The symbol of the instantiation (nvcc's or NVRTC's) spells the type of each
 parameter as the compiler sees it, typedefs resolved: the two must agree, or a launch would
 hand the kernel bytes of another size (a float for a __half, an int for a size_t).
 """
