@@ -119,7 +119,7 @@ def device_copy(source: Path, tmp: Path, entries=None, missing=()) -> Path:
 
     A `#line` directive keeps g++'s errors and the barrier sites pointing at the user's file.
     """
-    text = cuda_source.device_part(source.read_text(), strip_host_headers=False)
+    text = cuda_source.device_part(cuda_source.read_source(source), strip_host_headers=False)
     if entries is not None:
         text = isolate.keep_kernels(text, entries)
     text = isolate.without_includes(text, missing)
@@ -127,7 +127,7 @@ def device_copy(source: Path, tmp: Path, entries=None, missing=()) -> Path:
     # wants the standard attribute first: swap the two words (same line, same length).
     text = _SHARED_ALIGNAS.sub(lambda m: f"{m['alignas']}{m['space']}__shared__", text)
     copy = tmp / f"device-{source.name}"
-    copy.write_text(f'#line 1 "{source}"\n' + text)
+    copy.write_bytes(cuda_source.source_bytes(f'#line 1 "{source}"\n' + text))   # the source's bytes, any encoding
     return copy
 
 
@@ -203,8 +203,9 @@ def _defines(defines) -> list[str]:
 
 def _run(cmd: list[str], what: str) -> None:
     try:
-        # LC_ALL=C: g++'s messages with ASCII quotes, as isolate.unmodelled reads them
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
+        # LC_ALL=C: g++'s messages with ASCII quotes, as isolate.unmodelled reads them; errors=
+        # "replace": g++ quotes the source's lines, whatever their encoding
+        out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=COMPILE_TIMEOUT_S,
                              env={**os.environ, "LC_ALL": "C"})
     except subprocess.TimeoutExpired:
         raise BuildTimeout(f"{what}: g++ ran longer than {COMPILE_TIMEOUT_S} s") from None
