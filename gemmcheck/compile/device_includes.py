@@ -63,10 +63,14 @@ class DeviceFiles:
     #include lines NVRTC cannot open left out, in a copy under ``root`` that starts with
     ``#line 1 "<the header>"``, so errors still name the user's file and line. The source's
     #include line is pointed at the copy, on the same line.
+
+    NVRTC takes a program as a string of UTF-8: a source with other bytes (a comment in GBK
+    or latin-1, as nvcc takes it) is compiled from a copy of its bytes, the program being one
+    ``#include`` of it; ``name`` (the source's path) starts the copy as ``#line 1 "<name>"``.
     """
 
-    def __init__(self, text: str, user_dirs, root: Path):
-        self.root = root
+    def __init__(self, text: str, user_dirs, root: Path, name: str = "<source>"):
+        self.root, self.name = root, name
         self.texts: dict[str, str] = {"": text}      # "" : the source; else a header's path
         self.copies: dict[int, str] = {}             # the source's line -> the header it includes
         for inc in cuda_source.includes(text):
@@ -76,7 +80,7 @@ class DeviceFiles:
             if found is None:
                 continue
             path = str(found.resolve())
-            self.texts.setdefault(path, cuda_source.device_part(found.read_text(), compiler="nvrtc"))
+            self.texts.setdefault(path, cuda_source.device_part(cuda_source.read_source(found), compiler="nvrtc"))
             self.copies[inc.line] = path
 
     def fingerprint(self) -> list:
@@ -92,15 +96,19 @@ class DeviceFiles:
         for line, path in self.copies.items():
             if rows[line - 1].strip():
                 rows[line - 1] = f'#include "{self._copy(path, left)}"'
-        return "\n".join(rows)
+        program = "\n".join(rows)
+        return program if cuda_source.is_utf8(program) else f'#include "{self._write(self.name, program)}"\n'
 
     def _copy(self, path: str, left: tuple[LeftOut, ...]) -> Path:
-        text = f'#line 1 "{path}"\n' + apply(self.texts[path], tuple(l for l in left if l.file == path))
-        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        copy = self.root / digest / Path(path).name
+        return self._write(path, apply(self.texts[path], tuple(l for l in left if l.file == path)))
+
+    def _write(self, path: str, text: str) -> Path:
+        """A copy of `text` (its bytes exactly) that reads as `path` in NVRTC's errors."""
+        data = cuda_source.source_bytes(f'#line 1 "{path}"\n' + text)
+        copy = self.root / hashlib.sha256(data).hexdigest()[:16] / Path(path).name
         if not copy.is_file():
             copy.parent.mkdir(parents=True, exist_ok=True)
-            buildlock.write_atomic(copy, text.encode())
+            buildlock.write_atomic(copy, data)
         return copy
 
     def next_left_out(self, program_name: str, log: str, probe: Check,
@@ -138,9 +146,12 @@ def explain(left: tuple[LeftOut, ...]) -> str:
     """The lines a compile error gets when headers were left out: what, and NVRTC's reason."""
     if not left:
         return ""
+    hints = [hint for kinds, hint in (
+        ('"', "a header of your own: add its directory to the catalog's include_dirs"),
+        ("<", "a C or C++ library header: NVRTC has no host library; libcu++ has device versions "
+              "(<cuda/std/cmath>, <cuda/std/array>, ...)")) if any(l.spelled.startswith(kinds) for l in left)]
     return ("\nleft out of the device compile, as NVRTC cannot open them (if an error above needs one, "
-            "this is why; a header of your own: add its directory to the catalog's include_dirs):\n"
-            + "\n".join("  " + l.note() for l in left))
+            f"this is why; {'; '.join(hints)}):\n" + "\n".join("  " + l.note() for l in left))
 
 
 class Decisions:
