@@ -52,6 +52,7 @@ class KernelSpec:
     tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C" -> tensor_map.TensorMapSpec
     cluster: tuple | None = None          # thread-block cluster dimensions: expressions, x first
     arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
+    resources: str | None = None          # a claim on ptxas's report (RESOURCE_CLAIMS); None: information only
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
