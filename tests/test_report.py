@@ -184,7 +184,7 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
     rows = {r["instance"]: r for r in doc["instances"]}
     assert set(rows[ref.id]) == {"kernel", "instance", "name_expression", "dtype", "tile", "expect",
                                  "verdict", "causes", "defects", "conventions", "notes", "checks",
-                                 "checks_failed", "status"}
+                                 "checks_failed", "status", "why_not_checked"}
     assert (rows[ref.id]["verdict"], rows[ref.id]["status"], rows[ref.id]["checks_failed"]) == \
         ("defective", "unexpected", 1)
     assert rows[race.id]["defects"] == {"shared_memory_race": 2, "wrong_values": 1}
