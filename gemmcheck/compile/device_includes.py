@@ -80,7 +80,11 @@ class DeviceFiles:
             if found is None:
                 continue
             path = str(found.resolve())
-            self.texts.setdefault(path, cuda_source.device_part(cuda_source.read_source(found), compiler="nvrtc"))
+            try:
+                text = cuda_source.read_source(found)
+            except (cuda_source.SourceNotText, OSError):
+                continue   # not a header: NVRTC reads it as it is, and says what is wrong with it
+            self.texts.setdefault(path, cuda_source.device_part(text, compiler="nvrtc"))
             self.copies[inc.line] = path
 
     def fingerprint(self) -> list:

@@ -442,7 +442,7 @@ def verdicts(gemm: GemmConfig):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     empty = config.stash.get(NOT_GENERATED, None)
-    if empty:
+    if empty and NOTHING_CHECKED not in config.stash:   # else that line says it
         terminalreporter.write_line(
             f"gemmcheck: {sum(empty.values())} deselected: claims the selected kernels give nothing to check "
             "(e.g. about broken kernels, in a catalog of correct ones)")
