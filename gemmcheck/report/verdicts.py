@@ -231,10 +231,9 @@ def summary_lines(rows: list[dict]) -> list[str]:
     all skipped (not checked, each with why), and how many are not as declared. An
     instantiation none of whose tests ran (deselected) is left out."""
     checked = [r for r in rows if r["status"] != "not_checked"]
+    if not checked:   # (a run of the compile suite alone, say: the skip reasons say why)
+        return [f"no instantiation was checked ({len(rows)} selected); see the skip reasons above"]
     unchecked = [r for r in rows if r["status"] == "not_checked" and r.get("why_not_checked")]
-    if not checked:
-        return [f"no instantiation was checked ({len(rows)} selected); see the skip reasons above"] + \
-            _not_checked_lines(unchecked)
     unexpected = [r["instance"] for r in checked if r["status"] == "unexpected"]
     symptoms = [r["instance"] for r in checked if r["status"] == SYMPTOMS_ONLY]
     lines = verdict_table(checked + unchecked) + [
@@ -243,11 +242,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
         + (f"; {len(symptoms)} showed only symptoms of the declared defect, which the suite that "
            f"names it (hazards) did not establish in this run: {', '.join(symptoms)}" if symptoms else "")
         + (f"; {len(unchecked)} not checked: every test that would judge it skipped" if unchecked else "")]
-    return lines + _not_checked_lines(unchecked)
-
-
-def _not_checked_lines(unchecked: list[dict]) -> list[str]:
-    lines = [f"not checked: {r['instance']}: {r['why_not_checked']}" for r in unchecked[:NOT_CHECKED_SHOWN]]
+    lines += [f"not checked: {r['instance']}: {r['why_not_checked']}" for r in unchecked[:NOT_CHECKED_SHOWN]]
     if len(unchecked) > NOT_CHECKED_SHOWN:
         lines.append(f"... and {len(unchecked) - NOT_CHECKED_SHOWN} more not checked (why_not_checked in verdicts.json)")
     return lines
