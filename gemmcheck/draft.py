@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gemmcheck.contract import cuda_source, launch, tensor_map
+from gemmcheck.contract import cuda_source, launch, parameters, tensor_map
 from gemmcheck.host_launches import CONSTANT_ASSIGNMENT, Launch, host_expression, launches, split_top_level
 
 # Element types the suite knows, as C spells them -> dtype names of gemmcheck.contract.dtypes.
@@ -72,41 +72,14 @@ class Draft:
 
 
 def parse_params(params: str) -> list[Param]:
-    out = []
-    for raw in split_top_level(params):
-        text = raw.split("=")[0].strip()
-        if not text or text == "void":
-            continue
-        m = re.search(r"([A-Za-z_]\w*)\s*(\[[^\]]*\]\s*)*$", text)
-        name = m.group(1) if m else text
-        type_ = text[:m.start()].strip() if m else ""
-        out.append(Param(raw, name, type_, "*" in type_ or "[" in text))
-    return out
+    """The parameters of a declaration, as gemmcheck.contract.parameters reads them; an unnamed
+    one goes by its text."""
+    return [Param(p.text, p.name or p.text, p.type, p.pointer) for p in parameters.declared_parameters(params)]
 
 
 def template_params(head: str) -> list[tuple[str, str]]:
     """(kind, name) of each template parameter: kind "type" or "value"."""
-    m = re.search(r"\btemplate\s*<(?P<inner>.*)>", head)
-    if not m:
-        return []
-    out = []
-    for part in split_top_level(_balanced_angle(m["inner"])):
-        name = re.findall(r"[A-Za-z_]\w*", part.split("=")[0])
-        if not name:
-            continue
-        kind = "type" if re.match(r"\s*(typename|class)\b", part) else "value"
-        out.append((kind, name[-1]))
-    return out
-
-
-def _balanced_angle(text: str) -> str:
-    depth = 1
-    for i, ch in enumerate(text):
-        depth += ch == "<"
-        depth -= ch == ">"
-        if depth == 0:
-            return text[:i]
-    return text
+    return [(kind, name) for kind, name, _ in parameters.template_parameters(head)]
 
 
 def normalized(name: str) -> str:
@@ -245,15 +218,21 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     d.add("source", _toml(rel_source))
     d.add("entry", _toml(kernel.name))
 
-    roles, unknown = [], []
+    roles, unknown, todo_args = [], [], []
+    # the type each parameter is passed as (a type parameter read as a floating type: an element type)
+    names = {**parameters.typedefs(host), **{t: "float" for t in type_params}}
     for p in params:
-        role = role_of(p, scalar_types)
+        passed = parameters.read_type(p.type, names, pointer=p.pointer)
+        role = role_of(p, scalar_types) if passed.kind not in (parameters.OTHER, parameters.UNKNOWN) else None
+        if passed.kind in (parameters.OTHER, parameters.UNKNOWN):
+            todo_args.append(f"TODO: args: {p.text!r} is a {passed} by value, which the suite cannot pack (it passes "
+                             "pointers, integers, floating-point alpha and beta, and CUtensorMaps): this kernel "
+                             "takes what no role is")
         if role is None or role in roles:
             unknown.append(p.text)
             role = f"TODO {p.name}"
         roles.append(role)
     missing = [r for r in launch.POINTER_ROLES if r not in roles and f"tensor_map_{r}" not in roles]
-    todo_args = []
     if unknown:
         todo_args.append(f"TODO: args: the role of {', '.join(repr(u) for u in unknown)}: one of "
                          f"{', '.join(launch.ROLES)}, or an integer literal passed as is")

@@ -122,3 +122,18 @@ def test_the_simulator_attributes_shared_memory_as_ptxas_does_for_the_builtin_ke
     sim.prepare(builtin)
     found = {i.id: build.static_shared_bytes(sim._module(i), i.name_expression) for i in builtin}
     assert found == {i.id: i.spec.shared_bytes(i.dtype, i.tile) for i in builtin}
+
+
+def test_an_argument_packed_in_another_size_than_gplusplus_declares_stops_the_build_naming_it(sim, tmp_path):
+    # M's type comes through a trait the declaration does not spell plainly: it is packed as an
+    # int (4 bytes), and g++, which sees a long (8), refuses to build the launcher
+    text = ("template <typename T> struct wide { typedef long type; };\n"
+            "template <typename T, int TILE>\n__global__ void traits(const T *A, const T *B, T *C, "
+            "typename wide<T>::type M, int N, int K) {}\n")
+    inst = catalog.Instance(_spec(tmp_path, text, "traits"), "float32", 4)
+    error = sim.build_error(inst)
+    assert error is not None and ("traits<float, 4>: gemmcheck packs parameter 4 (M) as int, 4 bytes, but g++ "
+                                  "declares it another size") in str(error)
+    plain = catalog.Instance(_spec(tmp_path, text.replace("typename wide<T>::type M", "long M")
+                                   .replace("traits(", "plain("), "plain"), "float32", 4)
+    assert sim.build_error(plain) is None    # read as a long, packed in 8 bytes

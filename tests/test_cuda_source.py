@@ -66,3 +66,32 @@ def test_sources_without_host_code_are_unchanged():
     for name in ("reference_tiled.cu", "broken_tiled.cu", "slow_tiled.cu"):
         text = (ROOT / "kernels" / name).read_text()
         assert cuda_source.device_part(text, compiler="nvrtc") == text
+
+
+def test_the_device_part_blanks_host_prototypes_and_keeps_device_declarations():
+    text = ("#define CUDA_CHECK(call) cudaCheck((call), __FILE__, __LINE__)\n"
+            "void cudaCheck(cudaError_t error, const char *file, int line);\n"
+            "template void host_fill<float>(float *, int);\n"
+            "__host__ __device__ float both(float x);\n"
+            "template <int TILE> __global__ void k(const float *A);\n"
+            "template __global__ void k<16>(const float *);\n"
+            "static_assert(sizeof(float) == 4, \"float\");\n"
+            "constexpr int square(int x);\n"
+            "FOO(bar);\n")
+    device = cuda_source.device_part(text, compiler="nvrtc")
+    assert len(device) == len(text) and device.count("\n") == text.count("\n")
+    assert "cudaCheck(cudaError_t" not in device and "host_fill" not in device
+    for kept in ("#define CUDA_CHECK", "__host__ __device__ float both(float x);",
+                 "template <int TILE> __global__ void k(const float *A);", "template __global__ void k<16>",
+                 "static_assert", "constexpr int square(int x);", "FOO(bar);"):
+        assert kept in device
+
+
+def test_extern_c_functions_are_read_as_functions_and_extern_c_blocks_as_blocks():
+    text = ('extern "C" void host_only(int *p) { *p = 1; }\n'
+            'extern "C" __global__ void kernel_c(float *C) { C[0] = 1; }\n'
+            'extern "C" {\n__global__ void in_block(float *C) { C[0] = 2; }\nvoid host_in_block() { }\n}\n')
+    device = cuda_source.device_part(text, compiler="nvrtc")
+    assert "host_only" not in device and "*p = 1" not in device and "host_in_block" not in device
+    assert 'extern "C" __global__ void kernel_c(float *C) { C[0] = 1; }' in device
+    assert "__global__ void in_block(float *C) { C[0] = 2; }" in device

@@ -1,8 +1,11 @@
 """The cupy backend launches what plan() gives, opting in to dynamic shared memory above
-48 KB. Checked with a stand-in for CuPy: the GPU run itself is the integrator's."""
+48 KB. Checked with a stand-in for CuPy: the GPU run itself is the integrator's; the last test
+(marker gpu) runs kernels that declare size_t, int64_t and __half parameters on a GPU."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from gemmcheck.contract import catalog
@@ -129,3 +132,63 @@ def test_on_a_gpu_same_tells_every_differing_element_and_copy_is_a_copy(storage)
     assert not gpu.same(a, gpu.to_device(bits[:-1]))
     b[0] = 0
     assert gpu.same(a, gpu.to_device(bits))                   # the copy is its own buffer
+
+
+# -- arguments in the types the kernel declares, on the GPU ---------------------------------
+
+DECLARED_TYPES = Path(__file__).resolve().parent / "data" / "declared_types" / "catalog.toml"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("instance", [i for s in catalog.load(DECLARED_TYPES) for i in s.instances()],
+                         ids=lambda i: i.id)
+def test_on_the_gpu_each_argument_arrives_in_the_type_the_kernel_declares(instance):
+    """size_t sizes, int64_t leading dimensions, unsigned and long long sizes, a __half or
+    __nv_bfloat16 alpha and beta: the kernel computes alpha A B + beta C0 exactly. (Before,
+    every size went as an int and alpha/beta as a float: the float16 and bfloat16 tutorial
+    kernels read 2 of the float's 4 bytes, alpha 2.0 as 0, and wrote wrong values.)"""
+    from gemmcheck.backends import device
+    from gemmcheck.contract import dtypes as dt
+    from gemmcheck.problems.harness import run_problem
+    from gemmcheck.problems.problem import Problem
+
+    ok, why = device.cuda_device()
+    if not ok:
+        pytest.skip(why)
+    scaling = (2, -1) if "beta" in instance.spec.roles else (1, 0)
+    problem = Problem(37, 45, 29, instance.dtype, "exact", 5, *scaling)
+    A, B, *C0 = problem.operands()
+    run = run_problem(CupyBackend(), instance, problem)
+    product = scaling[0] * (A @ B) + (scaling[1] * C0[0] if C0 else 0)
+    expected = dt.from_bits(dt.to_bits(product, instance.dt), instance.dt).astype(np.float64)
+    assert run.launched and not run.unwritten.any() and run.guard_damage == {"A": 0, "B": 0, "C": 0}
+    np.testing.assert_array_equal(run.C.astype(np.float64), expected)
+    assert np.abs(expected).sum() > 0
+
+
+def test_an_instantiation_nvrtc_compiled_with_other_parameter_types_is_never_launched(monkeypatch):
+    """prepare compares what plan() packs with the symbol NVRTC built: a disagreement (a misread
+    declaration) makes the instantiation NotSupported, never a launch with bytes of another size."""
+    from gemmcheck.compile import compiler
+
+    backend = object.__new__(CupyBackend)
+    backend.arch, backend._failed, backend._kernels = "sm_90", {}, {}
+    by_id = {i.id: i for s in catalog.load(DECLARED_TYPES) for i in s.instances()}
+    half, size_t = by_id["tutorial-float16"], by_id["size_t_dims-float32"]
+    symbols = {half.name_expression: "_Z13gemm_tutorialI6__halfEvmmmT_PKS1_mS3_mS1_PS1_m",   # NVRTC's own
+               size_t.name_expression: "_Z11gemm_size_tIfEvPKT_S2_PS0_iii"}   # as if M, N, K were int
+
+    def compile_unit(source, defines, names):
+        for name in names:
+            key = (source, defines, name)
+            backend._kernels[key] = FakeKernel()
+            backend.__dict__.setdefault("_symbols", {})[key] = symbols[name]
+    monkeypatch.setattr(compiler, "build_many", lambda jobs: None)
+    monkeypatch.setattr(backend, "_compile", compile_unit)
+    backend.prepare([half, size_t])
+    assert backend.build_error(half) is None
+    assert isinstance(backend.build_error(size_t), backends.NotSupported)
+    assert str(backend.build_error(size_t)) == (
+        "size_t_dims-float32: its arguments cannot be packed as NVRTC compiled its parameters: parameter 4 (M) is "
+        "packed as unsigned long (integer, 8 bytes); the compiler's void gemm_size_t<float>(float const*, float "
+        "const*, float*, int, int, int) declares int (integer, 4 bytes)")

@@ -146,3 +146,31 @@ def test_dynamic_shared_memory_comes_from_the_launch_or_is_a_todo_where_the_kern
     (tmp_path / "catalog.toml").write_text(text)
     sized = catalog.load(tmp_path / "catalog.toml")[0].instances()[0]
     assert sized.spec.geometry.evaluate({**sized.params, "M": 128, "N": 128, "K": 64})[2] == 2 * 64 * 32 * 4
+
+
+def test_size_t_and_friends_map_to_their_roles_and_the_draft_packs_them_as_declared(tmp_path):
+    source = tmp_path / "sizes.cu"
+    source.write_text("template <typename T>\n__global__ void gemm(size_t M, std::size_t N, int64_t K, T alpha, "
+                      "const T *A, uint32_t lda, const T *B, unsigned ldb, T beta, T *C, long ldc) {}\n"
+                      "void run() { gemm<float><<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16)>>>"
+                      "(M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }\n")
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["args"] == ["M", "N", "K", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc"]
+    assert "TODO: args" not in text
+    (tmp_path / "catalog.toml").write_text(text.replace('dtypes = ["float32"]', 'dtypes = ["float32", "float16"]'))
+    from gemmcheck.contract import launch
+    half = next(i for s in catalog.load(tmp_path / "catalog.toml") for i in s.instances() if i.dtype == "float16")
+    assert [str(t) for t in launch.packed_types(half)] == [
+        "unsigned long", "unsigned long", "long", "__half", "__half *", "unsigned int", "__half *", "unsigned int",
+        "__half", "__half *", "long"]
+
+
+def test_a_parameter_the_suite_cannot_pack_gets_a_todo_naming_its_type(tmp_path):
+    source = tmp_path / "dims.cu"
+    source.write_text("struct Dims { int m, n, k; };\n"
+                      "__global__ void gemm(const float *A, const float *B, float *C, Dims d) {}\n")
+    text = draft.draft_source(source, tmp_path)
+    assert ("# TODO: args: 'Dims d' is a Dims by value, which the suite cannot pack (it passes pointers, integers, "
+            "floating-point alpha and beta, and CUtensorMaps): this kernel takes what no role is") in text
+    assert tomllib.loads(text)["kernel"][0]["args"] == ["A", "B", "C", "TODO d"]

@@ -96,6 +96,24 @@ def test_a_project_header_with_host_code_gives_the_device_its_device_functions(t
     assert f'{helpers}(2): catastrophic error: cannot open source file "cstdio"' in seen[1].reason
 
 
+def test_a_project_header_two_levels_down_is_read_through_its_own_device_copy(tmp_path, monkeypatch):
+    # kernels.cuh -> kernels/k.cuh (host code, <cublas_v2.h>) -> twice.cuh beside it: the
+    # nested header's host parts are left out, as the source's and kernels.cuh's are.
+    write(tmp_path, "kernels/twice.cuh", "#pragma once\n__device__ inline float twice(float x) { return 2 * x; }\n")
+    nested = write(tmp_path, "kernels/k.cuh", '#pragma once\n#include <cublas_v2.h>\n#include "twice.cuh"\n'
+                                              "void host_side(cublasHandle_t h);\n"
+                                              "__global__ void k(float *a) { a[0] = twice(a[0]); }\n"
+                                              "inline void run(cublasHandle_t h) { cublasDestroy(h); }\n")
+    write(tmp_path, "kernels.cuh", '#pragma once\n#include "kernels/k.cuh"\n')
+    source = write(tmp_path, "main.cu", '#include "kernels.cuh"\nint main() { return 0; }\n')
+    seen = []
+    original = device_includes.DeviceFiles.next_left_out
+    monkeypatch.setattr(device_includes.DeviceFiles, "next_left_out",
+                        lambda self, *a: seen.append(original(self, *a)) or seen[-1])
+    assert compiler.compile_source(source, ("k",), "sm_90").cubin
+    assert [(l.file, l.line, l.spelled) for l in seen] == [(str(nested), 2, "<cublas_v2.h>")]
+
+
 def test_an_error_in_a_project_header_names_the_users_file_and_line(tmp_path):
     helpers = write(tmp_path, "helpers.cuh", "#include <cstdio>\n__device__ inline float twice(float x) { return nope; }\n")
     source = write(tmp_path, "uses.cu", '#include "helpers.cuh"\n__global__ void k(float *a) { a[0] = twice(a[0]); }\n')
@@ -195,7 +213,10 @@ def test_kernels_are_found_after_preprocessing():
     assert found[0].is_template and found[0].line == 15          # the user's line
     assert "__launch_bounds__(BM * BM)" in found[0].head
     assert cuda_source.missing_kernel(text, "sgemm_macro_old", "07_macro_kernel.cu") == (
-        "entry 'sgemm_macro_old' is not a __global__ function of 07_macro_kernel.cu; it declares "
+        "entry 'sgemm_macro_old' is defined at 07_macro_kernel.cu:11 inside `#if 0` (line 10): the compiler "
+        "never sees it")
+    assert cuda_source.missing_kernel(text, "sgemm_macro_new", "07_macro_kernel.cu") == (
+        "entry 'sgemm_macro_new' is not a __global__ function of 07_macro_kernel.cu; it declares "
         "sgemm_macro; did you mean 'sgemm_macro'?")
 
 

@@ -15,7 +15,7 @@ from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError,
                                 KernelLaunchError, NotSupported, launch_error, lose_context, refuse_if_lost)
 from gemmcheck.contract.catalog.vocabulary import ARCH
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.contract.launch import Launch, LaunchError
+from gemmcheck.contract.launch import Launch, LaunchError, compiler_disagreement
 from gemmcheck.phases import timed
 
 
@@ -73,6 +73,14 @@ class CupyBackend(Backend):
                     except KernelCompileError as exc:
                         exc.source = source   # names the build test that shows the errors
                         self._failed[self._built_key(source, defines, arch, name)] = exc
+        for inst in todo:
+            # arguments are packed as the declaration reads; a kernel NVRTC compiled otherwise never
+            # launches with bytes of another size (suites/compile/test_arguments.py shows why)
+            symbol = self.__dict__.get("_symbols", {}).get(self._key(inst))
+            why = symbol and compiler_disagreement(inst, symbol)
+            if why:
+                self._failed[self._key(inst)] = NotSupported(
+                    f"{inst.id}: its arguments cannot be packed as NVRTC compiled its parameters: {why}")
 
     def _cannot_run(self, instance: Instance) -> str | None:
         """Why this device cannot run `instance` (its catalog's arch is another GPU's), or None."""
@@ -105,6 +113,8 @@ class CupyBackend(Backend):
                                      f"failed: {type(exc).__name__}: {exc}") from None
         self._modules.append(module)
         self._kernels.update(kernels)
+        self.__dict__.setdefault("_symbols", {}).update(
+            {self._built_key(source, defines, arch, name): built.mangled[name] for name in names})
 
     def _key(self, instance: Instance) -> tuple:
         return self._built_key(*instance.build_unit, instance.spec.arch, instance.name_expression)

@@ -3,8 +3,9 @@ by value. cuda.bindings' cuLaunchKernelEx, on the CUfunction CuPy loaded and the
 uses, so such a launch is waited for, timed and checked for errors exactly as any other.
 
 The parameters are the void** array cuLaunchKernel documents: one pointer per kernel parameter
-to the bytes the driver copies (a device pointer, an int, a float, or the 128 bytes of a
-tensor map); the driver reads each size from the kernel's image.
+to the bytes the driver copies (a device pointer, a by-value argument in the bytes of the type
+the kernel declares, as gemmcheck.contract.launch.plan packed it, or the 128 bytes of a tensor
+map); the driver reads each size from the kernel's image.
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ import numpy as np
 from gemmcheck.backends import tensor_map_encoding
 from gemmcheck.contract.launch import Launch
 from gemmcheck.contract.tensor_map import TensorMapRequest
-
-_SCALARS = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.float32): ctypes.c_float,
-            np.dtype(np.float64): ctypes.c_double}
 
 
 def device_address(buffer) -> int:
@@ -38,7 +36,7 @@ def parameters(args) -> tuple[list, ctypes.Array]:
             tmap = _encoded(arg, device_address(arg.buffer))
             keep.append((tmap, tmap.getPtr()))
         elif isinstance(arg, np.generic):
-            value = _SCALARS[arg.dtype](arg.item())
+            value = ctypes.create_string_buffer(arg.tobytes(), arg.nbytes)   # its bytes exactly
             keep.append((value, ctypes.addressof(value)))
         else:
             value = ctypes.c_void_p(device_address(arg))

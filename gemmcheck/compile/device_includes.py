@@ -56,36 +56,49 @@ def cannot_open(log: str) -> re.Match | None:
 
 
 class DeviceFiles:
-    """The source's device text, and device copies of the user's own headers it includes.
+    """The source's device text, and device copies of the user's own headers it includes, at
+    any depth.
 
-    A header of the user's (``#include "helpers.cuh"`` found in the source's directory or the
-    catalog's include_dirs) is compiled as the source is: its host functions blanked and the
-    #include lines NVRTC cannot open left out, in a copy under ``root`` that starts with
-    ``#line 1 "<the header>"``, so errors still name the user's file and line. The source's
-    #include line is pointed at the copy, on the same line.
+    A header of the user's (``#include "helpers.cuh"`` found beside the file that includes it,
+    in the source's directory or in the catalog's include_dirs) is compiled as the source is:
+    its host functions blanked (and `edit` applied, where a build changes the source's text
+    further), the #include lines the compiler cannot open left out, its own headers of the
+    user's pointed at their copies; in a copy under ``root`` that starts with ``#line 1 "<the
+    header>"``, so errors still name the user's file and line. The #include line is pointed at
+    the copy, on the same line. ``compiler`` is device_part's: "nvrtc" (the lines left out are
+    those NVRTC reports, below) or "host" (the CPU simulator's g++: each #include kept where
+    ``__has_include`` finds it, in the copies too).
 
-    NVRTC takes a program as a string of UTF-8: a source with other bytes (a comment in GBK
-    or latin-1, as nvcc takes it) is compiled from a copy of its bytes, the program being one
-    ``#include`` of it; ``name`` (the source's path) starts the copy as ``#line 1 "<name>"``.
+    Files in any 8-bit encoding are read and copied byte for byte (cuda_source.read_source).
+    NVRTC takes a program as a string of UTF-8: a source with other bytes (a comment in GBK or
+    latin-1, as nvcc takes it) is compiled from a copy of its bytes, the program being one
+    ``#include`` of it; ``name`` (the source's path) starts that copy as ``#line 1 "<name>"``.
     """
 
-    def __init__(self, text: str, user_dirs, root: Path, name: str = "<source>"):
-        self.root, self.name = root, name
+    def __init__(self, text: str, user_dirs, root: Path, *, compiler: str = "nvrtc",
+                 edit: Callable[[str], str] | None = None, name: str = "<source>"):
+        self.root, self.compiler, self.name = root, compiler, name
         self.texts: dict[str, str] = {"": text}      # "" : the source; else a header's path
-        self.copies: dict[int, str] = {}             # the source's line -> the header it includes
-        for inc in cuda_source.includes(text):
-            if not inc.spelled.startswith('"'):
-                continue
-            found = next((Path(d) / inc.header for d in user_dirs if (Path(d) / inc.header).is_file()), None)
-            if found is None:
-                continue
-            path = str(found.resolve())
-            try:
-                text = cuda_source.read_source(found)
-            except (cuda_source.SourceNotText, OSError):
-                continue   # not a header: NVRTC reads it as it is, and says what is wrong with it
-            self.texts.setdefault(path, cuda_source.device_part(text, compiler="nvrtc"))
-            self.copies[inc.line] = path
+        self.copies: dict[tuple[str, int], str] = {}   # (file, line) -> the user's header it includes
+        dirs = [Path(d) for d in user_dirs]
+        todo = [("", text, dirs)]
+        while todo:
+            file, text, search = todo.pop()
+            for inc in cuda_source.includes(text):
+                found = next((d / inc.header for d in search if (d / inc.header).is_file()), None) \
+                    if inc.spelled.startswith('"') else None
+                if found is None:
+                    continue
+                path = str(found.resolve())
+                if path not in self.texts:
+                    try:
+                        device = cuda_source.device_part(cuda_source.read_source(found), compiler="nvrtc")
+                    except (cuda_source.SourceNotText, OSError):
+                        continue   # not a header: the compiler reads it as it is, and says what is wrong
+                    self.texts[path] = edit(device) if edit else device
+                    # a quoted #include is looked for beside the header first, as compilers do
+                    todo.append((path, self.texts[path], [found.resolve().parent, *dirs]))
+                self.copies[(file, inc.line)] = path
 
     def fingerprint(self) -> list:
         """What the compile depends on, for cache keys: the source's and its headers' device texts."""
@@ -96,24 +109,26 @@ class DeviceFiles:
 
     def program(self, left: tuple[LeftOut, ...]) -> str:
         """The source's device text with `left` blanked, its own headers' copies written."""
-        rows = apply(self.texts[""], tuple(l for l in left if not l.file)).split("\n")
-        for line, path in self.copies.items():
-            if rows[line - 1].strip():
-                rows[line - 1] = f'#include "{self._copy(path, left)}"'
-        program = "\n".join(rows)
-        return program if cuda_source.is_utf8(program) else f'#include "{self._write(self.name, program)}"\n'
+        folder = self.root / hashlib.sha256(json.dumps(
+            [self.fingerprint(), [asdict(l) for l in left], self.compiler]).encode()).hexdigest()[:16]
+        places = {path: folder / str(n) / Path(path).name
+                  for n, path in enumerate(sorted(p for p in self.texts if p))}
+        for path, copy in places.items():
+            _write(copy, path, self._device_text(path, left, places))
+        program = self._device_text("", left, places)
+        if self.compiler != "nvrtc" or cuda_source.is_utf8(program):
+            return program
+        copy = folder / "source" / Path(self.name).name
+        _write(copy, self.name, program)
+        return f'#include "{copy}"\n'
 
-    def _copy(self, path: str, left: tuple[LeftOut, ...]) -> Path:
-        return self._write(path, apply(self.texts[path], tuple(l for l in left if l.file == path)))
-
-    def _write(self, path: str, text: str) -> Path:
-        """A copy of `text` (its bytes exactly) that reads as `path` in NVRTC's errors."""
-        data = cuda_source.source_bytes(f'#line 1 "{path}"\n' + text)
-        copy = self.root / hashlib.sha256(data).hexdigest()[:16] / Path(path).name
-        if not copy.is_file():
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            buildlock.write_atomic(copy, data)
-        return copy
+    def _device_text(self, file: str, left: tuple[LeftOut, ...], places: dict[str, Path]) -> str:
+        rows = apply(self.texts[file], tuple(l for l in left if l.file == file)).split("\n")
+        for (includer, line), path in self.copies.items():
+            if includer == file and rows[line - 1].strip():
+                rows[line - 1] = f'#include "{places[path]}"'
+        text = "\n".join(rows)
+        return text if self.compiler == "nvrtc" else cuda_source.device_part(text, compiler=self.compiler)
 
     def next_left_out(self, program_name: str, log: str, probe: Check,
                       left: tuple[LeftOut, ...]) -> LeftOut | None:
@@ -130,7 +145,7 @@ class DeviceFiles:
             if failure["file"] in self.texts or str(Path(failure["file"]).resolve()) in self.texts else None
         candidates = [(f, inc) for f in sorted(self.texts, key=lambda f: f == "")
                       for inc in cuda_source.includes(self.texts[f])
-                      if (f, inc.line) not in done and not (f == "" and inc.line in self.copies)]
+                      if (f, inc.line) not in done and (f, inc.line) not in self.copies]
         if file is not None:
             found = next((inc for f, inc in candidates if f == file and inc.line == int(failure["line"])), None)
         else:   # inside a header: the first of these #include lines NVRTC cannot build alone
@@ -138,8 +153,15 @@ class DeviceFiles:
                                 if cannot_open(probe(f"#include {inc.spelled}\n"))), (None, None))
             if found is None and self.copies:   # deeper in a header of the user's: leave it out whole
                 found, file = next(((inc, "") for inc in cuda_source.includes(self.texts[""])
-                                    if inc.line in self.copies and ("", inc.line) not in done), (None, None))
+                                    if ("", inc.line) in self.copies and ("", inc.line) not in done), (None, None))
         return None if found is None else LeftOut(found.line, found.spelled, failure.group(0), file)
+
+
+def _write(copy: Path, path: str, text: str) -> None:
+    """`text` at `copy`, its bytes exactly, read as `path` in the compiler's errors."""
+    if not copy.is_file():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        buildlock.write_atomic(copy, cuda_source.source_bytes(f'#line 1 "{path}"\n' + text))
 
 
 def apply(text: str, left: tuple[LeftOut, ...]) -> str:

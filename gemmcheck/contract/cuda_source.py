@@ -249,12 +249,57 @@ def missing_kernel(text: str, entry: str, file_name: str, include_dirs=(), defin
     name = Path(file_name).name
     if entry in found:
         return None
+    hidden = hidden_kernel(text, entry, file_name, include_dirs, defines)
+    if hidden:
+        return hidden
     if not found:
         return f"entry '{entry}': {name} declares no __global__ function (after preprocessing)"
     close = difflib.get_close_matches(entry, found, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     return (f"entry '{entry}' is not a __global__ function of {name}; it declares "
             f"{', '.join(found)}{hint}")
+
+
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|endif)\b(?P<rest>[^\n]*)$", re.M)
+
+
+def hidden_kernel(text: str, entry: str, file_name: str, include_dirs=(), defines=()) -> str | None:
+    """Why `entry`, written in the source as a __global__ function, is not one after
+    preprocessing: the branch of an #if / #ifdef ... it is in is not taken. None when the
+    source does not define it under such a branch."""
+    code = code_only(text)
+    written = next((m for m in _GLOBAL.finditer(_PREPROCESSOR.sub(_spaces, _LAUNCH_BOUNDS.sub(_spaces, code)))
+                    if m["name"] == entry), None)
+    if written is None:
+        return None
+    line = code.count("\n", 0, written.start("name")) + 1
+    rows = text.split("\n")
+    branches, stack = {}, []    # directive line -> its text; the branches open at each line
+    for m in _CONDITIONAL.finditer(code):
+        at = code.count("\n", 0, m.start()) + 1
+        if at >= line:
+            break
+        if m["word"] in ("if", "ifdef", "ifndef"):
+            stack.append([at])
+        elif m["word"] in ("elif", "else") and stack:
+            stack[-1].append(at)
+        elif m["word"] == "endif" and stack:
+            stack.pop()
+        branches[at] = " ".join(rows[at - 1].split())
+    open_branches = [group[-1] for group in stack]
+    if not open_branches:
+        return None
+    # which branches the preprocessor takes: a marker after each directive survives only in a taken one
+    marked = list(rows)
+    for at in open_branches:
+        marked[at - 1] += f"\ngemmcheck_branch_{at}"
+    kept = preprocessed("\n".join(marked), file_name, include_dirs, defines)
+    dropped = [at for at in open_branches if f"gemmcheck_branch_{at}" not in kept]
+    if not dropped:
+        return None
+    at = dropped[0]
+    return (f"entry '{entry}' is defined at {Path(file_name).name}:{line} inside `{branches[at]}` (line {at}): "
+            "the compiler never sees it")
 
 
 def defines(text: str) -> dict[str, int]:
@@ -304,7 +349,7 @@ def device_part(text: str, *, compiler: str | None = None, strip_host_headers: b
         raise ValueError(f"device_part: compiler must be 'nvrtc' or 'host', got {compiler!r}")
     code = code_only(text)
     out = list(text)
-    for start, end in _host_functions(code):
+    for start, end in _host_functions(code) + _host_declarations(code):
         for i in range(start, end):
             if out[i] != "\n":
                 out[i] = " "
@@ -344,26 +389,75 @@ def _host_functions(code: str) -> list[tuple[int, int]]:
     return spans
 
 
-def top_level_blocks(code: str):
-    """Yield (head, head_start, open_at, end) for each top-level brace block of `code` (comments,
-    strings and preprocessor lines already blanked), namespaces and ``extern "C"`` blocks
-    entered: their contents are top level too. The one walk over a file's definitions: host
-    functions here, kernel definitions for the CPU simulator's builds."""
+# A function's declaration without its body: a return type, the name (template arguments of an
+# explicit instantiation allowed), the parameters, qualifiers; read after the template header.
+_PROTOTYPE = re.compile(r"^\s*(?:(?:extern\s+)?template\b\s*(?:<[^;{}]*?>)?)?(?P<before>[^;{}()=]*?[\w>*&\]]\s*[*&\s])"
+                        r"\s*(?P<name>[A-Za-z_~][\w:~]*(?:\s*<[^;{}()]*>)?)\s*\((?P<rest>[^;{}]*)\)"
+                        r"(?P<after>[^;{}()=]*(?:\([^;{}()]*\)[^;{}()=]*)*);$", re.S)
+_NOT_A_PROTOTYPE = re.compile(r"^\s*(?:typedef|using|static_assert|friend|namespace|asm|__asm__)\b|\bconstexpr\b")
+
+
+def _host_declarations(code: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level function declaration without a body that is host code:
+    a prototype (``void cudaCheck(cudaError_t error, const char *file, int line);``) or an explicit
+    instantiation of a host function template. nvcc's device pass ignores them; NVRTC refuses
+    host functions and g++ may not know their types (a host library's, left out). Read with the
+    file's object-like macros expanded, as _host_functions reads heads; a statement that is not
+    plainly a declaration (a macro invocation ``FOO(x);``, a variable with an initializer) is kept."""
+    macros = {m["name"]: m["body"].replace("\\\n", " ") for m in _OBJECT_MACRO.finditer(code)}
+    spans = []
+    code = _PREPROCESSOR.sub(_spaces, code)
+    for start, end in top_level_statements(code):
+        written = code[start:end]
+        statement = _expanded(written, macros)
+        m = _PROTOTYPE.match(statement)
+        if m and not _NOT_A_PROTOTYPE.search(statement) and m["before"].strip() and \
+                not re.search(r"\b__(global|device)__\b", statement):
+            spans.append((start + len(written) - len(written.lstrip()), end))
+    return spans
+
+
+def _top_level(code: str):
+    """The one walk over a file's top level (comments, strings and preprocessor lines already
+    blanked), namespaces and ``extern "C"`` blocks entered: their contents are top level too.
+    Yields ("block", head, head_start, open_at, end) for each brace block and ("statement",
+    start, end) for each declaration that ends in ';' outside one."""
     head_start, i = 0, 0
     while i < len(code):
         c = code[i]
         if c == "{":
             head = code[head_start:i]
-            if re.search(r"\bnamespace\b|\bextern\s*\"", head):
+            # `extern "C" {` opens a linkage block; `extern "C" __global__ void k(...) {` a function
+            if re.search(r"\bnamespace\b|\bextern\s*\"[^\"]*\"\s*$", head):
                 head_start = i + 1
             else:
                 end = _matching(code, i, "{", "}")
-                yield head, head_start, i, end
+                yield "block", head, head_start, i, end
                 i = head_start = end + 1
                 continue
-        elif c in ";}":
+        elif c == ";":
+            yield "statement", head_start, i + 1
+            head_start = i + 1
+        elif c == "}":
             head_start = i + 1
         i += 1
+
+
+def top_level_blocks(code: str):
+    """Yield (head, head_start, open_at, end) for each top-level brace block of `code` (see
+    _top_level): host functions here, kernel definitions for the CPU simulator's builds."""
+    for kind, *found in _top_level(code):
+        if kind == "block":
+            yield tuple(found)
+
+
+def top_level_statements(code: str):
+    """Yield (start, end) of each top-level declaration of `code` that ends in ';' outside a
+    brace block (see _top_level): prototypes here, explicit instantiations for the CPU
+    simulator's builds."""
+    for kind, *found in _top_level(code):
+        if kind == "statement":
+            yield tuple(found)
 
 
 def _expanded(head: str, macros: dict[str, str], depth: int = 8) -> str:

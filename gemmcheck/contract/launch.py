@@ -1,9 +1,10 @@
 """The one launch path: a catalog instantiation and a problem's values become a Launch.
 
 ``plan(instance, values)`` is the only place that orders a kernel's arguments
-(by the roles its catalog entry lists), converts scalars to the kernel's C
-types, and computes grid, block and dynamic shared memory from the entry's
-geometry. Backends only run what it returns: ``backend.launch(instance, launch)``.
+(by the roles its catalog entry lists), converts each to the C type the kernel
+declares for it (``packed_types``: an int, a size_t, a __half alpha ...), and
+computes grid, block and dynamic shared memory from the entry's geometry. Backends
+only run what it returns: ``backend.launch(instance, launch)``.
 
 Geometry and shape claims are arithmetic over M, N, K and the compile-time
 parameters, read by a small evaluator over Python's ``ast`` with a whitelist
@@ -24,7 +25,8 @@ from typing import Mapping
 
 import numpy as np
 
-from gemmcheck.contract import tensor_map
+from gemmcheck.contract import parameters, tensor_map
+from gemmcheck.contract.parameters import FLOATING, INTEGER, POINTER, TENSOR_MAP, UNKNOWN, CType, Parameter
 
 Dim3 = tuple[int, int, int]
 
@@ -40,6 +42,10 @@ MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_STATIC_SHARED_BYTES = 48 * 1024          # without opting in, on every CUDA device
 MAX_DYNAMIC_SHARED_BYTES = 227 * 1024        # the opt-in limit of sm_90 (H100/H200); backends check their own
 MAX_PORTABLE_CLUSTER = 8                     # blocks per cluster every cluster-capable GPU launches
+# The largest M, N, K or leading dimension the suite passes a kernel in any profile: the nightly
+# profile's timed 8192, padded to the next multiple of 8 above it (tests/test_parameters.py holds
+# the profiles to it). A parameter that takes a size must hold it.
+LARGEST_DIMENSION = 8200
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -262,16 +268,113 @@ def tight_leading_dimensions(layouts: Mapping[str, str], M: int, N: int, K: int)
 
 
 def scalar_type(instance) -> type:
-    """The C type alpha and beta are passed as: the accumulator type (float, or double for float64)."""
+    """The C type alpha and beta are passed as when the kernel's declaration cannot be read:
+    the accumulator type (float, or double for float64)."""
     return np.float64 if instance.dt.accumulator == "float64" else np.float32
 
 
-def _int32(instance, role, value) -> np.int32:
+def role_kind(role) -> str:
+    """How a role is passed: a pointer, an integer (sizes and literals), a floating-point
+    scalar (alpha, beta) or a tensor map."""
+    if isinstance(role, int) or role in INT_ROLES:
+        return INTEGER
+    return {**dict.fromkeys(POINTER_ROLES, POINTER), **dict.fromkeys(SCALAR_ROLES, FLOATING)}.get(role, TENSOR_MAP)
+
+
+def default_type(instance, role) -> CType:
+    """The C type a role is passed as where the kernel's declaration cannot be read: int for
+    sizes and literals, the accumulator type for alpha and beta."""
+    kind = role_kind(role)
+    if kind == INTEGER:
+        return parameters.INT32
+    if kind == FLOATING:
+        return parameters.floating("double" if scalar_type(instance) is np.float64 else "float")
+    if kind == POINTER:
+        return CType(f"{instance.dt.c_type} *", POINTER, 8, False)
+    return CType("CUtensorMap", TENSOR_MAP, parameters.TENSOR_MAP_BYTES)
+
+
+_PASSED_AS = {POINTER: "a pointer", INTEGER: "an integer",
+              FLOATING: "a floating-point value (float, double, __half or __nv_bfloat16)",
+              TENSOR_MAP: "a CUtensorMap by value (const __grid_constant__ CUtensorMap, 128 bytes)"}
+
+
+def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
+    """Why the declared `parameter` (of `kernel`, as the message names it) cannot take `role` (a
+    pointer role on an integer, an integer role on a pointer, a tensor map role on a pointer,
+    an integer too small for the sizes the suite passes), or None."""
+    kind, declared = role_kind(role), parameter.type
+    if declared.kind == UNKNOWN:
+        return None   # packed in the role's own type; the compilers check the size (parameters.py)
+    if declared.kind != kind:
+        what = _PASSED_AS.get(declared.kind, f"a {declared} by value, which the suite cannot pack")
+        hint = {(TENSOR_MAP, POINTER): f"; declare it const __grid_constant__ CUtensorMap, or give the role "
+                                       f"{tensor_map.operand_of(role) if role in TENSOR_MAP_ROLES else 'A'}",
+                (POINTER, TENSOR_MAP): f"; give it the role tensor_map_{role}"}.get((kind, declared.kind), "")
+        return (f"role {role!r} is {parameter.describe(kernel)}, {what}; {role} is passed as {_PASSED_AS[kind]}"
+                f"{hint or '; list the roles in the order the kernel declares its parameters'}")
+    if kind == INTEGER:
+        low, high = declared.range
+        if isinstance(role, int) and not low <= role <= high:
+            return f"the literal {role} is {parameter.describe(kernel)}, which holds {low} to {high}"
+        if not isinstance(role, int) and high < LARGEST_DIMENSION:
+            return (f"role {role!r} is {parameter.describe(kernel)}, which holds at most {high}; the suite passes "
+                    f"{role} up to {LARGEST_DIMENSION}: declare it int (or wider)")
+    return None
+
+
+def packed_types(instance) -> tuple[CType, ...]:
+    """The C type of each argument of `instance`, in its roles' order: as its kernel declares
+    the parameter, or the role's default_type where the declaration cannot be read (or does
+    not fit: the catalog loader refuses that for an entry it loads)."""
+    declared = instance.parameters or ()
+    out = []
+    for position, role in enumerate(instance.spec.roles):
+        parameter = declared[position] if position < len(declared) else None
+        usable = parameter is not None and parameter.type.kind != UNKNOWN and misfit(role, parameter) is None
+        out.append(parameter.type if usable else default_type(instance, role))
+    return tuple(out)
+
+
+def compiler_disagreement(instance, symbol: str) -> str | None:
+    """Where the types `instance`'s arguments are packed in (packed_types) differ from the
+    compiler's own view of its parameters (the mangled `symbol` of its build), in one line;
+    None where they agree, or the symbol names no types (``extern "C"``) or only a dependent
+    one (``typename accumulator<T>::type alpha``)."""
+    compiled = parameters.compiled_types(symbol)
+    if compiled is None:
+        return None
+    text, theirs = compiled
+    roles, packed = instance.spec.roles, packed_types(instance)
+    if len(theirs) != len(packed):
+        return f"the catalog lists {len(packed)} roles, the compiler's {text} takes {len(theirs)} parameters"
+    for position, (role, ours, compiled_type) in enumerate(zip(roles, packed, theirs)):
+        # a type the symbol spells through a trait (accumulator<float>::type) says no size here;
+        # the CPU simulator's build checks its size (a static_assert against g++'s)
+        if compiled_type.kind != UNKNOWN and not ours.same_layout(compiled_type):
+            return (f"parameter {position + 1} ({role}) is packed as {ours} ({ours.kind}, {ours.size} bytes); the "
+                    f"compiler's {text} declares {compiled_type} ({compiled_type.kind}, {compiled_type.size} bytes)")
+    return None
+
+
+def _integer(instance, role, value, ctype: CType) -> np.integer:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{instance.id}: argument {role!r} must be an integer, got {value!r}")
-    if not -2**31 <= int(value) < 2**31:
-        raise OverflowError(f"{instance.id}: argument {role!r} = {value} does not fit the kernel's int")
-    return np.int32(value)
+    low, high = ctype.range
+    if not low <= int(value) <= high:
+        raise OverflowError(f"{instance.id}: argument {role!r} = {value} does not fit the kernel's {ctype} "
+                            f"({low} to {high})")
+    return ctype.numpy.type(value)
+
+
+def _scalar(instance, role, value, ctype: CType) -> np.generic:
+    """alpha or beta in the kernel's type; a value that type cannot hold exactly is refused (the
+    oracle would judge a product the kernel was never asked for)."""
+    packed = ctype.numpy.type(value)
+    if float(packed) != float(value) and float(value) == float(value):
+        raise LaunchError(f"{instance.id}: {role} = {value!r} is {float(packed)!r} in the kernel's {ctype}; "
+                          f"pass a value {ctype} holds exactly")
+    return packed
 
 
 @dataclass(frozen=True)
@@ -329,19 +432,18 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
         why = check_cluster(grid, cluster)
     if why:
         raise LaunchError(f"{instance.id} at M={env['M']} N={env['N']} K={env['K']}: {why}")
-    scalar = scalar_type(instance)
     args = []
-    for role in spec.roles:
+    for role, ctype in zip(spec.roles, packed_types(instance)):
         if isinstance(role, int):
-            args.append(_int32(instance, str(role), role))
+            args.append(_integer(instance, str(role), role, ctype))
         elif role in POINTER_ROLES:
             args.append(values[role])
         elif role in INT_ROLES:
-            args.append(_int32(instance, role, values[role]))
+            args.append(_integer(instance, role, values[role], ctype))
         elif role in TENSOR_MAP_ROLES:
             args.append(_tensor_map(instance, role, values, env))
         else:
-            args.append(scalar(values[role]))
+            args.append(_scalar(instance, role, values[role], ctype))
     return Launch(grid, block, shared, tuple(args), cluster)
 
 

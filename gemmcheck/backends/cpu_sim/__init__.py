@@ -81,7 +81,7 @@ One module per job, each name importable from here:
   GlobalRace, ScheduleRun)
 - address: AddressSanitizer's report and its parser (AddressReport, AddressError, parse_asan)
 - locating: the buffer slots and the element an offset falls on (BUFFER_NAMES)
-- errors: SimulatedCrash, SimulatedHang, NotSimulated, NotModelled
+- errors: SimulatedCrash, SimulatedHang, NotSimulated, NotModelled, ModuleNotLoaded (a ToolFailure)
 - build, isolate, worker: the g++ builds, isolating what is not modelled, the worker process
 """
 
@@ -89,7 +89,7 @@ from gemmcheck.backends.cpu_sim import build, isolate
 from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.backends.cpu_sim.address import AddressError, AddressReport, parse_asan
 from gemmcheck.backends.cpu_sim.backend import CpuSimBackend
-from gemmcheck.backends.cpu_sim.errors import NotModelled, NotSimulated, SimulatedCrash, SimulatedHang
+from gemmcheck.backends.cpu_sim.errors import ModuleNotLoaded, NotModelled, NotSimulated, SimulatedCrash, SimulatedHang
 from gemmcheck.backends.cpu_sim.locating import BUFFER_NAMES
 from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, GlobalRace, LaunchReport, ScheduleRun,
                                                 SharedConflict, Thread)
@@ -97,7 +97,7 @@ from gemmcheck.backends.cpu_sim.schedules import RACE_SCHEDULES, parse_schedule
 
 __all__ = [
     "BUFFER_NAMES", "RACE_SCHEDULES", "AddressError", "AddressReport", "BarrierSite", "CpuSimBackend",
-    "DivergentBarrier", "GlobalRace", "LaunchReport", "NotModelled", "NotSimulated", "ScheduleRun",
+    "DivergentBarrier", "GlobalRace", "LaunchReport", "ModuleNotLoaded", "NotModelled", "NotSimulated", "ScheduleRun",
     "SharedConflict", "SimulatedCrash", "SimulatedHang", "Thread", "build", "isolate", "parse_asan",
     "parse_schedule", "wk",
 ]

@@ -5,6 +5,7 @@ AddressSanitizer builds in a child (the API is described in the package's docstr
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import subprocess
 import tempfile
@@ -19,7 +20,8 @@ from gemmcheck.backends import Backend, BackendUnavailable, KernelCompileError, 
 from gemmcheck.backends.cpu_sim import build
 from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.backends.cpu_sim.address import AddressReport, parse_asan
-from gemmcheck.backends.cpu_sim.errors import NotSimulated, SimulatedCrash, SimulatedHang, _build_failure
+from gemmcheck.backends.cpu_sim.errors import (ModuleNotLoaded, NotSimulated, SimulatedCrash, SimulatedHang,
+                                               _build_failure)
 from gemmcheck.backends.cpu_sim.locating import BUFFER_NAMES, _element_locator
 from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, GlobalRace, LaunchReport,
                                                 ScheduleRun, SharedConflict, _thread)
@@ -191,11 +193,11 @@ class CpuSimBackend(Backend):
         schedules = tuple(self.schedules) or ("forward",)
         by_role = dict(zip(instance.spec.roles, launch.args))
         pointers = [by_role[name] for name in BUFFER_NAMES]   # slots 0, 1, 2 are A, B, C
-        ints = build.int_slots(instance, launch.args)
+        arguments = build.argument_bytes(instance, launch.args)
         report = LaunchReport(instance.id, grid, block, schedules)
         locate = _element_locator(instance, by_role)
         self.last_launch_report = report
-        request = self._request(module, instance, grid, block, pointers, ints)
+        request = self._request(module, instance, grid, block, pointers, arguments)
         roots = [wk.root_of(p) for p in pointers]
         distinct = list({id(buf): (buf, whole) for buf, whole in roots}.values())
         before = [whole.copy() for _, whole in distinct] if len(schedules) > 1 else None
@@ -223,15 +225,14 @@ class CpuSimBackend(Backend):
             for (_, whole), saved in zip(distinct, first_after):
                 whole[...] = saved
 
-    def _request(self, module, instance, grid, block, pointers, ints) -> wk.Request:
-        if len(pointers) > wk.MAX_POINTERS or len(ints) > wk.MAX_INTS:
+    def _request(self, module, instance, grid, block, pointers, arguments: bytes) -> wk.Request:
+        if len(pointers) > wk.MAX_POINTERS or len(arguments) > wk.MAX_ARGUMENT_BYTES:
             raise launch_error(instance, grid, block, ValueError("too many kernel arguments"))
         rq = wk.Request()
         rq.module = str(module.path).encode()
         rq.kernel = module.index(instance.name_expression)
-        rq.npointers, rq.nints = len(pointers), len(ints)
-        for i, v in enumerate(ints):
-            rq.ints[i] = v
+        rq.npointers, rq.nbytes = len(pointers), len(arguments)
+        ctypes.memmove(rq.arguments, arguments, len(arguments))
         for i, p in enumerate(pointers):
             buf, _ = wk.root_of(p)
             offset = p.ctypes.data - buf.address
@@ -267,7 +268,9 @@ class CpuSimBackend(Backend):
                               f"{tuple(r.cur_block)}, thread {_thread(r.cur_thread, block)} [{schedule}]")
             self._collect(module, report, r, schedule, block, locate)
             raise SimulatedHang(report.failure) from None
-        if status != 0:
+        if status == wk.STATUS_MODULE_NOT_LOADED:
+            raise ModuleNotLoaded(instance, error)
+        if status != wk.STATUS_DONE:
             raise launch_error(instance, grid, block, RuntimeError(f"cpu-sim worker: {error}"))
         return self._collect(module, report, wk.Report.from_buffer_copy(self._worker.report), schedule, block,
                              locate)
@@ -322,7 +325,7 @@ class CpuSimBackend(Backend):
                   **tight_leading_dimensions(instance.spec.layouts, M, N, K)}
         planned = plan(instance, values)
         grid, block = planned.grid, planned.block
-        ints = build.int_slots(instance, planned.args)
+        arguments = build.argument_bytes(instance, planned.args)
         with tempfile.TemporaryDirectory(prefix="gemmcheck-asan-") as tmp:
             paths = []
             for name, bits in zip(BUFFER_NAMES, buffers):
@@ -330,7 +333,7 @@ class CpuSimBackend(Backend):
                 path.write_bytes(np.ascontiguousarray(bits).tobytes())
                 paths += [str(path), str(bits.nbytes)]
             cmd = [str(runner), str(names.index(instance.name_expression)), *map(str, grid), *map(str, block),
-                   str(len(ints)), *map(str, ints), str(len(buffers)), *paths]
+                   arguments.hex(), str(len(buffers)), *paths]
             env = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0:"
                                    "detect_stack_use_after_return=0:allocator_may_return_null=1"}
             try:

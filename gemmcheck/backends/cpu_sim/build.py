@@ -5,21 +5,27 @@ a generated translation unit includes the simulator's prelude, then the .cu file
 unchanged (its ``#include <cuda_fp16.h>`` finds the fake headers in ``include/``),
 then one ``extern "C"``-tabled launcher per instantiation, passing the kernel's
 parameters in the order of its catalog roles; calling ``entry<...>(...)`` instantiates it.
-Host code in the .cu (``main``, other host functions) is blanked first, lines kept, and so
-are the definitions of the file's kernels the build does not instantiate (isolate.py): a
-kernel nobody asked for, gpu_only or not, never fails the build of its neighbours. An
-``#include`` g++ cannot find (a host library's header) is left out when the build stops on it.
+Host code in the .cu (``main``, other host functions, host prototypes) is blanked first, lines
+kept, and so are the definitions of the file's kernels the build does not instantiate, with
+their explicit instantiations (isolate.py): a kernel nobody asked for, gpu_only or not, never
+fails the build of its neighbours. The user's own headers (found beside the file including
+them, in the source's directory or the catalog's include_dirs) are read the same way, at any
+depth, through device copies (gemmcheck.compile.device_includes, as NVRTC's build reads them).
+An ``#include`` g++ cannot find (a host library's header) is left out, in the source and in
+those headers.
 
 Builds are cached under the user cache directory (``$GEMMCHECK_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/gemmcheck``, else ``~/.cache/gemmcheck``), keyed by a hash of the
-generated source, the kernel source, the simulator's own sources, the compiler and
-its flags. Headers the kernel includes from elsewhere are not part of the key.
+generated source, the kernel source, the device texts of the user's headers it includes,
+the directories searched, the simulator's own sources, the compiler and its flags. System
+headers (the C++ library's) are not part of the key.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -31,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmcheck.backends.cpu_sim import isolate
-from gemmcheck.compile import buildlock
+from gemmcheck.compile import buildlock, device_includes
 from gemmcheck.containment.tools import ToolFailure
 from gemmcheck.contract import cuda_source, launch
 from gemmcheck.phases import timed
@@ -104,7 +110,7 @@ def _simulator_sources() -> bytes:
 def _key(*parts: bytes | str) -> str:
     h = hashlib.sha256()
     for part in parts:
-        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(cuda_source.source_bytes(part) if isinstance(part, str) else part)   # a source's text: any bytes
         h.update(b"\0")
     return h.hexdigest()[:24]
 
@@ -112,56 +118,118 @@ def _key(*parts: bytes | str) -> str:
 _SHARED_ALIGNAS = re.compile(r"\b__shared__(?P<space>\s+)(?P<alignas>alignas\s*\((?:[^()]|\([^()]*\))*\))")
 
 
-def device_copy(source: Path, tmp: Path, entries=None, missing=()) -> Path:
-    """The source's device part in `tmp`: host functions such as `main` blanked, and the
-    definitions of kernels not in `entries` (None: keep all), and the `#include` lines of the
-    `missing` headers; lines kept.
+def device_files(source: Path, entries=None, missing=()) -> device_includes.DeviceFiles:
+    """The source's device part and device copies of the user's own headers it includes, at any
+    depth (found as g++ finds them: beside the including file, in the source's directory, in the
+    catalog's include_dirs), each as g++ builds it: host functions blanked, the definitions of
+    kernels not in `entries` (None: keep all) left out, every #include kept where
+    ``__has_include`` finds it, and the `#include` lines of the `missing` headers left out;
+    lines kept."""
 
-    A `#line` directive keeps g++'s errors and the barrier sites pointing at the user's file.
-    """
-    text = cuda_source.device_part(cuda_source.read_source(source), strip_host_headers=False)
-    if entries is not None:
-        text = isolate.keep_kernels(text, entries)
-    text = isolate.without_includes(text, missing)
-    # nvcc takes `__shared__ alignas(16) float As[...]`; with __shared__ spelled `static`, g++
-    # wants the standard attribute first: swap the two words (same line, same length).
-    text = _SHARED_ALIGNAS.sub(lambda m: f"{m['alignas']}{m['space']}__shared__", text)
+    def edit(text: str) -> str:
+        if entries is not None:
+            text = isolate.keep_kernels(text, entries)
+        text = isolate.without_includes(text, missing)
+        # nvcc takes `__shared__ alignas(16) float As[...]`; with __shared__ spelled `static`, g++
+        # wants the standard attribute first: swap the two words (same line, same length).
+        return _SHARED_ALIGNAS.sub(lambda m: f"{m['alignas']}{m['space']}__shared__", text)
+
+    return device_includes.DeviceFiles(edit(cuda_source.device_part(cuda_source.read_source(source), compiler="nvrtc")),
+                                       cuda_source.include_dirs_of(source), cache_dir() / "headers",
+                                       compiler="host", edit=edit)
+
+
+def device_copy(source: Path, tmp: Path, files: device_includes.DeviceFiles) -> Path:
+    """The translation unit's view of the source, in `tmp`: its device part (`files`), its own
+    headers read through their device copies. A `#line` directive keeps g++'s errors and the
+    barrier sites pointing at the user's file."""
     copy = tmp / f"device-{source.name}"
-    copy.write_bytes(cuda_source.source_bytes(f'#line 1 "{source}"\n' + text))   # the source's bytes, any encoding
+    copy.write_bytes(cuda_source.source_bytes(f'#line 1 "{source}"\n' + files.program(())))   # any encoding
     return copy
 
 
-def scalar_slots(instance) -> int:
-    """int32 slots alpha / beta take in the request: 1 for float, 2 for double."""
-    return 2 if launch.scalar_type(instance) is np.float64 else 1
+def _include_flags(source: Path) -> list[str]:
+    """-I for the simulator's CUDA headers, then the source's directory and the catalog's
+    include_dirs, in the order NVRTC searches them."""
+    return [f"-I{INCLUDE}", *(f"-I{d}" for d in cuda_source.include_dirs_of(source))]
+
+
+def _source_key(source: Path, files: device_includes.DeviceFiles) -> list[str]:
+    """What a build reads of the user's files: the source, the device texts of its own headers
+    (every depth), the directories searched."""
+    return [str(source), cuda_source.read_source(source), json.dumps(files.fingerprint()),
+            json.dumps([str(d) for d in cuda_source.include_dirs_of(source)])]
+
+
+
+def argument_layout(instance) -> tuple[tuple[int, int, object], ...]:
+    """(position, offset, C type) of each by-value argument of `instance` in the request's
+    argument bytes: each in the type its kernel declares (gemmcheck.contract.launch.packed_types),
+    at an offset aligned to its size."""
+    layout, offset = [], 0
+    for position, (role, ctype) in enumerate(zip(instance.spec.roles, launch.packed_types(instance))):
+        if role in launch.POINTER_ROLES:
+            continue
+        align = min(ctype.size, 8)
+        offset = -(-offset // align) * align
+        layout.append((position, offset, ctype))
+        offset += ctype.size
+    return tuple(layout)
+
+
+def argument_bytes(instance, args) -> bytes:
+    """The request's argument bytes for a Launch's arguments, laid out by argument_layout."""
+    layout = argument_layout(instance)
+    out = bytearray(layout[-1][1] + layout[-1][2].size if layout else 0)
+    for position, offset, ctype in layout:
+        packed = np.asarray(args[position]).tobytes()
+        if len(packed) != ctype.size:
+            raise ValueError(f"{instance.id}: argument {position + 1} is {len(packed)} bytes; the kernel declares "
+                             f"{ctype} ({ctype.size} bytes)")
+        out[offset:offset + ctype.size] = packed
+    return bytes(out)
+
+
+_LAUNCHER_HELPERS = """\
+// The type of each parameter of a kernel, as g++ declares it (cv-qualifiers dropped).
+template <typename F> struct cudasim_parameters;
+template <typename... P> struct cudasim_parameters<void (*)(P...)>
+{
+    template <int I> using at = typename std::remove_cv<typename std::tuple_element<I, std::tuple<P...>>::type>::type;
+};
+template <typename... P> struct cudasim_parameters<void (*)(P...) noexcept> : cudasim_parameters<void (*)(P...)> {};
+// One argument, its bytes copied into the declared type (never converted).
+template <typename P> P cudasim_argument(const unsigned char *n) { P v; std::memcpy((void *)&v, n, sizeof v); return v; }"""
 
 
 def launcher_source(source: Path, instances) -> str:
     """The translation unit for one source: prelude, the .cu, one launcher per instantiation.
 
     Each launcher passes the kernel's parameters in the order of its catalog roles: pointer
-    A, B, C from slots 0, 1, 2; ints, literals and scalars (float/double bits) from the
-    int slots in role order.
+    A, B, C from slots 0, 1, 2; every other argument copied from the request's argument bytes
+    into the type the kernel declares, after g++ confirms it has the size gemmcheck packed.
     """
     lines = ["// generated by gemmcheck cpu-sim; do not edit", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>",
-             "#include <cstring>", f'#include "{source}"', "namespace {",
-             "template <typename S> S cudasim_scalar(const int *n) { S v; std::memcpy(&v, n, sizeof v); return v; }"]
+             "#include <cstring>", "#include <tuple>", "#include <type_traits>", f'#include "{source}"', "namespace {",
+             _LAUNCHER_HELPERS]
     table = []
     for index, inst in enumerate(instances):
         c_type = inst.dt.c_type
-        args, slot = [], 0
-        for role in inst.spec.roles:
+        by_position = {position: (offset, ctype) for position, offset, ctype in argument_layout(inst)}
+        args, checks = [], []
+        for position, role in enumerate(inst.spec.roles):
             if role in launch.POINTER_ROLES:
                 args.append(f"({c_type} *)p[{launch.POINTER_ROLES.index(role)}]")
-            elif role in launch.SCALAR_ROLES:
-                scalar = "double" if scalar_slots(inst) == 2 else "float"
-                args.append(f"cudasim_scalar<{scalar}>(n + {slot})")
-                slot += scalar_slots(inst)
-            else:
-                args.append(f"n[{slot}]")
-                slot += 1
-        lines.append(f"void cudasim_launch_{index}(void *const *p, const int *n) "
-                     f"{{ (void)n; {inst.name_expression}({', '.join(args)}); }}")
+                continue
+            offset, ctype = by_position[position]
+            args.append(f"cudasim_argument<P::at<{position}>>(n + {offset})")
+            checks.append(f"static_assert(sizeof(P::at<{position}>) == {ctype.size}, \"{inst.name_expression}: "
+                          f"gemmcheck packs parameter {position + 1} ({role}) as {ctype}, {ctype.size} bytes, but g++ "
+                          "declares it another size\");")
+        lines.append(f"void cudasim_launch_{index}(void *const *p, const unsigned char *n) {{\n"
+                     f"    (void)n;\n    using P = cudasim_parameters<decltype(&{inst.name_expression})>;\n"
+                     + "".join(f"    {c}\n" for c in checks)
+                     + f"    {inst.name_expression}({', '.join(args)});\n}}")
         table.append(f'    {{"{inst.name_expression}", cudasim_launch_{index}}},')
     lines += ["}  // namespace", 'extern "C" const cudasim_kernel cudasim_kernels[] = {', *table, "};",
               f'extern "C" const int cudasim_kernel_count = {len(instances)};', ""]
@@ -182,19 +250,6 @@ def _compile_device(cmd: list[str], what: str, rewrite) -> None:
             raise
         rewrite(missing)
         _run(cmd, what)
-
-
-def int_slots(instance, args) -> list[int]:
-    """The request's int slots for a Launch's non-pointer arguments (in role order)."""
-    slots = []
-    for role, value in zip(instance.spec.roles, args):
-        if role in launch.POINTER_ROLES:
-            continue
-        if role in launch.SCALAR_ROLES:
-            slots += np.array([value], dtype=launch.scalar_type(instance)).view(np.int32).tolist()
-        else:
-            slots.append(int(value))
-    return slots
 
 
 def _defines(defines) -> list[str]:
@@ -294,22 +349,22 @@ def module(source: Path, instances, defines=()) -> Module:
     cxx, version = compiler()
     instances = sorted(instances, key=lambda i: i.name_expression)
     text = launcher_source(Path("device.cu"), instances)
-    key = _key("module", version, " ".join(MODULE_FLAGS), _simulator_sources(), text, str(source),
-               source.read_bytes(), repr(tuple(defines)))
-    built: list[float] = []
-
     entries = {i.spec.entry for i in instances}
+    files = device_files(source, entries)
+    key = _key("module", version, " ".join(MODULE_FLAGS), _simulator_sources(), text, *_source_key(source, files),
+               repr(tuple(defines)))
+    built: list[float] = []
 
     def build(tmp: Path) -> Path:
         gen = tmp / "launchers.cpp"
-        gen.write_text(launcher_source(device_copy(source, tmp, entries), instances))
+        gen.write_text(launcher_source(device_copy(source, tmp, files), instances))
         obj, so = tmp / "launchers.o", tmp / "module.so"
         t0 = time.perf_counter()
         what = f"{source.name}: compiling {', '.join(i.name_expression for i in instances)} for cpu-sim"
-        cmd = [cxx, *COMMON_FLAGS, *MODULE_FLAGS, *_defines(defines), f"-I{INCLUDE}", f"-I{source.parent}",
+        cmd = [cxx, *COMMON_FLAGS, *MODULE_FLAGS, *_defines(defines), *_include_flags(source),
                "-c", str(gen), "-o", str(obj)]
         _compile_device(cmd, what, lambda missing: gen.write_text(
-            launcher_source(device_copy(source, tmp, entries, missing), instances)))
+            launcher_source(device_copy(source, tmp, device_files(source, entries, missing)), instances)))
         _run([cxx, "-shared", str(obj), "-o", str(so)], what + " (link)")
         built.append(time.perf_counter() - t0)
         return so
@@ -325,19 +380,19 @@ def asan_runner(source: Path, instances, defines=()) -> tuple[Path, tuple[str, .
     cxx, version = compiler()
     instances = sorted(instances, key=lambda i: i.name_expression)
     text = launcher_source(Path("device.cu"), instances)
-    key = _key("asan", version, " ".join(ASAN_FLAGS), _simulator_sources(), text, str(source),
-               source.read_bytes(), repr(tuple(defines)))
-
     entries = {i.spec.entry for i in instances}
+    files = device_files(source, entries)
+    key = _key("asan", version, " ".join(ASAN_FLAGS), _simulator_sources(), text, *_source_key(source, files),
+               repr(tuple(defines)))
 
     def build(tmp: Path) -> Path:
         gen = tmp / "launchers.cpp"
-        gen.write_text(launcher_source(device_copy(source, tmp, entries), instances))
+        gen.write_text(launcher_source(device_copy(source, tmp, files), instances))
         out = tmp / "asan-runner"
-        _compile_device([cxx, *COMMON_FLAGS, *ASAN_FLAGS, *_defines(defines), f"-I{INCLUDE}", f"-I{source.parent}",
+        _compile_device([cxx, *COMMON_FLAGS, *ASAN_FLAGS, *_defines(defines), *_include_flags(source),
                          str(RUNTIME), str(gen), "-o", str(out)], f"{source.name}: AddressSanitizer build for cpu-sim",
-                        lambda missing: gen.write_text(
-                            launcher_source(device_copy(source, tmp, entries, missing), instances)))
+                        lambda missing: gen.write_text(launcher_source(
+                            device_copy(source, tmp, device_files(source, entries, missing)), instances)))
         return out
 
     return _cached(key, "asan-runner", build), tuple(i.name_expression for i in instances)
@@ -357,7 +412,7 @@ _FUNCTION = re.compile(r"^[0-9a-f]+ <(?P<name>.*)>:$")
 _ADDRESS = re.compile(r"#\s*(?P<address>[0-9a-f]+) <")
 _BRANCH = re.compile(r"\s(?:call|jmp)\s+[0-9a-f]+ <(?P<name>.*)>\s*$")
 _RELOCATION = re.compile(r"^(?P<address>[0-9a-f]+)\s+R_X86_64_\w+\s+(?P<name>.*?)(?:@@?\w+)?(?:\+0x[0-9a-f]+)?\s*$")
-_LAUNCHER = "(anonymous namespace)::cudasim_launch_{}(void* const*, int const*)"
+_LAUNCHER = "(anonymous namespace)::cudasim_launch_{}(void* const*, unsigned char const*)"
 
 
 def _objdump(*args: str) -> str:

@@ -1,10 +1,14 @@
 """cpu-sim's errors: a simulated crash or hang, a kernel not simulated (gpu_only) or using what
-the simulator does not model, and the error for an instantiation that did not build alone."""
+the simulator does not model, the error for an instantiation that did not build alone, and a
+built module the worker could not load (the simulator's own failure)."""
 
 from __future__ import annotations
 
+import re
+
 from gemmcheck.backends import KernelCompileError, KernelHang, KernelLaunchError, NotSupported
 from gemmcheck.backends.cpu_sim import build, isolate
+from gemmcheck.containment.tools import ToolFailure
 from gemmcheck.contract.catalog import Instance
 
 
@@ -42,3 +46,21 @@ def _build_failure(inst: Instance, exc: build.BuildError) -> KernelCompileError:
     if found is not None:
         return NotModelled(inst.spec.entry, found, str(exc))
     return KernelCompileError(str(exc))
+
+
+class ModuleNotLoaded(ToolFailure):
+    """The worker could not load a module g++ built (dlopen failed: a symbol the module needs
+    and nothing defines). The kernel never ran: no verdict, an error of the suite."""
+
+    tool = "the CPU simulator's worker"
+
+    def __init__(self, inst: Instance, dlerror: str):
+        symbol = re.search(r"undefined symbol: (\S+)", dlerror)
+        self.symbol = symbol.group(1) if symbol else None
+        needs = f"undefined symbol {self.symbol}" if self.symbol else dlerror
+        super().__init__(
+            f"{inst.spec.source.name}: kernel {inst.spec.entry}: the module built for {inst.id} does not load "
+            f"({needs}); the kernel was not run\n{dlerror}",
+            todo=(f"nothing says the kernel is wrong: if its source defines every function it calls, the "
+                  f"simulator lacks {self.symbol or 'what dlopen names'}; report it with this message" if self.symbol
+                  else "report it with this message"))

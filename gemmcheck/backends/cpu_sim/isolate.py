@@ -46,7 +46,9 @@ def kernel_definitions(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-_LEAD = re.compile(r"(?:template\s*<[^;{}()]*>\s*)?(?:(?:static|inline|extern\s*\"C\")\s+)*$")
+# Before __global__: the template header and the specifiers (`extern " "`: code_only blanks
+# the "C"), each followed by white space or the end.
+_LEAD = re.compile(r"(?:template\s*<[^;{}()]*>\s*)?(?:(?:static|inline|extern\s*\"[^\"]*\")(?:\s+|$))*$")
 
 
 def _declaration_start(head: str) -> int:
@@ -72,12 +74,26 @@ def _kernel_name(signature: str) -> str | None:
     return None
 
 
+# An explicit instantiation (`template __global__ void k<16>(int, ...);`, `extern template ...`):
+# the name it instantiates, before its template arguments.
+_INSTANTIATION = re.compile(r"^\s*(?:extern\s+)?template\s+(?!<)[^;{}]*?\b(?P<name>[A-Za-z_]\w*)\s*[<(][^;{}]*;$", re.S)
+
+
 def keep_kernels(text: str, entries) -> str:
-    """`text` with every kernel definition blanked (lines kept) but those named in `entries`."""
-    wanted = set(entries)
-    for name, start, end in reversed(kernel_definitions(text)):
-        if name not in wanted:
-            text = _blank_span(text, start, end)
+    """`text` with every kernel definition blanked (lines kept) but those named in `entries`,
+    and the explicit instantiations of the kernels blanked (`template __global__ void k<16>(...);`,
+    how a file makes nvcc emit a template's bodies) with them; the launchers instantiate the rest."""
+    definitions = [d for d in kernel_definitions(text) if d[0] not in set(entries)]
+    blanked = {name for name, _, _ in definitions}
+    spans = [(start, end) for _, start, end in definitions]
+    code = _PREPROCESSOR.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), cuda_source.code_only(text))
+    for start, end in cuda_source.top_level_statements(code):
+        m = _INSTANTIATION.match(code[start:end])
+        if m and m["name"] in blanked:
+            statement = code[start:end]
+            spans.append((start + len(statement) - len(statement.lstrip()), end))
+    for start, end in sorted(spans, reverse=True):
+        text = _blank_span(text, start, end)
     return text
 
 

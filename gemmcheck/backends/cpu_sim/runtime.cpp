@@ -44,7 +44,7 @@
 // ---------------------------------------------------------------------------
 enum { KIND_RAW = 1, KIND_WAR = 2, KIND_WAW = 3, KIND_UNINIT = 4 };
 enum { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_SHUFFLE = 2, SCHED_LOCKSTEP = 3 };
-enum { MAX_POINTERS = 8, MAX_INTS = 16, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4,
+enum { MAX_POINTERS = 8, MAX_ARGUMENT_BYTES = 256, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4,
        MAX_GLOBAL_RACES = 8 };
 // A global-memory race: what the earlier block did to the address, and what the later one did.
 enum { GLOBAL_STORE = 1, GLOBAL_ATOMIC = 2 };
@@ -97,10 +97,10 @@ struct cs_report
 struct cs_request
 {
     char module[1024];
-    int32_t kernel, npointers, nints, schedule;
+    int32_t kernel, npointers, nbytes, schedule;  // nbytes: of arguments, used of MAX_ARGUMENT_BYTES
     uint64_t seed;
     uint32_t grid[3], block[3];
-    int32_t ints[MAX_INTS];
+    uint64_t arguments[MAX_ARGUMENT_BYTES / 8];  // by-value arguments, each in its declared type's bytes
     uint64_t pointer_offset[MAX_POINTERS];  // into the memfd sent with the request, in order
     uint64_t pointer_length[MAX_POINTERS];  // bytes to map
     uint32_t nranges, track;  // track: 0 runs without shared- and global-memory tracking (faster)
@@ -138,7 +138,7 @@ static int current = -1;                 // fiber running, -1: the scheduler
 static void *scheduler_sp;
 static cudasim_launcher kernel_fn;
 static void *kernel_pointers[MAX_POINTERS];
-static int kernel_ints[MAX_INTS];
+alignas(16) static unsigned char kernel_arguments[MAX_ARGUMENT_BYTES];
 static bool lockstep;
 static long long sim_clock;
 static const size_t STACK_SIZE = 256 * 1024;
@@ -220,7 +220,7 @@ extern "C" void cudasim_fiber_main()
 #ifdef __SANITIZE_ADDRESS__
     __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
 #endif
-    kernel_fn(kernel_pointers, kernel_ints);
+    kernel_fn(kernel_pointers, kernel_arguments);
     fibers[current].state = EXITED;
     to_scheduler();
     abort();  // an exited fiber is never resumed
@@ -603,6 +603,82 @@ extern "C" void cudasim_atomic(void *address, unsigned long size, const char *fi
     if (uninit)
         record(KIND_UNINIT, a, NOBODY);
 }
+
+// ---------------------------------------------------------------------------
+// Atomic builtins and fences in kernel code. The thread instrumentation turns every
+// __atomic_* / __sync_* builtin of the module (the prelude's __threadfence, and whatever else
+// uses them) into a call of one of these entry points: the list is the compiler's own, every
+// __tsan_ name g++ can emit (its cc1plus holds each one; tests/test_cpu_sim_build.py checks the
+// worker against the compiler on the machine). Fibers switch only at the runtime's calls, so
+// each operation is one uninterrupted read-modify-write, seen by the tracking as CUDA's atomics
+// are (cudasim_atomic: alignment, a lockstep turn, a write of the thread); an atomic load is a
+// turn and an alignment check, not a write. Memory orders are moot with one fiber running.
+// ---------------------------------------------------------------------------
+static void tsan_atomic(const volatile void *address, size_t size, bool writes)
+{
+    if (writes)
+        return cudasim_atomic((void *)address, size, nullptr, 0);
+    uintptr_t a = (uintptr_t)address;
+    if (a & (size - 1))
+        stop_misaligned(a, size, "atomic load", nullptr, 0);
+    lockstep_yield();
+}
+
+template <typename T> static bool tsan_compare_exchange(volatile T *a, T *expected, T desired)
+{
+    tsan_atomic(a, sizeof(T), true);
+    T old = *a;
+    bool equal = old == *expected;
+    if (equal)
+        *a = desired;
+    else
+        *expected = old;
+    return equal;
+}
+
+#define TSAN_RMW(BITS, T, OP, NEW)                                                                \
+    extern "C" T __tsan_atomic##BITS##_##OP(volatile T *a, T v, int)                              \
+    {                                                                                             \
+        tsan_atomic(a, sizeof(T), true);                                                          \
+        T old = *a;                                                                               \
+        *a = (T)(NEW);                                                                            \
+        return old;                                                                               \
+    }
+#define TSAN_ATOMIC(BITS, T)                                                                      \
+    extern "C" T __tsan_atomic##BITS##_load(const volatile T *a, int)                             \
+    {                                                                                             \
+        tsan_atomic(a, sizeof(T), false);                                                         \
+        return *a;                                                                                \
+    }                                                                                             \
+    extern "C" void __tsan_atomic##BITS##_store(volatile T *a, T v, int)                          \
+    {                                                                                             \
+        tsan_atomic(a, sizeof(T), true);                                                          \
+        *a = v;                                                                                   \
+    }                                                                                             \
+    TSAN_RMW(BITS, T, exchange, v)                                                                \
+    TSAN_RMW(BITS, T, fetch_add, old + v)                                                         \
+    TSAN_RMW(BITS, T, fetch_sub, old - v)                                                         \
+    TSAN_RMW(BITS, T, fetch_and, old & v)                                                         \
+    TSAN_RMW(BITS, T, fetch_or, old | v)                                                          \
+    TSAN_RMW(BITS, T, fetch_xor, old ^ v)                                                         \
+    TSAN_RMW(BITS, T, fetch_nand, ~(old & v))                                                     \
+    extern "C" bool __tsan_atomic##BITS##_compare_exchange_strong(volatile T *a, T *expected, T v, int, int) \
+    {                                                                                             \
+        return tsan_compare_exchange(a, expected, v);                                             \
+    }                                                                                             \
+    extern "C" bool __tsan_atomic##BITS##_compare_exchange_weak(volatile T *a, T *expected, T v, int, int) \
+    {                                                                                             \
+        return tsan_compare_exchange(a, expected, v);                                             \
+    }
+TSAN_ATOMIC(8, uint8_t)
+TSAN_ATOMIC(16, uint16_t)
+TSAN_ATOMIC(32, uint32_t)
+TSAN_ATOMIC(64, uint64_t)
+TSAN_ATOMIC(128, unsigned __int128)
+#undef TSAN_ATOMIC
+#undef TSAN_RMW
+extern "C" void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+extern "C" void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 // ---------------------------------------------------------------------------
 // Warp-synchronous calls (shuffles, votes, __syncwarp). Lane = linear thread index % 32.
@@ -1032,6 +1108,9 @@ static void reset_report()
 struct Module { std::string *path; void *handle; const cudasim_kernel *kernels; int count; uintptr_t base; };
 
 static std::vector<Module> modules;
+// The reply's first byte (worker.py mirrors them): done; a request the worker cannot run; a
+// module that does not load (dlopen's error follows: a failure of the simulator, not the kernel's).
+enum { STATUS_DONE = 0, STATUS_BAD_REQUEST = 1, STATUS_MODULE_NOT_LOADED = 2 };
 
 static Module *module_for(const char *path, char *error, size_t error_size)
 {
@@ -1097,17 +1176,17 @@ int main(int argc, char **argv)
                 memcpy(fds, CMSG_DATA(c), sizeof(int) * nfds);
             }
         char error[512] = "";
-        int status = 0;
+        int status = STATUS_DONE;
         reset_report();
         Module *m = module_for(rq.module, error, sizeof error);
         std::vector<std::pair<void *, size_t>> maps;
         if (!m)
-            status = 1;
+            status = STATUS_MODULE_NOT_LOADED;
         else if (rq.kernel < 0 || rq.kernel >= m->count || nfds != rq.npointers)
         {
             snprintf(error, sizeof error, "bad request: kernel %d of %d, %d fds for %d pointers",
                      rq.kernel, m->count, nfds, rq.npointers);
-            status = 1;
+            status = STATUS_BAD_REQUEST;
         }
         else
         {
@@ -1119,7 +1198,7 @@ int main(int argc, char **argv)
                 if (p == MAP_FAILED)
                 {
                     snprintf(error, sizeof error, "mmap of buffer %d (%zu bytes) failed", i, length);
-                    status = 1;
+                    status = STATUS_BAD_REQUEST;
                     break;
                 }
                 maps.emplace_back(p, length ? length : 1);
@@ -1134,7 +1213,7 @@ int main(int argc, char **argv)
                     shared_lo = shared_hi = 0, loaded_ranges_for = nullptr;
                 else
                     track_global_buffers(maps, kernel_pointers);
-                memcpy(kernel_ints, rq.ints, sizeof kernel_ints);
+                memcpy(kernel_arguments, rq.arguments, sizeof kernel_arguments);
                 kernel_fn = m->kernels[rq.kernel].launch;
                 run_grid(rq.grid, rq.block, rq.schedule, rq.seed);
                 untrack_global_buffers();
@@ -1156,7 +1235,7 @@ int main(int argc, char **argv)
 #else
 // ---------------------------------------------------------------------------
 // The AddressSanitizer runner: one launch on exact-size heap buffers.
-// argv: kernel-index gx gy gz bx by bz nints ints... npointers (path bytes)...
+// argv: kernel-index gx gy gz bx by bz argument-bytes-in-hex npointers (path bytes)...
 // Writes every buffer back to its file after the launch.
 // ---------------------------------------------------------------------------
 extern "C" const cudasim_kernel cudasim_kernels[];
@@ -1179,9 +1258,12 @@ int main(int argc, char **argv)
         g = (uint32_t)atol(next());
     for (auto &b : block)
         b = (uint32_t)atol(next());
-    int nints = atoi(next());
-    for (int i = 0; i < nints; i++)
-        kernel_ints[i] = atoi(next());
+    const char *hex = next();
+    for (size_t i = 0; hex[2 * i] && hex[2 * i + 1] && i < sizeof kernel_arguments; i++)
+    {
+        char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
+        kernel_arguments[i] = (unsigned char)strtoul(pair, nullptr, 16);
+    }
     int np = atoi(next());
     std::vector<const char *> paths;
     std::vector<size_t> sizes;

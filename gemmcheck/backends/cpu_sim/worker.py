@@ -22,11 +22,14 @@ import numpy as np
 
 KIND_NAMES = {1: "RAW", 2: "WAR", 3: "WAW", 4: "uninitialized"}
 SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2, "lockstep": 3}
-MAX_POINTERS, MAX_INTS, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 16, 1024, 16, 8, 4
+MAX_POINTERS, MAX_ARGUMENT_BYTES, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 256, 1024, 16, 8, 4
 MAX_GLOBAL_RACES = 8
 # What each block of a global-memory race did to the address (GLOBAL_* in runtime.cpp).
 GLOBAL_ACCESS = {1: "store", 2: "atomic"}
 MESSAGE_SIZE = 256
+# The reply's first byte (STATUS_* in runtime.cpp): done; a request the worker cannot run; a
+# module that does not load (dlopen's error follows).
+STATUS_DONE, STATUS_BAD_REQUEST, STATUS_MODULE_NOT_LOADED = 0, 1, 2
 # What a divergence record is (DIVERGE_* in runtime.cpp).
 DIVERGENCE_KINDS = {0: "barrier", 1: "warp_missing_lanes", 2: "warp_mask", 3: "warp_source"}
 
@@ -66,9 +69,13 @@ class Report(ctypes.Structure):
 
 
 class Request(ctypes.Structure):
+    """One launch. `arguments` holds the by-value arguments, each in the bytes of the type the
+    kernel declares (gemmcheck.backends.cpu_sim.build.argument_bytes lays them out)."""
+
     _fields_ = [("module", ctypes.c_char * 1024), ("kernel", ctypes.c_int32), ("npointers", ctypes.c_int32),
-                ("nints", ctypes.c_int32), ("schedule", ctypes.c_int32), ("seed", ctypes.c_uint64),
-                ("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("ints", ctypes.c_int32 * MAX_INTS),
+                ("nbytes", ctypes.c_int32), ("schedule", ctypes.c_int32), ("seed", ctypes.c_uint64),
+                ("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3),
+                ("arguments", ctypes.c_uint64 * (MAX_ARGUMENT_BYTES // 8)),   # by-value arguments' bytes
                 ("pointer_offset", ctypes.c_uint64 * MAX_POINTERS),
                 ("pointer_length", ctypes.c_uint64 * MAX_POINTERS),
                 ("nranges", ctypes.c_uint32), ("track", ctypes.c_uint32),

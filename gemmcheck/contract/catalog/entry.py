@@ -4,10 +4,11 @@ file, the kernel and the fix."""
 
 from __future__ import annotations
 
+import re
 import string
 from pathlib import Path
 
-from gemmcheck.contract import cuda_source, launch
+from gemmcheck.contract import cuda_source, launch, parameters
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract.catalog import hopper
 from gemmcheck.contract.catalog.instantiations import _check_instantiations, _geometry, _in_configs, _parameters
@@ -68,6 +69,11 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     tile_param = entry.get("tile", DEFAULT_TILE)
     tile_required = any(k in entry for k in ("policy", "tile", "tiles", "shared_tiles")) or \
         entry.get("shapes") in TILE_SHAPES or not {"M", "K"} & set(roles)
+    declared = parameters.declaration(source, entry["entry"], found_in["include_dirs"], fixed_defines)
+    # the template as written, before a -D of the same name rewrites it
+    as_written = parameters.declaration(source, entry["entry"], found_in["include_dirs"]) or declared
+    if as_written is not None:
+        _check_defines(fixed_defines, as_written, tile_param, tile_required, fail)
     params, configs = _parameters(entry, tile_param, cuda_source.defines(text), fail, tile_required)
     macros = entry.get("macros", [])
     if not isinstance(macros, list) or any(m not in params and not _in_configs(m, configs) for m in macros):
@@ -91,6 +97,8 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         fail(f"template_args {template_args!r} uses {sorted(fields - known_fields)}; only {{T}} and the "
              f"parameters {sorted(known_fields - {'T'})} are substituted (set 'tiles', 'params' or 'configs', "
              "or template_args = \"\" for a kernel that is not a template)")
+    if declared is not None:
+        _check_template_args(template_args, declared, fail)
 
     geometry, policy = _geometry(entry, tile_param, fail)
     square = not {"M", "K"} & set(roles)     # one size argument: N x N operands
@@ -137,8 +145,63 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         resources=_resources(entry, path, fail),
     )
     _check_instantiations(spec, fail)
+    _check_arguments(spec, fail)
     hopper.check(spec, fail)
     return spec
+
+
+def _check_template_args(template_args: str, declared: parameters.Declaration, fail) -> None:
+    """template_args against the kernel's template parameter list: as many arguments as it
+    takes, {T} where it takes a type, a parameter or a number where it takes a value."""
+    tparams = parameters.template_parameters(declared.kernel.head)
+    if not tparams or not template_args.strip() or any(kind == "pack" for kind, _, _ in tparams):
+        return
+    given = parameters.split_top_level(template_args)
+    required = sum(default is None for _, _, default in tparams)
+    wrong = []
+    if not required <= len(given) <= len(tparams):
+        wrong.append(f"it gives {len(given)} argument(s) where the template takes "
+                     f"{required if required == len(tparams) else f'{required} to {len(tparams)}'}")
+    for number, (argument, (kind, name, _)) in enumerate(zip(given, tparams), 1):
+        what = "type" if argument == "{T}" else "value" if re.fullmatch(r"\{\w+\}|-?\d+[uUlL]*", argument) else None
+        if what is not None and what != kind:
+            wrong.append(f"argument {number} {argument} is a {what} where {name} is a {kind}")
+    if wrong:
+        expected = ", ".join("{T}" if kind == "type" else "{" + name + "}" for kind, name, default in tparams
+                             if default is None)
+        fail(f"template_args {template_args!r} does not match template <{parameters.template_list(declared.kernel.head)}> "
+             f"of {declared.kernel.name} ({declared.where}): {'; '.join(wrong)}; write template_args = {expected!r}")
+
+
+def _check_defines(fixed_defines, declared: parameters.Declaration, tile_param: str, has_tile: bool, fail) -> None:
+    """A `defines` macro must not be a template parameter of the kernel (-D would rename it) or
+    its tile parameter (the suite must know the tile's value to derive shapes and launches)."""
+    template_names = {name for _, name, _ in parameters.template_parameters(declared.kernel.head)}
+    for name, _ in fixed_defines:
+        if name in template_names:
+            fail(f"defines: {name} is a template parameter of {declared.kernel.name} ({declared.where}); give its "
+                 f"values in params (or tiles) and {{{name}}} in template_args, not as a macro")
+        if name == tile_param and has_tile:
+            fail(f"defines: {name} is the tile parameter; give its values as tiles = [...] (with macros = "
+                 f"[\"{name}\"] to pass it as -D {name}=value), so the suite derives shapes and launches from it")
+
+
+def _check_arguments(spec: KernelSpec, fail) -> None:
+    """Every role fits the parameter the kernel declares in its place, in every instantiation:
+    one per parameter, pointers on pointers, integers on integers wide enough for the sizes
+    the suite passes, alpha and beta on floating-point types, tensor maps on CUtensorMaps."""
+    for inst in spec.instances():
+        declared = inst.parameters
+        if not declared:
+            continue   # unreadable, or a stand-in that takes nothing (and so can read no operand)
+        if len(declared) != len(spec.roles):
+            fail(f"args lists {len(spec.roles)} parameters, but {spec.entry} ({parameters.declaration_site(inst)}) "
+                 f"declares {len(declared)}: ({', '.join(p.declared for p in declared)}); give one role per "
+                 "parameter, in order")
+        for role, parameter in zip(spec.roles, declared):
+            why = launch.misfit(role, parameter, inst.name_expression)
+            if why:
+                fail(f"args: {why}")
 
 
 def _roles(entry, fail) -> tuple[tuple, str]:

@@ -3,12 +3,13 @@ instantiation of it: a dtype and one assignment of its parameters)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.contract import launch
+from gemmcheck.contract import launch, parameters
 from gemmcheck.contract.catalog.vocabulary import (BUILTIN, CONVENTIONS, DEFAULT_SHAPE_EDGE, DEFAULT_TILE,
                                                    SHAPES, SIGNATURE_ROLES)
 
@@ -229,6 +230,13 @@ class Instance:
     @property
     def dt(self) -> dt.DType:
         return dt.get(self.dtype)
+
+    @functools.cached_property
+    def parameters(self) -> tuple | None:
+        """Its kernel's parameters as declared, each with its C type in this instantiation
+        (gemmcheck.contract.parameters), read once; None where the source does not declare it
+        readably."""
+        return parameters.of(self)
 
     def supports(self, M: int, N: int, K: int) -> bool:
         return self.spec.supports(M, N, K, params=self.params)

@@ -51,11 +51,16 @@ inline long long clock64() { return cudasim_clock64(); }
 // declared once, before the name becomes the simulator's (a kernel file that includes
 // <iostream> or <ctime> after the prelude then declares nothing new).
 #define clock() cudasim_clock64()
+// Fences: in the kernel module the instrumentation makes each a call of the worker's
+// __tsan_atomic_thread_fence. Blocks run one after another and a block's fibers one at a
+// time, so every write is visible to whatever runs next: a fence has nothing more to order.
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 #include "device_functions.h"
 
 // Entry table of a generated module: one launcher per catalog instantiation.
-typedef void (*cudasim_launcher)(void *const *pointers, const int *ints);
+// arguments: the by-value arguments, each in the bytes of the type the kernel declares.
+typedef void (*cudasim_launcher)(void *const *pointers, const unsigned char *arguments);
 struct cudasim_kernel { const char *name; cudasim_launcher launch; };
