@@ -22,11 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "tests" / "data" / "bad_inputs"
 
 
-def run_suites(tmp_path, case: str, *args, cwd=ROOT):
-    """The suites on cpu-sim over one case's catalog, as a user runs them; outputs under tmp_path."""
+def run_suites(tmp_path, case: str, *args, cwd=ROOT, backend="cpu-sim"):
+    """The suites over one case's catalog, as a user runs them (on cpu-sim unless `backend`
+    says otherwise); outputs under tmp_path."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--rootdir={ROOT}",
-                           "--gemm-backend=cpu-sim", f"--gemm-verdicts={tmp_path / 'reports' / 'verdicts.json'}",
+                           f"--gemm-backend={backend}", f"--gemm-verdicts={tmp_path / 'reports' / 'verdicts.json'}",
                            f"--alluredir={tmp_path / 'allure'}", f"--gemm-catalog={CASES / case / 'catalog.toml'}",
                            *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
@@ -211,6 +212,29 @@ def test_a_kernel_whose_claim_matches_no_shape_of_the_run_is_not_checked_with_th
                      text, re.M), text
     assert f"not checked: no_claimed_shape-float32-TILE8: {row['why_not_checked']}" in text.splitlines()
     assert "no_claimed_shape-float32-TILE8: none of the kill matrix's problems is among the shapes it claims" in text
+
+
+# -- on the GPU ---------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["gbk_comment", "latin1_comment", "cstdint", "printf", "no_claimed_shape"])
+def test_on_the_gpu_each_case_gets_the_same_verdicts_as_on_cpu_sim(tmp_path, case):
+    """NVRTC's byte-exact copy, <cstdint>, printf and a claim nothing fits, through the probe,
+    CuPy's launches and compute-sanitizer: what cpu-sim shows above."""
+    from gemmcheck.backends import device
+
+    found, why = device.cuda_device()
+    if not found:
+        pytest.skip(f"needs a CUDA device; {why}")
+    out = run_suites(tmp_path, case, "suites/", backend="cupy")
+    text = out.stdout + out.stderr
+    assert out.returncode == 0 and "Traceback" not in text, text
+    expected = {"no_claimed_shape": {"no_claimed_shape-float32-TILE8": "not_checked",
+                                     "claims_any_shape-float32-TILE8": "as_expected"}}.get(
+        case, {f"{case}-float32-TILE8": "as_expected"})
+    assert {i: r["status"] for i, r in rows(tmp_path).items()} == expected
+    if case == "printf":
+        assert "it calls printf (vprintf takes its arguments through the stack)" in text
 
 
 # -- the draft command ---------------------------------------------------------------------------
