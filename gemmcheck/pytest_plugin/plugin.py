@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections import Counter
 from typing import Callable
 from pathlib import Path
 
@@ -34,10 +33,10 @@ pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_pl
 
 DURATIONS_JSON = Path("reports") / "durations.json"
 NOTHING_CHECKED = pytest.StashKey[str]()
-NOT_GENERATED = pytest.StashKey[Counter]()   # parameter names -> tests with nothing to run on them
+NOT_GENERATED = pytest.StashKey[int]()   # how many tests the selection gave nothing to run on
 # pytest's reason for a test parametrized with an empty list (a claim about broken kernels in a
-# catalog that declares none): such a test is not generated (EMPTY_PARAMETER_SET)
-EMPTY_PARAMETER_SET = re.compile(r"^got empty parameter set for \((?P<names>[^)]*)\)")
+# catalog that declares none): such a test is deselected instead (_drop_empty_parametrizations)
+EMPTY_PARAMETER_SET = re.compile(r"^got empty parameter set for \(")
 CHILDREN_OUTPUT = "gemm_children"   # a pytest-xdist worker's child processes (phases.children)
 
 
@@ -278,21 +277,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _drop_empty_parametrizations(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A claim with nothing in the catalog to make it about (the kill matrix's rows of broken
     kernels in a catalog of correct ones) is not a test: pytest would skip it once per other
-    parameter with "got empty parameter set"; it is deselected instead, counted by parameter
-    for one line at the end."""
-    empty = Counter()
-    kept = []
+    parameter with "got empty parameter set"; it is deselected instead, counted for one line at
+    the end."""
+    kept, empty = [], []
     for item in items:
-        why = next((m.kwargs.get("reason", "") for m in item.iter_markers("skip")
-                    if EMPTY_PARAMETER_SET.match(str(m.kwargs.get("reason", "")))), None)
-        if why is None:
-            kept.append(item)
-        else:
-            empty[EMPTY_PARAMETER_SET.match(why)["names"]] += 1
+        reasons = (str(m.kwargs.get("reason", "")) for m in item.iter_markers("skip"))
+        (empty if any(EMPTY_PARAMETER_SET.match(r) for r in reasons) else kept).append(item)
     if empty:
-        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        config.hook.pytest_deselected(items=empty)
         items[:] = kept
-        config.stash[NOT_GENERATED] = empty
+        config.stash[NOT_GENERATED] = len(empty)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -380,7 +374,7 @@ class _Recorder:
         if config.getoption("gemm_phases"):
             _write_json(Path(config.getoption("gemm_phases")), stats.phases_document())
         why = stats.nothing_checked(collect_only=config.option.collectonly, exitstatus=int(exitstatus),
-                                    empty=sum(config.stash.get(NOT_GENERATED, Counter()).values()))
+                                    empty=config.stash.get(NOT_GENERATED, 0))
         if why:
             config.stash[NOTHING_CHECKED] = why
             session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
@@ -445,7 +439,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     empty = config.stash.get(NOT_GENERATED, None)
     if empty and NOTHING_CHECKED not in config.stash:   # else that line says it
         terminalreporter.write_line(
-            f"gemmcheck: {sum(empty.values())} deselected: claims the selected kernels give nothing to check "
+            f"gemmcheck: {empty} deselected: claims the selected kernels give nothing to check "
             "(e.g. about broken kernels, in a catalog of correct ones)")
     why = config.stash.get(NOTHING_CHECKED, None)
     if why:

@@ -91,11 +91,11 @@ class RunStats:
         """One line saying why this run checked nothing, or None when it checked something
         (or selected no kernel test, or already failed, or only collected). `empty`: tests
         deselected because the selection gave them no kernel (their parameter list was empty)."""
-        if collect_only or exitstatus != 0 or self.kernel_tests_ran or not (self.kernel_tests or empty):
-            return None
+        if collect_only or exitstatus not in (0, 5) or self.kernel_tests_ran or not (self.kernel_tests or empty):
+            return None   # (5: pytest's own "no tests ran", when every test was deselected)
         if not self.kernel_tests:
             return (f"gemmcheck: no kernel was checked: the selected kernels and filters leave no "
-                    f"instantiation for any of the {empty} tests that run kernels")
+                    f"instantiation for the {empty} test(s) that run kernels")
         why = ""
         if self.skip_reasons:
             reason, count = self.skip_reasons.most_common(1)[0]
