@@ -263,6 +263,27 @@ def test_a_divergent_barrier_caught_only_by_the_tool_passes_and_without_it_needs
     assert _row("divergent_barrier", plain, tool=plain).outcome()[0] == "fail"
 
 
+def test_an_invalid_warp_mask_hardware_shows_nothing_of_needs_the_simulator_and_passes_where_synccheck_names_it():
+    # A converged warp forgives the mask: nothing on hardware, and synccheck has no shuffle mask to see.
+    for tool in (None, []):
+        status, why = _row("invalid_warp_mask", tool=tool).outcome()
+        assert status == "needs-tool" and "nothing on hardware showed it" in why, why
+        assert why.endswith("needs the CPU simulator's warp tracking (--gemm-backend cpu-sim)"), why
+    synccheck = [_f(Defect.INVALID_WARP_MASK, "synccheck")]
+    assert _row("invalid_warp_mask", tool=synccheck).outcome()[0] == "pass"
+    # Values hardware gets wrong need the tool, as a divergent barrier's do.
+    assert _row("invalid_warp_mask", [_f(Defect.WRONG_VALUES)]).outcome()[0] == "needs-tool"
+    # A class hardware always shows something of still fails when it shows nothing.
+    assert _row("divergent_barrier", tool=[]).outcome()[0] == "fail"
+
+
+def test_on_the_simulator_its_warp_tracking_establishes_an_invalid_warp_mask_and_nothing_is_a_failure():
+    tracked = [_f(Defect.WRONG_VALUES), _f(Defect.INVALID_WARP_MASK, "warp-tracking")]
+    assert _simulated_row("invalid_warp_mask", tracked).outcome()[0] == "pass"
+    status, why = _simulated_row("invalid_warp_mask", []).outcome()
+    assert status == "fail" and "no detector found anything" in why, why
+
+
 def test_a_global_race_on_hardware_the_simulator_did_not_place_is_caught_as_what_it_shows_there_and_needs_it():
     # racecheck sees shared memory only: launches that differ, or wrong values, are all hardware shows;
     # the simulator could not run it (gpu_only here), or the locator did not run (wrong values).

@@ -211,41 +211,63 @@ class CupyBackend(Backend):
             self._cupy.cuda.Device().synchronize()
         except (KernelCompileError, LaunchError):
             raise   # not compiled, or a problem the catalog's tensor maps cannot describe
-        except KernelHang as exc:
-            exc.context_lost = True   # the kernel still runs: every later launch queues behind it
-            lose_context(instance.id)
-            raise
         except Exception as exc:
-            error = launch_error(instance, launch.grid, launch.block, exc)
-            error.context_lost = is_sticky(exc)
-            if error.context_lost:
-                lose_context(instance.id)
-            raise error from None
+            error = self.launch_failure(instance, launch.grid, launch.block, exc)
+            if error is exc:
+                raise
+            raise (error or launch_error(instance, launch.grid, launch.block, exc)) from None
+
+    def launch_failure(self, instance: Instance, grid, block, exc: BaseException) -> KernelLaunchError | None:
+        """What `exc`, met while launches of `instance` ran (queued with enqueue, waited for
+        with wait), says of them when it leaves this process unable to launch again: a hang
+        (the kernel still runs, and every later launch queues behind it) or a sticky fault, as
+        a KernelLaunchError with context_lost, the loss recorded (lose_context); None for any
+        other error (not proof that the kernel failed)."""
+        if isinstance(exc, KernelHang):
+            error = exc
+        elif is_sticky(exc):
+            error = exc if isinstance(exc, KernelLaunchError) else launch_error(instance, grid, block, exc)
+        else:
+            return None
+        error.context_lost = True
+        lose_context(instance.id)
+        return error
 
     def _wait(self, instance: Instance, grid, block) -> None:
-        """Poll the launch's completion until hang_timeout_s (--gemm-hang-timeout), so a kernel
-        that never returns is a KernelHang instead of blocking the session in synchronize().
-        (Its CUDA context stays busy: later launches in this process hang too; isolate it.)
+        """Wait for the launch just queued (an event recorded now: wait)."""
+        done = self._cupy.cuda.Event(disable_timing=True)
+        done.record()
+        self.wait(instance, grid, block, done)
+
+    def wait(self, instance: Instance, grid, block, event, *, spin_s: float = 0.0) -> None:
+        """Poll `event` (recorded after launches of `instance`) until hang_timeout_s
+        (--gemm-hang-timeout), so a kernel that never returns is a KernelHang instead of blocking
+        the session in synchronize(). (Its CUDA context stays busy: later launches in this
+        process hang too; isolate it.) `spin_s`: poll without sleeping for that long first (a
+        timing loop waits no longer than synchronize() would).
 
         The event's status is read as such: ``Event.done`` is only "status == success", so a
         kernel that faulted looked unfinished forever and was called a hang (seen on the H200:
         broken_faults reported as hang). Any status but success and not-ready is raised."""
         from cupy_backends.cuda.api import runtime
 
-        done = self._cupy.cuda.Event(disable_timing=True)
-        done.record()
-        deadline = time.monotonic() + self.hang_timeout_s
+        start = time.monotonic()
+        deadline = start + self.hang_timeout_s
         pause = 1e-5
         while True:
-            status = runtime.eventQuery(done.ptr)
+            status = runtime.eventQuery(event.ptr)
             if status == CUDA_SUCCESS:
                 return
             if status != CUDA_ERROR_NOT_READY:
                 runtime.check_status(status)    # the fault, as CuPy's CUDARuntimeError
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise KernelHang(f"{instance.id}: launch of {instance.name_expression} with grid "
                                  f"{tuple(grid)} block {tuple(block)} did not finish within "
                                  f"{self.hang_timeout_s:g} s (--gemm-hang-timeout)")
+            if now - start < spin_s:
+                time.sleep(0)   # lets other threads run, returns at once
+                continue
             time.sleep(pause)
             pause = min(pause * 2, 1e-3)
 

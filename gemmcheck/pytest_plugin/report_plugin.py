@@ -143,9 +143,10 @@ def _start(item: pytest.Item) -> None:
     gemm = _gemm(item.config)
     for name, value, in_history in (("kernel", inst.spec.name, True),
                                     ("instantiation", inst.name_expression, True),
-                                    ("dtype", inst.dtype, True), ("TILE", inst.tile, True),
+                                    ("dtype", inst.dtype, True), ("TILE", inst.declared_tile, True),
                                     ("profile", gemm.profile.name if gemm else "", False)):
-        report.parameter(name, value, in_history=in_history)
+        if value is not None:   # (a kernel without a tile has no TILE)
+            report.parameter(name, value, in_history=in_history)
 
 
 @pytest.hookimpl(hookwrapper=True)

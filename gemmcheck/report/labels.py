@@ -61,7 +61,7 @@ def labels_for(item) -> list[tuple[str, str]]:
         fixture, inst = found
         if fixture == "broken" or (fixture == "any_kernel" and not inst.spec.is_reference):
             severity = "normal"   # a broken variant is caught, or a detector has a gap
-        labels += [("tag", inst.dtype), ("tag", f"TILE{inst.tile}"),
+        labels += [("tag", inst.dtype), *([("tag", f"TILE{inst.declared_tile}")] if inst.declared_tile else []),
                    ("tag", "reference" if inst.spec.is_reference else "broken variant"),
                    ("kernel", inst.spec.name), ("instantiation", inst.id),
                    ("expect", inst.spec.expect)]

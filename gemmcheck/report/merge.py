@@ -51,7 +51,7 @@ def verdict_from_json(data: dict) -> Verdict:
 def _instance_of_row(row: dict):
     """What report.summarize needs of an Instance, from a verdicts.json row."""
     return SimpleNamespace(id=row["instance"], name_expression=row["name_expression"],
-                           dtype=row["dtype"], tile=row["tile"],
+                           dtype=row["dtype"], tile=row["tile"], declared_tile=row["tile"],
                            spec=SimpleNamespace(name=row["kernel"], expect=row["expect"]))
 
 

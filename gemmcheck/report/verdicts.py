@@ -51,7 +51,7 @@ def summarize(instances, verdicts, skips: dict | None = None) -> list[dict]:
             "instance": inst_id,
             "name_expression": inst.name_expression if inst else first.name_expression,
             "dtype": inst.dtype if inst else first.dtype,
-            "tile": inst.tile if inst else first.tile,
+            "tile": inst.declared_tile if inst else first.tile,   # None: the kernel has no tile
             "expect": expect,
             "verdict": verdict,
             "causes": causes(mine),
@@ -162,7 +162,7 @@ def verdict_table(rows: list[dict]) -> list[str]:
     (each cause with the shape that first showed it and the checks it accounts for)."""
     header = ("instantiation", "expect", "verdict", "checks", "status")
     table = [header]
-    for r in sorted(rows, key=lambda r: (r["expect"] != "correct", r["kernel"], r["dtype"], r["tile"])):
+    for r in sorted(rows, key=lambda r: (r["expect"] != "correct", r["kernel"], r["dtype"], r["tile"] or 0)):
         lines = [f"{c['defect']} ({c['shape']}): {c['checks']} check{'s' if c['checks'] != 1 else ''}"
                  for c in r.get("causes", [])]
         if r["status"] == "not_checked":

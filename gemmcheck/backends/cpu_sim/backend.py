@@ -287,11 +287,15 @@ class CpuSimBackend(Backend):
         for d in r.divergences[:r.ndivergent]:
             sites = tuple(BarrierSite(s.file.decode(errors="replace"), int(s.line), int(s.count),
                                       _thread(s.first_thread, block)) for s in d.sites[:d.nsites])
+            what = wk.DIVERGENCE_KINDS.get(int(d.what), "barrier")
+            warp = {} if what == "barrier" else {
+                "warp": int(d.warp), "call": wk.WARP_CALLS[d.op] if d.op < len(wk.WARP_CALLS) else f"call {d.op}",
+                "mask": int(d.mask), "lanes": tuple(lane for lane in range(32) if d.lanes >> lane & 1)}
             report.divergences.append(DivergentBarrier(
                 schedule, tuple(d.block), int(d.interval), sites, int(d.exited),
-                _thread(d.first_exited, block) if d.exited else None,
-                wk.DIVERGENCE_KINDS.get(int(d.what), "barrier")))
+                _thread(d.first_exited, block) if d.exited else None, what, **warp))
         counts["global"] = int(r.global_races)
+        counts["warp"] = int(r.bad_warp_calls)
         for g in r.global_[:r.nglobal]:
             name = BUFFER_NAMES[g.buffer] if g.buffer < len(BUFFER_NAMES) else f"pointer {g.buffer}"
             report.global_conflicts.append(GlobalRace(

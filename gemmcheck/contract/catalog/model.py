@@ -205,11 +205,21 @@ class Instance:
     def id(self) -> str:
         """Readable test id: ``matmul_tiled-float32-TILE32``, ``sgemm-float32-BM128_BN128``, and
         ``naive-float32`` for a kernel with no compile-time parameter."""
-        if self.config:
-            suffix = self.config
-        else:
-            suffix = "_".join(f"{k}{v}" for k, v in self.params.items())
-        return f"{self.spec.name}-{self.dtype}" + (f"-{suffix}" if suffix else "")
+        return f"{self.spec.name}-{self.dtype}" + (f"-{self.variant}" if self.variant else "")
+
+    @property
+    def declared_tile(self) -> int | None:
+        """Its TILE where its kernel has a tile parameter (KernelSpec.has_tile), else None: what
+        tables, labels and messages may name (`tile` of a kernel without one is only the edge
+        test shapes are drawn around)."""
+        return self.tile if self.spec.has_tile else None
+
+    @property
+    def variant(self) -> str:
+        """Which of its kernel's instantiations this is, as its id ends: ``TILE32``, a config's
+        name, ``BM128_BN128``; "" for a kernel with no compile-time parameter (never a TILE:
+        its `tile` is only the edge test shapes are drawn around)."""
+        return self.config or "_".join(f"{k}{v}" for k, v in self.params.items())
 
     @property
     def name_expression(self) -> str:

@@ -112,6 +112,12 @@ class Row:
                                 + "".join(f"\nunrecognized sanitizer report: {u}" for u in tool.unrecognized))
             return "pass", "no finding" + (" with or without compute-sanitizer" if tool.ran else "")
         if not plain.findings and not (tool.ran and tool.findings):
+            if declared in hazards.UNSEEN_ON_HARDWARE and plain.shows_only_hardware:
+                tools = f" ({tool.note})" if tool.note else ""
+                return "needs-tool", (f"nothing on hardware showed it{' with compute-sanitizer' if tool.ran else ''}"
+                                      f"{tools}: {declared.value} may leave no trace there (the GPU happens to "
+                                      f"give the right values); establishing it needs "
+                                      f"{hazards.UNSEEN_ON_HARDWARE[declared]}")
             return "fail", f"declared {declared.value}, but no detector found anything"
         if declared in hazards.NEEDS_THE_SIMULATOR and plain.shows_only_hardware:
             return self._unseen_on_hardware(declared)

@@ -29,10 +29,11 @@ from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.judge.oracle.bound import Bound, _ratio
 from gemmcheck.judge.oracle.exactness import _scaled, exact_reference
-from gemmcheck.judge.oracle.judgement import Judgement, reproduction
+from gemmcheck.judge.oracle.judgement import Judgement, _tile_of, reproduction
 from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
 from gemmcheck.phases import timed
+from gemmcheck.problems.harness import NEVER_WRITTEN
 from gemmcheck.verdict import Defect, Finding
 
 
@@ -138,7 +139,8 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     unwritten = xp.asarray(run.unwritten, dtype=bool)
     written = ~unwritten
 
-    # 1. Unwritten: still the poison bits (beta != 0: still C0's bits, which no correct result has).
+    # 1. Unwritten (harness.NEVER_WRITTEN: the poison, and the second poison on a launch with it;
+    #    beta != 0: still C0's bits, which no correct result has).
     if unwritten.any():
         if C0 is not None:
             what = "never written (still C0's bits, which every correct result changes)"
@@ -150,7 +152,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
             what = ("still the poison bits: never written, or computed from C's NaN (a read of C at "
                     "beta = 0 keeps its payload)")
         else:
-            what = "never written (still the poison bits)"
+            what = NEVER_WRITTEN
         findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst, what))
         error_map[unwritten] = xp.inf
 
@@ -235,11 +237,12 @@ def _finding(defect: Defect, detector: str, mask, inst, what: str,
     mask = arrays.to_host(mask)
     count = int(np.count_nonzero(mask))
     i, j = (int(x) for x in np.unravel_index(int(np.argmax(mask)), mask.shape))   # the first, row-major
-    tiles = _tiles(mask, inst.tile)
-    shown = ", ".join(f"({a},{b})" for a, b in tiles[:8]) + (" ..." if len(tiles) > 8 else "")
-    summary = (f"{what}: {count} of {mask.size} elements; first C[{i}, {j}] "
-               f"(tile {i // inst.tile}, {j // inst.tile}); tiles {shown}")
-    info = {"tiles": [list(t) for t in tiles[:64]], "fraction": count / mask.size}
+    summary = f"{what}: {count} of {mask.size} elements; first C[{i}, {j}]" + _tile_of(i, j, inst)
+    info = {"fraction": count / mask.size}
+    if inst.declared_tile:   # (a kernel without a tile is never told of one)
+        tiles = _tiles(mask, inst.declared_tile)
+        summary += "; tiles " + ", ".join(f"({a},{b})" for a, b in tiles[:8]) + (" ..." if len(tiles) > 8 else "")
+        info["tiles"] = [list(t) for t in tiles[:64]]
     info.update(details or {})
     return Finding(defect, detector, summary, count, (i, j), info)
 
