@@ -202,11 +202,20 @@ def test_what_makes_a_batchs_verdict_on_a_row_suspect():
     assert verdict("correct", "ok", False) is None
 
 
-def _row(expect, plain=(), tool=None, note="needs compute-sanitizer on PATH; not found"):
+def _row(expect, plain=(), tool=None, note="needs compute-sanitizer on PATH; not found",
+         problems=("ragged: M19xN17xK21",)):
     spec = catalog.KernelSpec(name="k", source=catalog.BUILTIN, entry="k", signature="mnk",
                               policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
     sanitizer = Column(list(tool), note="ran") if tool is not None else Column(ran=False, note=note)
-    return Row(catalog.Instance(spec, "float32", 16), Column(list(plain)), sanitizer, [])
+    return Row(catalog.Instance(spec, "float32", 16), Column(list(plain)), sanitizer, list(problems))
+
+
+def test_a_row_that_launched_nothing_is_not_checked_never_a_pass():
+    # a kernel that claims none of the row's problems: before, a clean verdict ("pass")
+    for expect in ("correct", "wrong_values"):
+        status, why = _row(expect, problems=()).outcome()
+        assert status == "not-checked" and "none of the kill matrix's problems" in why
+    assert _row("correct").outcome()[0] == "pass"
 
 
 def _f(defect, detector="exact-bits"):

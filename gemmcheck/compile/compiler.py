@@ -96,8 +96,13 @@ def _compile_with_nvrtc(source: Path, name_expressions: tuple[str, ...], arch: s
     the catalog's include_dirs, the CCCL and CUDA runtime headers are searched. `defines`
     are passed as -D NAME=value.
     """
-    files = device_includes.DeviceFiles(cuda_source.device_part(source.read_text(), compiler="nvrtc"),
-                                        cuda_source.include_dirs_of(source), cache_dir().parent / "headers")
+    try:
+        text = cuda_source.read_source(source)
+    except (cuda_source.SourceNotText, OSError) as exc:
+        raise CompileError(str(exc)) from None
+    files = device_includes.DeviceFiles(cuda_source.device_part(text, compiler="nvrtc"),
+                                        cuda_source.include_dirs_of(source), cache_dir().parent / "headers",
+                                        name=str(source))
     include = [str(d) for d in cuda_source.include_dirs_of(source)] + list(toolkit.include_dirs())
     options = [BASE_OPTIONS, _no_nvrtc_cache(), include, [list(d) for d in defines], nvrtc_version(),
                PRELUDE.read_text()]

@@ -80,11 +80,16 @@ class DeviceFiles:
     the copy, on the same line. ``compiler`` is device_part's: "nvrtc" (the lines left out are
     those NVRTC reports, below) or "host" (the CPU simulator's g++: each #include kept where
     ``__has_include`` finds it, in the copies too).
+
+    Files in any 8-bit encoding are read and copied byte for byte (cuda_source.read_source).
+    NVRTC takes a program as a string of UTF-8: a source with other bytes (a comment in GBK or
+    latin-1, as nvcc takes it) is compiled from a copy of its bytes, the program being one
+    ``#include`` of it; ``name`` (the source's path) starts that copy as ``#line 1 "<name>"``.
     """
 
     def __init__(self, text: str, user_dirs, root: Path, *, compiler: str = "nvrtc",
-                 edit: Callable[[str], str] | None = None):
-        self.root, self.compiler = root, compiler
+                 edit: Callable[[str], str] | None = None, name: str = "<source>"):
+        self.root, self.compiler, self.name = root, compiler, name
         self.texts: dict[str, str] = {"": text}      # "" : the source; else a header's path
         self.copies: dict[tuple[str, int], str] = {}   # (file, line) -> the user's header it includes
         dirs = [Path(d) for d in user_dirs]
@@ -97,12 +102,15 @@ class DeviceFiles:
                 if found is None:
                     continue
                 path = str(found.resolve())
-                self.copies[(file, inc.line)] = path
                 if path not in self.texts:
-                    device = cuda_source.device_part(found.read_text(), compiler="nvrtc")
+                    try:
+                        device = cuda_source.device_part(cuda_source.read_source(found), compiler="nvrtc")
+                    except (cuda_source.SourceNotText, OSError):
+                        continue   # not a header: the compiler reads it as it is, and says what is wrong
                     self.texts[path] = edit(device) if edit else device
                     # a quoted #include is looked for beside the header first, as compilers do
                     todo.append((path, self.texts[path], [found.resolve().parent, *dirs]))
+                self.copies[(file, inc.line)] = path
 
     def fingerprint(self) -> list:
         """What the compile depends on, for cache keys: the source's and its headers' device texts."""
@@ -118,11 +126,13 @@ class DeviceFiles:
         places = {path: folder / str(n) / Path(path).name
                   for n, path in enumerate(sorted(p for p in self.texts if p))}
         for path, copy in places.items():
-            if not copy.is_file():
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                text = f'#line 1 "{path}"\n' + self._device_text(path, left, places)
-                buildlock.write_atomic(copy, text.encode())
-        return self._device_text("", left, places)
+            _write(copy, path, self._device_text(path, left, places))
+        program = self._device_text("", left, places)
+        if self.compiler != "nvrtc" or cuda_source.is_utf8(program):
+            return program
+        copy = folder / "source" / Path(self.name).name
+        _write(copy, self.name, program)
+        return f'#include "{copy}"\n'
 
     def _device_text(self, file: str, left: tuple[LeftOut, ...], places: dict[str, Path]) -> str:
         rows = apply(self.texts[file], tuple(l for l in left if l.file == file)).split("\n")
@@ -159,6 +169,13 @@ class DeviceFiles:
         return None if found is None else LeftOut(found.line, found.spelled, failure.group(0), file)
 
 
+def _write(copy: Path, path: str, text: str) -> None:
+    """`text` at `copy`, its bytes exactly, read as `path` in the compiler's errors."""
+    if not copy.is_file():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        buildlock.write_atomic(copy, cuda_source.source_bytes(f'#line 1 "{path}"\n' + text))
+
+
 def apply(text: str, left: tuple[LeftOut, ...]) -> str:
     return cuda_source.blank_lines(text, [l.line for l in left])
 
@@ -167,9 +184,12 @@ def explain(left: tuple[LeftOut, ...]) -> str:
     """The lines a compile error gets when headers were left out: what, and NVRTC's reason."""
     if not left:
         return ""
+    hints = [hint for kinds, hint in (
+        ('"', "a header of your own: add its directory to the catalog's include_dirs"),
+        ("<", "a C or C++ library header: NVRTC has no host library; libcu++ has device versions "
+              "(<cuda/std/cmath>, <cuda/std/array>, ...)")) if any(l.spelled.startswith(kinds) for l in left)]
     return ("\nleft out of the device compile, as NVRTC cannot open or build them (if an error above needs one, "
-            "this is why; a header of your own: add its directory to the catalog's include_dirs):\n"
-            + "\n".join("  " + l.note() for l in left))
+            f"this is why; {'; '.join(hints)}):\n" + "\n".join("  " + l.note() for l in left))
 
 
 class Decisions:

@@ -51,7 +51,9 @@ from gemmcheck.report.html import ANALYTICS, ROOT, allure_cli, allure_config, bu
 from gemmcheck.report.labels import (
     FEATURES, INSTANCE_PARAMS, SEVERITY, STORIES, feature_of, instance_of, labels_for, story_of)
 from gemmcheck.report.paths import unwritable_dir, unwritable_file
-from gemmcheck.report.reproduce import hypothesis_reproduction, reproduce_command
+from gemmcheck.report.reproduce import (
+    end_reruns, hypothesis_reproduction, rerun_command, rerun_options, start_reruns)
+from gemmcheck.report.reproduce import command as rerun_command_line
 from gemmcheck.report.source import kernel_source_excerpt, resource_report
 from gemmcheck.report.validate import validate_results
 from gemmcheck.report.verdicts import (

@@ -341,7 +341,8 @@ class CpuSimBackend(Backend):
             env = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0:"
                                    "detect_stack_use_after_return=0:allocator_may_return_null=1"}
             try:
-                out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+                out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s,
+                                     env=env)   # a kernel's printf may print any bytes
             except subprocess.TimeoutExpired as exc:
                 log = (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
                 return AddressReport(instance.id, [], None, log, hung=True)

@@ -16,6 +16,7 @@ from gemmcheck.contract.catalog.model import KernelSpec
 from gemmcheck.contract.catalog.vocabulary import (
     _FIELDS, _IDENTIFIER, _REQUIRED, COMPILERS, CONVENTIONS, DEFAULT_TILE, EXPECTATIONS, LAYOUTS, SHAPES, SIGNATURE_ROLES,
     SIGNATURES, TILE_SHAPES, CatalogError)
+from gemmcheck.contract.catalog.vocabulary import NAMED, OWN_REFERENCE_RESOURCES, RESOURCE_CLAIMS
 
 
 def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
@@ -50,7 +51,10 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     source = (path.parent / entry["source"]).resolve()
     if not source.is_file():
         fail(f"source '{entry['source']}' not found (looked for {source})")
-    text = source.read_text()
+    try:
+        text = cuda_source.read_source(source)
+    except (cuda_source.SourceNotText, OSError) as exc:
+        fail(f"source '{entry['source']}': {exc}")
     include_dirs = _include_dirs(entry, path, fail)
     fixed_defines = _fixed_defines(entry, fail)
     try:
@@ -138,6 +142,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         include_dirs=include_dirs, defines=fixed_defines, **conventions,
         tensor_maps=hopper.tensor_maps(entry, roles, fail), cluster=hopper.cluster(entry, fail),
         arch=hopper.arch(entry, fail), compiler=_compiler(entry, fail), sources=_sources(entry, path, fail),
+        resources=_resources(entry, path, fail),
     )
     _check_instantiations(spec, fail)
     _check_arguments(spec, fail)
@@ -295,3 +300,14 @@ def _sources(entry, path: Path, fail) -> tuple[Path, ...]:
             fail(f"sources: '{name}' is the entry's own source; list only the other files")
         found.append(full)
     return tuple(found)
+
+
+def _resources(entry, path: Path, fail) -> str | None:
+    """The entry's claim on ptxas's report: as written, or, for a reference kernel of
+    gemmcheck's own catalogs, theirs (OWN_REFERENCE_RESOURCES); None claims nothing."""
+    own = path in {p for paths in NAMED.values() for p in paths} and entry.get("expect") == "correct"
+    claim = entry.get("resources", OWN_REFERENCE_RESOURCES if own else None)
+    if claim is not None and claim not in RESOURCE_CLAIMS:
+        fail(f"resources: unknown claim {claim!r}; use one of "
+             + "; ".join(f"{k!r} ({v})" for k, v in RESOURCE_CLAIMS.items()) + ", or leave it out")
+    return claim

@@ -55,6 +55,7 @@ class KernelSpec:
     arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
     compiler: str | None = None           # "nvcc" | "nvrtc" when the entry pins one; None: the run's choice
     sources: tuple[Path, ...] = ()        # other sources whose device code the kernel calls (nvcc -rdc)
+    resources: str | None = None          # a claim on ptxas's report (RESOURCE_CLAIMS); None: information only
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)

@@ -47,6 +47,7 @@ _FIELDS = {
     "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs", "include_dirs", "defines",
     "tensor_maps", "cluster", "arch", "compiler", "sources",
     *("reads_c_at_beta_zero", "deterministic"),   # declared conventions (CONVENTIONS)
+    "resources",                                   # a claim on ptxas's report (RESOURCE_CLAIMS)
 }
 # Conventions a kernel may declare, each a boolean field with its default (BLAS's rule) and
 # what the suite does when the kernel declares the other value (docs/blas-contract.md).
@@ -56,6 +57,15 @@ CONVENTIONS = {
     "deterministic": (True, "the kernel reduces with floating-point atomics: same bits on every "
                             "launch is not claimed for random inputs"),
 }
+# What a kernel may claim of ptxas's report of its build (`resources`), checked by
+# suites/compile; a kernel that claims nothing gets its local memory as information.
+RESOURCE_CLAIMS = {
+    "no-spills": "no register spills: 0 bytes of spill stores and loads",
+    "no-stack-frame": "no local memory at all: no spills and a 0-byte stack frame (no printf, no local "
+                      "array indexed at run time)",
+}
+# gemmcheck's own reference kernels (the catalogs in NAMED) claim this unless they say otherwise.
+OWN_REFERENCE_RESOURCES = "no-stack-frame"
 # `arch`: a compile target such as sm_90a (the "a" suffix: architecture-specific features,
 # wgmma and setmaxnreg, that run only on that exact compute capability).
 ARCH = re.compile(r"sm_(?P<major>\d+)(?P<minor>\d)(?P<suffix>[af]?)")

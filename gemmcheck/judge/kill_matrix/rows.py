@@ -96,9 +96,13 @@ class Row:
         return None if expect == "correct" else Defect(expect)
 
     def outcome(self) -> tuple[str, str]:
-        """("pass" | "fail" | "needs-tool" | "error", why). "error": a tool of the suite could
-        not run (twice): no verdict on the kernel, an error of the suite."""
+        """("pass" | "fail" | "needs-tool" | "error" | "not-checked", why). "error": a tool of the
+        suite could not run (twice): no verdict on the kernel, an error of the suite.
+        "not-checked": the kernel claims none of the row's problems, so nothing was launched."""
         declared, plain, tool = self.declared, self.plain, self.sanitizer
+        if not self.problems and not plain.findings:
+            return "not-checked", (f"none of the kill matrix's problems is among the shapes it claims "
+                                   f"({self.instance.spec.describe_shapes()})")
         if tool.ran and tool.errors:
             return "error", "compute-sanitizer could not run: " + "\n".join(tool.errors)
         if declared is None:

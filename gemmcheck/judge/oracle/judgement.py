@@ -136,7 +136,7 @@ def current_test() -> str:
 
 def reproduction(problem=None) -> str:
     node = current_test()
-    parts = [f"pytest '{node}'"] if node else []
+    parts = [report.rerun_command(node)] if node else []
     if problem is not None and hasattr(problem, "operands"):
         parts.append(f"inputs: {problem!r}.operands()")
     return "; ".join(parts)
