@@ -125,6 +125,15 @@ def _start(item: pytest.Item) -> None:
         report.parameter(name, value, in_history=in_history)
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_fixture_setup(fixturedef, request):
+    # Outside allure-pytest's own wrapper: its teardowns are recorded by then.
+    yield
+    state = request.config.stash.get(STATE, None)
+    if state is not None and state.recording:
+        report.name_teardowns(fixturedef)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
