@@ -405,18 +405,16 @@ def test_the_report_of_the_bad_catalog_opens_on_its_kernels_with_links_to_the_te
     assert (index.parent.parent / "history-overview.jsonl").is_file()   # beside history.jsonl
 
 
-def browser_missing() -> str | None:
+@pytest.fixture
+def browser():
+    """Skips, before the suites run, where there is no browser to open the report in."""
     if shutil.which(os.environ.get("CHROMIUM", "chromium")) is None:
-        return "needs chromium on PATH (apt-get install -y chromium); not found"
+        pytest.skip("needs chromium on PATH (apt-get install -y chromium); not found")
     if shutil.which("node") is None:
-        return "needs node on PATH; not found"
-    return None
+        pytest.skip("needs node on PATH; not found")
 
 
-def test_in_a_browser_the_overview_is_the_first_screen_and_each_cause_opens_its_test(bad_report, tmp_path):
-    why = browser_missing()
-    if why:
-        pytest.skip(why)
+def test_in_a_browser_the_overview_is_the_first_screen_and_each_cause_opens_its_test(browser, bad_report, tmp_path):
     index, reports = bad_report
     out = tmp_path / "record.json"
     proc = subprocess.run(["node", "--experimental-websocket", str(ROOT / "scripts" / "overview_in_browser.mjs"),
