@@ -6,6 +6,7 @@ Logic lives in gemmcheck.report; this module only wires it to pytest.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import time
 from pathlib import Path
@@ -149,6 +150,15 @@ def _start(item: pytest.Item) -> None:
             report.parameter(name, value, in_history=in_history)
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_fixture_setup(fixturedef, request):
+    # Outside allure-pytest's own wrapper: its teardowns are recorded by then.
+    yield
+    state = request.config.stash.get(STATE, None)
+    if state is not None and state.recording:
+        report.name_teardowns(fixturedef)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
@@ -206,8 +216,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if not rerun.is_xdist_worker(config):   # the workers' parts, and a re-run child's
         verdicts = [*verdicts, *report.read_worker_verdicts(state.verdicts_path, session.config.stash[STARTED])]
     if verdicts or state.ran_instances:
-        document = report.verdicts_document(gemm.instances("any_kernel"), verdicts,
-                                            run_info=report.run_info(gemm, exitstatus), skips=gemm.skips)
+        info = report.run_info(gemm, exitstatus)
+        # the overview tells this run's kill_matrix.json and performance/ from an earlier run's
+        info["started"] = _iso(session.config.stash[STARTED])
+        document = report.verdicts_document(gemm.instances("any_kernel"), verdicts, run_info=info,
+                                            skips=gemm.skips)
         if worker is not None:   # pytest-xdist or a re-run child: the session merges the files
             report.write_verdicts(report.worker_file(state.verdicts_path, worker), document)
             return
@@ -216,6 +229,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         if state.recording:
             report.attach_session_text("verdict summary",
                                        "\n".join(report.verdict_table(document["instances"])) + "\n")
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
