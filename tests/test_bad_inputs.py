@@ -17,6 +17,7 @@ import pytest
 from gemmcheck import report
 from gemmcheck.compile import compiler, cubin, device_includes, resources
 from gemmcheck.contract import catalog, cuda_source
+from child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "tests" / "data" / "bad_inputs"
@@ -25,7 +26,7 @@ CASES = ROOT / "tests" / "data" / "bad_inputs"
 def run_suites(tmp_path, case: str, *args, cwd=ROOT, backend="cpu-sim"):
     """The suites over one case's catalog, as a user runs them (on cpu-sim unless `backend`
     says otherwise); outputs under tmp_path."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--rootdir={ROOT}",
                            f"--gemm-backend={backend}", f"--gemm-verdicts={tmp_path / 'reports' / 'verdicts.json'}",
                            f"--alluredir={tmp_path / 'allure'}", f"--gemm-catalog={CASES / case / 'catalog.toml'}",
@@ -183,7 +184,7 @@ def test_a_failures_reproduce_line_runs_as_printed(tmp_path):
                                    "--gemm-hang-timeout=5.0", "--gemm-oracle=host")), line
     assert "--gemm-verdicts" not in line and "--alluredir" not in line   # outputs stay where they were
     again = subprocess.run(line, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+                           env=child_env())
     node = shlex.split(line)[3]
     assert again.returncode == 1 and f"FAILED {node}" in again.stdout, again.stdout + again.stderr
     # the report's attachment is the same command
@@ -242,7 +243,7 @@ def test_on_the_gpu_each_case_gets_the_same_verdicts_as_on_cpu_sim(tmp_path, cas
 
 def draft(*args, cwd=ROOT):
     return subprocess.run([sys.executable, "-m", "gemmcheck", "draft", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          text=True, cwd=cwd, env=child_env())
 
 
 def test_draft_reads_a_source_in_another_encoding_and_refuses_a_binary_one_in_one_line():
