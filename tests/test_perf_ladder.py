@@ -214,7 +214,8 @@ def test_rung_7_launches_from_the_perf_timer_with_its_dynamic_shared_memory_opte
     backend = object.__new__(CupyBackend)   # no device: the launch logic only
     device = SimpleNamespace(attributes={"MaxSharedMemoryPerBlockOptin": 232448})
     backend._cupy = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: device))
-    backend._failed, backend._kernels = {}, {(spec.source, instance.defines, instance.name_expression): fake}
+    backend.arch = "sm_90"
+    backend._failed, backend._kernels = {}, {backend._key(instance): fake}
     timer = object.__new__(perf.GpuTimer)
     timer.backend = backend
     timer._launch(instance, 4096, "A", "B", "C")
