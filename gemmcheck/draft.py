@@ -193,7 +193,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
             unknown.append(p.text)
             role = f"TODO {p.name}"
         roles.append(role)
-    missing = [r for r in launch.POINTER_ROLES if r not in roles and f"tensor_map_{r}" not in roles]
+    missing = launch.missing_operands(roles)
     if unknown:
         todo_args.append(f"TODO: args: the role of {', '.join(repr(u) for u in unknown)}: one of "
                          f"{', '.join(launch.ROLES)}, or an integer literal passed as is")

@@ -60,7 +60,7 @@ def test_what_cannot_be_read_is_marked_and_the_loader_names_it_until_filled(tmp_
                       "__global__ void __launch_bounds__(256) odd(const T *x, const T *B, T *C, int M, int N, int K, int count)\n"
                       "{ __shared__ T s[TILE]; }\n")
     text = draft.draft_source(source, tmp_path)
-    assert "# TODO: args: the role of 'const T *x', 'int count': one of A, B, C, M, N, K" in text
+    assert "# TODO: args: the role of 'const T *x', 'int count': one of A, B, C, D, scale_A, scale_B, M, N, K" in text
     assert "# TODO: args: no parameter reads as A" in text
     assert "# TODO: params: the values of BM to test" in text
     assert "# TODO: dtypes: T is a template parameter" in text

@@ -150,6 +150,8 @@ class Problem:
             if type(value) is not int or value < 0:
                 raise ValueError(f"Problem: {name}={value!r} must be a non-negative integer "
                                  f"(0 is BLAS's empty problem: M or N = 0 computes nothing, K = 0 gives beta C0)")
+        if self.dtype not in dt.DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r}; known: {', '.join(dt.DTYPES)}")
         d = dt.get(self.dtype)
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")
