@@ -196,6 +196,8 @@ def test_bad_type_fields_fail_in_one_line_naming_the_field_and_the_fix(write, ch
 
 def test_one_type_kernels_keep_their_ids_names_and_packed_types():
     for spec in catalog.load(catalog.BUILTIN):
+        if not set(spec.dtypes) <= set(dt.DTYPES):
+            continue   # the kernels with a type per operand (kernels/mixed.cu)
         for inst in spec.instances():
             assert inst.types.uniform and inst.dt.name == inst.dtype
             assert inst.id.startswith(f"{spec.name}-{inst.dtype}")

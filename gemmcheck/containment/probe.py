@@ -29,7 +29,7 @@ def probe_steps(instances) -> list:
         t = inst.tile
         for M, N, K in ((t + 3, t + 1, t + 5), (2 * t, 2 * t, 2 * t)):
             if inst.supports(M, N, K):
-                steps.append(isolation.Step.of(len(steps), inst, Problem(M, N, K, inst.dtype, "exact", PROBE_SEED),
+                steps.append(isolation.Step.of(len(steps), inst, Problem(M, N, K, inst.types, "exact", PROBE_SEED),
                                                purpose="probe", repeats=1, control=False))
     return steps
 

@@ -69,12 +69,19 @@ class DType:
 
     @property
     def smallest_subnormal(self) -> float:
-        """The spacing of the type next to 0 (1 for an integer type)."""
-        return 1.0 if self.is_integer else float(finfo(self).smallest_subnormal)
+        """The spacing of the type next to 0: its smallest normal times 2^(1 - p) (tf32's
+        2^-136, not float32's 2^-149: it keeps 10 fraction bits); 1 for an integer type."""
+        return 1.0 if self.is_integer else self.smallest_normal * 2.0 ** (1 - self.significand_bits)
 
     @property
     def smallest_normal(self) -> float:
         return 1.0 if self.is_integer else float(finfo(self).smallest_normal)
+
+    @property
+    def marks_are_nan(self) -> bool:
+        """Whether the poison and guard patterns are NaNs with payloads no arithmetic makes
+        (float8_e4m3fn has no NaN to spare, an integer type none at all)."""
+        return not self.is_integer and self.name != "float8_e4m3fn"
 
     @property
     def has_inf(self) -> bool:
@@ -96,20 +103,22 @@ DTYPES: dict[str, DType] = {
     )
 }
 # The types an operand of a mixed kernel may have besides DTYPES. float8_e4m3fn has one NaN
-# per sign (0x7F, 0xFF): the guard is +NaN, the poison -NaN (a correct result is never NaN
-# where the poison is judged). An integer type has no NaN at all: its guard is its largest
-# value (an out-of-bounds read of an int8 A shows as a wrong value, not as NaN), and int32's
-# poison a value no judged result comes near (a correct int32 result here stays below 2^30:
-# gemmcheck.problems.problem.exact_range).
+# per sign (0x7F, 0xFF), and a kernel converting without saturation writes either: its guard
+# is +NaN (an input's out-of-bounds read shows as NaN), its poison a finite value, -2^-9 (0x81),
+# which no exact result here takes (they are multiples of 2^-2) and which the oracle counts as
+# unwritten only where the correct result is not that value. An integer type has no NaN at
+# all: its guard is its largest value (an out-of-bounds read of an int8 A shows as a wrong
+# value, not as NaN), and int32's poison a value no judged result comes near (a correct int32
+# result here stays below 2^30: gemmcheck.problems.problem.exact_range).
 ELEMENT_TYPES: dict[str, DType] = {
     **DTYPES,
     **{d.name: d for d in (
         DType("float8_e4m3fn", "__nv_fp8_e4m3", np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(np.uint8),
-              "float32", 2.0**-4, 0xFF, 0x7F, "e4m3"),
+              "float32", 2.0**-4, 0x81, 0x7F, "e4m3"),
         DType("float8_e5m2", "__nv_fp8_e5m2", np.dtype(ml_dtypes.float8_e5m2), np.dtype(np.uint8),
               "float32", 2.0**-3, 0x7D, 0xFE, "e5m2"),
-        DType("int8", "int8_t", np.dtype(np.int8), np.dtype(np.uint8), "int32", 0.0, 0x7F, 0x7E, "s8"),
-        DType("uint8", "uint8_t", np.dtype(np.uint8), np.dtype(np.uint8), "int32", 0.0, 0xFF, 0xFE, "u8"),
+        DType("int8", "signed char", np.dtype(np.int8), np.dtype(np.uint8), "int32", 0.0, 0x7F, 0x7E, "s8"),
+        DType("uint8", "unsigned char", np.dtype(np.uint8), np.dtype(np.uint8), "int32", 0.0, 0xFF, 0xFE, "u8"),
         DType("int32", "int", np.dtype(np.int32), np.dtype(np.uint32), "int32", 0.0, 0x7EADDEAD, 0x7ECAFECA,
               "s32"),
         DType("tf32", "float", np.dtype(np.float32), np.dtype(np.uint32), "float32", 2.0**-11,

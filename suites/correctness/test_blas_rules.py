@@ -70,14 +70,14 @@ def test_K0_writes_beta_C0_everywhere(check, require_in_scope, require_variant, 
     variant = next(v for v in OPERAND_VARIANTS if (v.alpha, v.beta) == scaling)
     require_variant(reference, variant)
     M, N, K = claimed_degenerate(reference, require_in_scope, "K0")
-    judgement = check(reference, Problem(M, N, K, reference.dtype, "exact", SEED, *scaling))
+    judgement = check(reference, Problem(M, N, K, reference.types, "exact", SEED, *scaling))
     assert judgement.run.launched, f"{reference.id}: K = 0 with M = {M}, N = {N} was not launched"
 
 
 @pytest.mark.parametrize("empty", ["M0", "N0"])
 def test_M_or_N_zero_launches_nothing_and_leaves_C_untouched(check, require_in_scope, reference, empty):
     M, N, K = claimed_degenerate(reference, require_in_scope, empty)
-    judgement = check(reference, Problem(M, N, K, reference.dtype, "exact", SEED))
+    judgement = check(reference, Problem(M, N, K, reference.types, "exact", SEED))
     run = judgement.run
     assert not run.launched, f"{reference.id}: M = {M}, N = {N}: a launch was made (BLAS returns at once)"
     damaged = {k: v for k, v in run.guard_damage.items() if v}

@@ -42,13 +42,13 @@ The API for detectors (gemmcheck.judge.hazards)
       had written (the value read is poison: 0xFF bytes).
     - ``.summary()``: one line per finding, for failure messages.
 
-    What the tracking establishes: shared memory is tracked per 2-byte granule per
+    What the tracking establishes: shared memory is tracked per byte per
     barrier interval of a block. RAW: a read returned a value another thread wrote in
     the same interval. WAR: a write replaced a value another thread read in the same
     interval. WAW: a write replaced another thread's write of the same interval. These
     are events observed in that schedule: the conflict (two threads, one address, one
     interval, at least one write) exists in every schedule, its direction does not.
-    Global memory (A, B and C, guard bands included) is tracked per 2-byte granule per
+    Global memory (A, B and C, guard bands included) is tracked per byte per
     launch, writes only: the block that last stored there and the one that last updated it
     atomically. A store by one block and a store or an atomic by another is a race in every
     order the blocks can run (CUDA orders none within a launch); atomics against atomics are

@@ -56,7 +56,8 @@ class Judgement(HasFindings):
 
     def _element(self, i: int, j: int) -> str:
         tile = self.instance.tile
-        return f"C[{i}, {j}] (tile {i // tile}, {j // tile})"
+        output = getattr(self.run, "output", "C") if self.run is not None else "C"
+        return f"{output}[{i}, {j}] (tile {i // tile}, {j // tile})"
 
     def _actual(self, i: int, j: int) -> str:
         if self.unwritten is not None and self.unwritten[i, j]:
