@@ -339,7 +339,8 @@ def _dtypes(params: list[Param], roles: list, type_params: set[str]) -> tuple[li
         if t in type_params:
             placeholders.setdefault(t, "T" if len(used) == 1 else role)
     if used:
-        comments.append(f"TODO: dtypes: {', '.join(used)} {'is a template parameter' if len(used) == 1 else 'are template parameters'}"
+        what = "is a template parameter" if len(used) == 1 else "are template parameters"
+        comments.append(f"TODO: dtypes: {', '.join(used)} {what}"
                         f" ({', '.join(f'{r} is {t}' for r, t in of.items() if t in type_params)}); list the dtypes to "
                         "test: float32, float16, ..., or combinations of A, B and the output such as f16f16f32")
         return ["float32"], comments, placeholders

@@ -204,8 +204,8 @@ def test_a_saturating_output_is_judged_saturated_and_an_overflowing_one_wrong():
 def test_integer_inputs_are_judged_exactly_on_every_kind():
     problem = Problem(17, 9, 300, instance("dp4a_s8s32").types, "normal", 1)
     assert judged("dp4a_s8s32", problem, lambda t, A, B, s: A @ B, into="C").ok
-    in_int16 = judged("dp4a_s8s32", problem, lambda t, A, B, s: ((A @ B).astype(np.int64) + 2 ** 15) % 2 ** 16 - 2 ** 15,
-                      into="C")
+    wrapped = lambda t, A, B, s: ((A @ B).astype(np.int64) + 2 ** 15) % 2 ** 16 - 2 ** 15   # int16 sums
+    in_int16 = judged("dp4a_s8s32", problem, wrapped, into="C")
     assert in_int16.defects == {Defect.WRONG_VALUES}
 
 
@@ -308,7 +308,8 @@ def test_the_simulator_and_the_oracle_convert_8_bit_floats_as_cuda_does(tmp_path
     for column, d, saturate in ((0, e4, False), (1, e4, True), (2, e5, False), (3, e5, True)):
         ours = dt.to_bits(values, d, saturate=saturate).astype(np.int64)
         mismatch = finite & (ours != got[:, column])
-        assert not mismatch.any(), (d.name, saturate, values[mismatch][:5], ours[mismatch][:5], got[mismatch, column][:5])
+        assert not mismatch.any(), (d.name, saturate, values[mismatch][:5], ours[mismatch][:5],
+                                    got[mismatch, column][:5])
         assert (got[~finite, column] & 0x7F == 0x7F).all() and (ours[~finite] & 0x7F == 0x7F).all()
 
 
@@ -378,3 +379,16 @@ def test_in_place_d_is_c_and_a_kernel_that_reads_c_after_writing_d_is_caught():
         assert separate.output == "D" and in_place.output == "C"
         assert judge(separate, A, B, exact=True).ok
         assert judge(in_place, A, B, exact=True).ok == ok
+
+
+def test_the_performance_suite_skips_a_type_per_operand_saying_what_is_not_measured():
+    import types as namespaces
+
+    from gemmcheck.perf import warm
+    from gemmcheck.pytest_plugin import perf_plugin
+
+    params = {perf_plugin.TIMED: instance("mixed_f16_f32")}
+    item = namespaces.SimpleNamespace(callspec=namespaces.SimpleNamespace(params=params))
+    reason = perf_plugin.pytest_gemm_skip_reason(None, item)
+    assert reason.startswith("mixed_f16_f32-f16f16f32-TILE16 has a type per operand") and "not measured yet" in reason
+    assert warm.kinds_of([instance("mixed_f16_f32")]) == [("float32", ())]   # nothing of it is warmed up

@@ -118,7 +118,7 @@ def test_a_spelling_rebuilds_the_record_it_came_from():
     ("s8s8f32", "an output of int32 sums is int32"),
     ("f16f16s32", "is a floating-point type"),
     ("f16f16", "unknown dtype 'f16f16'"),
-    ("f16f16f32 accumulator=int32", "need an floating-point accumulator"),
+    ("f16f16f32 accumulator=int32", "need a floating-point accumulator"),
     ("f16f16f32 colour=red", "cannot read 'colour=red'"),
     ("f16f16f32 scale_A=diagonal", "use tensor, row, col or a block RxC"),
 ])

@@ -138,15 +138,15 @@ class OperandTypes:
             raise TypesError(f"{self.name}: A is {self.A.name} and B {self.B.name}; integer and floating-point "
                              "inputs do not mix")
         if any(d.is_integer for d in inputs) != self.accumulator.is_integer:
-            raise TypesError(f"{self.name}: {self.A.name} inputs need an {'integer' if self.A.is_integer else 'floating-point'} "
-                             f"accumulator, not {self.accumulator.name}")
+            needed = "an integer" if self.A.is_integer else "a floating-point"
+            raise TypesError(f"{self.name}: {self.A.name} inputs need {needed} accumulator, not {self.accumulator.name}")
         if self.accumulator.is_integer and self.accumulator.name != "int32":
             raise TypesError(f"{self.name}: integer inputs accumulate in int32, not {self.accumulator.name}")
         for role in ("C", "D"):
             d = getattr(self, role)
             if d.is_integer != self.accumulator.is_integer or d.name == "tf32" or d.itemsize == 1 and d.is_integer:
-                raise TypesError(f"{self.name}: {role} is {d.name}; an output of {self.accumulator.name} sums is "
-                                 f"{'int32' if self.accumulator.is_integer else 'a floating-point type (float32, float16, ...)'}")
+                kind = "int32" if self.accumulator.is_integer else "a floating-point type (float32, float16, ...)"
+                raise TypesError(f"{self.name}: {role} is {d.name}; an output of {self.accumulator.name} sums is {kind}")
         if self.accumulator.conversion_roundoff or self.accumulator.itemsize == 1:
             raise TypesError(f"{self.name}: the accumulator cannot be {self.accumulator.name}")
         for scale in self.scales:
