@@ -23,6 +23,7 @@ The output is valid TOML; once the TODOs are filled, the catalog loader accepts 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,27 +155,65 @@ def _toml(value) -> str:
 
 # -- the draft ---------------------------------------------------------------------------------
 
-def draft_source(source: Path, relative_to: Path | None = None) -> str:
+@dataclass(frozen=True)
+class Drafted:
+    """What `draft` made of a file: the TOML, how many kernels it drafted, and the file's own
+    ``#include "..."`` headers it could not open (their kernels and macros are not in it)."""
+
+    toml: str
+    kernels: int
+    unopened: tuple[str, ...]
+
+
+def draft_source(source: Path, relative_to: Path | None = None, include_dirs=()) -> str:
     """The drafted catalog (TOML) for every kernel of `source`."""
+    return draft(source, relative_to, include_dirs).toml
+
+
+def draft(source: Path, relative_to: Path | None = None, include_dirs=()) -> Drafted:
+    """The draft of every kernel of `source`, its headers searched beside it and in
+    `include_dirs` (written to each entry's ``include_dirs``, relative to the catalog).
+    Raises cuda_source.SourceNotText for a file that is not text."""
     source = source.resolve()
-    text = source.read_text()
-    kernels = cuda_source.find_kernels(text, str(source), cuda_source.include_dirs_of(source))
+    text = cuda_source.read_source(source)
+    include_dirs = [Path(d).resolve() for d in include_dirs]
+    searched = (source.parent, *include_dirs)
+    kernels = cuda_source.find_kernels(text, str(source), searched)
+    unopened = tuple(cuda_source.unopened_headers(text, str(source), searched))
     where = Path((relative_to or source.parent)).resolve()
-    try:
-        rel = str(source.relative_to(where))
-    except ValueError:
-        rel = str(source)
+    rel = _relative(source, where)
     header = [f"# Drafted by `python -m gemmcheck draft {source.name}`: fill in each TODO and check every value.",
               f"# source paths are relative to the catalog file: this draft is for a catalog in {_shown(where)}.",
               "# What each field means: docs/published-sources.md."]
+    header += [f"# TODO: {unopened_note(source.name, h)}" for h in unopened]
     if not kernels:
-        return "\n".join(header + [f"# TODO: {source.name} declares no __global__ function (after preprocessing)"]) + "\n"
-    host = cuda_source.code_only(cuda_source.preprocessed(text, str(source), cuda_source.include_dirs_of(source)))
+        return Drafted("\n".join(header + [f"# TODO: {source.name} declares no __global__ function (after preprocessing)"]) + "\n",
+                       0, unopened)
+    host = cuda_source.code_only(cuda_source.preprocessed(text, str(source), searched))
     constants = {m["name"]: int(m["value"]) for m in CONSTANT_ASSIGNMENT.finditer(host)}
     file_defines = {k: v for k, v in cuda_source.defines(text).items()
                     if re.search(rf"\b{k}\b", _without_define_lines(text))}
     drafts = [draft_kernel(k, rel, host, constants, file_defines, source_text=text) for k in kernels]
-    return "\n".join(header) + "\n\n" + "\n\n".join(d.toml() for d in drafts) + "\n"
+    if include_dirs:
+        for d in drafts:   # after `entry`, as the catalog contract lists them
+            at = next(i for i, f in enumerate(d.fields) if f[0] == "entry") + 1
+            d.fields.insert(at, ("include_dirs", _toml([os.path.relpath(i, where) for i in include_dirs]),
+                                 ["headers are searched beside the source, then here (-I)"]))
+    return Drafted("\n".join(header) + "\n\n" + "\n\n".join(d.toml() for d in drafts) + "\n",
+                   len(drafts), unopened)
+
+
+def unopened_note(source_name: str, header: str) -> str:
+    """One line on a header of the file's own that the draft could not open."""
+    return (f"{source_name}: could not open #include \"{header}\" (neither beside it nor in an -I directory): "
+            "kernels and macros it declares are not drafted; give its directory with -I DIR")
+
+
+def _relative(path: Path, where: Path) -> str:
+    try:
+        return str(path.relative_to(where)) or "."
+    except ValueError:
+        return str(path)
 
 
 def _shown(directory: Path) -> str:

@@ -15,6 +15,8 @@ For every kernel, configuration and dtype of the catalog:
 - for the broken twins, report what one launch shows (max error, unwritten elements, C guard
   damage, reads outside A/B, launch-to-launch differences).
 Prints a table (rung, config, dtype, ms, TFLOP/s, % of cuBLAS) and the twins' findings.
+The work runs in a worker process (this script, supervised): a variant that crashes or hangs
+costs its own line (CRASH / HANG) and a fresh worker measures the rest.
 
     python3 scripts/ladder_bench.py                      # everything
     python3 scripts/ladder_bench.py --only warptiled     # entries whose name contains it
@@ -30,6 +32,7 @@ evaluator (gemmcheck.contract.launch), as the suites do.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -79,6 +82,11 @@ class Variant:
     @property
     def correct(self) -> bool:
         return self.entry["expect"] == "correct"
+
+    @property
+    def key(self) -> str:
+        """The variant in one word (how the supervisor and its workers name an item)."""
+        return f"{self.name}/{self.config}/{self.dtype}"
 
     @property
     def name_expression(self) -> str:
@@ -131,7 +139,6 @@ ROLE_TYPES = {"M": "int", "N": "int", "K": "int", "alpha": "{S}", "beta": "{S}",
 def build_cubins(variants: list[Variant], out: Path, arch: str = "sm_90") -> None:
     """Compile every group ahead of time with nvcc (-cubin) into `out`, with a manifest naming each
     instantiation's symbol, so that a GPU run (--cubins) spends no time compiling."""
-    import json
     import subprocess
 
     out.mkdir(parents=True, exist_ok=True)
@@ -172,8 +179,6 @@ def build_cubins(variants: list[Variant], out: Path, arch: str = "sm_90") -> Non
 
 def load_cubins(cp, variants: list[Variant], directory: Path) -> list[Variant]:
     """Attach functions from cubins built by build_cubins; variants without one are dropped (said so)."""
-    import json
-
     symbols, modules = {}, {}
     for group in json.loads((directory / "manifest.json").read_text()):
         module = cp.RawModule(path=str(directory / group["cubin"]))
@@ -355,7 +360,7 @@ def check(cp, v: Variant, shapes, guard: int) -> Outcome:
                 continue
             for alpha, beta in ((1.0, 0.0), (2.0, -1.0)):
                 check_one(cp, v, M, N, K, alpha, beta, seed=1000 + i, guard=guard, out=out)
-    except Exception as exc:  # a faulting twin poisons the context: report and stop there
+    except Exception as exc:  # a fault leaves the context unusable: reported, and the worker ends
         out.failure = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
     return out
 
@@ -417,9 +422,101 @@ def time_variant(cp, v: Variant, size: int, repeat: int, warmup: int):
     return median, spread, ratio
 
 
+# -- one fault costs one line: the work runs in a worker process, supervised --------------------
+# A kernel that faults leaves a sticky CUDA error (every later call in its process fails) and
+# one that hangs keeps its process busy forever: the checks and timings run in a worker (this
+# script with --worker) that announces each item; the supervisor (this script) relays its
+# output, and when the worker dies or stalls inside an item it prints that item's CRASH or HANG
+# line and starts a fresh worker for the items left. It prints the table at the end.
+
+MARK = "@@ladder"
+LOST_EXIT = 3             # a worker whose CUDA context is unusable ends with this: a fresh one goes on
+ITEM_TIMEOUT_S = 300.0    # one item (a variant's checks, or its timing) taking longer is a hang
+
+
+def announce(word: str, *rest) -> None:
+    print(MARK, word, *rest, flush=True)
+
+
+def finished(phase: str, v: Variant, **payload) -> None:
+    """The worker's END line of an item, with what the supervisor needs of it."""
+    announce("END", phase, v.key, json.dumps(payload))
+
+
+def supervise(command: list[str], *, item_timeout: float = ITEM_TIMEOUT_S, out=sys.stdout) -> tuple[list, dict]:
+    """Run the worker `command` (given `--skip-file PATH` more) until every item is done, a
+    fresh one after each that died or stalled inside an item; relay its output to `out`.
+    Returns (every item's END payload, with "phase" and "key", in order; the cuBLAS ceilings
+    {dtype: ms} the first worker that timed measured)."""
+    import os
+    import queue
+    import signal
+    import subprocess
+    import tempfile
+    import threading
+
+    results, ceilings, done = [], {}, []
+    with tempfile.TemporaryDirectory(prefix="ladder-bench-") as tmp:
+        skip = Path(tmp) / "skip.json"
+        while True:
+            skip.write_text(json.dumps(done))
+            proc = subprocess.Popen([*command, "--skip-file", str(skip)], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            lines: queue.Queue = queue.Queue()
+            threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put(None)],
+                             daemon=True).start()
+            current, stalled = None, False
+            while True:
+                try:
+                    line = lines.get(timeout=item_timeout if current else None)
+                except queue.Empty:   # inside an item, silent too long: a hang
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    stalled = True
+                    break
+                if line is None:
+                    break
+                words = line.rstrip("\n").split(" ", 4)
+                if words[0] != MARK:
+                    out.write(line)
+                    out.flush()
+                elif words[1] == "BEGIN":
+                    current = (words[2], words[3])
+                elif words[1] == "END":
+                    results.append({"phase": words[2], "key": words[3], **json.loads(words[4])})
+                    done.append([words[2], words[3]])
+                    current = None
+                elif words[1] == "CEILING":
+                    ceilings.setdefault(words[2], float(words[3]))
+            code = proc.wait()
+            if current is None:
+                if code in (0, LOST_EXIT):
+                    if code == 0:
+                        return results, ceilings
+                    continue   # its context was lost after an item it reported: a fresh one goes on
+                raise SystemExit(f"ladder_bench: the worker ended outside any item (exit status {code}); "
+                                 "its output is above")
+            phase, key = current
+            what = (f"HANG {key} ({phase}): no output for {item_timeout:g} s; killed (--item-timeout)" if stalled
+                    else f"CRASH {key} ({phase}): the worker died in it ({_exit_text(code)})")
+            out.write(what + "\n")
+            out.flush()
+            # a twin that crashes or hangs is caught; a rung that does is a failure, and is not timed
+            results.append({"phase": phase, "key": key, "failure": what, "bad": phase != "twins"})
+            done += [[phase, key]] + ([["time", key]] if phase == "rungs" else [])
+
+
+def _exit_text(code: int) -> str:
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+
+def read_skip(path: Path | None) -> set[tuple[str, str]]:
+    return {tuple(item) for item in json.loads(path.read_text())} if path else set()
+
+
 # -- main --------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--catalog", type=Path, default=next((p for p in CATALOG_CANDIDATES if p.exists()), None),
                         metavar="PATH", help="ladder catalog (default: kernels/ladder_catalog.toml)")
@@ -437,21 +534,39 @@ def main(argv=None) -> int:
     parser.add_argument("--cubins", type=Path, metavar="DIR", help="load the cubins of --build-cubins DIR")
     parser.add_argument("--plain", action="store_true",
                         help="no guard bands and no memory pool (for compute-sanitizer memcheck)")
+    parser.add_argument("--item-timeout", type=float, default=ITEM_TIMEOUT_S, metavar="S",
+                        help=f"a variant's checks or timing taking longer is a hang (default {ITEM_TIMEOUT_S:g} s)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)   # supervised (supervise)
+    parser.add_argument("--skip-file", type=Path, help=argparse.SUPPRESS)          # the items done already
     args = parser.parse_args(argv)
 
     if args.build_cubins:
         build_cubins(load_variants(args.catalog, args.only), args.build_cubins)
         return 0
+    if args.worker:
+        return work(args)
+    results, ceilings = supervise([sys.executable, str(Path(__file__).resolve()), *argv, "--worker"],
+                                  item_timeout=args.item_timeout)
+    rows = [r["row"] for r in results if r["phase"] == "time" and "row" in r]
+    if rows:
+        print_table(rows, ceilings, args.size)
+    return 1 if any(r.get("bad") for r in results) else 0
 
+
+def work(args) -> int:
+    """The checks and timings, each item announced (BEGIN / END) for the supervisor; the items of
+    the skip file (done by an earlier worker) are left out."""
     import cupy as cp
 
+    skip = read_skip(args.skip_file)
     if args.plain:
         cp.cuda.set_allocator(None)
     device = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(device.id)
-    print(f"device: {props['name'].decode()} (sm_{props['major']}{props['minor']}, "
-          f"{props['multiProcessorCount']} SMs), CuPy {cp.__version__}, CUDA runtime "
-          f"{cp.cuda.runtime.runtimeGetVersion()}", flush=True)
+    if not skip:
+        print(f"device: {props['name'].decode()} (sm_{props['major']}{props['minor']}, "
+              f"{props['multiProcessorCount']} SMs), CuPy {cp.__version__}, CUDA runtime "
+              f"{cp.cuda.runtime.runtimeGetVersion()}", flush=True)
 
     variants = load_variants(args.catalog, args.only)
     if args.twins:
@@ -459,48 +574,58 @@ def main(argv=None) -> int:
     variants = load_cubins(cp, variants, args.cubins) if args.cubins else compile_all(cp, variants)
     if args.profile:
         for v in variants:
-            if v.correct and v.dtype != "float64" and v.supports(args.size, args.size, args.size):
+            if (v.correct and v.dtype != "float64" and v.supports(args.size, args.size, args.size)
+                    and ("profile", v.key) not in skip):
+                announce("BEGIN", "profile", v.key)
                 A, B, C = random_operands(cp, v.dtype, args.size, seed=11)
                 launch(v, args.size, args.size, args.size, 1.0, 0.0, A, B, C)
                 cp.cuda.Device().synchronize()
                 print(f"launched {v.name_expression} at {args.size}^3", flush=True)
+                finished("profile", v)
         return 0
     shapes = SMALL_SHAPES if args.small else CHECK_SHAPES
     guard = 0 if args.plain else GUARD
 
-    def run_checks(selected, title: str) -> int:
-        """Check each variant; the number of verdicts against the catalog's expectation (-1: a launch
-        failed, the CUDA context may be unusable)."""
+    def run_checks(selected, phase: str, title: str) -> None:
+        """Check each variant, one item each; a launch that failed ends this worker (the CUDA
+        context may be unusable): a fresh one checks the rest."""
+        todo = [v for v in selected if (phase, v.key) not in skip]
+        if not todo:
+            return
         print(f"\n== {title}: float64 reference, alpha/beta (1, 0) and (2, -1), guard bands ==", flush=True)
-        bad = 0
-        for v in selected:
+        for v in todo:
+            announce("BEGIN", phase, v.key)
             out = check(cp, v, shapes, guard)
             verdict = "clean" if out.clean() else ("FAIL" if v.correct else "caught")
-            if v.correct and not out.clean():
-                bad += 1
             if not v.correct and out.clean():
-                bad += 1
                 verdict = "NOT CAUGHT"
             print(f"{verdict:10s} {v.name:44s} {v.config:24s} {v.dtype:9s} expect {v.entry['expect']}: "
                   f"{out.describe()}", flush=True)
+            finished(phase, v, verdict=verdict, bad=verdict in ("FAIL", "NOT CAUGHT"))
             if out.failure:
-                print("a launch failed; the CUDA context may be unusable: stopping", flush=True)
-                return -1
-        return bad
+                print("a launch failed; the CUDA context may be unusable: a fresh process goes on", flush=True)
+                sys.exit(LOST_EXIT)
 
     # References first and timed before the twins run: a faulting twin cannot spoil them.
-    failures = run_checks([v for v in variants if v.correct], "checks of the rungs")
-    if failures < 0:
-        return 2
+    run_checks([v for v in variants if v.correct], "rungs", "checks of the rungs")
     if not (args.twins or args.no_timing):
-        failures += time_all(cp, args, variants)
-    twins = run_checks([v for v in variants if not v.correct], "broken twins (each must be caught)")
-    return 2 if twins < 0 else (1 if failures + twins else 0)
+        time_all(cp, args, variants, skip)
+    run_checks([v for v in variants if not v.correct], "twins", "broken twins (each must be caught)")
+    return 0
 
 
-def time_all(cp, args, variants) -> int:
-    """Time every correct variant against cuBLAS and print the table; the number of failures."""
-    failures = 0
+def timed_variants(variants, size: int) -> list[Variant]:
+    """The correct variants timed at SIZE^3: the CUDA-core rungs in float32, the rest in every
+    dtype but float64."""
+    return [v for v in variants if v.correct and v.dtype != "float64" and v.supports(size, size, size)
+            and not (v.dtype in ("float16", "bfloat16") and v.entry["entry"].startswith("sgemm_"))]
+
+
+def time_all(cp, args, variants, skip=frozenset()) -> None:
+    """Time every correct variant against cuBLAS, one item each (its row in the END line)."""
+    todo = [v for v in timed_variants(variants, args.size) if ("time", v.key) not in skip]
+    if not todo:
+        return
     print(f"\n== timing at {args.size}^3 (alpha 1, beta 0; median of {args.repeat} after {args.warmup} warm-up;"
           f" CUDA events) ==", flush=True)
     flops = 2.0 * args.size**3
@@ -508,41 +633,43 @@ def time_all(cp, args, variants) -> int:
     for dtype in ("float32", "float16"):
         ms = cublas_ms(cp, dtype, args.size, args.repeat, args.warmup)
         ceilings[dtype] = ms
+        announce("CEILING", dtype, ms)
         print(f"cuBLAS {dtype}: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s", flush=True)
     ceilings["bfloat16"] = ceilings["float16"]
-    rows = []
-    for v in variants:
-        if not v.correct or v.dtype == "float64" or not v.supports(args.size, args.size, args.size):
-            continue
-        if v.dtype in ("float16", "bfloat16") and v.entry["entry"].startswith("sgemm_"):
-            continue   # the CUDA-core rungs are timed in float32
+    for v in todo:
+        announce("BEGIN", "time", v.key)
         ms, spread, ratio = time_variant(cp, v, args.size, args.repeat, args.warmup)
         tflops = flops / ms / 1e9
         percent = 100 * ceilings[v.dtype] / ms
-        rows.append((v, ms, tflops, percent, spread, ratio))
         print(f"{v.name:26s} {v.config:24s} {v.dtype:9s} {ms:8.3f} ms {tflops:7.1f} TFLOP/s {percent:6.1f}% of cuBLAS "
               f"{'float16' if v.dtype == 'bfloat16' else v.dtype}  (p10-p90 {spread:.1f}%, last output "
               f"x{ratio:.2g} of bound{'' if ratio <= 1 else ' FAIL'})", flush=True)
-        failures += ratio > 1
+        finished("time", v, row=[v.name, v.config, v.dtype, ms, tflops, percent], bad=ratio > 1)
     again = {d: cublas_ms(cp, d, args.size, args.repeat, args.warmup) for d in ("float32", "float16")}
     print("cuBLAS again (drift): " + ", ".join(f"{d} {flops / ms / 1e9:.1f} TFLOP/s" for d, ms in again.items()))
 
-    print("\n| rung | config | dtype | ms | TFLOP/s | % of cuBLAS |\n| --- | --- | --- | ---: | ---: | ---: |")
+
+def print_table(rows, ceilings: dict, size: int, out=sys.stdout) -> None:
+    """The markdown table of every timed variant (rows: [name, config, dtype, ms, TFLOP/s, % of
+    cuBLAS], from whichever worker timed it) and each kind's best."""
+    flops = 2.0 * size**3
+    lines = ["", "| rung | config | dtype | ms | TFLOP/s | % of cuBLAS |", "| --- | --- | --- | ---: | ---: | ---: |"]
     for d in ("float32", "float16"):
-        print(f"| cuBLAS (cupy.matmul{', TF32 off' if d == 'float32' else ''}) | - | {d} | {ceilings[d]:.3f} | "
-              f"{flops / ceilings[d] / 1e9:.1f} | 100 |")
-    for v, ms, tflops, percent, _, _ in rows:
-        print(f"| {v.name} | {v.config} | {v.dtype} | {ms:.3f} | {tflops:.1f} | {percent:.1f} |")
+        if d in ceilings:
+            lines.append(f"| cuBLAS (cupy.matmul{', TF32 off' if d == 'float32' else ''}) | - | {d} | "
+                         f"{ceilings[d]:.3f} | {flops / ceilings[d] / 1e9:.1f} | 100 |")
+    lines += [f"| {name} | {config} | {dtype} | {ms:.3f} | {tflops:.1f} | {percent:.1f} |"
+              for name, config, dtype, ms, tflops, percent in rows]
     best = {}
-    for v, ms, tflops, percent, _, _ in rows:
-        kind = "float32" if v.dtype == "float32" else "tensor-core"
+    for name, config, dtype, _, _, percent in rows:
+        kind = "float32" if dtype == "float32" else "tensor-core"
         if kind not in best or percent > best[kind][1]:
-            best[kind] = (f"{v.name} {v.config} {v.dtype}", percent)
+            best[kind] = (f"{name} {config} {dtype}", percent)
     for kind, (what, percent) in best.items():
         target = 90 if kind == "float32" else 70
-        print(f"best {kind}: {what}: {percent:.1f}% of cuBLAS (target {target}%: "
-              f"{'met' if percent >= target else 'missed'})")
-    return failures
+        lines.append(f"best {kind}: {what}: {percent:.1f}% of cuBLAS (target {target}%: "
+                     f"{'met' if percent >= target else 'missed'})")
+    out.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

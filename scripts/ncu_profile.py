@@ -62,12 +62,15 @@ def find(path: Path, wanted: str):
 
 
 def print_report(exe: str, export: Path | None) -> None:
-    """ncu prints nothing of a profile it exports: read the report back, as it would have printed it."""
-    if export is not None:
+    """ncu prints nothing of a profile it exports: read the report back, as it would have printed
+    it (none when the launch crashed or hung before ncu wrote one)."""
+    if export is not None and Path(f"{export}.ncu-rep").is_file():
         subprocess.run([exe, "--import", f"{export}.ncu-rep", "--page", "details"], timeout=TIMEOUT_S)
 
 
 def profile_instance(instance, size: int, options: list[str], backend: str = "cupy") -> int:
+    """ncu over one launch in an isolated child: a kernel that crashes or hangs costs its one
+    line (and exit status 1), never this process (cuBLAS is profiled after it all the same)."""
     from gemmcheck.judge import isolation
 
     outcome, children = ncu.launch_once(instance, size, options, backend=backend, timeout=TIMEOUT_S)

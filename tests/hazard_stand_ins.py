@@ -55,6 +55,14 @@ def floor_grid(instance, grid, block, A, B, C, M, N, K):
     c[:m, :n] = full[:m, :n]
 
 
+def carries_the_poison(instance, grid, block, A, B, C, M, N, K):
+    """Writes every element; the first row's hold a NaN carrying the poison's payload: what a race
+    that reads stale shared memory which held the poison computes (NaN + x keeps the payload on
+    the CPU and in a GPU's float64; on an H200, broken_no_barriers float64 at 2048^3)."""
+    correct_product(instance, grid, block, A, B, C, M, N, K)
+    C[:N] = instance.dt.poison_bits
+
+
 def reads_past_A(instance, grid, block, A, B, C, M, N, K):
     """The last element of C also multiplies the element just past A's end by B[0, 0]."""
     correct_product(instance, grid, block, A, B, C, M, N, K)
@@ -223,7 +231,9 @@ proc = subprocess.Popen(target, stdout=subprocess.PIPE, text=True)
 print("========= COMPUTE-SANITIZER", flush=True)
 found = unprinted = 0
 full = died = False
-# A report starting "!fails-in-a-batch": in a child of several kernels, the launch fails with
+# A report starting "!reports-then-fails": printed, then the launch fails and the child leaves
+# (memcheck ends a kernel at the access it reports). One starting "!fails-in-a-batch": in a
+# child of several kernels, the launch fails with
 # nothing reported and the child leaves ("!fails-once": in the first child that launches it;
 # "!fails": in every child); "!only-in-a-batch": reported only there; "!only-alone": only in a
 # child of its own. Otherwise they report as written.
@@ -235,6 +245,15 @@ for line in proc.stdout:
     words = line.split()
     if len(words) == 3 and words[1] == "LAUNCH":
         report = list(reports.get(steps[int(words[2])]["kernel"], []))
+        if report and report[0] == "!reports-then-fails":   # the report, then the launch fails
+            for out in report[1:]:
+                print(out, flush=True)
+                found += 1
+            print(f'@@gemmcheck FAILED {words[2]} "cudaErrorLaunchFailure: unspecified launch failure (stand-in)"',
+                  flush=True)
+            proc.kill()
+            died = True
+            break
         if report and report[0] in ("!fails-in-a-batch", "!fails-once", "!fails"):
             once = os.path.join(os.path.dirname(os.environ["FAKE_SANITIZER_REPORTS"]),
                                 "failed-once-" + steps[int(words[2])]["kernel"])

@@ -4,11 +4,11 @@ line; the same kernel declared reads_c_at_beta_zero = true is correct, the conve
 (examples/blas_conventions.toml, the catalog docs/blas-contract.md shows.)"""
 
 import json
-import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "examples" / "blas_conventions.toml"
@@ -20,7 +20,7 @@ POINTS = "reads_c_at_beta_zero: this failure is the read of C at beta = 0 that t
 
 
 def test_one_check_names_the_read_of_c_the_others_point_at_it_and_the_convention_is_correct(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--gemm-backend=cpu-sim",
                           f"--gemm-catalog={CATALOG}", f"--gemm-verdicts={tmp_path / 'verdicts.json'}",
                           f"--alluredir={tmp_path / 'allure'}", f"--junitxml={tmp_path / 'junit.xml'}", *SUITES],

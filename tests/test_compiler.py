@@ -10,6 +10,12 @@ SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "reference_tiled.c
 NAMES = ("matmul_tiled_guarded<float, 16>",)
 
 
+@pytest.fixture(autouse=True)
+def nvrtc(monkeypatch):
+    """These are claims about the NVRTC build; nvcc's are in tests/test_nvcc.py."""
+    monkeypatch.setenv("GEMMCHECK_COMPILER", "nvrtc")
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GEMMCHECK_CACHE_DIR", str(tmp_path))

@@ -3,11 +3,11 @@
 Each test runs the real suites in a child pytest on cpu-sim, as a user would."""
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_source_builds[mixed.cu]"
@@ -27,7 +27,7 @@ expect = "correct"
 
 
 def run_suites(tmp_path, *args):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rsxX",
                            "--gemm-backend=cpu-sim", f"--gemm-verdicts={tmp_path / 'verdicts.json'}",
                            f"--alluredir={tmp_path / 'allure'}", *args],

@@ -151,6 +151,20 @@ def test_a_store_and_an_atomic_of_one_block_is_no_global_race(sim):
     assert report.global_races == 0 and not report.global_conflicts and not report.race, report.summary()
 
 
+def test_a_store_after_atomics_of_two_blocks_is_a_global_race_in_every_block_order(sim):
+    # Blocks 0 and 1 add atomically, then block 1 stores: forward, block 1's own add is the
+    # last atomic before its store, yet block 0's add is unordered with that store.
+    with sim.using_schedules(cpu_sim.RACE_SCHEDULES):
+        run_once(sim, probe("atomics_of_two_blocks_then_a_store"), np.zeros((4, 1)), np.zeros((1, 8)))
+    report = sim.last_launch_report
+    assert {g.schedule for g in report.global_conflicts} == set(cpu_sim.RACE_SCHEDULES), report.summary()
+    assert {g.element for g in report.global_conflicts} == {(0, 0)}
+    assert all({g.earlier_block, g.later_block} == {(0, 0, 0), (1, 0, 0)} for g in report.global_conflicts)
+    forward = next(g for g in report.global_conflicts if g.schedule == "forward")
+    assert (forward.earlier, forward.earlier_block, forward.later, forward.later_block) == (
+        "atomic", (0, 0, 0), "store", (1, 0, 0))
+
+
 def test_without_tracking_no_global_race_is_reported(sim):
     sim.track_shared = False
     try:

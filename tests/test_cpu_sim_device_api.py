@@ -50,6 +50,7 @@ def run_everywhere(sim, inst, A, B, **kw):
 
 def assert_clean(report):
     assert not report.race and not report.divergent and report.outcome == "ok", report.summary()
+    assert not report.bad_warp_calls, report.summary()
     assert report.uninitialized_shared_reads == 0, report.summary()
 
 
@@ -133,16 +134,21 @@ def test_a_full_mask_shuffle_that_half_the_warp_skips_is_reported(sim):
     run_everywhere(sim, kernel("warp_partial_mask_at_barrier"), *lanes_input())
     report = sim.last_launch_report
     missing = [d for d in report.divergences if d.what == "warp_missing_lanes"]
-    assert report.divergent and len(missing) == len(cpu_sim.RACE_SCHEDULES), report.summary()
+    assert report.bad_warp_calls and len(missing) == len(cpu_sim.RACE_SCHEDULES), report.summary()
     sites = {(s.file, s.line): s.threads for s in missing[0].sites}
     assert sites[("device_api.cu", line_of("PARTIAL AT BARRIER"))] == 16   # the lanes that came
+    # the lanes the mask names that never came, and the call, as the report names them
+    assert missing[0].lanes == tuple(range(16, 32)) and missing[0].call == "__shfl_down_sync"
+    assert "its mask 0xffffffff names lanes 16-31, which never called it" in missing[0].describe()
+    assert not report.divergent   # a warp-synchronous call, not a __syncthreads()
 
 
 def test_a_shuffle_reading_lanes_that_exited_is_reported(sim):
     run_everywhere(sim, kernel("warp_partial_mask"), *lanes_input())
     report = sim.last_launch_report
-    assert report.divergent and {d.what for d in report.divergences} == {"warp_source"}, report.summary()
+    assert report.bad_warp_calls and {d.what for d in report.divergences} == {"warp_source"}, report.summary()
     assert report.divergences[0].sites[0].line == line_of("PARTIAL")
+    assert report.divergences[0].lanes == (15,)   # lane 15 reads lane 16, which exited
 
 
 def test_a_mask_naming_exactly_the_lanes_that_come_is_clean(sim):
@@ -156,7 +162,66 @@ def test_a_mask_naming_exactly_the_lanes_that_come_is_clean(sim):
 def test_lanes_calling_with_a_mask_that_leaves_them_out_are_reported(sim):
     run_everywhere(sim, kernel("warp_mask_without_caller"), *lanes_input())
     report = sim.last_launch_report
-    assert report.divergent and "warp_mask" in {d.what for d in report.divergences}, report.summary()
+    outside = [d for d in report.divergences if d.what == "warp_mask"]
+    assert {d.schedule for d in outside} == set(cpu_sim.RACE_SCHEDULES), report.summary()
+    # Per schedule the upper lanes, in one call or in several (as the schedule brought them).
+    for schedule in cpu_sim.RACE_SCHEDULES:
+        lanes = {lane for d in outside if d.schedule == schedule for lane in d.lanes}
+        assert lanes == set(range(16, 32)), report.summary()
+    assert all(d.mask == 0x0000FFFF for d in outside), report.summary()
+
+
+def test_a_half_mask_shuffle_every_lane_calls_is_reported_in_every_schedule_though_its_values_are_right(sim):
+    # __shfl_sync(0x0000ffff, v, lane) by all 32 lanes: the GPU returns each lane its own value,
+    # and so does every schedule here; lanes 16..31 are outside the mask all the same.
+    run = run_everywhere(sim, kernel("warp_half_mask_all_lanes"), *lanes_input())
+    assert np.array_equal(run.C.reshape(-1), np.arange(1, 33))
+    report = sim.last_launch_report
+    assert not report.schedule_dependent, report.summary()
+    outside = [d for d in report.divergences if d.what == "warp_mask"]
+    assert {d.schedule for d in outside} == set(cpu_sim.RACE_SCHEDULES), report.summary()
+    first = outside[0]
+    assert (first.call, first.mask, first.lanes, first.warp) == ("__shfl_sync", 0x0000FFFF, tuple(range(16, 32)), 0)
+    assert first.sites[0].line == line_of("HALF MASK")
+    assert (f"invalid warp mask: __shfl_sync at device_api.cu:{line_of('HALF MASK')}, block (0, 0, 0), warp 0: "
+            "lanes 16-31 called it with mask 0x0000ffff, which leaves them out") in first.describe()
+
+
+def test_disjoint_groups_of_a_warp_may_call_with_their_own_masks(sim):
+    run = run_everywhere(sim, kernel("warp_two_tiles"), *lanes_input())
+    assert np.array_equal(run.C.reshape(-1), (np.arange(32) ^ 1) + 1)   # lane l gets lane l ^ 1's value
+    assert_clean(sim.last_launch_report)
+
+
+def test_lanes_whose_masks_overlap_but_differ_are_reported(sim):
+    # Lanes 16..31 name the whole warp; lanes 0..15 call with their half only. Seen where the two
+    # groups meet in one call (not under forward, where the lower half completes first).
+    run_everywhere(sim, kernel("warp_masks_differ"), *lanes_input())
+    report = sim.last_launch_report
+    differ = [d for d in report.divergences if d.what == "warp_masks_differ"]
+    assert differ and "reverse" in {d.schedule for d in differ}, report.summary()
+    assert "called it with another mask than the lane that opened it" in differ[0].describe()
+
+
+def expected_warp_reductions():
+    t = np.arange(64)
+    warp = t // 32
+    all_lanes = float(np.float32(0xFFFFFFFF))
+    return np.stack([
+        np.full(64, all_lanes), np.ones(64),                                 # match_all(t / 32), pred
+        np.zeros(64),                                                        # match_all(t) + pred: 0
+        np.where(warp == 0, -784, 240),                                      # reduce_add(t - 40)
+        np.where(warp == 0, -40 + 1000 * -9, -8 + 1000 * 23),               # int min + 1000 max
+        np.where(warp == 0, 0 + 1000 * 31, 32 + 1000 * 63),                 # unsigned min + 1000 max
+        np.full(64, all_lanes),                                              # and (1) + xor (0xfffffffe)
+        np.full(64, all_lanes),                                              # or
+    ], axis=1).astype(np.float32)
+
+
+def test_warp_matches_and_reductions_give_each_lane_the_gpus_value(sim):
+    run = run_everywhere(sim, kernel("warp_reductions"), np.zeros((64, 1)), np.zeros((1, 8)))
+    assert np.array_equal(run.C.astype(np.float32), expected_warp_reductions())
+    assert_clean(sim.last_launch_report)
 
 
 # -- atomics -------------------------------------------------------------------------------------

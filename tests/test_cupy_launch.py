@@ -32,12 +32,12 @@ def gpu(monkeypatch):
     monkeypatch.setattr(runtime, "eventQuery", lambda ptr: statuses["now"])
     finished = SimpleNamespace(record=lambda: None, ptr=0xE7)
     backend._cupy = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: device, Event=lambda **kw: finished))
-    backend._failed, backend._kernels = {}, {}
+    backend._failed, backend._kernels, backend.arch = {}, {}, "sm_90"
     backend.hang_timeout_s = 10.0
     spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "matmul_tiled_guarded")
     instance = spec.instances()[0]
     kernel = FakeKernel()
-    backend._kernels[(spec.source, instance.defines, instance.name_expression)] = kernel
+    backend._kernels[backend._key(instance)] = kernel
     backend.statuses = statuses
     return backend, instance, kernel
 
@@ -88,7 +88,8 @@ def test_prepare_compiles_each_build_unit_once_and_a_broken_instantiation_alone(
     broken = instances[1]
     side_by_side, compiles = [], []
 
-    def compile_unit(source, defines, names):
+    def compile_unit(unit, names):
+        source, defines = unit[:2]
         compiles.append((source, defines, tuple(names)))
         if broken.name_expression in names and broken.build_unit == (source, defines):
             raise backends.KernelCompileError("no")
@@ -107,7 +108,7 @@ def test_prepare_compiles_each_build_unit_once_and_a_broken_instantiation_alone(
     assert len(compiles) == len(units) + len(retried)
     assert sorted(names for *_, names in retried) == sorted({(i.name_expression,) for i in instances
                                                              if i.build_unit == broken.build_unit})
-    assert list(backend._failed) == [(*broken.build_unit, broken.name_expression)]
+    assert list(backend._failed) == [backend._key(broken)]
 
 
 @pytest.mark.parametrize("storage", ["uint8", "uint16", "uint32", "uint64"])   # uint8: 8-bit floats, int8
@@ -178,9 +179,9 @@ def test_an_instantiation_nvrtc_compiled_with_other_parameter_types_is_never_lau
     symbols = {half.name_expression: "_Z13gemm_tutorialI6__halfEvmmmT_PKS1_mS3_mS1_PS1_m",   # NVRTC's own
                size_t.name_expression: "_Z11gemm_size_tIfEvPKT_S2_PS0_iii"}   # as if M, N, K were int
 
-    def compile_unit(source, defines, names):
+    def compile_unit(unit, names):
         for name in names:
-            key = (source, defines, name)
+            key = backend._built_key(unit, name)
             backend._kernels[key] = FakeKernel()
             backend.__dict__.setdefault("_symbols", {})[key] = symbols[name]
     monkeypatch.setattr(compiler, "build_many", lambda jobs: None)
@@ -189,6 +190,6 @@ def test_an_instantiation_nvrtc_compiled_with_other_parameter_types_is_never_lau
     assert backend.build_error(half) is None
     assert isinstance(backend.build_error(size_t), backends.NotSupported)
     assert str(backend.build_error(size_t)) == (
-        "size_t_dims-float32: its arguments cannot be packed as NVRTC compiled its parameters: parameter 4 (M) is "
+        "size_t_dims-float32: its arguments cannot be packed as the compiler compiled its parameters: parameter 4 (M) is "
         "packed as unsigned long (integer, 8 bytes); the compiler's void gemm_size_t<float>(float const*, float "
         "const*, float*, int, int, int) declares int (integer, 4 bytes)")

@@ -4,10 +4,11 @@ each test is counted once, where it ran; no test skips for the lost context. The
 sticky error is stood in for (context_lost=True) where no GPU is needed."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from child_env import child_env
 
 import pytest
 
@@ -102,7 +103,7 @@ def run_catalog(tmp_path: Path, name: str, backend: str, *args) -> tuple[subproc
     where.mkdir()
     (where / "conftest.py").write_text((ROOT / "conftest.py").read_text())
     (where / "test_shapes.py").write_text(LAUNCHES_AT_SHAPES)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = child_env()
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rsf",
                              f"--gemm-backend={backend}", f"--gemm-catalog={FAULTS_AT_SHAPES}",
                              f"--gemm-verdicts={where / 'v.json'}", f"--alluredir={where / 'allure'}",

@@ -36,12 +36,48 @@ def test_a_correct_kernel_leaves_no_trace(dtype):
     assert run.grid == (2, 2, 1) and run.block == (4, 4, 1)
 
 
-def test_unwritten_elements_keep_the_poison_bits():
-    def skips_last_row(instance, grid, block, A, B, C, M, N, K):
-        correct_product(instance, grid, block, A, B, C, M, N, K)
-        C[(M - 1) * N:] = instance.dt.poison_bits
-    run = run_once(NumpyBackend({"matmul_tiled_guarded": skips_last_row}), inst(), *operands(5, 7, 3))
+def skips_last_row(instance, grid, block, A, B, C, M, N, K):
+    before = C[(M - 1) * N:].copy()
+    correct_product(instance, grid, block, A, B, C, M, N, K)
+    C[(M - 1) * N:] = before   # the last row left as it was: never written
+
+
+def test_unwritten_elements_keep_the_poison_bits_and_a_second_poison_on_a_launch_with_it():
+    backend = NumpyBackend({"matmul_tiled_guarded": skips_last_row})
+    run = run_once(backend, inst(), *operands(5, 7, 3))
     assert run.unwritten.sum() == 7 and run.unwritten[-1].all()
+    assert (run.C_bits[-1] == inst().dt.poison_bits).all()   # what the run shows: its own launch's C
+    assert backend.launches == 2                              # the one confirming launch
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_an_element_written_with_the_poisons_payload_is_written_not_unwritten(dtype):
+    """A race that reads stale shared memory which held the poison computes NaN + x: the NaN
+    keeps its payload (on the CPU, and in a GPU's float64), so the element holds the poison's
+    bits. Launched again with C filled with the second poison, it holds the first again: it was
+    written (wrong), not left unwritten. Stood in for by writing the payload itself."""
+    def writes_the_payload(instance, grid, block, A, B, C, M, N, K):
+        correct_product(instance, grid, block, A, B, C, M, N, K)
+        C[:N] = instance.dt.poison_bits
+    backend = NumpyBackend({"matmul_tiled_guarded": writes_the_payload})
+    run = run_once(backend, inst(dtype=dtype), *operands(5, 7, 3))
+    assert (run.C_bits[0] == run.instance.dt.poison_bits).all() and not run.unwritten.any()
+    assert backend.launches == 2
+
+
+def test_a_kernel_that_writes_every_element_is_launched_once():
+    backend = NumpyBackend({"matmul_tiled_guarded": correct_product})
+    run_once(backend, inst(), *operands(5, 7, 3))
+    assert backend.launches == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_the_second_poison_is_a_quiet_nan_of_its_own(dtype):
+    d = dt.get(dtype)
+    second = harness.confirming_poison(d, d.poison_bits, d.guard_bits)
+    value = float(np.array([second], dtype=d.storage).view(d.numpy)[0])
+    canonical = int(np.array([np.nan], dtype=d.numpy).view(d.storage)[0])
+    assert np.isnan(value) and second not in (d.poison_bits, d.guard_bits, canonical)
 
 
 def test_a_write_past_the_end_of_C_damages_its_guard():

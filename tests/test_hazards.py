@@ -8,8 +8,8 @@ from gemmcheck.judge import hazards
 from gemmcheck.verdict import Defect, Finding
 
 from fakes import NumpyBackend, correct_product
-from hazard_stand_ins import (LingeringNaN, NaNAt, Racy, StaleNaN, WrappingStore, always_nan, drops_k_tail, floor_grid,
-                              instance, reads_past_A, scribbles_on_B)
+from hazard_stand_ins import (LingeringNaN, NaNAt, Racy, StaleNaN, WrappingStore, always_nan, carries_the_poison,
+                              drops_k_tail, floor_grid, instance, reads_past_A, scribbles_on_B)
 
 INST = instance()                      # TILE 4, float32, any shape
 RAGGED = hazards.exposing_problems(INST, race_sizes=())[0][1]
@@ -93,6 +93,24 @@ def test_detector_fires_on_its_defect(detector, make_defective, defect):
 def test_detector_is_silent_on_a_correct_kernel(detector):
     for _, problem in hazards.exposing_problems(INST, race_sizes=(32,)):
         assert detector(observe(correct_product, problem)) == []
+
+
+@pytest.mark.parametrize("kernel, never_written", [(floor_grid, True), (carries_the_poison, False)],
+                         ids=["skips_elements", "carries_the_poisons_payload"])
+def test_the_poison_detector_and_the_oracle_agree_on_what_was_never_written(kernel, never_written):
+    """One definition (harness.never_written), read by both: a kernel that skips elements leaves
+    them never written; one that writes them with a NaN carrying the poison's payload wrote
+    them (wrong values), though their bits are the poison's."""
+    from gemmcheck.judge import oracle
+
+    obs = observe(kernel)
+    run = obs.runs[0]
+    assert (run.C_bits == INST.dt.poison_bits).any()   # both leave the poison's bits in C
+    judged = oracle.judge(run, *obs.operands, exact=True, problem=obs.problem)
+    assert bool(hazards.check_unwritten(obs)) == never_written == (Defect.UNWRITTEN_OUTPUT in judged.defects)
+    if not never_written:
+        assert judged.defects == {Defect.WRONG_VALUES}, judged.message()
+        assert hazards.classify(hazards.detect(obs)).defect == Defect.WRONG_VALUES
 
 
 def test_every_plain_detector_is_covered_here():
@@ -213,6 +231,18 @@ def test_synccheck_makes_a_divergent_barrier_the_root_of_races_and_wrong_values(
     assert set(d.explains) == {Defect.SHARED_MEMORY_RACE, Defect.WRONG_VALUES}
 
 
+def test_an_invalid_warp_mask_is_the_root_of_the_values_and_races_it_leaves():
+    d = hazards.classify([_finding(Defect.WRONG_VALUES, "exact-bits"),
+                          _finding(Defect.NONDETERMINISM, "schedules"),
+                          _finding(Defect.INVALID_WARP_MASK, "warp-tracking")])
+    assert d.defect == Defect.INVALID_WARP_MASK and d.established_by == ("warp-tracking",)
+    assert set(d.explains) == {Defect.NONDETERMINISM, Defect.WRONG_VALUES}
+    # a divergent barrier is the more specific cause of what both explain
+    d = hazards.classify([_finding(Defect.INVALID_WARP_MASK, "synccheck"),
+                          _finding(Defect.DIVERGENT_BARRIER, "synccheck")])
+    assert d.defect == Defect.DIVERGENT_BARRIER and d.also == (Defect.INVALID_WARP_MASK,)
+
+
 def test_racecheck_names_shared_memory_where_launches_that_differ_alone_do_not():
     d = hazards.classify([_finding(Defect.NONDETERMINISM, "repeat-launch"),
                           _finding(Defect.SHARED_MEMORY_RACE, "racecheck")])
@@ -235,3 +265,32 @@ def test_independent_defects_are_listed_besides_the_root_cause():
 
 def test_every_defect_class_has_a_place_in_the_priority():
     assert set(hazards.PRIORITY) == set(Defect)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_on_the_simulator_an_element_computed_from_the_poisons_payload_was_written(dtype):
+    """A CUDA kernel on the CPU simulator whose first row is computed from a NaN with the
+    poison's payload: the payload survives the arithmetic (the elements hold the poison's bits),
+    and the poison detector stays silent: they were written."""
+    from pathlib import Path
+
+    from gemmcheck.backends import cpu_sim
+    from gemmcheck.problems.problem import Problem
+
+    spec = next(s for s in catalog.load(Path(__file__).parent / "cpu_sim_kernels" / "catalog.toml")
+                if s.name == "computes_from_the_poison")
+    inst = catalog.Instance(spec, dtype, 4)
+    obs = hazards.observe(cpu_sim.CpuSimBackend(), inst, Problem(9, 5, 17, dtype, "exact", 1))
+    assert all((run.C_bits[0] == inst.dt.poison_bits).all() for run in obs.runs)
+    assert hazards.check_unwritten(obs) == []
+    assert hazards.classify(hazards.detect(obs)).defect == Defect.WRONG_VALUES
+
+
+def test_on_the_simulator_a_kernel_that_skips_elements_leaves_them_never_written():
+    from gemmcheck.backends import cpu_sim
+
+    spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "broken_floor_grid")
+    inst = catalog.Instance(spec, "float32", 4)
+    problem = hazards.exposing_problems(inst, race_sizes=())[0][1]   # ragged: partial tiles unwritten
+    (found,) = hazards.check_unwritten(hazards.observe(cpu_sim.CpuSimBackend(), inst, problem))
+    assert found.defect == Defect.UNWRITTEN_OUTPUT and "never written (the poison bits after" in found.summary

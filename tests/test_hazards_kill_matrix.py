@@ -202,11 +202,20 @@ def test_what_makes_a_batchs_verdict_on_a_row_suspect():
     assert verdict("correct", "ok", False) is None
 
 
-def _row(expect, plain=(), tool=None, note="needs compute-sanitizer on PATH; not found"):
+def _row(expect, plain=(), tool=None, note="needs compute-sanitizer on PATH; not found",
+         problems=("ragged: M19xN17xK21",)):
     spec = catalog.KernelSpec(name="k", source=catalog.BUILTIN, entry="k", signature="mnk",
                               policy="tile2d", tiles=(16,), dtypes=("float32",), expect=expect)
     sanitizer = Column(list(tool), note="ran") if tool is not None else Column(ran=False, note=note)
-    return Row(catalog.Instance(spec, "float32", 16), Column(list(plain)), sanitizer, [])
+    return Row(catalog.Instance(spec, "float32", 16), Column(list(plain)), sanitizer, list(problems))
+
+
+def test_a_row_that_launched_nothing_is_not_checked_never_a_pass():
+    # a kernel that claims none of the row's problems: before, a clean verdict ("pass")
+    for expect in ("correct", "wrong_values"):
+        status, why = _row(expect, problems=()).outcome()
+        assert status == "not-checked" and "none of the kill matrix's problems" in why
+    assert _row("correct").outcome()[0] == "pass"
 
 
 def _f(defect, detector="exact-bits"):
@@ -252,6 +261,27 @@ def test_a_divergent_barrier_caught_only_by_the_tool_passes_and_without_it_needs
     with_tool = _row("divergent_barrier", plain, tool=plain + [_f(Defect.DIVERGENT_BARRIER, "synccheck")])
     assert with_tool.outcome()[0] == "pass"
     assert _row("divergent_barrier", plain, tool=plain).outcome()[0] == "fail"
+
+
+def test_an_invalid_warp_mask_hardware_shows_nothing_of_needs_the_simulator_and_passes_where_synccheck_names_it():
+    # A converged warp forgives the mask: nothing on hardware, and synccheck has no shuffle mask to see.
+    for tool in (None, []):
+        status, why = _row("invalid_warp_mask", tool=tool).outcome()
+        assert status == "needs-tool" and "nothing on hardware showed it" in why, why
+        assert why.endswith("needs the CPU simulator's warp tracking (--gemm-backend cpu-sim)"), why
+    synccheck = [_f(Defect.INVALID_WARP_MASK, "synccheck")]
+    assert _row("invalid_warp_mask", tool=synccheck).outcome()[0] == "pass"
+    # Values hardware gets wrong need the tool, as a divergent barrier's do.
+    assert _row("invalid_warp_mask", [_f(Defect.WRONG_VALUES)]).outcome()[0] == "needs-tool"
+    # A class hardware always shows something of still fails when it shows nothing.
+    assert _row("divergent_barrier", tool=[]).outcome()[0] == "fail"
+
+
+def test_on_the_simulator_its_warp_tracking_establishes_an_invalid_warp_mask_and_nothing_is_a_failure():
+    tracked = [_f(Defect.WRONG_VALUES), _f(Defect.INVALID_WARP_MASK, "warp-tracking")]
+    assert _simulated_row("invalid_warp_mask", tracked).outcome()[0] == "pass"
+    status, why = _simulated_row("invalid_warp_mask", []).outcome()
+    assert status == "fail" and "no detector found anything" in why, why
 
 
 def test_a_global_race_on_hardware_the_simulator_did_not_place_is_caught_as_what_it_shows_there_and_needs_it():

@@ -27,6 +27,7 @@ def test_every_registered_class_reaches_every_derived_list():
     # Each flag lands in its list, and only there.
     assert hazards.NEEDS_A_TOOL == {d: c.needs_tool for d, c in DEFECTS.items() if c.needs_tool}
     assert hazards.NEEDS_THE_SIMULATOR == {d: c.needs_simulator for d, c in DEFECTS.items() if c.needs_simulator}
+    assert hazards.UNSEEN_ON_HARDWARE == {d: c.unseen_on_hardware for d, c in DEFECTS.items() if c.unseen_on_hardware}
     assert set(kill_matrix.ISOLATED) == {d.value for d, c in DEFECTS.items() if c.isolated}
     assert set(kill_matrix.NOT_IN_MATRIX) == {d.value for d, c in DEFECTS.items() if c.not_in_matrix}
     assert set(hazards_plugin.NOT_FOR_CORRECTNESS) == {d.value for d, c in DEFECTS.items()
@@ -80,6 +81,21 @@ def test_a_global_memory_race_is_named_where_the_simulator_sees_it_and_explains_
              Finding(race, Detector.GLOBAL_TRACKING, "blocks (0, 0, 0) and (1, 0, 0) on C[0, 0]", 3)]
     diagnosis = hazards.classify(found)
     assert (diagnosis.defect, diagnosis.explains, diagnosis.label) == (race, (Defect.NONDETERMINISM,), race.value)
+
+
+def test_an_invalid_warp_mask_is_a_class_of_its_own_that_hardware_may_not_show():
+    mask = Defect.INVALID_WARP_MASK
+    assert Defect("invalid_warp_mask") is mask and "invalid_warp_mask" in catalog.EXPECTATIONS
+    assert report.category_of("invalid_warp_mask: cpu-sim: a warp-synchronous call ...") == "Invalid warp mask"
+    assert hazards.NEEDS_A_TOOL[mask] == "synccheck" and mask not in hazards.NEEDS_THE_SIMULATOR
+    assert "warp tracking" in hazards.UNSEEN_ON_HARDWARE[mask] and list(hazards.UNSEEN_ON_HARDWARE) == [mask]
+    assert hazards.EXPLAINS[mask] == {Defect.SHARED_MEMORY_RACE, Defect.NONDETERMINISM, Defect.WRONG_VALUES}
+    # right after a divergent barrier, before everything it explains
+    order = hazards.PRIORITY.index
+    assert order(mask) == order(Defect.DIVERGENT_BARRIER) + 1 and order(mask) < order(Defect.SHARED_MEMORY_RACE)
+    # its values may be right: the correctness suite leaves it to the hazards suite
+    assert "invalid_warp_mask" in hazards_plugin.NOT_FOR_CORRECTNESS
+    assert Detector.WARP_TRACKING in hazards.PLACES_A_RACE
 
 
 def test_an_unknown_category_names_the_known_ones():

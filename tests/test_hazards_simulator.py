@@ -2,6 +2,8 @@
 builtin catalog run on cpu-sim (no GPU needed): each fires on the broken kernel that has
 its defect and stays silent on the references."""
 
+from pathlib import Path
+
 import pytest
 
 from gemmcheck.contract import catalog
@@ -91,6 +93,65 @@ def test_global_tracking_is_silent_on_a_split_k_that_only_adds_atomically(sim):
         obs = hazards.observe_simulated(sim, inst, p, purpose=purpose)
         assert obs.reports and hazards.check_global_races(obs) == [], obs.reports[0].summary()
         assert hazards.detect(obs) == []
+
+
+def test_global_tracking_names_the_split_k_z_twin_and_is_silent_on_its_sibling_that_orders_its_slices(sim):
+    found = hazards.check_global_races(observe(sim, kernel("broken_splitk_z_race", tile=8)))
+    assert [f.defect for f in found] == [Defect.GLOBAL_MEMORY_RACE], found
+    (x0, y0, z0), (x1, y1, z1) = found[0].details["blocks"]
+    assert (x0, y0) == (x1, y1) and {z0, z1} == {0, 1}, found[0].details   # the two slices of one tile
+    assert sorted(found[0].details["accesses"]) == ["atomic", "store"]
+    sibling = observe(sim, kernel("matmul_splitk_in_block", tile=8))
+    assert sibling.reports and hazards.detect(sibling) == [], sibling.reports[0].summary()
+
+
+# -- warp masks --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, call, line",
+                         [("broken_half_mask_shuffle", "__shfl_sync", "const T total = __shfl_sync"),
+                          ("broken_half_mask_syncwarp", "__syncwarp", "__syncwarp(0x0000ffffu)")])
+def test_warp_tracking_names_the_call_its_line_and_the_lanes_outside_the_mask(sim, name, call, line):
+    obs = observe(sim, kernel(name, tile=8))
+    found = hazards.check_warp_masks(obs)
+    assert [(f.defect, f.detector) for f in found] == [(Defect.INVALID_WARP_MASK, "warp-tracking")], found
+    details = found[0].details
+    source = (catalog.BUILTIN.parent / "warp_reduce.cu").read_text().splitlines()
+    (number,) = [n for n, text in enumerate(source, 1) if line in text]
+    assert (details["call"], details["line"], details["kind"]) == (call, f"warp_reduce.cu:{number}", "warp_mask")
+    assert (details["lanes"], details["mask"]) == (list(range(16, 32)), 0x0000FFFF), details
+    assert f"{call} at warp_reduce.cu:{number}" in found[0].summary and "lanes 16-31" in found[0].summary
+    diagnosis = hazards.classify(hazards.detect(obs))
+    assert (diagnosis.defect, diagnosis.basis) == (Defect.INVALID_WARP_MASK, "observed"), diagnosis.explanation
+
+
+def test_warp_tracking_is_silent_on_the_warp_reduce_kernel_whose_masks_are_whole(sim):
+    for purpose in ("ragged edges", "tile-aligned"):
+        obs = observe(sim, kernel("matmul_warp_reduce", tile=8), purpose)
+        assert obs.reports and hazards.detect(obs) == [], obs.reports[0].summary()
+
+
+# -- a user's catalog: a split-K race and a half-mask shuffle that give the right values ---------
+
+TRUST_DETECT = Path(__file__).parent / "data" / "trust_sim" / "catalog.toml"
+
+
+@pytest.mark.parametrize("name", ["splitk_store_vs_atomic", "half_mask_shuffle"])
+def test_a_users_kernels_with_defects_that_leave_right_values_are_named_as_declared(sim, name):
+    # Both kernels are instantiated explicitly in their .cu (template __global__ void k<16>(...);).
+    (spec,) = [s for s in catalog.load(TRUST_DETECT) if s.name == name]
+    inst = spec.instances()[0]
+    for purpose in ("ragged edges", "tile-aligned"):
+        obs = observe(sim, inst, purpose)
+        diagnosis = hazards.classify(hazards.detect(obs))
+        assert diagnosis.defect == Defect(spec.expect), diagnosis.explanation
+    place = diagnosis.explanation
+    if spec.expect == "global_memory_race":   # block z = 0 stored, block z = 1 added: named in every order
+        assert "block (0, 0, 0) stored to it and block (0, 0, 1) atomically updated it" in place, place
+        for report in obs.reports:
+            assert {g.schedule for g in report.global_conflicts} == set(hazards.SIMULATOR_SCHEDULES), report.summary()
+    else:
+        assert "__shfl_sync at split_k_and_shuffle.cu:" in place, place
+        assert "lanes 16-31 called it with mask 0x0000ffff" in place, place
 
 
 # -- divergent barriers ----------------------------------------------------------------------

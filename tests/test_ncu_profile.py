@@ -63,3 +63,17 @@ def test_without_ncu_it_says_so_in_one_line(ncu_profile, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SystemExit, match="needs ncu"):
         ncu_profile.main([str(CATALOG), "sgemm-float32-BM64_BN64_BK8_TM4_TN4"])
+
+
+def test_a_kernel_that_crashes_costs_its_line_and_the_exit_status_not_the_run(ncu_profile, fake_ncu, tmp_path,
+                                                                              capfd):
+    """Its launch runs in an isolated child: a fault there (faults_at_large_m reads A far past its
+    end from block row 48 on) is one line, and ncu_profile goes on (to cuBLAS, when asked)."""
+    catalog = script_loader.SCRIPTS.parent / "tests" / "data" / "faults_at_shapes" / "catalog.toml"
+    out = tmp_path / "ncu"
+    assert ncu_profile.main([str(catalog), "faults_at_large_m-float32-TILE16", "--size", "64",
+                             "--backend", "cpu-sim", "--export", str(out)]) == 1
+    printed = capfd.readouterr()
+    (line,) = [x for x in printed.err.splitlines() if x.startswith("ncu_profile: the launch")]
+    assert line.startswith("ncu_profile: the launch failed: ") and "M64 N64 K64" in line, printed.err
+    assert "Traceback" not in printed.err

@@ -29,13 +29,16 @@ def inst(dtype="float32", tile=4):
 
 def stand_in(fn):
     """A NumpyBackend whose kernel computes C = fn(instance, A, B) (float64 in and out)
-    and stores it rounded to the dtype (NaN-poisoned C is overwritten everywhere)."""
+    and stores it rounded to the dtype; an element fn gives as the poison bits is not stored
+    (it is left unwritten, whatever C held)."""
     def kernel(instance, grid, block, A, B, C, M, N, K):
         d = instance.dt
         a = dt.from_bits(A, d).reshape(M, K).astype(np.float64)
         b = dt.from_bits(B, d).reshape(K, N).astype(np.float64)
         out = fn(instance, a, b)
-        C[:] = out.reshape(-1) if out.dtype == d.storage else dt.to_bits(out, d).reshape(-1)
+        bits = out.reshape(-1) if out.dtype == d.storage else dt.to_bits(out, d).reshape(-1)
+        stored = bits != d.poison_bits
+        C[stored] = bits[stored]
     return NumpyBackend({"matmul_tiled_guarded": kernel})
 
 

@@ -2,6 +2,7 @@
 CuPy and a made-up device clock: interleaving, poisoning, the first and last launch checks,
 the impossibility check, and the positive control's behaviour (right once, wrong on repeats)."""
 
+import json
 import sys
 import types
 
@@ -12,6 +13,7 @@ from gemmcheck.contract import catalog
 from gemmcheck.backends import device
 from gemmcheck import perf
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.perf import summary
 
 N = 64
 
@@ -22,6 +24,7 @@ class FakeGpu:
     def __init__(self):
         self.now = 0.0
         self.log: list[str] = []
+        self.fault = None    # a sticky CUDA error: every later wait on the device raises it
 
     def module(self):
         gpu = self
@@ -33,7 +36,8 @@ class FakeGpu:
                 self.t = gpu.now
 
             def synchronize(self):
-                pass
+                if gpu.fault:
+                    raise CUDARuntimeError(gpu.fault)
 
         class Device:
             id = 0
@@ -71,9 +75,14 @@ class FakeGpu:
         return {"cupy": cp, "cupy._core": core, "cupy._core._routines_linalg": linalg}
 
 
+class CUDARuntimeError(RuntimeError):
+    """CuPy's, by name (the backends tell sticky errors by status or text, never import CuPy)."""
+
+
 class Backend:
     """Launches a 'kernel' on the fake GPU: honest (the product every time), a cheat that
-    stores zeros after its first launch, or one that replays its first launch's result."""
+    stores zeros after its first launch, one that replays its first launch's result, one that
+    faults (an illegal address: sticky) or hangs on its third launch (the first timed ones)."""
 
     name = "cupy"
 
@@ -81,7 +90,23 @@ class Backend:
         self.gpu, self.behaviour, self.launches, self.first = gpu, behaviour, 0, None
 
     def enqueue(self, instance, planned):
-        self.kernel(instance)(planned.grid, planned.block, planned.args)
+        by_role = dict(zip(instance.spec.roles, planned.args))   # whatever the kernel's argument order
+        self.kernel(instance)(planned.grid, planned.block, (by_role["A"], by_role["B"], by_role["C"]))
+
+    def launch(self, instance, planned):   # enqueue and wait (the check launch)
+        self.enqueue(instance, planned)
+
+    def wait(self, instance, grid, block, event, *, spin_s=0.0):
+        from gemmcheck.backends import KernelHang
+
+        if getattr(self, "hung", False):
+            raise KernelHang(f"{instance.id}: launch of {instance.name_expression} did not finish within 10 s")
+        event.synchronize()
+
+    def launch_failure(self, instance, grid, block, exc):
+        from gemmcheck.backends.cupy_backend import CupyBackend
+
+        return CupyBackend.launch_failure(self, instance, grid, block, exc)
 
     def kernel(self, instance):
         def launch(grid, block, args):
@@ -96,6 +121,12 @@ class Backend:
             elif self.behaviour == "zeros":
                 C[...] = 0
                 self.gpu.now += 1e-12
+            elif self.behaviour in ("faults", "hangs"):
+                C[...] = product
+                self.gpu.now += 2 * N**3 / 8.8e12
+                if self.launches == 2:
+                    self.gpu.fault = "cudaErrorIllegalAddress: an illegal memory access was encountered"
+                    self.hung = self.behaviour == "hangs"
             elif self.behaviour == "replay":
                 C[...] = self.first                      # the first result, whatever the inputs
                 self.gpu.now += 2 * N**3 / 8.8e12
@@ -279,3 +310,104 @@ def test_every_sample_is_held_behind_a_busy_stream_so_host_launch_overhead_is_no
     taken = sum(len(m.times) + m.dropped for m in (row.measurement, row.cublas))
     warmups = 2 * session.timer.timing.warmup          # warm-up rounds are samples too, not kept
     assert len(holds) == taken + warmups               # one hold per sample; the checks are not held
+
+
+# -- a kernel that crashes or hangs costs its own row -----------------------------------------
+
+def other_instance():
+    spec = next(s for s in catalog.load(catalog.BUILTIN) if s.name == "matmul_tiled")
+    return catalog.Instance(spec, "float32", 32)
+
+
+@pytest.fixture
+def no_context_lost_here(monkeypatch):
+    """lose_context's record and hook, put back after the test (the process is not lost)."""
+    from gemmcheck import backends
+
+    monkeypatch.setattr(backends, "_CONTEXT_LOST", [])
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    return backends
+
+
+def test_a_row_the_sized_probe_saw_crash_is_refused_without_a_launch_and_the_others_are_timed(timer_for):
+    from gemmcheck.backends import KernelHang, KernelLaunchError
+    from gemmcheck.containment.lost import Lost
+
+    session, gpu = timer_for("honest")
+    bad, good = instance(), other_instance()
+    session.refused = {(bad.id, N): Lost("crash", f"in the isolated probe on M{N}xN{N}xK{N}: launch of "
+                                                  "x failed: cudaErrorIllegalAddress", problem=f"M{N}xN{N}xK{N}")}
+    for _ in range(2):   # asked again (a claim after the throughput test): the same error, afresh
+        with pytest.raises(KernelLaunchError) as caught:
+            perf.timed_rate(session, bad, N)
+        assert not isinstance(caught.value, KernelHang) and not caught.value.context_lost
+        assert caught.value.instance == bad and caught.value.problem == f"M{N}xN{N}xK{N}"
+        assert str(caught.value).startswith(f"{bad.id}: in the isolated probe on M{N}xN{N}xK{N}: ")
+    assert "kernel" not in gpu.log                      # never launched here
+    assert perf.timed_rate(session, good, N) == pytest.approx(8.8, rel=1e-6)
+    table = summary.table_text(session)
+    row = next(line for line in table.splitlines() if line.startswith(bad.id)).split()
+    assert row[1:3] == [str(N), "crash"] and "isolated probe on M64xN64xK64:" in " ".join(row), table
+    assert summary.document(session)["kernels"][f"{bad.id}-N{N}"]["status"] == "crash"
+    assert [line.split(":")[0] for line in summary.best_lines(session)] == [f"best {good.spec.name} float32 N={N}"]
+
+
+@pytest.mark.parametrize("behaviour, error", [("faults", "cudaErrorIllegalAddress"), ("hangs", "did not finish")])
+def test_a_kernel_that_crashes_or_hangs_while_timed_loses_its_row_and_the_context(timer_for, no_context_lost_here,
+                                                                                  behaviour, error):
+    """Timed after a right first launch, the third launch faults (a sticky error, seen at the
+    sample's wait) or never ends (the wait's hang timeout): the row is that kernel's crash or
+    hang, naming the problem; the process's context is lost (the session runs the rest in a fresh
+    process); nothing is left blocking."""
+    from gemmcheck.backends import KernelHang, KernelLaunchError
+
+    session, gpu = timer_for(behaviour)
+    with pytest.raises(KernelLaunchError) as caught:
+        perf.timed_rate(session, instance(), N)
+    exc = caught.value
+    assert isinstance(exc, KernelHang) == (behaviour == "hangs")
+    assert exc.context_lost and exc.instance == instance() and exc.problem == f"M{N}xN{N}xK{N}"
+    assert error in str(exc) and str(exc).endswith(f"; problem M{N} N{N} K{N}"), exc
+    assert no_context_lost_here.contexts_lost() == [instance().id]
+    assert session.rows[(instance().id, N)].status == ("hang" if behaviour == "hangs" else "crash")
+
+
+def test_an_error_that_is_not_the_kernels_is_raised_as_it_is(timer_for, no_context_lost_here, monkeypatch):
+    from gemmcheck.backends import KernelLaunchError
+    from gemmcheck.perf import gpu as perf_gpu
+
+    session, _ = timer_for("honest")
+    monkeypatch.setattr(perf_gpu, "output_check", lambda *a: (_ for _ in ()).throw(ValueError("a bug of ours")))
+    with pytest.raises(ValueError, match="a bug of ours") as caught:
+        perf.timed_rate(session, instance(), N)
+    assert not isinstance(caught.value, KernelLaunchError) and no_context_lost_here.contexts_lost() == []
+
+
+def test_a_session_whose_rest_ran_in_a_fresh_process_prints_both_processes_tables(timer_for, tmp_path, monkeypatch):
+    """After a lost CUDA context the rows left run in a fresh process (schedule.rerun), which
+    writes its reports as a part; the session's summary joins its own rows with them."""
+    from types import SimpleNamespace
+
+    from gemmcheck.containment.lost import containment
+    from gemmcheck.pytest_plugin import perf_plugin
+    from gemmcheck.schedule import rerun
+
+    monkeypatch.delenv(rerun.RERUN_AS, raising=False)
+    ours, _ = timer_for("honest")
+    perf.timed_rate(ours, instance(), N)
+    theirs, _ = timer_for("honest")
+    perf.timed_rate(theirs, other_instance(), N)
+    reports = tmp_path / "performance"
+    summary.write_reports(reports / "parts" / "gw-rerun1", theirs)
+    config = SimpleNamespace(stash=pytest.Stash())
+    config.stash[perf_plugin.PERF_CONFIG] = perf_plugin.PerfConfig(None, reports, session=ours)
+    config.stash[perf_plugin.STARTED] = 0.0
+    containment(config).deferred.append("suites/performance/test_throughput.py::test_throughput[x]")
+    lines = []
+    terminal = SimpleNamespace(section=lambda title: lines.append(f"== {title}"), write_line=lines.append)
+    perf_plugin.pytest_terminal_summary(terminal, 1, config)
+    text = "\n".join(lines)
+    assert "== gw-rerun1 ==" in text and "== session ==" in text, text
+    assert instance().id in text and other_instance().id in text
+    assert set(json.loads((reports / "perf.json").read_text())["kernels"]) == {
+        f"{instance().id}-N{N}", f"{other_instance().id}-N{N}"}

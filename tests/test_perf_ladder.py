@@ -57,14 +57,19 @@ def test_a_threshold_names_a_config_and_its_id_says_which():
 
 
 @pytest.mark.parametrize("entry, message", [
-    ({**_bar(), "tile": 128}, "exactly one of 'tile' (a TILE) or 'config'"),
-    ({k: v for k, v in _bar().items() if k != "config"}, "exactly one of 'tile' (a TILE) or 'config'"),
+    ({**_bar(), "tile": 128}, "by one of 'tile' (a TILE) or 'config'"),
     (_bar(config=128), "'config' must be a string, got 128"),
     (_bar(target="yes"), "'target' must be true or false, got 'yes'"),
 ])
 def test_a_bad_config_or_target_field_fails_with_the_cause(entry, message):
     with pytest.raises(perf.ThresholdError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _thresholds(entry)
+
+
+def test_a_threshold_that_names_neither_tile_nor_config_holds_only_a_kernel_without_either():
+    neither = _thresholds({k: v for k, v in _bar().items() if k != "config"})
+    (problem,) = selection.unknown_instantiations(LADDER.values(), neither)
+    assert "ladder_warptiled_occ has a tile parameter (BM:" in problem and "name one with 'tile'" in problem
 
 
 def test_an_unknown_config_is_named_with_the_kernels_configs():

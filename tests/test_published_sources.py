@@ -32,6 +32,12 @@ void run(float *out, uint n)
 
 
 @pytest.fixture(autouse=True)
+def nvrtc(monkeypatch):
+    """These are claims about the NVRTC build; nvcc's are in tests/test_nvcc.py."""
+    monkeypatch.setenv("GEMMCHECK_COMPILER", "nvrtc")
+
+
+@pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GEMMCHECK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(compiler, "_DECISIONS", device_includes.Decisions(lambda: tmp_path / "cache" / "includes"))
@@ -282,8 +288,38 @@ def test_the_compile_suite_builds_gpu_only_kernels_with_nvrtc_on_the_cpu_simulat
     import sys
 
     run = subprocess.run([sys.executable, "-m", "pytest", "suites/compile/test_resources.py", "-q",
-                          "-p", "no:cacheprovider", "--gemm-backend=cpu-sim",
+                          "-p", "no:cacheprovider", "--gemm-backend=cpu-sim", "--gemm-compiler=nvrtc",
                           f"--gemm-catalog={PUBLISHED / 'catalog.toml'}", "-k", "compiles_for_sm90 and warptiling"],
                          cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "GEMMCHECK_CACHE_DIR": str(tmp_path / "cache")})
     assert "2 passed" in run.stdout, run.stdout[-2000:]
+
+
+def test_a_header_of_host_prototypes_and_nested_kernel_headers_build_with_nvrtc(tmp_path):
+    # A tutorial project: the launcher includes its header of host prototypes (NVRTC rejects a
+    # host function's declaration) and a header that includes each kernel's header, which
+    # includes <cublas_v2.h> and cuda_profiler_api.h (a toolkit header whose host API NVRTC rejects).
+    write(tmp_path, "runner.cuh", "#pragma once\n#include <cuda_runtime.h>\n"
+                                  "void cudaCheck(cudaError_t error, const char *file, int line);\n"
+                                  "void run_naive(int M, float *A);\n")
+    write(tmp_path, "kernels/naive.cuh", "#pragma once\n#include <cublas_v2.h>\n#include <cuda_profiler_api.h>\n"
+                                         "template <int BM> __global__ void naive(float *A) { A[0] = BM; }\n"
+                                         "template __global__ void naive<32>(float *);\n")
+    write(tmp_path, "kernels.cuh", '#pragma once\n#include "kernels/naive.cuh"\n')
+    source = write(tmp_path, "launcher.cu", '#include <cstdio>\n#include "kernels.cuh"\n#include "runner.cuh"\n'
+                                            "void run_naive(int M, float *A) { naive<32><<<1, 1>>>(A); }\n")
+    built = compiler.compile_source(source, ("naive<32>",), "sm_90")
+    assert list(built.mangled) == ["naive<32>"]
+
+
+def test_the_projects_catalog_is_its_draft_with_only_the_todos_filled():
+    from gemmcheck.draft import draft_source
+
+    project = PUBLISHED / "project"
+    drafted = draft_source(project / "launcher.cu", None).split("\n")
+    committed = (project / "catalog.toml").read_text().split("\n")
+    # what the TODOs asked: a description each (filled in), the shapes claim and beta = 0 (kept as drafted)
+    kept = [line for line in drafted if not line.startswith(("# TODO", "# reads_c_at_beta_zero"))]
+    assert [l for l in kept if not l.startswith("description = ")] == \
+        [l for l in committed if not l.startswith("description = ")]
+    assert sum(l.startswith("description = ") and l != 'description = ""' for l in committed) == 2

@@ -18,6 +18,7 @@ from gemmcheck.pytest_plugin import build_plugin
 from gemmcheck.schedule import rerun
 from gemmcheck.contract import catalog
 from gemmcheck.backends import KernelLaunchError
+from child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = ROOT / "examples" / "bad" / "catalog.toml"
@@ -25,7 +26,7 @@ BUILD_TEST = "suites/compile/test_builds.py::test_every_instantiation_of_the_sou
 
 
 def run_suites(tmp_path, *args):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                            "--gemm-backend=cpu-sim", "--gemm-hang-timeout=2",
                            f"--gemm-verdicts={tmp_path / 'verdicts.json'}",
@@ -329,7 +330,7 @@ def test_a_search_that_meets_a_crash_or_hang_fails_once_and_waits_one_timeout(tm
     for source in BAD.parent.glob("*.cu"):
         (tmp_path / source.name).write_text(source.read_text())
     (tmp_path / "catalog.toml").write_text(BAD.read_text().replace("tiles = [8]", "tiles = [16]"))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--gemm-backend=cpu-sim",
                           "suites/correctness/test_exact_results.py", "-k", "product_on_any_supported_shape",
                           f"--gemm-catalog={tmp_path / 'catalog.toml'}", "--gemm-kernels=crashes,hangs",

@@ -76,8 +76,10 @@ def test_a_broken_variant_carries_its_labels_parameters_and_evidence(demo):
     assert "tiled_guarded_body" in next(p for n, p in files.items() if n.startswith("kernel source")).read_text()
     worst = files["worst elements"].read_text().splitlines()
     assert worst[0].startswith("i,j,tile_i,tile_j") and worst[1].endswith("True")  # unwritten first
-    assert ("pytest 'suites/correctness/test_values.py::test_ragged_edges_are_exact"
-            "[broken_floor_grid-float32-TILE8]' --gemm-profile dev") in files["reproduce"].read_text()
+    reproduce = files["reproduce"].read_text()
+    assert ("-m pytest 'suites/correctness/test_values.py::test_ragged_edges_are_exact"
+            "[broken_floor_grid-float32-TILE8]' --gemm-catalog=") in reproduce
+    assert "--gemm-profile=dev" in reproduce and "--gemm-backend=cpu-sim" in reproduce
 
 
 def test_a_reference_is_critical_and_passing_tests_carry_no_evidence(demo):
@@ -184,7 +186,7 @@ def test_verdict_rows_say_whether_each_instantiation_is_what_the_catalog_declare
     rows = {r["instance"]: r for r in doc["instances"]}
     assert set(rows[ref.id]) == {"kernel", "instance", "name_expression", "dtype", "tile", "expect",
                                  "verdict", "causes", "defects", "conventions", "notes", "checks",
-                                 "checks_failed", "status"}
+                                 "checks_failed", "status", "why_not_checked"}
     assert (rows[ref.id]["verdict"], rows[ref.id]["status"], rows[ref.id]["checks_failed"]) == \
         ("defective", "unexpected", 1)
     assert rows[race.id]["defects"] == {"shared_memory_race": 2, "wrong_values": 1}

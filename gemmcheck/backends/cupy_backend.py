@@ -1,5 +1,6 @@
-"""The GPU backend: gemmcheck.compile.compiler builds cubins with NVRTC for the device's
-own architecture; CuPy loads them, launches and moves memory."""
+"""The GPU backend: gemmcheck.compile.compiler builds cubins for the device's own
+architecture (with nvcc or NVRTC: gemmcheck.compile.choice); CuPy loads them, launches and
+moves memory."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from gemmcheck.compile import compiler
+from gemmcheck.compile import choice, compiler
 from gemmcheck.backends import device
 from gemmcheck.backends import extended_launch
 from gemmcheck.backends import (Backend, BackendUnavailable, KernelCompileError, KernelHang,
@@ -54,33 +55,32 @@ class CupyBackend(Backend):
         return f"cupy on {self._description}"
 
     def prepare(self, instances: Iterable[Instance]) -> None:
-        # One NVRTC compile per build unit and target; instantiations of a template share it.
+        # One compile per build unit, target and compiler; instantiations of a template share it.
         todo = [i for i in instances if self._key(i) not in self._kernels and self._key(i) not in self._failed]
         for inst in todo:
             why = self._cannot_run(inst)
             if why:
                 self._failed[self._key(inst)] = NotSupported(why)
         todo = [i for i in todo if self._key(i) not in self._failed]
-        for (source, defines, arch), names in compiler.build_units_of(todo, self.arch).items():
-            target = () if arch == self.arch else (arch,)   # the device's own target is the default
+        for unit, names in compiler.build_units_of(todo, self.arch).items():
             try:
-                self._compile(source, defines, names, *target)
+                self._compile(unit, names)
             except KernelCompileError:
                 # Compile one by one so a broken instantiation fails only its own tests.
                 for name in names:
                     try:
-                        self._compile(source, defines, [name], *target)
+                        self._compile(unit, [name])
                     except KernelCompileError as exc:
-                        exc.source = source   # names the build test that shows the errors
-                        self._failed[self._built_key(source, defines, arch, name)] = exc
+                        exc.source = unit[0]   # names the build test that shows the errors
+                        self._failed[self._built_key(unit, name)] = exc
         for inst in todo:
-            # arguments are packed as the declaration reads; a kernel NVRTC compiled otherwise never
+            # arguments are packed as the declaration reads; a kernel the compiler built otherwise never
             # launches with bytes of another size (suites/compile/test_arguments.py shows why)
             symbol = self.__dict__.get("_symbols", {}).get(self._key(inst))
             why = symbol and compiler_disagreement(inst, symbol)
             if why:
                 self._failed[self._key(inst)] = NotSupported(
-                    f"{inst.id}: its arguments cannot be packed as NVRTC compiled its parameters: {why}")
+                    f"{inst.id}: its arguments cannot be packed as the compiler compiled its parameters: {why}")
 
     def _cannot_run(self, instance: Instance) -> str | None:
         """Why this device cannot run `instance` (its catalog's arch is another GPU's), or None."""
@@ -97,34 +97,35 @@ class CupyBackend(Backend):
         return (f"{instance.id} needs {target} (its catalog's arch); this GPU is {self.arch} "
                 f"(compute capability {have[0]}.{have[1]})")
 
-    def _compile(self, source, defines, names: list[str], arch: str | None = None) -> None:
-        arch = arch or self.arch
+    def _compile(self, unit: tuple, names: list[str]) -> None:
+        """Build `names` of `unit` (compiler.build_units_of's key: source, defines, target,
+        compiler, linked sources) and load the cubin: NVRTC's or nvcc's, a cubin either way."""
+        source, defines, arch, device_compiler, linked = unit
         try:
-            built = compiler.compile_source(source, tuple(names), arch, defines=defines)
+            built = compiler.compile_source(source, tuple(names), arch, defines=defines, compiler=device_compiler,
+                                            linked=linked)
         except compiler.CompileError as exc:
             raise KernelCompileError(str(exc)) from None
         try:
             module = self._cupy.cuda.function.Module()
             module.load(built.cubin)
-            kernels = {self._built_key(source, defines, arch, name): module.get_function(built.mangled[name])
-                       for name in names}
+            kernels = {self._built_key(unit, name): module.get_function(built.mangled[name]) for name in names}
         except Exception as exc:
             raise KernelCompileError(f"{source}: loading {', '.join(names)} for {arch} "
                                      f"failed: {type(exc).__name__}: {exc}") from None
         self._modules.append(module)
         self._kernels.update(kernels)
-        self.__dict__.setdefault("_symbols", {}).update(
-            {self._built_key(source, defines, arch, name): built.mangled[name] for name in names})
+        self.__dict__.setdefault("_symbols", {}).update({self._built_key(unit, name): built.mangled[name] for name in names})
 
     def _key(self, instance: Instance) -> tuple:
-        return self._built_key(*instance.build_unit, instance.spec.arch, instance.name_expression)
+        unit = (*instance.build_unit, compiler.target(instance, self.arch), choice.of(instance),
+                compiler.linked_sources(instance))
+        return self._built_key(unit, instance.name_expression)
 
-    def _built_key(self, source, defines, arch: str | None, name: str) -> tuple:
-        """(source, defines, name) of a build for this device; the target joins the key only
-        when a catalog's arch names another one (sm_90a on an sm_90 device)."""
-        if arch is None or arch == getattr(self, "arch", None):
-            return (source, defines, name)
-        return (source, defines, name, arch)
+    @staticmethod
+    def _built_key(unit: tuple, name: str) -> tuple:
+        """A build of `name` for this device: its unit (compiler.build_units_of's key) and name."""
+        return (*unit, name)
 
     def build_error(self, instance: Instance) -> KernelCompileError | None:
         return self._failed.get(self._key(instance))
@@ -211,41 +212,63 @@ class CupyBackend(Backend):
             self._cupy.cuda.Device().synchronize()
         except (KernelCompileError, LaunchError):
             raise   # not compiled, or a problem the catalog's tensor maps cannot describe
-        except KernelHang as exc:
-            exc.context_lost = True   # the kernel still runs: every later launch queues behind it
-            lose_context(instance.id)
-            raise
         except Exception as exc:
-            error = launch_error(instance, launch.grid, launch.block, exc)
-            error.context_lost = is_sticky(exc)
-            if error.context_lost:
-                lose_context(instance.id)
-            raise error from None
+            error = self.launch_failure(instance, launch.grid, launch.block, exc)
+            if error is exc:
+                raise
+            raise (error or launch_error(instance, launch.grid, launch.block, exc)) from None
+
+    def launch_failure(self, instance: Instance, grid, block, exc: BaseException) -> KernelLaunchError | None:
+        """What `exc`, met while launches of `instance` ran (queued with enqueue, waited for
+        with wait), says of them when it leaves this process unable to launch again: a hang
+        (the kernel still runs, and every later launch queues behind it) or a sticky fault, as
+        a KernelLaunchError with context_lost, the loss recorded (lose_context); None for any
+        other error (not proof that the kernel failed)."""
+        if isinstance(exc, KernelHang):
+            error = exc
+        elif is_sticky(exc):
+            error = exc if isinstance(exc, KernelLaunchError) else launch_error(instance, grid, block, exc)
+        else:
+            return None
+        error.context_lost = True
+        lose_context(instance.id)
+        return error
 
     def _wait(self, instance: Instance, grid, block) -> None:
-        """Poll the launch's completion until hang_timeout_s (--gemm-hang-timeout), so a kernel
-        that never returns is a KernelHang instead of blocking the session in synchronize().
-        (Its CUDA context stays busy: later launches in this process hang too; isolate it.)
+        """Wait for the launch just queued (an event recorded now: wait)."""
+        done = self._cupy.cuda.Event(disable_timing=True)
+        done.record()
+        self.wait(instance, grid, block, done)
+
+    def wait(self, instance: Instance, grid, block, event, *, spin_s: float = 0.0) -> None:
+        """Poll `event` (recorded after launches of `instance`) until hang_timeout_s
+        (--gemm-hang-timeout), so a kernel that never returns is a KernelHang instead of blocking
+        the session in synchronize(). (Its CUDA context stays busy: later launches in this
+        process hang too; isolate it.) `spin_s`: poll without sleeping for that long first (a
+        timing loop waits no longer than synchronize() would).
 
         The event's status is read as such: ``Event.done`` is only "status == success", so a
         kernel that faulted looked unfinished forever and was called a hang (seen on the H200:
         broken_faults reported as hang). Any status but success and not-ready is raised."""
         from cupy_backends.cuda.api import runtime
 
-        done = self._cupy.cuda.Event(disable_timing=True)
-        done.record()
-        deadline = time.monotonic() + self.hang_timeout_s
+        start = time.monotonic()
+        deadline = start + self.hang_timeout_s
         pause = 1e-5
         while True:
-            status = runtime.eventQuery(done.ptr)
+            status = runtime.eventQuery(event.ptr)
             if status == CUDA_SUCCESS:
                 return
             if status != CUDA_ERROR_NOT_READY:
                 runtime.check_status(status)    # the fault, as CuPy's CUDARuntimeError
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise KernelHang(f"{instance.id}: launch of {instance.name_expression} with grid "
                                  f"{tuple(grid)} block {tuple(block)} did not finish within "
                                  f"{self.hang_timeout_s:g} s (--gemm-hang-timeout)")
+            if now - start < spin_s:
+                time.sleep(0)   # lets other threads run, returns at once
+                continue
             time.sleep(pause)
             pause = min(pause * 2, 1e-3)
 

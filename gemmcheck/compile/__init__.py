@@ -1,1 +1,2 @@
-"""Compiling kernels: NVRTC, ptxas resources, CUDA headers, shared build caches."""
+"""Compiling kernels: nvcc and NVRTC (which builds an entry: choice), ptxas resources, CUDA headers,
+shared build caches."""

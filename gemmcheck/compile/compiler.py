@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck.compile import buildlock, device_includes, toolkit
+from gemmcheck.compile import buildlock, device_includes, diagnostics, toolkit
 from gemmcheck.compile.prelude import PRELUDE
 from gemmcheck.contract import cuda_source
 from gemmcheck.phases import phase, timed
@@ -68,18 +68,41 @@ def nvrtc_version() -> str:
 
 @timed("compile")
 def compile_source(source: Path, name_expressions: tuple[str, ...], arch: str,
-                   defines: tuple[tuple[str, int], ...] = ()) -> Compiled:
-    """Compile `name_expressions` of `source` for `arch` (e.g. "sm_90"), cached on disk.
+                   defines: tuple[tuple[str, int], ...] = (), compiler: str | None = None,
+                   linked: tuple[Path, ...] = ()) -> Compiled:
+    """Compile `name_expressions` of `source` for `arch` (e.g. "sm_90"), cached on disk, with
+    `compiler` ("nvcc" or "nvrtc"; None: the run's choice, gemmcheck.compile.choice). `linked`:
+    other sources whose device code the kernel calls (nvcc only: relocatable device code).
+    nvcc builds the source as written (gemmcheck.compile.nvcc_build); NVRTC as below."""
+    from gemmcheck.compile import choice
 
-    The device compile as nvcc makes it: only the device part is compiled
+    compiler = compiler or choice.resolve(linked=bool(linked))
+    if compiler == "nvcc":
+        from gemmcheck.compile import nvcc_build
+
+        return nvcc_build.compile_source(source, name_expressions, arch, defines, linked)
+    if linked:
+        raise CompileError(f"{source.name}: its device code links other sources ({', '.join(Path(p).name for p in linked)}); "
+                           "NVRTC cannot link them: build it with nvcc (compiler = \"nvcc\")")
+    return _compile_with_nvrtc(source, name_expressions, arch, defines)
+
+
+def _compile_with_nvrtc(source: Path, name_expressions: tuple[str, ...], arch: str,
+                        defines: tuple[tuple[str, int], ...] = ()) -> Compiled:
+    """NVRTC's device compile as nvcc makes it: only the device part is compiled
     (gemmcheck.contract.cuda_source.device_part: host functions blanked, in the user's own
     headers too), the prelude comes first (--pre-include: glibc's uint, CUDART_* ...), the
     #include lines NVRTC cannot open are left out (gemmcheck.compile.device_includes), and the source's directory,
     the catalog's include_dirs, the CCCL and CUDA runtime headers are searched. `defines`
     are passed as -D NAME=value.
     """
-    files = device_includes.DeviceFiles(cuda_source.device_part(source.read_text(), compiler="nvrtc"),
-                                        cuda_source.include_dirs_of(source), cache_dir().parent / "headers")
+    try:
+        text = cuda_source.read_source(source)
+    except (cuda_source.SourceNotText, OSError) as exc:
+        raise CompileError(str(exc)) from None
+    files = device_includes.DeviceFiles(cuda_source.device_part(text, compiler="nvrtc"),
+                                        cuda_source.include_dirs_of(source), cache_dir().parent / "headers",
+                                        name=str(source))
     include = [str(d) for d in cuda_source.include_dirs_of(source)] + list(toolkit.include_dirs())
     options = [BASE_OPTIONS, _no_nvrtc_cache(), include, [list(d) for d in defines], nvrtc_version(),
                PRELUDE.read_text()]
@@ -133,17 +156,20 @@ def _compile_device_part(source: Path, files: device_includes.DeviceFiles, name_
 
 
 def build_many(jobs) -> None:
-    """Build several ``(source, name_expressions, arch, defines)`` into the disk cache at once,
+    """Build several ``(source, name_expressions, arch, defines[, compiler, linked])`` into the
+    disk cache at once,
     side by side on the host's cores (NVRTC compiles without holding the GIL), so the builds
     that follow one by one find them there: a session's units took seconds each in turn (5 s
     for the builtin catalog's largest on the H200). A build that fails is left to its caller,
     which meets the error itself (failures are not cached)."""
-    jobs = list(dict.fromkeys((source, tuple(names), arch, tuple(defines))
-                              for source, names, arch, defines in jobs))
+    jobs = list(dict.fromkeys((source, tuple(names), arch, tuple(defines), *rest) for source, names, arch, defines, *rest
+                              in jobs))
     if len(jobs) < 2:
         return
     # initialize what the builds share before the threads start
-    _no_nvrtc_cache(), toolkit.include_dirs(), nvrtc_version()
+    from gemmcheck.compile import choice
+
+    _no_nvrtc_cache(), toolkit.include_dirs(), nvrtc_version(), choice.installed()
 
     def one(job) -> None:
         try:
@@ -163,19 +189,28 @@ def target(instance, arch: str) -> str:
     return instance.spec.arch or arch
 
 
-def build_units_of(instances, arch: str) -> dict[tuple, list[str]]:
+def build_units_of(instances, arch: str, run_choice: str | None = None) -> dict[tuple, list[str]]:
     """Build the units of these instantiations side by side (build_many), each unit with the
     name expressions of all of them it holds, as one compile per target (`arch`, or the
-    catalog's own); returns (source, defines, target) -> sorted names."""
+    catalog's own) and compiler (gemmcheck.compile.choice.of: `run_choice`, or the entry's pin);
+    returns (source, defines, target, compiler, linked sources) -> sorted names."""
+    from gemmcheck.compile import choice
     from gemmcheck.contract.catalog import by_build_unit
 
     units: dict[tuple, set[str]] = {}
     for (source, defines), group in by_build_unit(instances).items():
         for inst in group:
-            units.setdefault((source, defines, target(inst, arch)), set()).add(inst.name_expression)
+            unit = (source, defines, target(inst, arch), choice.of(inst, run_choice), linked_sources(inst))
+            units.setdefault(unit, set()).add(inst.name_expression)
     units = {unit: sorted(names) for unit, names in units.items()}
-    build_many((source, names, target_arch, defines) for (source, defines, target_arch), names in units.items())
+    build_many((source, names, target_arch, defines, compiler, linked)
+               for (source, defines, target_arch, compiler, linked), names in units.items())
     return units
+
+
+def linked_sources(instance) -> tuple[Path, ...]:
+    """The other sources whose device code `instance` links (its catalog's ``sources``)."""
+    return tuple(getattr(instance.spec, "sources", ()))
 
 
 def first_errors(log: str, limit: int = MAX_ERROR_LINES) -> str:
@@ -236,7 +271,7 @@ def _compile(source: Path, text: str, name_expressions, arch: str, include, defi
         program = Program(text, "c++", options=options)
         code = program.compile("cubin", name_expressions=list(name_expressions), logs=log)
     except Exception as exc:
-        full = log.getvalue() or str(exc)
+        full = diagnostics.from_nvrtc(log.getvalue() or str(exc), source)
         raise CompileError(f"{source.name}: NVRTC could not compile {', '.join(name_expressions)} "
                            f"for {arch}:\n{first_errors(full)}", full) from None
     finally:

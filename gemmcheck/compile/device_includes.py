@@ -30,6 +30,10 @@ from gemmcheck.contract import cuda_source
 _CANNOT_OPEN = re.compile(r'^(?P<file>.*?)\((?P<line>\d+)\): catastrophic error: cannot open source file '
                           r'"(?P<header>[^"]+)"[^\n]*(?:\n[^\n]*){0,2}', re.M)
 
+# A toolkit header NVRTC opens but whose host API it rejects (cuda_profiler_api.h's __host__ functions)
+_HOST_ONLY = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): error: A function (?:explicitly marked as a __host__ "
+                        r"function|without execution space annotations)[^\n]*not allowed in JIT mode[^\n]*", re.M)
+
 # probe(text) -> NVRTC's log of a front-end-only compile of `text` ("" when it compiles)
 Check = Callable[[str], str]
 
@@ -50,6 +54,14 @@ class LeftOut:
         return f"{where}: {self.spelled}: {self.reason.strip().splitlines()[0]}"
 
 
+def cannot_build(log: str, own_files=()) -> re.Match | None:
+    """cannot_open's error, else NVRTC's first rejection of a host function in a header that is
+    not one of `own_files` (the source and the user's headers: theirs are blanked instead)."""
+    return cannot_open(log) or next((m for m in _HOST_ONLY.finditer(log)
+                                     if m["file"] not in own_files and str(Path(m["file"]).resolve()) not in own_files),
+                                    None)
+
+
 def cannot_open(log: str) -> re.Match | None:
     """NVRTC's first "cannot open source file" error in a log, or None."""
     return _CANNOT_OPEN.search(log)
@@ -68,11 +80,16 @@ class DeviceFiles:
     the copy, on the same line. ``compiler`` is device_part's: "nvrtc" (the lines left out are
     those NVRTC reports, below) or "host" (the CPU simulator's g++: each #include kept where
     ``__has_include`` finds it, in the copies too).
+
+    Files in any 8-bit encoding are read and copied byte for byte (cuda_source.read_source).
+    NVRTC takes a program as a string of UTF-8: a source with other bytes (a comment in GBK or
+    latin-1, as nvcc takes it) is compiled from a copy of its bytes, the program being one
+    ``#include`` of it; ``name`` (the source's path) starts that copy as ``#line 1 "<name>"``.
     """
 
     def __init__(self, text: str, user_dirs, root: Path, *, compiler: str = "nvrtc",
-                 edit: Callable[[str], str] | None = None):
-        self.root, self.compiler = root, compiler
+                 edit: Callable[[str], str] | None = None, name: str = "<source>"):
+        self.root, self.compiler, self.name = root, compiler, name
         self.texts: dict[str, str] = {"": text}      # "" : the source; else a header's path
         self.copies: dict[tuple[str, int], str] = {}   # (file, line) -> the user's header it includes
         dirs = [Path(d) for d in user_dirs]
@@ -85,12 +102,15 @@ class DeviceFiles:
                 if found is None:
                     continue
                 path = str(found.resolve())
-                self.copies[(file, inc.line)] = path
                 if path not in self.texts:
-                    device = cuda_source.device_part(found.read_text(), compiler="nvrtc")
+                    try:
+                        device = cuda_source.device_part(cuda_source.read_source(found), compiler="nvrtc")
+                    except (cuda_source.SourceNotText, OSError):
+                        continue   # not a header: the compiler reads it as it is, and says what is wrong
                     self.texts[path] = edit(device) if edit else device
                     # a quoted #include is looked for beside the header first, as compilers do
                     todo.append((path, self.texts[path], [found.resolve().parent, *dirs]))
+                self.copies[(file, inc.line)] = path
 
     def fingerprint(self) -> list:
         """What the compile depends on, for cache keys: the source's and its headers' device texts."""
@@ -106,11 +126,13 @@ class DeviceFiles:
         places = {path: folder / str(n) / Path(path).name
                   for n, path in enumerate(sorted(p for p in self.texts if p))}
         for path, copy in places.items():
-            if not copy.is_file():
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                text = f'#line 1 "{path}"\n' + self._device_text(path, left, places)
-                buildlock.write_atomic(copy, text.encode())
-        return self._device_text("", left, places)
+            _write(copy, path, self._device_text(path, left, places))
+        program = self._device_text("", left, places)
+        if self.compiler != "nvrtc" or cuda_source.is_utf8(program):
+            return program
+        copy = folder / "source" / Path(self.name).name
+        _write(copy, self.name, program)
+        return f'#include "{copy}"\n'
 
     def _device_text(self, file: str, left: tuple[LeftOut, ...], places: dict[str, Path]) -> str:
         rows = apply(self.texts[file], tuple(l for l in left if l.file == file)).split("\n")
@@ -127,7 +149,7 @@ class DeviceFiles:
         happens inside another header, the first #include of those files that NVRTC cannot
         build alone (``probe`` compiles a one-line program). None when the log shows no such
         header, or none of these files' #include lines leads to it."""
-        failure = cannot_open(log)
+        failure = cannot_build(log, (program_name, *self.texts))
         if failure is None:
             return None
         done = {(l.file, l.line) for l in left}
@@ -140,11 +162,18 @@ class DeviceFiles:
             found = next((inc for f, inc in candidates if f == file and inc.line == int(failure["line"])), None)
         else:   # inside a header: the first of these #include lines NVRTC cannot build alone
             found, file = next(((inc, f) for f, inc in candidates
-                                if cannot_open(probe(f"#include {inc.spelled}\n"))), (None, None))
+                                if cannot_build(probe(f"#include {inc.spelled}\n"))), (None, None))
             if found is None and self.copies:   # deeper in a header of the user's: leave it out whole
                 found, file = next(((inc, "") for inc in cuda_source.includes(self.texts[""])
                                     if ("", inc.line) in self.copies and ("", inc.line) not in done), (None, None))
         return None if found is None else LeftOut(found.line, found.spelled, failure.group(0), file)
+
+
+def _write(copy: Path, path: str, text: str) -> None:
+    """`text` at `copy`, its bytes exactly, read as `path` in the compiler's errors."""
+    if not copy.is_file():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        buildlock.write_atomic(copy, cuda_source.source_bytes(f'#line 1 "{path}"\n' + text))
 
 
 def apply(text: str, left: tuple[LeftOut, ...]) -> str:
@@ -155,9 +184,12 @@ def explain(left: tuple[LeftOut, ...]) -> str:
     """The lines a compile error gets when headers were left out: what, and NVRTC's reason."""
     if not left:
         return ""
-    return ("\nleft out of the device compile, as NVRTC cannot open them (if an error above needs one, "
-            "this is why; a header of your own: add its directory to the catalog's include_dirs):\n"
-            + "\n".join("  " + l.note() for l in left))
+    hints = [hint for kinds, hint in (
+        ('"', "a header of your own: add its directory to the catalog's include_dirs"),
+        ("<", "a C or C++ library header: NVRTC has no host library; libcu++ has device versions "
+              "(<cuda/std/cmath>, <cuda/std/array>, ...)")) if any(l.spelled.startswith(kinds) for l in left)]
+    return ("\nleft out of the device compile, as NVRTC cannot open or build them (if an error above needs one, "
+            f"this is why; {'; '.join(hints)}):\n" + "\n".join("  " + l.note() for l in left))
 
 
 class Decisions:

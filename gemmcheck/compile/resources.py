@@ -1,17 +1,23 @@
 """Static resource checks that need no GPU: read ptxas's report of registers,
-shared memory, spills and stack frame per instantiation, from the same NVRTC
-build (gemmcheck.compile.compiler) the GPU backend runs.
+shared memory, spills and stack frame per instantiation, from the same build
+(gemmcheck.compile.compiler: nvcc's or NVRTC's, one ptxas report form) the GPU backend runs, and what uses local memory
+(the functions a kernel calls, from the cubin: gemmcheck.compile.cubin).
+
+A catalog entry may claim what the report shows (``resources``, RESOURCE_CLAIMS of
+gemmcheck.contract.catalog); gemmcheck's own reference kernels claim ``no-stack-frame``.
+A user's kernel that claims nothing gets its local memory as information, never a failure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from gemmcheck.compile import compiler
+from gemmcheck.compile import compiler, cubin
 from gemmcheck.tables import format_table
 
 DEFAULT_ARCH = "sm_90"
@@ -39,10 +45,53 @@ class Resources:
     spill_stores: int
     spill_loads: int
     barriers: int
+    calls: tuple[str, ...] = ()   # the functions it calls (mangled), from the cubin's call graph
 
     @property
     def spills(self) -> int:
         return self.spill_stores + self.spill_loads
+
+
+# Device printf compiles to a call of vprintf, which takes its arguments through the stack.
+PRINTF = "vprintf"
+
+
+def local_memory(found: Resources) -> str | None:
+    """One line on the local memory ptxas reports for an instantiation and what uses it (a
+    printf, a call, spilled registers), or None when it uses none."""
+    if not (found.stack_frame or found.spills):
+        return None
+    what = f"{found.stack_frame} B stack frame"
+    if found.spills:
+        what += f", {found.spill_stores} B spill stores and {found.spill_loads} B spill loads (registers ran out)"
+    if PRINTF in found.calls:
+        why = "it calls printf (vprintf takes its arguments through the stack)"
+    elif found.calls:
+        why = f"it calls {', '.join(found.calls)}"
+    elif not found.spills:
+        why = "local memory: an array indexed at run time, or a local object too large for registers"
+    else:
+        why = ""
+    return f"{what}{': ' + why if why else ''}"
+
+
+def notes(rows) -> list[str]:
+    """One line per (instance, Resources) that uses local memory: what uses it, and whether its
+    catalog claims otherwise or the line is information only."""
+    out = []
+    for instance, found in rows:
+        used = local_memory(found)
+        if used:
+            claim = instance.spec.resources
+            out.append(f"{instance.id}: {used}" + (f" (claimed: resources = '{claim}')" if claim else
+                                                   " (information: its catalog claims no resources)"))
+    return out
+
+
+def claim_broken(found: Resources, claim: str) -> str | None:
+    """None when `found` keeps the catalog's resources `claim`; else what breaks it (one line)."""
+    broken = found.spills > 0 if claim == "no-spills" else (found.spills > 0 or found.stack_frame > 0)
+    return local_memory(found) if broken else None
 
 
 def table(found: Iterable[Resources]) -> list[str]:
@@ -75,20 +124,32 @@ def parse_ptxas(log: str, mangled_to_name: dict[str, str]) -> dict[str, Resource
     return out
 
 
-@functools.lru_cache(maxsize=None)
-def compile_report(source: Path, name_expressions: tuple[str, ...],
-                   arch: str = DEFAULT_ARCH, defines: tuple = ()) -> dict[str, Resources]:
-    """Compile `name_expressions` of `source` for `arch`; the resources of each.
+def compile_report(source: Path, name_expressions: tuple[str, ...], arch: str = DEFAULT_ARCH, defines: tuple = (),
+                   compiler_name: str | None = None, linked: tuple = ()) -> dict[str, Resources]:
+    """Compile `name_expressions` of `source` for `arch` with `compiler_name` ("nvcc" or
+    "nvrtc"; None: the run's choice); the resources of each.
 
     The build is gemmcheck.compile.compiler's: the same cubin the GPU backend loads.
     """
+    from gemmcheck.compile import choice
+
+    return _compile_report(source, tuple(name_expressions), arch, tuple(defines),
+                           compiler_name or choice.resolve(linked=bool(linked)), tuple(linked))
+
+
+@functools.lru_cache(maxsize=None)
+def _compile_report(source, name_expressions, arch, defines, compiler_name, linked) -> dict[str, Resources]:
     try:
-        compiled = compiler.compile_source(source, name_expressions, arch, defines=tuple(defines))
+        compiled = compiler.compile_source(source, name_expressions, arch, defines=defines,
+                                           compiler=compiler_name, linked=linked)
     except compiler.CompileError as exc:
         raise CompileFailed(str(exc)) from None
     mapping = {mangled: name for name, mangled in compiled.mangled.items()}
-    report = parse_ptxas(compiled.log, mapping)
+    # nvcc also builds the kernels the source's host code launches: only the ones asked for
+    report = {name: r for name, r in parse_ptxas(compiled.log, mapping).items() if name in name_expressions}
     missing = set(name_expressions) - set(report)
     if missing:
         raise CompileFailed(f"{source.name}: ptxas reported nothing for {sorted(missing)}")
-    return report
+    graph = cubin.calls(compiled.cubin)
+    return {name: dataclasses.replace(found, calls=graph.get(compiled.mangled.get(name, ""), ()))
+            for name, found in report.items()}

@@ -74,3 +74,16 @@ def include_dirs() -> tuple[str, ...]:
         if wmma and wmma not in dirs:
             dirs.append(wmma)
     return tuple(dirs)
+
+
+def header_elsewhere(header: str, exclude: str = "") -> str | None:
+    """The include directory of another CUDA installation (a system CUDA's, the runtime
+    wheel's) that has `header`, for a compiler whose own installation (`exclude`, its root)
+    lacks it: a wheel nvcc and a system cuBLAS. None when none has it."""
+    dirs = [Path(d) for d in (include_dir(),) if d] + list(_system_includes())
+    for d in dirs:
+        if exclude and str(d.resolve()).startswith(str(Path(exclude).resolve())):
+            continue
+        if (d / header).is_file():
+            return str(d)
+    return None

@@ -10,7 +10,8 @@ module that needs only ToolFailure, like the isolated child's, does not import p
   uniform, unfinished_verdict, status_of, skip_reason, COMPILE_ERROR)
 - builds: the build test's work (BUILD_TEST, failures, unsupported, verdicts_for, describe,
   source_id, build_test_id)
-- probe: the isolated probe (probe_steps, probe_instances, start, stop_probe, PROBE_SEED)
+- probe: the isolated probe (probe_steps, probe_instances, start, stop_probe, PROBE_SEED) and the
+  sized probe (sized_probe_steps, probe_sizes, start_sized, sized_findings)
 - tools: failures of the suite's own tools (ToolFailure, retry_once, REPORT_ATTRIBUTE)
 """
 
@@ -21,7 +22,8 @@ _MODULES = {
                "verdicts_for"),
     "lost": ("COMPILE_ERROR", "CONTAINMENT", "Containment", "Lost", "containment", "lose", "refuse_lost",
              "skip_reason", "status_of", "unfinished_verdict", "uniform"),
-    "probe": ("PROBE_SEED", "probe_instances", "probe_steps", "start", "stop_probe"),
+    "probe": ("PROBE_SEED", "probe_instances", "probe_sizes", "probe_steps", "sized_findings",
+              "sized_probe_steps", "start", "start_sized", "stop_probe"),
     "tools": ("REPORT_ATTRIBUTE", "ToolFailure", "retry_once"),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}

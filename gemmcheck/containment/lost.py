@@ -26,6 +26,7 @@ class Lost:
     status: str            # "compile_error" | "crash" | "hang"
     message: str           # what happened, where (one line; the compiler's first lines)
     test: str = ""         # the test that failed with it ("" : the probe found it, no test yet)
+    problem: str = ""      # the problem that showed it (M64xN64xK64), where known
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Containment:
     # spinning on the GPU for as long as this process lives: a child would share the GPU with it.
     rerun_after_loss: bool = False
     probe: Future | None = None       # the isolated probe's {Instance.id: Lost}, started ahead
+    sized_probe: Future | None = None  # the sized probe's {(Instance.id, N): Lost}, started beside it
     probe_stop: threading.Event = field(default_factory=threading.Event)
     probed: bool = False              # its findings are in: launches here may begin
     items: list = field(default_factory=list)
@@ -80,7 +82,7 @@ def lose(config: pytest.Config, instance: Instance, exc: BaseException, test: st
         else:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             first = first.removeprefix(f"{instance.id}: ")   # the failing line names it already
-        state.lost[instance.id] = Lost(status_of(exc), first, test)
+        state.lost[instance.id] = Lost(status_of(exc), first, test, getattr(exc, "problem", ""))
     elif not state.lost[instance.id].test:
         state.lost[instance.id].test = test
     if getattr(exc, "context_lost", False) and not state.context_lost_by:
@@ -95,17 +97,19 @@ def uniform(exc: BaseException) -> BaseException:
     origin, and a replay refused by refuse_lost must look like the first launch's failure."""
     cls = {COMPILE_ERROR: KernelCompileError, "hang": KernelHang}.get(status_of(exc), KernelLaunchError)
     out = cls(str(exc))
-    for attr in ("source", "context_lost"):
+    for attr in ("source", "context_lost", "problem", "instance"):
         if hasattr(exc, attr):
             setattr(out, attr, getattr(exc, attr))
     return out
 
 
 def unfinished_verdict(instance: Instance, exc: BaseException, test: str) -> Verdict:
-    """The compile_error / crash / hang verdict for a launch (or build) that raised `exc`."""
+    """The compile_error / crash / hang verdict for a launch (or build) that raised `exc`, on
+    the problem that showed it where the exception names one (its `problem`)."""
     from gemmcheck.judge import hazards
 
-    return Verdict.for_instance(instance, "launch", [hazards.launch_failure(exc)], test)
+    return Verdict.for_instance(instance, getattr(exc, "problem", "") or "launch", [hazards.launch_failure(exc)],
+                                test)
 
 
 def skip_reason(lost: Lost) -> str:

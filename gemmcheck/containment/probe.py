@@ -1,7 +1,12 @@
 """The isolated probe: every instantiation a session will launch in its own process is first
 launched in one isolated child (gemmcheck.judge.isolation) on small problems it claims; the ones
 that crashed or hung there are Lost before any launch here. Started on a thread of its own
-(start), stopped when the session ends before it is needed (stop_probe)."""
+(start), stopped when the session ends before it is needed (stop_probe).
+
+The sized probe does the same for the large square problems a session launches here (the
+performance suite's N x N x N): one plain launch per instantiation and size, smallest first, in
+a second child beside the first (start_sized); a row (instantiation, N) that crashed or hung
+there, and every larger N of it, is Lost before the first timing here (sized_findings)."""
 
 from __future__ import annotations
 
@@ -34,6 +39,57 @@ def probe_steps(instances) -> list:
     return steps
 
 
+def sized_probe_steps(launches) -> list:
+    """One plain launch per (instantiation, N) of `launches` ({Instance: sizes}), at N x N x N
+    where it claims it: every instantiation's sizes smallest first (a crash or hang leaves its
+    larger ones not run), grouped by dtype and size (their operands are made once)."""
+    from gemmcheck.judge import isolation
+    from gemmcheck.problems.problem import Problem
+
+    todo = sorted(((n, inst.dtype, inst.id, inst) for inst, sizes in launches.items() for n in set(sizes)
+                   if inst.supports(n, n, n)), key=lambda t: t[:3])
+    return [isolation.Step.of(i, inst, Problem(n, n, n, inst.dtype, "uniform", PROBE_SEED),
+                              purpose="sized probe", repeats=1, control=False, plain=True)
+            for i, (n, _, _, inst) in enumerate(todo)]
+
+
+def probe_sizes(launches, backend_name: str, timeout: float,
+                stop: threading.Event | None = None) -> dict[tuple[str, int], Lost]:
+    """Launch each (instantiation, N) of `launches` ({Instance: sizes}) once in an isolated
+    child (a fresh one only after a crash or hang); {(Instance.id, N): Lost} for the first N
+    that crashed or hung and every larger N of that instantiation (not launched: the first
+    says why). Raises isolation.IsolationError (a tools.ToolFailure) when the child itself
+    cannot run, twice."""
+    from gemmcheck.judge import isolation
+    from gemmcheck.problems.harness import problem_label
+
+    by_key = {isolation.instance_key(i): i for i in launches}
+    steps = sized_probe_steps(launches)
+    if not steps:
+        return {}
+    outcomes, _ = tools.retry_once(lambda: isolation.run_steps(
+        steps, backend=backend_name, step_timeout=timeout + 5.0, hang_timeout_s=timeout, stop=stop), stop=stop)
+    first: dict[str, tuple[int, str, str]] = {}   # Instance.id -> (N, status, what happened)
+    for out in sorted(outcomes.values(), key=lambda o: (o.step.M, o.step.id)):
+        inst_id = by_key[out.step.instance_key].id
+        if out.status in ("crash", "failed", "hang") and inst_id not in first:
+            first[inst_id] = (out.step.M, "hang" if out.status == "hang" else "crash",
+                              out.message.removeprefix(f"{inst_id}: "))
+    lost: dict[tuple[str, int], Lost] = {}
+    for inst, sizes in launches.items():
+        if inst.id not in first:
+            continue
+        at, status, what = first[inst.id]
+        problem = problem_label(at, at, at)
+        for n in sorted(set(sizes)):
+            if n == at:
+                lost[(inst.id, n)] = Lost(status, f"in the isolated probe on {problem}: {what}", problem=problem)
+            elif n > at:
+                lost[(inst.id, n)] = Lost(status, f"not launched at N={n}: at N={at}, in the isolated probe on "
+                                                  f"{problem}: {what}", problem=problem)
+    return lost
+
+
 def probe_instances(instances, backend_name: str, timeout: float,
                     stop: threading.Event | None = None) -> dict[str, Lost]:
     """Launch each instantiation on its probe problems in one isolated child (a fresh one
@@ -41,6 +97,7 @@ def probe_instances(instances, backend_name: str, timeout: float,
     Raises isolation.IsolationError (a tools.ToolFailure) when the child itself cannot run,
     twice."""
     from gemmcheck.judge import isolation
+    from gemmcheck.problems.harness import problem_label
 
     by_key = {isolation.instance_key(i): i for i in instances}
     steps = probe_steps(by_key.values())
@@ -56,10 +113,11 @@ def probe_instances(instances, backend_name: str, timeout: float,
     for out in sorted(outcomes.values(), key=lambda o: o.step.id):
         if out.status in ("crash", "failed", "hang"):
             step, inst_id = out.step, by_key[out.step.instance_key].id
+            problem = problem_label(step.M, step.N, step.K)
             lost.setdefault(inst_id, Lost(
                 "hang" if out.status == "hang" else "crash",
-                f"in the isolated probe on M{step.M}xN{step.N}xK{step.K}: "
-                + out.message.removeprefix(f"{inst_id}: ")))
+                f"in the isolated probe on {problem}: " + out.message.removeprefix(f"{inst_id}: "),
+                problem=problem))
     return lost
 
 
@@ -67,30 +125,56 @@ def start(config: pytest.Config, state: Containment, seen: dict[str, Instance], 
           timeout: float) -> None:
     """Start probing the instantiations in `seen`, on a thread of its own; its findings arrive
     in state.probe (a Future)."""
-    state.probe = Future()
-    shared = shared_work.once(config)
-    # pytest-xdist workers collect the same tests: one of them probes for all (8 probe
-    # children at the start of ci's -n 8, when the host starts children slowest).
-    key = "probe " + hashlib.sha256(repr((sorted(seen), backend_name, timeout)).encode()).hexdigest()
+    state.probe = _ahead(config, state, ("probe", sorted(seen), backend_name, timeout),
+                         lambda: probe_instances(seen.values(), backend_name, timeout, stop=state.probe_stop))
 
-    def probe():
-        return probe_instances(seen.values(), backend_name, timeout, stop=state.probe_stop)
+
+def start_sized(config: pytest.Config, state: Containment, launches: dict, backend_name: str,
+                timeout: float) -> None:
+    """Start the sized probe of `launches` ({Instance: sizes}), in a child beside the first
+    probe's; its findings arrive in state.sized_probe (a Future, sized_findings)."""
+    key = ("sized probe", sorted((i.id, sorted(set(n))) for i, n in launches.items()), backend_name, timeout)
+    state.sized_probe = _ahead(config, state, key,
+                               lambda: probe_sizes(launches, backend_name, timeout, stop=state.probe_stop))
+
+
+def _ahead(config: pytest.Config, state: Containment, key, work) -> Future:
+    """work() on a thread of its own, once per run (pytest-xdist workers collect the same tests:
+    one of them probes for all; 8 probe children at the start of ci's -n 8, when the host starts
+    children slowest); its result or exception in the Future returned."""
+    future = Future()
+    shared = shared_work.once(config)
+    name = f"{key[0]} " + hashlib.sha256(repr(key).encode()).hexdigest()
 
     def run() -> None:
         try:
-            state.probe.set_result(probe() if shared is None else shared.do(key, probe, stop=state.probe_stop))
+            future.set_result(work() if shared is None else shared.do(name, work, stop=state.probe_stop))
         except BaseException as exc:   # handed to whoever waits for it
-            state.probe.set_exception(exc)
-    threading.Thread(target=run, name="gemmcheck-probe", daemon=True).start()
+            future.set_exception(exc)
+    threading.Thread(target=run, name=f"gemmcheck-{key[0].replace(' ', '-')}", daemon=True).start()
+    return future
+
+
+def sized_findings(state: Containment) -> dict[tuple[str, int], Lost]:
+    """{(Instance.id, N): Lost} of the sized probe, once it is done (waited for: call it before
+    the first timing here); {} without one. A probe whose child could not run twice raises
+    (isolation.IsolationError, a ToolFailure): the test that asked errors."""
+    if state.sized_probe is None:
+        return {}
+    return state.sized_probe.result()
 
 
 def stop_probe(state: Containment) -> None:
     """A session that ends before any launch here (its launching tests deselected by -x,
-    skipped, interrupted) does not wait for the probe: its child is killed, no other starts."""
+    skipped, interrupted) does not wait for the probe: its child is killed (and the sized
+    probe's), no other starts. Once launches here began (the small probe was waited for), the
+    process may run other children (the kill matrix's, which other workers may wait for): a
+    sized probe still running is waited for, never killed with them."""
     from gemmcheck.judge import isolation
 
-    if state.probe is None or state.probe.done():
-        return
-    state.probe_stop.set()
-    isolation.stop_running_children()
-    state.probe.exception()   # until its thread has let go of the child
+    if state.probe is not None and not state.probe.done():
+        state.probe_stop.set()
+        isolation.stop_running_children()
+        state.probe.exception()   # until its thread has let go of the child
+    if state.sized_probe is not None:
+        state.sized_probe.exception()

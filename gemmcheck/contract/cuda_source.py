@@ -44,6 +44,48 @@ class IncludeDirConflict(ValueError):
     """One source declared with two different include_dirs lists."""
 
 
+# -- reading a source, in any 8-bit encoding ---------------------------------------------
+
+class SourceNotText(ValueError):
+    """A kernel source that is not text: the message is one line naming the file."""
+
+
+def read_source(path) -> str:
+    """The text of a source or header as a compiler reads it: its bytes, in any encoding.
+
+    nvcc takes a comment in GBK or latin-1, and so does every reader here: the bytes are
+    decoded as UTF-8 with ``surrogateescape``, which keeps each byte that is not UTF-8 as a
+    stand-in character, so discovery reads the code around it and ``source_bytes`` gives the
+    compilers the file's bytes exactly. A NUL byte means a binary file (or UTF-16), which no
+    compiler takes: SourceNotText.
+    """
+    data = Path(path).read_bytes()
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise SourceNotText(f"{path}: not a text file (a NUL byte at offset {nul}: a binary file, or UTF-16); "
+                            "give the CUDA C source, saved as UTF-8 or another 8-bit encoding")
+    return data.decode("utf-8", "surrogateescape")
+
+
+def source_bytes(text: str) -> bytes:
+    """The bytes `text` was read from (read_source): what a compiler is given."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def is_utf8(text: str) -> bool:
+    """Whether `text` holds no byte read_source kept as a stand-in (it is valid UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def readable(text: str) -> str:
+    """`text` for a person (a terminal, a report): each byte that is not UTF-8 shown as U+FFFD."""
+    return source_bytes(text).decode("utf-8", "replace")
+
+
 def _blank(match: re.Match) -> str:
     """Spaces for a comment's or a string's content, newlines kept; quotes kept for strings."""
     text = match.group(0)
@@ -108,15 +150,33 @@ def preprocessed(text: str, file_name: str = "<source>", include_dirs=(), define
     directives blanked when the preprocessor itself fails on it.
     """
     return _preprocessed(text, file_name, tuple(str(d) for d in include_dirs),
-                         tuple((str(k), str(v)) for k, v in defines))
+                         tuple((str(k), str(v)) for k, v in defines))[0]
+
+
+def unopened_headers(text: str, file_name: str = "<source>", include_dirs=(), defines=()) -> list[str]:
+    """The ``#include "..."`` headers (the user's own, not ``<system>`` ones) the preprocessing
+    pass could find neither beside the source nor in `include_dirs`, as spelled: kernels and
+    macros they declare are not seen."""
+    return list(_preprocessed(text, file_name, tuple(str(d) for d in include_dirs),
+                              tuple((str(k), str(v)) for k, v in defines))[1])
 
 
 @functools.lru_cache(maxsize=64)
-def _preprocessed(text, file_name, include_dirs, defines) -> str:
+def _preprocessed(text, file_name, include_dirs, defines) -> tuple[str, tuple[str, ...]]:
     from pcpp import Action, OutputDirective, Preprocessor
 
+    unopened: dict[str, None] = {}
+
     class Quiet(Preprocessor):
+        def on_file_open(self, is_system_include, includepath):
+            try:   # a header in any 8-bit encoding, as the source; a binary one is not a header
+                return io.StringIO(read_source(includepath))
+            except SourceNotText as exc:
+                raise OSError(str(exc)) from None
+
         def on_include_not_found(self, is_malformed, is_system_include, curdir, includepath):
+            if not is_system_include:
+                unopened[includepath] = None
             raise OutputDirective(Action.IgnoreAndRemove)   # a host header: not the device's concern
 
         def on_error(self, file, line, msg):
@@ -135,9 +195,9 @@ def _preprocessed(text, file_name, include_dirs, defines) -> str:
         pre.parse(text, file_name)
         out = io.StringIO()
         pre.write(out)
-        return out.getvalue()
+        return out.getvalue(), tuple(unopened)
     except Exception:   # pcpp is stricter than compilers on a few constructs; never fail discovery on it
-        return f'#line 1 "{file_name}"\n' + _PREPROCESSOR.sub(_spaces, code_only(text))
+        return f'#line 1 "{file_name}"\n' + _PREPROCESSOR.sub(_spaces, code_only(text)), tuple(unopened)
 
 
 def _line_of(preprocessed_text: str, offset: int, default_file: str) -> tuple[str, int]:

@@ -264,8 +264,8 @@ def declaration(source, entry: str, include_dirs=(), defines=()) -> Declaration 
     """The declaration of the __global__ function `entry` of `source`, or None when the source
     cannot be read or does not declare it."""
     try:
-        text = source.read_text()
-    except OSError:
+        text = cuda_source.read_source(source)
+    except (OSError, cuda_source.SourceNotText):
         return None
     return _declaration(text, str(source), entry, tuple(include_dirs), tuple(defines))
 

@@ -12,10 +12,24 @@ What each report establishes, and no more:
   SHARED_MEMORY_RACE. Its analysis report does not say which access came
   first, so no RAW / WAR direction is claimed.
 - synccheck "Barrier error detected. Divergent thread(s) in block/warp": DIVERGENT_BARRIER.
+- synccheck "Barrier error detected. Invalid arguments": INVALID_WARP_MASK. NVIDIA's
+  documentation (Understanding Synccheck Reports) gives it for a barrier primitive called
+  with invalid arguments, "for example if not all threads reaching a __syncwarp() declare
+  themselves in the mask parameter"; it does not see lanes a mask names that never arrive.
+  A shuffle's constant mask is dropped by the compiler (sm_90: SHFL.IDX carries none), so
+  there it may say nothing: the CPU simulator's warp tracking sees those.
 - memcheck "Invalid __global__/__shared__/__local__ read|write": OUT_OF_BOUNDS_READ / _WRITE.
 - initcheck "Uninitialized __global__ memory read": OUT_OF_BOUNDS_READ (every
   operand and C is initialized before the launch, so it read outside them).
 Anything else the tool reports is kept verbatim as `unrecognized`, never dropped.
+
+A launch that failed under a tool (a fault: "unspecified launch failure", an illegal address)
+is a CRASH only where no tool reported an access of the kernel's outside memory: memcheck ends
+a kernel at the invalid access it reports (it destroys the context on it), and the same access
+faults under the other tools, which have no guard bands to catch it. A reported access is the
+root cause, and such a failure is what it explains, said in its finding (`judged`). A launch
+that failed without a tool (the plain detectors' run, guard bands around every operand) is
+the kernel's crash in its own right: broken_faults stores where no allocation is.
 """
 
 from __future__ import annotations
@@ -36,7 +50,7 @@ PRINT_LIMIT = 100   # reports a child prints, all its launches together (--print
 # would go unprinted (on an H200, in a child kept going after the first one's error, synccheck
 # printed nothing of a second divergent barrier; memcheck nothing of a second read out of bounds).
 FLOODS = {"memcheck": frozenset({Defect.OUT_OF_BOUNDS_READ.value, Defect.OUT_OF_BOUNDS_WRITE.value}),
-          "synccheck": frozenset({Defect.DIVERGENT_BARRIER.value})}
+          "synccheck": frozenset({Defect.DIVERGENT_BARRIER.value, Defect.INVALID_WARP_MASK.value})}
 _UNPRINTED = re.compile(r"ERROR SUMMARY: (\d+) errors? were not printed")
 MISSING = "needs compute-sanitizer on PATH; not found"
 STEP_TIMEOUT_S = 120.0
@@ -151,7 +165,7 @@ class Report:
 def parse(tool: str, report_blocks) -> Report:
     """Findings from one tool's report blocks (all about one kernel)."""
     report = Report(tool)
-    races, barriers, invalid, uninit = [], [], {}, []
+    races, barriers, bad_arguments, invalid, uninit = [], [], [], {}, []
     for b in report_blocks:
         if b.head.startswith("Program hit "):
             report.api_errors.append(b.head)
@@ -164,10 +178,12 @@ def parse(tool: str, report_blocks) -> Report:
                      for o in others if o]
             races.append({"severity": m.group(1).lower(), "access": m.group(2), "at": m.group(3),
                           "with": pairs, "hazards": sum(p["hazards"] for p in pairs)})
-        elif (m := _BARRIER.match(b.head)) and "Divergent thread" in m.group(1):
+        elif (m := _BARRIER.match(b.head)) and (m.group(1).startswith("Divergent thread")
+                                                or m.group(1).rstrip(".") == "Invalid arguments"):
             t = next((_THREAD.search(x) for x in b.body if _THREAD.search(x)), None)
-            barriers.append({"what": m.group(1), "thread": t.group(0) if t else None,
-                             "at": next((x[3:] for x in b.body if x.startswith("at ")), None)})
+            (barriers if m.group(1).startswith("Divergent thread") else bad_arguments).append(
+                {"what": m.group(1), "thread": t.group(0) if t else None,
+                 "at": next((x[3:] for x in b.body if x.startswith("at ")), None)})
         elif m := _INVALID.match(b.head):
             key = (m.group(1), m.group(2))
             invalid.setdefault(key, []).append({"size": int(m.group(3)), "details": b.body[:5]})
@@ -192,6 +208,14 @@ def parse(tool: str, report_blocks) -> Report:
             f"synccheck: {first['what']} ({len(barriers)} report(s); first {first['thread']}): "
             f"a __syncthreads() is reached by only some threads of a block", len(barriers), None,
             {"reports": barriers[:8]}))
+    if bad_arguments:
+        first = bad_arguments[0]
+        report.findings.append(Finding(
+            Defect.INVALID_WARP_MASK, Detector.SYNCCHECK,
+            f"synccheck: Barrier error detected. {first['what']} ({len(bad_arguments)} report(s); first "
+            f"{first['thread']}{' at ' + first['at'] if first['at'] else ''}): a barrier or warp-synchronous "
+            f"primitive called with invalid arguments, such as a __syncwarp() whose calling lane is not in "
+            f"its mask", len(bad_arguments), None, {"reports": bad_arguments[:8]}))
     for (space, direction), items in sorted(invalid.items()):
         defect = Defect.OUT_OF_BOUNDS_WRITE if direction == "write" else Defect.OUT_OF_BOUNDS_READ
         where = " ".join(items[0]["details"][:4])
@@ -223,14 +247,14 @@ class ToolRun:
 
     def findings(self, instance) -> list[Finding]:
         """The tool's findings for one instantiation; a launch that failed under the tool
-        with no report from it is a CRASH (or HANG) in its own right."""
+        with no report from it is a CRASH (or HANG) in its own right, and one after it
+        reported an access outside memory is what that access explains (judged)."""
         found = list(self.reports[instance.id].findings)
-        failed = [o.finding for o in self.outcomes_of(instance).values() if o.finding is not None]
+        failed = [replace(f, summary=f"under {self.tool}: {f.summary}", details={**f.details, "tool": self.tool})
+                  for f in (o.finding for o in self.outcomes_of(instance).values()) if f is not None]
         if failed and not found:
-            f = failed[0]
-            found.append(replace(f, summary=f"under {self.tool}: {f.summary}",
-                                 details={**f.details, "tool": self.tool}))
-        return found
+            return failed[:1]
+        return judged(found + failed[:1]) if any(map(_an_access, found)) else found
 
     def outcomes_of(self, instance) -> dict:
         """{step id: StepOutcome} of one instantiation's steps, in step order."""
@@ -255,6 +279,30 @@ class ToolRun:
                       + (f" ({o.message})" if o.message else ""), *o.output]
         return ToolRun(self.tool, {instance.id: self.reports[instance.id]}, mine, "\n".join(lines),
                        list(self.unattributed), self.unprinted & {instance.id})
+
+
+def judged(findings: list[Finding]) -> list[Finding]:
+    """`findings` of one instantiation (every tool's, and the plain detectors'), a launch that
+    failed under a tool judged by what the tools reported: where memcheck reported an access
+    outside memory, that access is the root cause and each CRASH under a tool (memcheck ends a
+    kernel at the access it reports; the same access faults under the other tools) is what it
+    explains, said in the access's finding instead of standing as a crash of its own. Without
+    such a report, and for a crash without a tool (the plain run's), as they are."""
+    accesses = [f for f in findings if _an_access(f)]
+    failures = [f for f in findings if f.defect == Defect.CRASH and f.details.get("tool")]
+    if not (accesses and failures):
+        return list(findings)
+    root = accesses[0]
+    explained = replace(root, summary=f"{root.summary}; it explains the launch failure"
+                                      f"{'s' if len(failures) > 1 else ''}: {'; '.join(f.summary for f in failures)}",
+                        details={**root.details, "explains": [f.summary for f in failures]})
+    return [explained if f is root else f for f in findings if f not in failures]
+
+
+def _an_access(finding: Finding) -> bool:
+    """Whether `finding` is an access outside memory that memcheck reported (it stops the kernel there)."""
+    return finding.detector == Detector.MEMCHECK and finding.defect in (Defect.OUT_OF_BOUNDS_WRITE,
+                                                                          Defect.OUT_OF_BOUNDS_READ)
 
 
 def _groups(steps, instances):

@@ -15,6 +15,7 @@ place perf builds a kernel's arguments); nothing here names a kernel.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from dataclasses import dataclass
 
@@ -24,7 +25,8 @@ from gemmcheck.backends import device
 from gemmcheck.perf import roofline
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.contract.launch import plan, tight_leading_dimensions
+from gemmcheck.contract.launch import plan
+from gemmcheck.problems.harness import plain_values
 from gemmcheck.perf import sampling
 from gemmcheck.perf.inputs import InputSets
 from gemmcheck.perf.measurement import Check, Measurement, check_output
@@ -45,6 +47,7 @@ class Timed:
 
 
 HOLD_NS = 300_000   # 300 us: well above the host's cost to enqueue event, launch, event (any of ours)
+FINISH_SPIN_S = 0.01   # a kernel's sample is polled without sleeping this long (then with pauses)
 HOLD_SOURCE = r"""
 extern "C" __global__ void gemmcheck_hold(unsigned long long ns)
 {
@@ -82,8 +85,6 @@ class GpuTimer:
         (uploads, launches, judgements, sampling): a pytest-xdist worker that shares its GPU
         has the card to itself there (gpu_turns.alone), and only there. Its host work (drawing
         the input sets) runs beside the other workers' sampling. Each public method is one turn."""
-        import contextlib
-
         import cupy
 
         self.cupy = cupy
@@ -111,13 +112,14 @@ class GpuTimer:
 
     # One launch -------------------------------------------------------------------------------
 
+    def _plan(self, instance: Instance, size: int, A, B, C):
+        """The one place perf plans a catalog kernel's launch: the one launch path (launch.plan)
+        with the plain launch's values (harness.plain_values: what the sized probe launched)."""
+        return plan(instance, plain_values(instance, size, size, size, A, B, C))
+
     def _launch(self, instance: Instance, size: int, A, B, C) -> None:
-        """The one place perf launches a catalog kernel: the one launch path (launch.plan), queued
-        without a wait (backend.enqueue) so back-to-back samples measure the kernel alone."""
-        values = {"A": A, "B": B, "C": C, "M": size, "N": size, "K": size,
-                  **tight_leading_dimensions(instance.spec.layouts, size, size, size),
-                  "alpha": 1, "beta": 0}
-        self.backend.enqueue(instance, plan(instance, values))
+        """Queued without a wait (backend.enqueue), so back-to-back samples measure the kernel alone."""
+        self.backend.enqueue(instance, self._plan(instance, size, A, B, C))
 
     def _cublas_launcher(self, sets: InputSets):
         views = [tuple(sets.as_values(x) for x in s) for s in sets.sets]
@@ -129,11 +131,13 @@ class GpuTimer:
 
     # Sampling ---------------------------------------------------------------------------------
 
-    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False):
+    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False, finish=None):
         """A sampler for gemmcheck.perf.sampling: next set, poison its C (finite_C: see
-        InputSets.poison), time one launch."""
+        InputSets.poison), time one launch. `finish(end)` waits for the sample's end event (a
+        catalog kernel's: with the hang timeout, _finish); by default, synchronize()."""
         cp = self.cupy
         start, end = cp.cuda.Event(), cp.cuda.Event()
+        finish = finish or (lambda event: event.synchronize())
 
         hold = self._hold_kernel()
 
@@ -144,10 +148,32 @@ class GpuTimer:
             start.record()
             launch(index)
             end.record()
-            end.synchronize()
+            finish(end)
             seconds = cp.cuda.get_elapsed_time(start, end) / 1e3
             return sampling.Sample(seconds, self.clock.now_mhz(), index)
         return take
+
+    def _finish(self, instance: Instance, size: int):
+        """finish(event) for `instance`'s samples: the backend's wait (a launch that does not end
+        within the hang timeout is a KernelHang), spinning at first as synchronize() would."""
+        grid, block = instance.launch_shape(size, size, size)
+        return lambda event: self.backend.wait(instance, grid, block, event, spin_s=FINISH_SPIN_S)
+
+    @contextlib.contextmanager
+    def _watching(self, instance: Instance, size: int):
+        """A crash or hang of `instance`'s launches inside, however it shows (the wait's
+        KernelHang, a sticky CUDA error from a later call), raised as the backend's
+        KernelLaunchError with the context lost; any other error as it is."""
+        try:
+            yield
+        except Exception as exc:
+            grid, block = instance.launch_shape(size, size, size)
+            error = self.backend.launch_failure(instance, grid, block, exc)
+            if error is None:
+                raise
+            if error is exc:
+                raise
+            raise error from None
 
     def _hold_kernel(self):
         if getattr(self, "_hold", None) is None:
@@ -177,15 +203,14 @@ class GpuTimer:
         finite_C = instance.spec.reads_c_at_beta_zero if finite_C is None else finite_C
         with self.turn():
             sets.upload().poison(index, finite=finite_C)
-            A, B, C = sets.sets[index]
-            self._launch(instance, size, A, B, C)
-            self.cupy.cuda.Device().synchronize()
+            # waited for with the hang timeout; a crash or hang is the backend's KernelLaunchError
+            self.backend.launch(instance, self._plan(instance, size, *sets.sets[index]))
             return output_check(self.cupy, sets, index)
 
     def timed(self, instance: Instance, size: int, min_samples: int) -> Timed:
         """The kernel and cuBLAS (same dtype, shape and input sets) sampled in turn."""
         sets = self.inputs(instance.dtype, size, instance.spec.layouts)
-        with self.turn():
+        with self.turn(), self._watching(instance, size):
             sampled, cublas_error = self._sample_with_cublas(instance, size, sets.upload(), min_samples)
             self.cupy.cuda.Device().synchronize()
             last = output_check(self.cupy, sets, sampled.series["kernel"].last.set_index)
@@ -212,7 +237,8 @@ class GpuTimer:
         except Exception as exc:  # e.g. a CuPy without this dtype in matmul
             cublas_error = f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
         samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, *sets.sets[i]), cycle,
-                                           finite_C=instance.spec.reads_c_at_beta_zero)
+                                           finite_C=instance.spec.reads_c_at_beta_zero,
+                                           finish=self._finish(instance, size))
         with self._tf32_off():
             return self._sample(samplers, min_samples), cublas_error
 
@@ -261,9 +287,6 @@ class GpuTimer:
 
     def _tf32_off(self):
         """cuBLAS float32 at full FP32 for the duration (restored after)."""
-        import contextlib
-
-        import numpy as np
         from cupy._core import _routines_linalg as linalg
 
         @contextlib.contextmanager

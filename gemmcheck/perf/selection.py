@@ -16,9 +16,11 @@ from gemmcheck.perf.thresholds import Refusal, Threshold, Thresholds
 TIMED_EXPECTATIONS = ("correct", "too_slow")
 
 
-def instance_key(instance: Instance) -> tuple[str, str, int | str]:
-    """(kernel, dtype, config name or TILE): how a threshold names this instantiation (Threshold.key)."""
-    return (instance.spec.name, instance.dtype, instance.config if instance.config is not None else instance.tile)
+def instance_key(instance: Instance) -> tuple[str, str, int | str | None]:
+    """(kernel, dtype, config name or TILE, or None for a kernel with neither): how a threshold
+    names this instantiation (Threshold.key)."""
+    return (instance.spec.name, instance.dtype,
+            instance.config if instance.config is not None else instance.declared_tile)
 
 
 def named_configs(thresholds: Thresholds) -> set[tuple[str, str, str]]:
@@ -27,12 +29,15 @@ def named_configs(thresholds: Thresholds) -> set[tuple[str, str, str]]:
 
 def timed_instances(instances, thresholds: Thresholds, every_config: bool = False) -> list[Instance]:
     """References and declared-too-slow kernels: unnamed instantiations at the TILEs the
-    thresholds file times, and the named configs its thresholds hold (every named config
-    with ``every_config``: a tuning sweep, --gemm-perf-configs all)."""
+    thresholds file times (a kernel with no compile-time parameter: its one), and the named
+    configs its thresholds hold (every named config with ``every_config``: a tuning sweep,
+    --gemm-perf-configs all)."""
     tiles, named = thresholds.timing.tiles, named_configs(thresholds)
+
+    def unnamed_and_timed(i: Instance) -> bool:
+        return i.config is None and (i.declared_tile in tiles if i.spec.has_tile else not i.params)
     return [i for i in instances if i.spec.expect in TIMED_EXPECTATIONS
-            and ((i.config is None and i.tile in tiles) or instance_key(i) in named
-                 or (every_config and i.config is not None))]
+            and (unnamed_and_timed(i) or instance_key(i) in named or (every_config and i.config is not None))]
 
 
 def claimed_instance(spec: KernelSpec, threshold: Threshold) -> Instance:
@@ -63,9 +68,45 @@ def unknown_instantiations(specs, thresholds: Thresholds) -> list[str]:
             continue
         if t.dtype not in spec.dtypes:
             problems.append(f"threshold {t.id}: {spec.name} declares dtypes {list(spec.dtypes)}, not {t.dtype}")
-        elif t.config is None and instance.tile not in spec.tiles:
+        elif t.config is None and spec.has_tile and t.tile is None:
+            problems.append(f"threshold {t.id}: {spec.name} has a tile parameter ({spec.tile_param}: "
+                            f"{list(spec.tiles)}); name one with 'tile' (or a config with 'config')")
+        elif t.config is None and not spec.has_tile and t.tile is not None:
+            problems.append(f"threshold {t.id}: {spec.name} has no tile parameter; drop 'tile = {t.tile}'")
+        elif t.config is None and spec.has_tile and instance.tile not in spec.tiles:
             problems.append(f"threshold {t.id}: {spec.name} declares tiles {list(spec.tiles)}, not {t.tile}")
     return problems
+
+
+def baseline_instances(base: KernelSpec, threshold: Threshold, size: int, timed_tiles) -> list[Instance]:
+    """The instantiations of kernel `base` that `threshold` compares with at N = size: its
+    baseline_tile, or every TILE timed ("best"); a kernel without a tile, its one."""
+    if threshold.dtype not in base.dtypes:
+        return []
+    if not base.has_tile:
+        candidates = [Instance(base, threshold.dtype)]
+    elif threshold.baseline_tile == "best":
+        candidates = [Instance(base, threshold.dtype, t) for t in base.tiles if t in timed_tiles]
+    else:
+        candidates = [Instance(base, threshold.dtype, threshold.baseline_tile)] \
+            if threshold.baseline_tile in base.tiles else []
+    return [i for i in candidates if i.supports(size, size, size)]
+
+
+def claim_instances(specs, threshold: Threshold, size: int, thresholds: Thresholds) -> list[Instance]:
+    """Every instantiation a threshold times at N = size: its own, and its baseline kernel's
+    (none for cuBLAS or the FP32 peak); what the catalog lacks is left out (the claim says so
+    when it runs)."""
+    by_name = {s.name: s for s in specs}
+    out = []
+    if threshold.kernel in by_name:
+        try:
+            out.append(claimed_instance(by_name[threshold.kernel], threshold))
+        except ValueError:
+            pass
+    if threshold.baseline in by_name:
+        out += baseline_instances(by_name[threshold.baseline], threshold, size, thresholds.timing.tiles)
+    return [i for i in out if i.supports(size, size, size)]
 
 
 @dataclass(frozen=True)
@@ -94,7 +135,7 @@ def threshold_cases(instances, thresholds: Thresholds, sizes, expect: str) -> li
 
 def refusal_cases(instances, thresholds: Thresholds, sizes) -> list[tuple[Case, Instance]]:
     """(refusal, N) with its instantiation, for every refusal whose kernel the run selected."""
-    by_key = {(i.spec.name, i.dtype, i.tile): i for i in instances}
+    by_key = {(i.spec.name, i.dtype, i.declared_tile): i for i in instances}
     out = []
     for r in thresholds.refusals:
         inst = by_key.get((r.kernel, r.dtype, r.tile))

@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from gemmcheck.backends import KernelHang, KernelLaunchError
+from gemmcheck.containment.lost import status_of
 from gemmcheck.perf import roofline
 from gemmcheck.contract.catalog import Instance
+from gemmcheck.problems.harness import name_the_problem
 from gemmcheck.backends.device import DeviceProperties
 from gemmcheck.perf.measurement import Check, Measurement
-from gemmcheck.perf.selection import claimed_instance
+from gemmcheck.perf.selection import baseline_instances, claimed_instance
 from gemmcheck.perf.thresholds import CUBLAS, FP32_PEAK, Threshold
 from gemmcheck.phases import phase
 
@@ -79,6 +82,12 @@ class Row:
     impossible: str | None = None            # why the time is faster than the roofline allows
     dram_bytes: float | None = None          # measured by ncu (--gemm-ncu), one cold launch
     dram_note: str = ""                      # why there is no measured point
+    failure: KernelLaunchError | None = None  # it crashed or hung here or in the sized probe: not timed
+
+    @property
+    def status(self) -> str:
+        """"crash" or "hang" for a row whose launch did not finish; "" otherwise."""
+        return "" if self.failure is None else status_of(self.failure)
 
 
 @dataclass
@@ -91,27 +100,47 @@ class PerfSession:
     _cublas: dict[tuple[str, int], Measurement | str] = field(default_factory=dict)
     _copy: Measurement | None = None
     ncu: str | None = None         # ncu's path when the measured roofline point is wanted (--gemm-ncu)
+    # (Instance.id, N) -> what the sized probe found there (gemmcheck.containment's Lost: status,
+    # message, problem): a row that crashed or hung in the isolated child, never launched here
+    refused: dict = field(default_factory=dict)
 
     @property
     def device(self) -> DeviceProperties:
         return self.timer.device
 
     def measure(self, instance: Instance, size: int) -> Row:
+        """The row of `instance` at N = size, measured once. A row that crashed or hung (in the
+        sized probe, or here: the backend's KernelLaunchError) raises that, naming the
+        instantiation and the problem, each time it is asked for."""
         key = (instance.id, size)
         if key not in self.rows:
-            check = self.timer.check(instance, size)
-            if not check.ok:
-                self.rows[key] = Row(None, instance, check)
+            lost = self.refused.get(key)
+            if lost is not None:
+                self.rows[key] = Row(None, instance, failure=refusal(instance, lost))
             else:
-                with phase("timing"):   # sampling in turn with cuBLAS (its input sets: "inputs")
-                    timed = self.timer.timed(instance, size, self.repeats)
-                self._pool_cublas(instance.dtype, size, timed.cublas, timed.cublas_error)
-                row = Row(timed.kernel, instance, check, timed.last, timed.cublas,
-                          self._impossible(instance, size, timed.kernel))
-                if self.ncu and row.last.ok and not row.impossible:
-                    row.dram_bytes, row.dram_note = self.timer.dram_bytes(instance, size, self.ncu)
-                self.rows[key] = row
-        return self.rows[key]
+                try:
+                    self.rows[key] = self._measured(instance, size)
+                except KernelLaunchError as exc:
+                    exc.instance = instance   # a claim's test meets it with no instantiation of its own
+                    self.rows[key] = Row(None, instance, failure=name_the_problem(exc, size, size, size))
+                    raise
+        row = self.rows[key]
+        if row.failure is not None:
+            raise again(row.failure)
+        return row
+
+    def _measured(self, instance: Instance, size: int) -> Row:
+        check = self.timer.check(instance, size)
+        if not check.ok:
+            return Row(None, instance, check)
+        with phase("timing"):   # sampling in turn with cuBLAS (its input sets: "inputs")
+            timed = self.timer.timed(instance, size, self.repeats)
+        self._pool_cublas(instance.dtype, size, timed.cublas, timed.cublas_error)
+        row = Row(timed.kernel, instance, check, timed.last, timed.cublas,
+                  self._impossible(instance, size, timed.kernel))
+        if self.ncu and row.last.ok and not row.impossible:
+            row.dram_bytes, row.dram_note = self.timer.dram_bytes(instance, size, self.ncu)
+        return row
 
     def _impossible(self, instance: Instance, size: int, m: Measurement) -> str | None:
         d = self.device
@@ -163,6 +192,22 @@ class PerfSession:
         return {k: v for k, v in self._cublas.items() if isinstance(v, str)}
 
 
+def refusal(instance: Instance, lost) -> KernelLaunchError:
+    """The error of a row the sized probe saw crash or hang (`lost`: status, message, problem):
+    raised without a launch here, the context intact."""
+    error = (KernelHang if lost.status == "hang" else KernelLaunchError)(f"{instance.id}: {lost.message}")
+    error.instance, error.problem = instance, lost.problem
+    return error
+
+
+def again(exc: KernelLaunchError) -> KernelLaunchError:
+    """A fresh `exc` (same class, message and attributes) to raise once more: raising the one
+    stored would grow its traceback at each test that asks for its row."""
+    out = type(exc)(*exc.args)
+    out.__dict__.update(exc.__dict__)
+    return out
+
+
 class Unjudgeable(Exception):
     """A threshold cannot be checked in this run; the message says why (a skip reason)."""
 
@@ -176,8 +221,9 @@ class ImpossibleTime(AssertionError):
 
 
 def _where(c: Check, instance: Instance) -> str:
-    return (f"worst |C - C_ref| is {c.worst_ratio:.3g} x the forward error bound at C{list(c.where)} "
-            f"(tile {c.where[0] // instance.tile},{c.where[1] // instance.tile}), {c.nans} NaN")
+    tile = instance.declared_tile
+    at = f" (tile {c.where[0] // tile},{c.where[1] // tile})" if tile else ""
+    return f"worst |C - C_ref| is {c.worst_ratio:.3g} x the forward error bound at C{list(c.where)}{at}, {c.nans} NaN"
 
 
 def _read_of_c(session: PerfSession, instance: Instance, size: int, check: Check) -> str:
@@ -250,18 +296,23 @@ def judge(session: PerfSession, threshold: Threshold, size: int, specs) -> Evalu
         raise Unjudgeable(f"baseline kernel {threshold.baseline!r} is not in the catalog; "
                           "fix the thresholds file or add the kernel")
     timed_tiles = session.timer.timing.tiles
-    if threshold.baseline_tile == "best":
-        tiles = [t for t in base.tiles if t in timed_tiles]
-    else:
-        tiles = [threshold.baseline_tile] if threshold.baseline_tile in base.tiles else []
-    candidates = [Instance(base, threshold.dtype, t) for t in tiles
-                  if threshold.dtype in base.dtypes and Instance(base, threshold.dtype, t).supports(size, size, size)]
+    candidates = baseline_instances(base, threshold, size, timed_tiles)
     if not candidates:
-        raise Unjudgeable(f"baseline {threshold.baseline} has no instantiation at {threshold.dtype}, "
-                          f"TILE {threshold.baseline_tile} (timed TILEs {list(timed_tiles)}) for N={size}")
-    rates = {inst: timed_rate(session, inst, size) for inst in candidates}
+        which = (f", TILE {threshold.baseline_tile} (timed TILEs {list(timed_tiles)})" if base.has_tile else "")
+        raise Unjudgeable(f"baseline {threshold.baseline} has no instantiation at {threshold.dtype}{which} "
+                          f"for N={size}")
+    rates = {}
+    for inst in candidates:
+        try:
+            rates[inst] = timed_rate(session, inst, size)
+        except KernelLaunchError as exc:
+            if getattr(exc, "context_lost", False):
+                raise   # nothing more can be judged in this process
+            missing = exc   # a TILE that crashed or hung is no candidate; its own test says so
+    if not rates:
+        raise Unjudgeable(f"baseline {threshold.baseline} at N={size}: {status_of(missing)}: {missing}")
     best = max(rates, key=rates.get)
     label = best.id + (f" (best of TILE {', '.join(str(i.tile) for i in candidates)})"
-                       if threshold.baseline_tile == "best" else "")
+                       if threshold.baseline_tile == "best" and base.has_tile else "")
     return evaluate(threshold, size, value, rates[best], label, device)
 

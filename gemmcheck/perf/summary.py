@@ -51,15 +51,16 @@ def best_rows(session: PerfSession) -> dict[tuple[str, str, int], tuple[str, Row
 
 
 def best_lines(session: PerfSession) -> list[str]:
-    """One line per kernel, dtype and N: its fastest timed config (or TILE) and its share of cuBLAS."""
+    """One line per kernel, dtype and N: its fastest timed config (or TILE; nothing for a kernel
+    with one instantiation, which has neither) and its share of cuBLAS."""
     lines = []
     cublas = session.cublas_measurements()
     for (kernel, dtype, size), (label, row) in sorted(best_rows(session).items(), key=lambda kv: (kv[0][2], kv[0])):
         inst, m = row.instance, row.measurement
-        which = inst.config if inst.config is not None else f"TILE{inst.tile}"
         base = row.cublas or cublas.get((dtype, size))
         share = f", {100 * m.tflops / base.tflops:.1f}% of cuBLAS {dtype}" if base else ""
-        lines.append(f"best {kernel} {dtype} N={size}: {which}, {m.tflops:.2f} TFLOP/s{share}")
+        which = f"{inst.variant}, " if inst.variant else ""
+        lines.append(f"best {kernel} {dtype} N={size}: {which}{m.tflops:.2f} TFLOP/s{share}")
     return lines
 
 
@@ -75,6 +76,8 @@ def _measured_intensity(row: Row, size: int) -> float | None:
 
 def _kernel_row(session: PerfSession, label: str, size: int, row: Row) -> tuple[str, ...]:
     m = row.measurement
+    if row.failure is not None:   # not timed: its launch crashed or hung (here, or in the sized probe)
+        return (label, str(size), row.status, *["-"] * 9, _first_line(row.failure), "-")
     if m is None:
         return (label, str(size), "wrong", *["-"] * 9,
                 f"first launch: {row.check.worst_ratio:.3g} x bound, {row.check.nans} NaN", "-")
@@ -94,6 +97,14 @@ def _kernel_row(session: PerfSession, label: str, size: int, row: Row) -> tuple[
     measured = _measured_intensity(row, size)
     return (label, str(size), *_timing_cells(m), pct_cublas, f"{100 * m.tflops / peak:.1f}" if peak else "n/a",
             f"{intensity:g}", *model, f"{measured:.1f}" if measured else "-")
+
+
+def _first_line(exc: BaseException) -> str:
+    """What a failed row's launch error says, on one line, without the instantiation's id (the
+    row names it)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    instance = getattr(exc, "instance", None)
+    return text.removeprefix(f"{instance.id}: ") if instance is not None else text
 
 
 def summary_rows(session: PerfSession) -> tuple[tuple[str, ...], list[tuple[str, ...]], list[str]]:
@@ -175,6 +186,8 @@ def _measurement_json(m: Measurement) -> dict:
 def document(session: PerfSession) -> dict:
     """perf.json: every measurement with its timing evidence."""
     def kernel(r: Row) -> dict:
+        if r.failure is not None:
+            return {"status": r.status, "why": _first_line(r.failure)}
         if r.measurement is None:
             return {"first_check_ratio": r.check.worst_ratio, "first_check_nans": r.check.nans}
         out = _measurement_json(r.measurement)

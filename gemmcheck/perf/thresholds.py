@@ -49,7 +49,8 @@ class Timing:
 
 @dataclass(frozen=True)
 class Threshold:
-    """kernel at dtype and TILE (or named config) must reach at_least x baseline, at sizes >= min_size.
+    """kernel at dtype and TILE (or named config; neither for a kernel without compile-time
+    parameters) must reach at_least x baseline, at sizes >= min_size.
 
     A ``target`` is a goal not reached yet: its miss is expected (reported as an xfail carrying
     the measured ratio) and its pass is a failure that asks for the entry to become a bar.
@@ -74,8 +75,9 @@ class Threshold:
 
     @property
     def subject(self) -> str:
-        """The instantiation in words: ``matmul_tiled-float32-TILE32``, ``sgemm-float32-128x128x8``."""
-        return f"{self.kernel}-{self.dtype}-" + (self.config if self.config is not None else f"TILE{self.tile}")
+        """The instantiation in words, as its test id: ``matmul_tiled-float32-TILE32``,
+        ``sgemm-float32-128x128x8``, ``sgemm_naive-float32``."""
+        return _subject(self.kernel, self.dtype, self.config, self.tile)
 
     @property
     def id(self) -> str:
@@ -103,14 +105,14 @@ class Refusal:
 
     kernel: str
     dtype: str
-    tile: int
+    tile: int | None      # None: a kernel without a tile parameter
     why: str = ""
     impossible_from: int | None = None   # N from which a timed run must also be refused by the
                                          # roofline (None: at every N)
 
     @property
     def id(self) -> str:
-        return f"{self.kernel}-{self.dtype}-TILE{self.tile}"
+        return _subject(self.kernel, self.dtype, None, self.tile)
 
     def roofline_refuses_at(self, size: int) -> bool:
         """Whether a timed run at N = size must be refused by the roofline too: a launch that
@@ -118,6 +120,12 @@ class Refusal:
         problem (the builtin cheat stored 1024^2 zeros in 10.9 us on the H200: 197 TFLOP/s,
         under the 535 of float32's tensor cores)."""
         return self.impossible_from is None or size >= self.impossible_from
+
+
+def _subject(kernel: str, dtype: str, config: str | None, tile: int | None) -> str:
+    """An instantiation as its test id names it: its config, its TILE, or (neither) nothing more."""
+    which = config if config is not None else f"TILE{tile}" if tile is not None else ""
+    return f"{kernel}-{dtype}" + (f"-{which}" if which else "")
 
 
 _TIMING_FIELDS = {"tiles", "warmup", "max_seconds", "max_spread", "max_noise", "max_samples",
@@ -165,19 +173,20 @@ def _refusal(path, index: int, entry) -> Refusal:
     unknown = set(entry) - _REFUSAL_FIELDS
     if unknown:
         raise ThresholdError(f"{path}: {label}: unknown field(s) {sorted(unknown)}; known: {sorted(_REFUSAL_FIELDS)}")
-    for key in ("kernel", "dtype", "tile"):
+    for key in ("kernel", "dtype"):
         if key not in entry:
             raise ThresholdError(f"{path}: {label}: missing required field '{key}'")
     if not isinstance(entry["kernel"], str) or not isinstance(entry.get("why", ""), str):
         raise ThresholdError(f"{path}: {label}: 'kernel' and 'why' must be strings")
     if entry["dtype"] not in dt.DTYPES:
         raise ThresholdError(f"{path}: {label}: unknown dtype {entry['dtype']!r}; known: {', '.join(dt.DTYPES)}")
-    if type(entry["tile"]) is not int or entry["tile"] < 1:
-        raise ThresholdError(f"{path}: {label}: 'tile' must be a positive integer, got {entry['tile']!r}")
+    if "tile" in entry and (type(entry["tile"]) is not int or entry["tile"] < 1):
+        raise ThresholdError(f"{path}: {label}: 'tile' must be a positive integer, got {entry['tile']!r} "
+                             "(leave it out for a kernel without a tile parameter)")
     since = entry.get("impossible_from")
     if since is not None and (type(since) is not int or since < 1):
         raise ThresholdError(f"{path}: {label}: 'impossible_from' must be a positive integer N, got {since!r}")
-    return Refusal(entry["kernel"], entry["dtype"], entry["tile"], entry.get("why", ""), since)
+    return Refusal(entry["kernel"], entry["dtype"], entry.get("tile"), entry.get("why", ""), since)
 
 
 def _timing(path, table) -> Timing:
@@ -222,8 +231,8 @@ def _threshold(path, index: int, entry) -> Threshold:
         raise ThresholdError(f"{path}: threshold #{index + 1}: must be a table")
     label = f"threshold #{index + 1}"
     if all(isinstance(entry.get(k), (str, int)) for k in ("kernel", "dtype", "baseline")):
-        which = entry.get("config", f"TILE{entry.get('tile')}")
-        label += f" ({entry['kernel']}-{entry['dtype']}-{which} vs {entry['baseline']})"
+        which = _subject(entry["kernel"], entry["dtype"], entry.get("config"), entry.get("tile"))
+        label += f" ({which} vs {entry['baseline']})"
 
     def fail(message: str):
         raise ThresholdError(f"{path}: {label}: {message}")
@@ -234,9 +243,10 @@ def _threshold(path, index: int, entry) -> Threshold:
     for key in ("kernel", "dtype", "baseline", "at_least"):
         if key not in entry:
             fail(f"missing required field '{key}'")
-    if ("tile" in entry) == ("config" in entry):
-        fail("name the instantiation by exactly one of 'tile' (a TILE) or 'config' (a catalog config "
-             "name, for kernels whose configs share a tile value)")
+    if "tile" in entry and "config" in entry:
+        fail("name the instantiation by one of 'tile' (a TILE) or 'config' (a catalog config name, "
+             "for kernels whose configs share a tile value), not both; neither for a kernel without "
+             "compile-time parameters")
     for key in ("kernel", "dtype", "baseline", "measured", "config"):
         if key in entry and not isinstance(entry[key], str):
             fail(f"'{key}' must be a string, got {entry[key]!r}")

@@ -3,9 +3,15 @@
 Every operand sits in one flat buffer between two guard bands filled with a
 payloaded quiet NaN (dtypes.DType.guard_bits). An out-of-bounds read pulls
 that NaN into a result; an out-of-bounds write changes a guard's bits. C is
-filled with another payloaded NaN (poison_bits) before each launch, so an
-element whose bits still equal the poison was never written. Bits, not
-values, are compared: NaN == NaN is False, and a payload is evidence.
+filled with another payloaded NaN (poison_bits) before each launch. An element
+whose bits still equal the poison after it *may* never have been written: a
+quiet NaN's payload survives arithmetic (NaN + x keeps it, on the CPU and in a
+GPU's float64), so an element computed from stale shared memory that held the
+poison holds the poison too. It is called never written only when C is
+launched again filled with a second poison (confirming_poison) and the element
+then holds that one (never_written: Run.unwritten, which every detector and the
+oracle read); D likewise, for a kernel that writes one. Bits, not values, are compared: NaN == NaN is False, and a
+payload is evidence.
 
 Operands are laid out as the kernel's catalog entry says: row- or
 column-major per operand (``spec.layouts``), with a leading dimension that is
@@ -205,7 +211,7 @@ class Run:
     grid: tuple
     block: tuple
     C_bits: np.ndarray                    # (M, N) raw bits of the output
-    unwritten: np.ndarray                 # (M, N) bool: still the poison pattern
+    unwritten: np.ndarray                 # (M, N) bool: never written (never_written: both poisons held)
     guard_damage: dict[str, int] = field(default_factory=dict)    # buffer -> guard or padding elements changed
     inputs_changed: dict[str, int] = field(default_factory=dict)  # "A"/"B" -> elements changed
     alpha: float = 1
@@ -384,12 +390,13 @@ class GuardedGemm:
             try:
                 self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
             except KernelLaunchError as exc:
-                # the verdict names the shape that showed the crash or hang (a backend knows the
-                # grid, not the problem); same class and attributes (context_lost) kept
-                if exc.args and isinstance(exc.args[0], str) and "; problem M" not in exc.args[0]:
-                    exc.args = (f"{exc.args[0]}; problem M{self.M} N{self.N} K{self.K}", *exc.args[1:])
+                name_the_problem(exc, self.M, self.N, self.K)
                 raise
-        c_bits, unwritten, c_damage = self._read_C()
+        try:
+            c_bits, unwritten, c_damage = self._read_C(confirm=launched)
+        except KernelLaunchError as exc:   # the confirming launch's (_never_written)
+            name_the_problem(exc, self.M, self.N, self.K)
+            raise
         damage, changed = {self.out.name: c_damage}, {}
         for buf in self.inputs:
             # A large one is compared where it lives and copied back only when changed: at the
@@ -405,8 +412,10 @@ class GuardedGemm:
                    self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text,
                    launched, self.c_fill, self.scales, self.output)
 
-    def _read_C(self):
-        """(C's bits, unwritten, guard elements changed) after a launch, read-only. When the
+    def _read_C(self, confirm: bool = True):
+        """(the output's bits, unwritten, guard elements changed) after a launch, read-only; an
+        element that holds the poison is launched again to be called unwritten (`confirm`: a
+        launch that did not happen wrote nothing, proof enough). When the
         whole buffer holds the last run's bits (compared on the device), the last run's arrays
         are shared, not read back again: a kill-matrix row at the nightly's race sizes
         launches each problem ten times, 16 MB of C at 2048^2 float32 each, nearly always
@@ -419,11 +428,67 @@ class GuardedGemm:
             c_flat = self.backend.to_host(out.device)
             c_bits = out.matrix(c_flat).copy()
             unwritten = c_bits == self.initial_C_bits
+            if confirm and unwritten.any() and self._output_poisoned:
+                unwritten &= self._never_written()
             for X in (c_bits, unwritten):
                 X.setflags(write=False)   # shared by every run that left the same bits
             read = c_bits, unwritten, int(np.count_nonzero(out.guard_cells(c_flat) != out.guard_cells(out.bits)))
         self._last_C = out.device, read
         return read
+
+
+    @property
+    def _output_poisoned(self) -> bool:
+        """Whether the output starts as the poison: D always (C0 is C's), C at beta == 0 unless
+        it is filled with finite garbage."""
+        return self.output == "D" or (self.C0 is None and self.c_fill == "poison")
+
+    def _never_written(self) -> np.ndarray:
+        """(M, N) bool: the elements that hold the second poison after a launch with the output
+        (C, or D) filled with it (confirming_poison), on a buffer of its own (the run's stays as
+        it was read; C, an input beside D, keeps its first poison). With the first launch's
+        poison mask, what was never written (never_written): a NaN whose payload an element
+        only carried through arithmetic holds the first poison again."""
+        out = self.out
+        second = confirming_poison(self.instance.types.D, self.poison_bits, self.guard_bits)
+        flat = out.bits.copy()
+        out.matrix(flat)[...] = second
+        kept, out.device = out.device, self.backend.to_device(flat)
+        try:
+            self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
+            return out.matrix(self.backend.to_host(out.device)) == second
+        finally:
+            out.device = kept
+
+
+def never_written(output: str = "C") -> str:
+    """What "never written" means, the one definition (the poison detector's and the oracle's
+    words): an element of `output` that held the poison after a launch, and the second poison
+    after a launch with `output` filled with it. One poison alone is not proof: a quiet NaN's
+    payload survives arithmetic."""
+    return (f"never written (the poison bits after the launch, and a second poison after a launch with "
+            f"{output} filled with it)")
+
+
+def confirming_poison(d: dt.DType, poison_bits: int, guard_bits: int) -> int:
+    """The second poison: `poison_bits` with one bit flipped (a payload bit, else the sign), of
+    the poison's kind: a NaN for a NaN poison (neither the guard bits nor a NaN a kernel's
+    arithmetic makes: the CPU's canonical one, the GPU's all-ones one; never an infinity, as
+    e5m2's 0x7D with its last bit cleared would be), a finite value for a finite one
+    (float8_e4m3fn's -2^-9 gives -3 x 2^-9; int32's its neighbour), never zero (0x81 ^ 1 is
+    e4m3's -0, which a kernel writes)."""
+    made = {(1 << (8 * d.itemsize - 1)) - 1}
+    if not d.is_integer:
+        made.add(int(np.array([np.nan], dtype=d.numpy).view(d.storage)[0]))
+
+    def value(bits: int) -> float:
+        return float(dt.from_bits(np.array([bits], dtype=d.storage), d)[0])
+
+    poison_is_nan = np.isnan(value(poison_bits))
+    sign = 1 << (8 * d.itemsize - 1)
+    return next(b for b in (poison_bits ^ 1, poison_bits ^ 2, poison_bits ^ 4, poison_bits ^ sign)
+                if b not in (guard_bits, *made) and np.isnan(value(b)) == poison_is_nan
+                and not np.isinf(value(b)) and value(b) != 0)
 
 
 def finite_garbage(M: int, N: int, d: dt.DType, seed: int = 0) -> np.ndarray:
@@ -446,6 +511,53 @@ DEVICE_COMPARE_BYTES = 1 << 22
 
 def _on_device(buf: GuardedBuffer) -> bool:
     return buf.bits.nbytes >= DEVICE_COMPARE_BYTES
+
+
+def name_the_problem(exc: KernelLaunchError, M: int, N: int, K: int) -> KernelLaunchError:
+    """`exc` naming the problem that showed the crash or hang (a backend knows the grid, not
+    the problem): in its message, and as its `problem` (the verdict's); same class and
+    attributes (context_lost) kept."""
+    if exc.args and isinstance(exc.args[0], str) and "; problem M" not in exc.args[0]:
+        exc.args = (f"{exc.args[0]}; problem M{M} N{N} K{K}", *exc.args[1:])
+    if not getattr(exc, "problem", ""):
+        exc.problem = problem_label(M, N, K)
+    return exc
+
+
+def problem_label(M: int, N: int, K: int) -> str:
+    """How a verdict names a problem it saw: ``M4096xN4096xK4096``."""
+    return f"M{M}xN{N}xK{K}"
+
+
+# -- a plain launch: no guard bands, nothing read back ------------------------------------------
+
+PLAIN_POOL = 4099   # values drawn for a plain launch's A and B, repeated to their size
+
+
+def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C) -> dict:
+    """Every role's value for a plain launch: A, B, C as given, tight leading dimensions, alpha
+    1 and beta 0. How the performance suite launches, and the isolated probe at its sizes."""
+    return {"A": A, "B": B, "C": C, "M": M, "N": N, "K": K,
+            **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K), "alpha": 1, "beta": 0}
+
+
+def plain_operands(backend: Backend, dtype: dt.DType, M: int, N: int, K: int, seed: int = 0) -> tuple:
+    """(A, B, C) as plain device buffers of `dtype`'s bits, for a launch watched only for a
+    fault or a hang (the isolated probe at the performance suite's sizes): A and B hold finite
+    values in (-1, 1), a pool of PLAIN_POOL draws repeated to their size (drawing 2 x 67M values
+    for 8192^2 would cost the probe seconds a size), C the poison bits."""
+    pool = dt.to_bits(dt.round_draws(np.random.default_rng(seed).uniform(-1, 1, PLAIN_POOL), dtype), dtype)
+    return (backend.to_device(np.resize(pool, M * K)), backend.to_device(np.resize(pool[::-1], K * N)),
+            backend.to_device(np.full(M * N, dtype.poison_bits, dtype=dtype.storage)))
+
+
+def plain_launch(backend: Backend, instance: Instance, M: int, N: int, K: int, operands) -> None:
+    """One launch of `instance` on plain `operands` (plain_operands), waited for: a crash or a
+    hang raises the backend's KernelLaunchError, naming the problem (name_the_problem)."""
+    try:
+        backend.launch(instance, launch.plan(instance, plain_values(instance, M, N, K, *operands)))
+    except KernelLaunchError as exc:
+        raise name_the_problem(exc, M, N, K)
 
 
 def run_once(backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray,

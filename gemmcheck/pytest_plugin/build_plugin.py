@@ -230,18 +230,33 @@ def _launches_here(item: pytest.Item) -> bool:
 def start_probe(config: pytest.Config, state: Containment) -> None:
     """Start probing, on a thread of its own, every instantiation that a test of this session
     will launch here (kernels declared crash or hang are launched only in children already:
-    the hazards suite's)."""
+    the hazards suite's); and beside it, on another, the large sizes tests launch here
+    (pytest_gemm_sized_launches: the performance suite's)."""
     from gemmcheck.pytest_plugin.session import gemm_config
     from gemmcheck.verdict import defects
 
+    isolated = defects.isolated()
     seen: dict[str, Instance] = {}
+    sized: dict[Instance, set[int]] = {}
     for item in state.items:
+        if item.get_closest_marker("skip"):
+            continue
+        # A test a plugin names sized launches for launches here, whether or not it asks for
+        # the backend by name (the performance suite reaches it through perf_session).
+        answers = [a for a in config.hook.pytest_gemm_sized_launches(config=config, item=item) if a]
+        if not (answers or _launches_here(item)):
+            continue
         inst = _instance_of(item)
-        if inst is not None and _launches_here(item) and not item.get_closest_marker("skip") \
-                and inst.spec.expect not in defects.isolated():
+        if inst is not None and inst.spec.expect not in isolated:
             seen.setdefault(inst.id, inst)
+        for launched, size in (pair for answer in answers for pair in answer):
+            if launched.spec.expect not in isolated:
+                sized.setdefault(launched, set()).add(size)
     timeout = config.getoption("gemm_hang_timeout") or DEFAULT_HANG_TIMEOUT_S
-    probe.start(config, state, seen, gemm_config(config).backend_name, timeout)
+    backend_name = gemm_config(config).backend_name
+    probe.start(config, state, seen, backend_name, timeout)
+    if sized:
+        probe.start_sized(config, state, sized, backend_name, timeout)
 
 
 @pytest.hookimpl(tryfirst=True)   # before the hazards plugin starts children that read its refusals
@@ -299,7 +314,9 @@ def _launch_failed(item: pytest.Item, exc: BaseException, report) -> None:
     later one (another test reached it first) is a skip naming that test."""
     from gemmcheck.pytest_plugin.session import gemm_config
 
-    instance = _instance_of(item)
+    # (a test parametrized with no instantiation, a performance claim, meets one through the
+    # launch error: the instantiation it timed, or its baseline)
+    instance = _instance_of(item) or getattr(exc, "instance", None)
     if instance is None:
         return
     state = containment(item.config)

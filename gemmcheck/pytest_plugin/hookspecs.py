@@ -38,3 +38,15 @@ def pytest_gemm_backend_made(session: pytest.Session, backend) -> None:
     any test launches on it: finish what must precede the first launch in this process (the
     isolated probe, gemmcheck.pytest_plugin.build_plugin) and start what follows it (the kill
     matrix's children, gemmcheck.pytest_plugin.hazards_plugin)."""
+
+
+@pytest.hookspec
+def pytest_gemm_sized_launches(config: pytest.Config, item: pytest.Item) -> list | None:
+    """The large square problems `item` launches in this process: [(Instance, N)], each an
+    N x N x N launch (the performance suite's sizes), or None.
+
+    The isolated probe's small problems say nothing of a kernel that faults only at large
+    sizes: gemmcheck.pytest_plugin.build_plugin launches each of these once in an isolated child
+    first (the sized probe), and the session refuses those that crashed or hung there
+    (gemmcheck.containment.probe.sized_findings). Every plugin's answers are taken together.
+    """

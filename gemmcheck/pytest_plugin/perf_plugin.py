@@ -15,6 +15,8 @@ import pytest
 
 from gemmcheck.backends import device
 from gemmcheck import perf, phases, report
+from gemmcheck.containment import probe
+from gemmcheck.containment.lost import containment
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.report import merge
 from gemmcheck.perf import selection, summary, warm
@@ -151,6 +153,24 @@ def perf_units(config: pytest.Config) -> dict[str, str]:
     return by_id
 
 
+def pytest_gemm_sized_launches(config: pytest.Config, item: pytest.Item) -> list | None:
+    """What a performance test launches here at N x N x N (the sized probe launches each once
+    in an isolated child first): its instantiation at its size, or a claim's instantiation and
+    baseline kernels, or a refusal's instantiation."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if TIMED in params and SIZE in params:
+        return [(params[TIMED], params[SIZE])]
+    for name in (CLAIM, KILL):
+        if name in params:
+            case = params[name]
+            return [(i, case.size) for i in selection.claim_instances(gemm_config(config).specs, case.claim,
+                                                                       case.size, perf_config(config).thresholds)]
+    if REFUSE in params:
+        case, instance = params[REFUSE]
+        return [(instance, case.size)]
+    return None
+
+
 @pytest.hookimpl(trylast=True)   # a missing device (the core plugin's reason) says more
 def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | None:
     instance = getattr(getattr(item, "callspec", None), "params", {}).get(TIMED)
@@ -230,9 +250,13 @@ def timed_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
             pc.skip_reason = (f"performance is timed on a CUDA device; backend {backend.name!r} "
                               "does not time kernels")
         else:
+            # Before anything is timed: what the sized probe found crashing or hanging at the
+            # sizes timed here (its child no longer shares the card), refused row by row.
+            refused = probe.sized_findings(containment(request.config))
             _compiled_ahead(request.config)
             timer = perf.GpuTimer(backend, pc.thresholds.timing, turn=lambda: gpu_turns.alone(request.config))
-            pc.session = perf.PerfSession(timer, gemm_config(request.config).profile.perf_repeats, ncu=pc.ncu)
+            pc.session = perf.PerfSession(timer, gemm_config(request.config).profile.perf_repeats, ncu=pc.ncu,
+                                          refused=refused)
             pc.session.copy()   # the memory roof, measured first, on an idle card
     if pc.session is None:
         pytest.skip(pc.skip_reason)
@@ -319,9 +343,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         summary.write_reports(pc.reports, pc.session)
 
 
+SESSION_PART = "session"   # the part a session that also ran a fresh process writes its own rows to
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     pc = perf_config(config)
     if pc.session is None or not pc.session.rows:
+        _join_parts(terminalreporter, config, pc)
+        return
+    if containment(config).deferred and rerun.runner_id(config) is None:
+        # the rest ran in a fresh process after a lost CUDA context (schedule.rerun): its rows
+        # are a part of their own; this session's join them, each table under its name
+        summary.write_reports(pc.reports / merge.PERF_PARTS / SESSION_PART, pc.session)
         _join_parts(terminalreporter, config, pc)
         return
     terminalreporter.section("gemmcheck: performance (device-event time, same-run ceilings)")

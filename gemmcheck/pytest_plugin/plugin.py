@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from typing import Callable
 from pathlib import Path
 
 import pytest
 
-from gemmcheck import arrays, backends
-from gemmcheck.compile import resources
+from gemmcheck import arrays, backends, report
+from gemmcheck.compile import choice, nvcc_tool, resources
+from gemmcheck.compile.compiler import nvrtc_version
 from gemmcheck.contract import catalog, dtypes, operand_types
 from gemmcheck.backends import device
 from gemmcheck.schedule import cores, gpu_turns, gpus, rerun, shard, shared_work, units
 from gemmcheck import phases, watchdog
 from gemmcheck.problems import profiles
-from gemmcheck.schedule.runstats import HYPOTHESIS_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY, RunStats
+from gemmcheck.schedule.runstats import (HYPOTHESIS_PROPERTY, INSTANCES_PROPERTY, KERNEL_CHECK, PHASES_PROPERTY,
+                                         RunStats)
 from gemmcheck.pytest_plugin.session import (GEMM_CONFIG, INSTANCE_FIXTURES, GemmConfig,  # noqa: F401
                                               gemm_config, instances_of, runs_kernels)
 
@@ -31,6 +34,11 @@ pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_pl
 
 DURATIONS_JSON = Path("reports") / "durations.json"
 NOTHING_CHECKED = pytest.StashKey[str]()
+COMPILER_BEFORE = pytest.StashKey[str]()   # the process's compiler choice before this session's
+NOT_GENERATED = pytest.StashKey[int]()   # how many tests the selection gave nothing to run on
+# pytest's reason for a test parametrized with an empty list (a claim about broken kernels in a
+# catalog that declares none): such a test is deselected instead (_drop_empty_parametrizations)
+EMPTY_PARAMETER_SET = re.compile(r"^got empty parameter set for \(")
 CHILDREN_OUTPUT = "gemm_children"   # a pytest-xdist worker's child processes (phases.children)
 
 
@@ -73,10 +81,25 @@ def _dtype(value: str) -> str:
 
 _profile = _one_of("profile", profiles.PROFILES)
 _backend = _one_of("backend", backends.CHOICES)
+_compiler = _one_of("compiler", choice.CHOICES)
 
 
 def _dtypes(value: str) -> tuple[str, ...]:
     return tuple(_dtype(name) for name in _csv(value))
+
+
+def _file_path(value: str) -> Path:
+    if not value.strip() or Path(value).is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a file path; give one, e.g. reports/durations.json")
+    return Path(value)
+
+
+def durations_path(config: pytest.Config) -> Path:
+    """Where the run writes its tests' durations: --gemm-durations, else beside the verdict
+    summary (--gemm-verdicts), else reports/durations.json under the rootdir."""
+    verdicts = config.getoption("gemm_verdicts", None)
+    return (config.getoption("gemm_durations", None) or
+            (Path(verdicts).parent / DURATIONS_JSON.name if verdicts else config.rootpath / DURATIONS_JSON))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -97,6 +120,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gemm-backend", type=_backend, metavar="NAME", default="auto",
                     help=f"where kernels run: {', '.join(backends.CHOICES)} "
                          "(default: auto, the GPU when there is one)")
+    group.addoption("--gemm-compiler", type=_compiler, metavar="auto|nvcc|nvrtc", default="auto",
+                    help="the device compiler of catalog sources an entry does not pin: nvcc (the source as its "
+                         "author's build compiles it) or NVRTC (its device part; no host compiler needed) "
+                         "(default: auto, nvcc where it is installed, else NVRTC)")
     group.addoption("--gemm-oracle", choices=("gpu", "host"), default="gpu",
                     help=f"where large problems ({arrays.describe_threshold()}) are judged when kernels run "
                          "on the GPU: gpu (default; the same judgement, in milliseconds) or host (numpy)")
@@ -108,8 +135,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only the I-th of N deterministic parts of the selected tests, for N "
                          "hosts; merge their reports with python -m gemmcheck.report.merge (default: all)")
     group.addoption("--gemm-shard-durations", metavar="PATH", default=None,
-                    help=f"balance --gemm-shard by the test durations an earlier run wrote to "
-                         f"{DURATIONS_JSON} (default: every test counts the same)")
+                    help=f"balance --gemm-shard by the test durations an earlier run wrote "
+                         f"(--gemm-durations; default: every test counts the same)")
+    group.addoption("--gemm-durations", type=_file_path, metavar="PATH", default=None,
+                    help="where each test's duration is written, for a later --gemm-shard-durations "
+                         f"(default: durations.json beside the verdict summary, {DURATIONS_JSON})")
     group.addoption("--gemm-phases", metavar="PATH", default=None,
                     help="time each test's phases (compile, inputs, launch, oracle, detectors, "
                          "children) and write them to PATH as JSON; scripts/bench_suite.py reads it "
@@ -135,12 +165,21 @@ def pytest_configure(config: pytest.Config) -> None:
         ("perf", "device-timed performance measurement"),
         ("instances", "instances(predicate): keep only the catalog instantiations for which "
                       "predicate(instance) is true, e.g. the TILEs a fixed shape allows"),
-        ("nvrtc", "compiles with NVRTC only (no device, no simulator): runs for gpu_only kernels "
+        ("nvrtc", "compiles only, with nvcc or NVRTC (no device, no simulator): runs for gpu_only kernels "
                   "under --gemm-backend cpu-sim too"),
     ):
         config.addinivalue_line("markers", f"{marker}: {text}")
 
     opt = config.option
+    if opt.gemm_compiler == "nvcc" and nvcc_tool.find() is None:
+        raise pytest.UsageError(f"--gemm-compiler nvcc: {nvcc_tool.why_missing()}; or use --gemm-compiler auto")
+    config.stash[COMPILER_BEFORE] = choice.requested()
+    choice.request(opt.gemm_compiler)   # kept in the environment: workers and children build alike
+    if opt.gemm_durations:
+        why = report.unwritable_file(opt.gemm_durations)
+        if why:
+            raise pytest.UsageError(f"--gemm-durations {opt.gemm_durations}: cannot write there ({why}); "
+                                    "give a writable path")
     catalogs = catalog.resolve(opt.gemm_catalog or ["builtin"])
     try:
         specs = catalog.load_all(catalogs)
@@ -165,6 +204,11 @@ def pytest_configure(config: pytest.Config) -> None:
     phases.enable(bool(opt.gemm_phases))
     watchdog.configure(config.rootpath / "reports" / "stalls")   # where a long wait's report goes
     config.pluginmanager.register(_Recorder(config), "gemmcheck-recorder")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if COMPILER_BEFORE in config.stash:   # a session run inside another (pytester) leaves the outer's choice
+        choice.request(config.stash[COMPILER_BEFORE])
 
 
 def _load_hypothesis_profile(config: pytest.Config) -> None:
@@ -195,7 +239,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"gemmcheck: kernels {names}",
         f"gemmcheck: backend {gc.backend_name}; device: {why}; kernels run on "
         f"{backends.resolve(gc.backend_name)}",
+        f"gemmcheck: device compiler {choice.requested()}: {_compilers()}",
     ]
+
+
+def _compilers() -> str:
+    found = nvcc_tool.find()
+    nvcc = found.describe() if found else nvcc_tool.why_missing()
+    return f"{nvcc}; NVRTC {nvrtc_version()}"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -230,6 +281,7 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _drop_empty_parametrizations(config, items)
     # The one place skips are added: every suite plugin answers pytest_gemm_skip_reason.
     for item in items:
         reason = config.hook.pytest_gemm_skip_reason(config=config, item=item)
@@ -239,6 +291,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # a keyword, not a marker: it reaches the report (and the xdist controller)
             # without becoming an allure tag
             item.keywords[KERNEL_CHECK] = True
+        if "backend" in getattr(item, "fixturenames", ()):
+            # a test that launches its instantiations: its skip says why they were not checked
+            item.user_properties.append((INSTANCES_PROPERTY, [i.id for i in instances_of(item)]))
     part = config.getoption("gemm_shard")
     if part is not None:
         # deselect the other shards' tests, keeping the collection order
@@ -248,6 +303,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = [i for i in items if where[i.nodeid] == part.index]
+
+
+def _drop_empty_parametrizations(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A claim with nothing in the catalog to make it about (the kill matrix's rows of broken
+    kernels in a catalog of correct ones) is not a test: pytest would skip it once per other
+    parameter with "got empty parameter set"; it is deselected instead, counted for one line at
+    the end."""
+    kept, empty = [], []
+    for item in items:
+        reasons = (str(m.kwargs.get("reason", "")) for m in item.iter_markers("skip"))
+        (empty if any(EMPTY_PARAMETER_SET.match(r) for r in reasons) else kept).append(item)
+    if empty:
+        config.hook.pytest_deselected(items=empty)
+        items[:] = kept
+        config.stash[NOT_GENERATED] = len(empty)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -323,6 +393,7 @@ class _Recorder:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
         config, stats = self.config, self.stats
+        gemm_config(config).skips = stats.skips_by_instance   # for the verdict summary (report_plugin)
         if rerun.runner_id(config) is not None:
             if hasattr(config, "workeroutput") and phases.enabled():
                 config.workeroutput[CHILDREN_OUTPUT] = phases.children()   # to the controller
@@ -330,10 +401,11 @@ class _Recorder:
                      # re-run child (rerun.py) leaves them to the session that started it
         stats.add_children("main", phases.children())
         if stats.durations and not config.option.collectonly:
-            _write_json(config.rootpath / DURATIONS_JSON, stats.durations_document())
+            _write_json(durations_path(config), stats.durations_document())
         if config.getoption("gemm_phases"):
             _write_json(Path(config.getoption("gemm_phases")), stats.phases_document())
-        why = stats.nothing_checked(collect_only=config.option.collectonly, exitstatus=int(exitstatus))
+        why = stats.nothing_checked(collect_only=config.option.collectonly, exitstatus=int(exitstatus),
+                                    empty=config.stash.get(NOT_GENERATED, 0))
         if why:
             config.stash[NOTHING_CHECKED] = why
             session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
@@ -395,6 +467,11 @@ def verdicts(gemm: GemmConfig):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    empty = config.stash.get(NOT_GENERATED, None)
+    if empty and NOTHING_CHECKED not in config.stash:   # else that line says it
+        terminalreporter.write_line(
+            f"gemmcheck: {empty} deselected: claims the selected kernels give nothing to check "
+            "(e.g. about broken kernels, in a catalog of correct ones)")
     why = config.stash.get(NOTHING_CHECKED, None)
     if why:
         terminalreporter.write_line(why + " (exit 5)", red=True, bold=True)
@@ -403,5 +480,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         return
     ordered = sorted(rows, key=lambda row: (row[0].spec.name, row[0].dtype, row[0].tile))
     terminalreporter.section("gemmcheck: compiled resources (ptxas -v)")
-    for line in resources.table(found for _, found in ordered):
+    for line in resources.table(found for _, found in ordered) + resources.notes(ordered):
         terminalreporter.write_line(line)

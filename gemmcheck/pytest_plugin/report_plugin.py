@@ -6,12 +6,15 @@ Logic lives in gemmcheck.report; this module only wires it to pytest.
 
 from __future__ import annotations
 
+import datetime
+import functools
 import time
 from pathlib import Path
 
 import pytest
 
-from gemmcheck import report
+from gemmcheck import backends, report
+from gemmcheck.contract import catalog
 from gemmcheck.schedule import rerun
 
 DEFAULT_RESULTS = Path("reports") / "allure-results"
@@ -33,13 +36,19 @@ class _State:
 
 STATE = pytest.StashKey[_State]()
 STARTED = pytest.StashKey[float]()   # when the session started: older worker files are stale
+# The gemmcheck option group's options as declared (pytest Arguments: dest, default, names), for
+# the reproduce command: the live list of the latest parser, so options the other plugins add
+# after this one are in it (every session of a process declares the same ones).
+_DECLARED: list = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    global _DECLARED
     group = parser.getgroup("gemmcheck")
     group.addoption("--gemm-verdicts", metavar="PATH", default=None,
                     help=f"where the verdict summary is written (default: {DEFAULT_VERDICTS} "
                          "under the rootdir)")
+    _DECLARED = group.options
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -62,6 +71,20 @@ def pytest_configure(config: pytest.Config) -> None:
         state.results_dir = Path(opt.allure_report_dir).resolve()
     config.stash[STATE] = state
     report.start_session(recording)
+    report.start_reruns(functools.partial(_rerun_command, config))
+
+
+def _rerun_command(config: pytest.Config, nodeid: str) -> str:
+    """report.rerun_command for this session: its catalogs, backend and profile (as the core
+    plugin resolved them) and every other option that changes what a test does."""
+    gemm = _gemm(config)
+    if gemm is None:
+        return report.rerun_command_line(nodeid, [], root=config.rootpath, cwd=config.invocation_params.dir)
+    options = report.rerun_options(
+        _DECLARED, lambda dest: config.getoption(dest, None), catalogs=gemm.catalogs,
+        catalog_names={name: paths[0] for name, paths in catalog.NAMED.items() if len(paths) == 1},
+        backend=backends.resolve(gemm.backend_name), profile=gemm.profile.name, root=config.rootpath)
+    return report.rerun_command_line(nodeid, options, root=config.rootpath, cwd=config.invocation_params.dir)
 
 
 def _refuse_unwritable(config: pytest.Config, verdicts: Path) -> None:
@@ -80,6 +103,7 @@ def _refuse_unwritable(config: pytest.Config, verdicts: Path) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if STATE in config.stash:
         report.end_session()
+        report.end_reruns()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -120,9 +144,19 @@ def _start(item: pytest.Item) -> None:
     gemm = _gemm(item.config)
     for name, value, in_history in (("kernel", inst.spec.name, True),
                                     ("instantiation", inst.name_expression, True),
-                                    ("dtype", inst.dtype, True), ("TILE", inst.tile, True),
+                                    ("dtype", inst.dtype, True), ("TILE", inst.declared_tile, True),
                                     ("profile", gemm.profile.name if gemm else "", False)):
-        report.parameter(name, value, in_history=in_history)
+        if value is not None:   # (a kernel without a tile has no TILE)
+            report.parameter(name, value, in_history=in_history)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_fixture_setup(fixturedef, request):
+    # Outside allure-pytest's own wrapper: its teardowns are recorded by then.
+    yield
+    state = request.config.stash.get(STATE, None)
+    if state is not None and state.recording:
+        report.name_teardowns(fixturedef)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -151,8 +185,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     repro = report.hypothesis_reproduction("\n".join([*notes, rep.longreprtext, *sections]))
     if repro:
         report.attach_hypothesis_reproduction(repro)
-    report.attach_text("reproduce", report.reproduce_command(item.nodeid, item.config.rootpath,
-                                                                _gemm(item.config)))
+    report.attach_text("reproduce", report.rerun_command(item.nodeid) + "\n")
     found = report.instance_of(item)
     if found:
         if not any(n.startswith("kernel source") for n in report.attached_names()):
@@ -183,8 +216,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if not rerun.is_xdist_worker(config):   # the workers' parts, and a re-run child's
         verdicts = [*verdicts, *report.read_worker_verdicts(state.verdicts_path, session.config.stash[STARTED])]
     if verdicts or state.ran_instances:
-        document = report.verdicts_document(gemm.instances("any_kernel"), verdicts,
-                                            run_info=report.run_info(gemm, exitstatus))
+        info = report.run_info(gemm, exitstatus)
+        # the overview tells this run's kill_matrix.json and performance/ from an earlier run's
+        info["started"] = _iso(session.config.stash[STARTED])
+        document = report.verdicts_document(gemm.instances("any_kernel"), verdicts, run_info=info,
+                                            skips=gemm.skips)
         if worker is not None:   # pytest-xdist or a re-run child: the session merges the files
             report.write_verdicts(report.worker_file(state.verdicts_path, worker), document)
             return
@@ -193,6 +229,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         if state.recording:
             report.attach_session_text("verdict summary",
                                        "\n".join(report.verdict_table(document["instances"])) + "\n")
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -51,6 +51,7 @@ class GemmConfig:
     backend: backends.Backend | None = None
     backend_error: str | None = None
     resource_rows: list = field(default_factory=list)  # (Instance, Resources), from suites/compile
+    skips: dict = field(default_factory=dict)  # instance id -> Counter of its skipped tests' reasons (runstats)
     verdicts: VerdictLog = field(default_factory=VerdictLog)
 
     def instances(self, which: str) -> list[Instance]:

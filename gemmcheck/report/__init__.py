@@ -13,9 +13,12 @@ One module per job; this package re-exports their public names, so
 - verdicts     reports/verdicts.json, its table, pytest-xdist worker files
 - labels       allure feature / story / severity / tags, the instantiation a test runs on
 - reproduce    the hypothesis example and the command that reruns a failed test
+- teardowns    fixture teardowns named for what they do (no ``<lambda>``)
 - paths        is a report path writable (checked before any test runs)
 - validate     is an allure-results directory well formed
 - html         the HTML build (Allure 3 CLI); ``python -m gemmcheck.report`` (__main__)
+- overview     the kernel overview, the report's first screen (data; overview_html: the page;
+               overview_history: what changed since the previous run)
 
 Checks call the ``attach_*`` functions; each one is a no-op when allure is not
 recording (allure-pytest missing, or no results directory), so a check never
@@ -43,7 +46,8 @@ from gemmcheck.report.attach import (
     nested_in_recording_session, parameter, start_session, start_test)
 from gemmcheck.report.categories import (
     CATEGORIES, Category, allure3_categories, categories_json, category_of, defect_message)
-from gemmcheck.report.environment import environment, executor, properties_text, write_result_metadata
+from gemmcheck.report.environment import (
+    environment, executor, properties_text, read_properties, write_result_metadata)
 from gemmcheck.report.evidence import attach_instance_evidence, attach_judgement
 from gemmcheck.report.jsonable import json_default
 from gemmcheck.report.heatmap import heatmap_png, worst_elements_csv
@@ -51,8 +55,11 @@ from gemmcheck.report.html import ANALYTICS, ROOT, allure_cli, allure_config, bu
 from gemmcheck.report.labels import (
     FEATURES, INSTANCE_PARAMS, SEVERITY, STORIES, feature_of, instance_of, labels_for, story_of)
 from gemmcheck.report.paths import unwritable_dir, unwritable_file
-from gemmcheck.report.reproduce import hypothesis_reproduction, reproduce_command
+from gemmcheck.report.reproduce import (
+    end_reruns, hypothesis_reproduction, rerun_command, rerun_options, start_reruns)
+from gemmcheck.report.reproduce import command as rerun_command_line
 from gemmcheck.report.source import kernel_source_excerpt, resource_report
+from gemmcheck.report.teardowns import name_teardowns, teardown_name
 from gemmcheck.report.validate import validate_results
 from gemmcheck.report.verdicts import (
     SCHEMA_VERSION, read_worker_verdicts, run_info, summarize, summary_lines, verdict_table, verdicts_document,

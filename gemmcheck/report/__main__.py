@@ -21,7 +21,11 @@ def main(argv=None) -> int:
                            "reports/allure-single with --single-file)")
     html.add_argument("--history", type=Path, default=ROOT / "reports" / "allure-history.jsonl",
                       metavar="FILE", help="Allure 3 history, appended on every build so trends "
-                                           "show (default: reports/allure-history.jsonl)")
+                                           "show; the kernel overview's history is kept beside it "
+                                           "(overview-history.jsonl) (default: reports/allure-history.jsonl)")
+    html.add_argument("--reports", type=Path, default=None, metavar="DIR",
+                      help="the run's verdicts.json, kill_matrix.json and performance/, for the "
+                           "kernel overview (default: the results directory's parent)")
     html.add_argument("--single-file", action="store_true",
                       help="one self-contained index.html")
     html.add_argument("--name", default="gemmcheck", help="report name (default: gemmcheck)")
@@ -36,7 +40,10 @@ def main(argv=None) -> int:
         return 1 if problems else 0
     output = args.output or ROOT / "reports" / ("allure-single" if args.single_file else "allure-report")
     index = build_html(args.results, output, history=args.history, single_file=args.single_file,
-                       name=args.name)
+                       name=args.name, reports=args.reports)
+    if "gemmcheck-overview" not in index.read_text(encoding="utf-8"):
+        print(f"no verdicts.json in {args.reports or args.results.parent}: the report has no kernel overview "
+              "(pass --reports DIR, the run's reports/ directory)")
     print(index)
     return 0
 

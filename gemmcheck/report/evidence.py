@@ -24,7 +24,7 @@ def attach_judgement(judgement, run, *, worst: int = 20) -> None:
     error_map = np.asarray(judgement.error_map, dtype=np.float64)
     title = (f"{instance.id}  M{run.M} N{run.N} K{run.K}  grid {tuple(run.grid)} "
              f"block {tuple(run.block)}")
-    attach_png("error / bound heatmap", heatmap_png(error_map, instance.tile,
+    attach_png("error / bound heatmap", heatmap_png(error_map, instance.declared_tile,
                                                     unwritten=run.unwritten, title=title))
     if not hasattr(judgement, "worst_table"):   # the oracle attaches its own, with the bound
         attach_csv("worst elements", worst_elements_csv(error_map, run, n=worst,

@@ -13,9 +13,10 @@ NAN_COLOUR = "#ff00ff"         # inf ratio that is not unwritten: a NaN where no
 MAX_CELLS = 160                # larger maps are max-pooled so one bad element stays visible
 
 
-def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | None = None,
+def heatmap_png(error_map: np.ndarray, tile: int | None, *, unwritten: np.ndarray | None = None,
                 title: str = "", max_cells: int = MAX_CELLS) -> bytes:
-    """A PNG of error/bound over the output matrix with the TILE grid drawn on it.
+    """A PNG of error/bound over the output matrix with the TILE grid drawn on it (none for a
+    kernel without a tile: `tile` None).
 
     Finite ratios are coloured on a log scale centred on 1 (the bound): blue is well
     inside it, red outside. ``inf`` marks elements with no finite error: black where
@@ -66,8 +67,10 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
             ax.imshow(np.ma.masked_where(~mask, mask.astype(float)),
                       cmap=ListedColormap([colour]), interpolation="nearest", extent=extent,
                       aspect="auto", vmin=0, vmax=1)
-    lines = max(M, N) / tile
-    if lines <= 128:
+    lines = max(M, N) / tile if tile else 0
+    if not tile:
+        grid_note = "no TILE"
+    elif lines <= 128:
         style = dict(color="#202020", alpha=0.8, linewidth=0.9 if lines < 32 else 0.4)
         ax.vlines(range(tile, N, tile), 0, M, **style)
         ax.hlines(range(tile, M, tile), 0, N, **style)
@@ -87,9 +90,9 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
                  f"{n_nan} NaN; {grid_note}{pooled}", fontsize=9)
     for axis, size in ((ax.xaxis, N), (ax.yaxis, M)):
         per = 1   # ticks on tile boundaries, at most ~10 of them
-        while size / (tile * per) > 10:
+        while tile and size / (tile * per) > 10:
             per *= 2
-        axis.set_major_locator(MultipleLocator(tile * per) if size >= tile
+        axis.set_major_locator(MultipleLocator(tile * per) if tile and size >= tile
                                else MaxNLocator(integer=True))
     ax.set_xlabel("column j")
     ax.set_ylabel("row i")
@@ -101,7 +104,7 @@ def heatmap_png(error_map: np.ndarray, tile: int, *, unwritten: np.ndarray | Non
 def worst_elements_csv(error_map: np.ndarray, run, *, n: int = 20, expected=None) -> str:
     """The ``n`` worst elements (inf first) as CSV: index, tile, ratio, what was stored."""
     error_map = np.asarray(error_map, dtype=np.float64)
-    tile = run.instance.tile
+    tile = getattr(run.instance, "declared_tile", run.instance.tile)   # None: no tile columns filled
     flat = np.where(np.isnan(error_map), np.inf, error_map).reshape(-1)
     order = np.argsort(-flat, kind="stable")[:n]
     header = ["i", "j", "tile_i", "tile_j", "error/bound", "stored", "bits", "unwritten"]
@@ -112,7 +115,7 @@ def worst_elements_csv(error_map: np.ndarray, run, *, n: int = 20, expected=None
     width = bits.dtype.itemsize * 2
     for index in order:
         i, j = divmod(int(index), error_map.shape[1])
-        row = [i, j, i // tile, j // tile, f"{error_map[i, j]:.4g}", repr(C[i, j].item()),
+        row = [i, j, *((i // tile, j // tile) if tile else ("", "")), f"{error_map[i, j]:.4g}", repr(C[i, j].item()),
                f"0x{int(bits[i, j]):0{width}x}", bool(run.unwritten[i, j])]
         if expected is not None:
             row.insert(6, repr(np.asarray(expected)[i, j].item()))

@@ -1,4 +1,5 @@
-"""The HTML report: allure-results -> Allure 3 CLI -> index.html, offline, analytics stripped."""
+"""The HTML report: allure-results -> Allure 3 CLI -> index.html, offline, analytics stripped,
+the kernel overview (gemmcheck.report.overview) as its first screen."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from gemmcheck.report import overview as _overview, overview_history, overview_html
 from gemmcheck.report.categories import allure3_categories
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository (gemmcheck/report/html.py)
@@ -45,9 +47,13 @@ def strip_analytics(html: str) -> str:
 
 
 def build_html(results: Path, output: Path, *, history: Path, single_file: bool = False,
-               name: str = "gemmcheck", root: Path = ROOT) -> Path:
-    """Build the HTML report from an allure-results directory, offline; return index.html."""
+               name: str = "gemmcheck", root: Path = ROOT, reports: Path | None = None) -> Path:
+    """Build the HTML report from an allure-results directory, offline; return index.html.
+    ``reports`` (default: the results directory's parent) holds the run's verdicts.json,
+    kill_matrix.json and performance/, from which the kernel overview is made; the overview's
+    history is kept beside ``history``."""
     results, output, history = Path(results).resolve(), Path(output).resolve(), Path(history).resolve()
+    reports = Path(reports).resolve() if reports is not None else results.parent
     if not results.is_dir() or not any(results.glob("*-result.json")):
         raise SystemExit(f"{results}: no allure results (*-result.json); run pytest first")
     cli = allure_cli(root)
@@ -73,6 +79,20 @@ def build_html(results: Path, output: Path, *, history: Path, single_file: bool 
                              "update gemmcheck.report.ANALYTICS for this Allure version")
         if cleaned != text:
             page.write_text(cleaned, encoding="utf-8")
+    add_overview(index, results, reports, history, name)
     return index
+
+
+def add_overview(index: Path, results: Path, reports: Path, history: Path, name: str) -> bool:
+    """Make the kernel overview the first screen of ``index``; False when the run left no
+    verdicts.json in ``reports`` (then the report opens on Allure's tree, as before)."""
+    overview = _overview.collect(results, reports)
+    if overview is None:
+        return False
+    overview.previous = overview_history.record(overview_history.history_path(history),
+                                                overview_history.entry(overview))
+    index.write_text(overview_html.inject(index.read_text(encoding="utf-8"), overview_html.render(overview, name)),
+                     encoding="utf-8")
+    return True
 
 

@@ -36,6 +36,17 @@ def instance_of(item) -> tuple[str, Instance] | None:
     return None
 
 
+def kernels_of(item) -> list[str]:
+    """The kernels of a test that runs on several instantiations at once (a parameter holding a
+    sequence of Instances, e.g. the compile suite's one test per source), in catalog order."""
+    callspec = getattr(item, "callspec", None)
+    names: list[str] = []
+    for value in (callspec.params.values() if callspec else ()):
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, Instance) for v in value):
+            names += [v.spec.name for v in value if v.spec.name not in names]
+    return names
+
+
 def feature_of(nodeid: str) -> str:
     parts = nodeid.split("::")[0].split("/")
     if "suites" in parts and parts.index("suites") + 1 < len(parts) - 1:
@@ -61,9 +72,11 @@ def labels_for(item) -> list[tuple[str, str]]:
         fixture, inst = found
         if fixture == "broken" or (fixture == "any_kernel" and not inst.spec.is_reference):
             severity = "normal"   # a broken variant is caught, or a detector has a gap
-        labels += [("tag", inst.dtype), ("tag", f"TILE{inst.tile}"),
+        labels += [("tag", inst.dtype), *([("tag", f"TILE{inst.declared_tile}")] if inst.declared_tile else []),
                    ("tag", "reference" if inst.spec.is_reference else "broken variant"),
                    ("kernel", inst.spec.name), ("instantiation", inst.id),
                    ("expect", inst.spec.expect)]
+    else:   # Categories group failures by kernel: a source's build failure under its kernels
+        labels += [("kernel", name) for name in kernels_of(item)]
     labels.append(("severity", severity))
     return labels

@@ -51,7 +51,7 @@ def verdict_from_json(data: dict) -> Verdict:
 def _instance_of_row(row: dict):
     """What report.summarize needs of an Instance, from a verdicts.json row."""
     return SimpleNamespace(id=row["instance"], name_expression=row["name_expression"],
-                           dtype=row["dtype"], tile=row["tile"],
+                           dtype=row["dtype"], tile=row["tile"], declared_tile=row["tile"],
                            spec=SimpleNamespace(name=row["kernel"], expect=row["expect"]))
 
 
@@ -157,6 +157,20 @@ def merge_perf_parts(out: Path, since: float) -> list[Path]:
     return written + [part / "roofline.png" for part in fresh if (part / "roofline.png").is_file()]
 
 
+def copy_rooflines(parts: list[Path], out: Path) -> list[Path]:
+    """Each part's performance/roofline.png into out/performance/: as roofline.png when one part
+    has one, else as parts/part-<n>/roofline.png (n: the part's place in the command line), where
+    the report's kernel overview finds them."""
+    found = [(n, p / PERF.parent / "roofline.png") for n, p in enumerate(parts, 1)
+             if (p / PERF.parent / "roofline.png").is_file()]
+    targets = ([out / PERF.parent / "roofline.png"] if len(found) == 1 else
+               [out / PERF.parent / PERF_PARTS / f"part-{n}" / "roofline.png" for n, _ in found])
+    for (_, source), target in zip(found, targets):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+    return targets
+
+
 def merge_durations(docs: list[dict]) -> dict:
     joined: dict[str, float] = {}
     for doc in docs:
@@ -216,6 +230,9 @@ def merge(out: Path, parts: list[Path]) -> list[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(join_summaries(summaries))
         lines.append(f"{target}: the tables of {len(summaries)} of {len(parts)} parts")
+    rooflines = copy_rooflines(parts, out)
+    if rooflines:
+        lines.append(f"{out / PERF.parent}: the roofline plots of {len(rooflines)} of {len(parts)} parts")
     allure = [p / ALLURE for p in parts if (p / ALLURE).is_dir()]
     if allure:
         n = copy_allure(allure, out / ALLURE)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from gemmcheck.contract import cuda_source
+
 def kernel_source_excerpt(source: Path, entry: str) -> tuple[str, str]:
     """The source of ``entry`` with line numbers, and 'file:first-last'.
 
@@ -12,7 +14,10 @@ def kernel_source_excerpt(source: Path, entry: str) -> tuple[str, str]:
     stamps it out, with the macro), then the ``__device__`` bodies it calls, one level
     deep. Lines naming a macro argument (the flaw a broken variant selects) are marked >>.
     """
-    lines = Path(source).read_text().splitlines()
+    try:
+        lines = cuda_source.readable(cuda_source.read_source(source)).splitlines()
+    except (OSError, cuda_source.SourceNotText) as exc:
+        return f"{entry}: cannot read {Path(source).name}: {exc}", Path(source).name
     spans: list[tuple[int, int]] = []
     marks: set[str] = set()
     own = _function_span(lines, entry)
@@ -92,6 +97,7 @@ def resource_report(instance) -> str:
     r = found[instance.name_expression]
     return (f"{r.name_expression} on {r.arch}: {r.registers} registers, {r.shared_bytes} B static "
             f"shared memory, {r.stack_frame} B stack frame, {r.spill_stores} B spill stores, "
-            f"{r.spill_loads} B spill loads, {r.barriers} barriers")
+            f"{r.spill_loads} B spill loads, {r.barriers} barriers"
+            + (f"\nlocal memory: {resources.local_memory(r)}" if resources.local_memory(r) else ""))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -16,9 +17,10 @@ from gemmcheck.verdict import Defect, defects as registry
 SCHEMA_VERSION = 1
 
 
-def summarize(instances, verdicts) -> list[dict]:
+def summarize(instances, verdicts, skips: dict | None = None) -> list[dict]:
     """Per instantiation: how many checks, which defects (with counts), and whether that is
-    what the catalog declares. ``instances``: every instantiation the run selected."""
+    what the catalog declares. ``instances``: every instantiation the run selected; ``skips``:
+    instance id -> Counter of its skipped tests' reasons, for why one was not checked."""
     by_id: dict[str, list] = {}
     for v in verdicts:
         by_id.setdefault(v.instance, []).append(v)
@@ -37,8 +39,10 @@ def summarize(instances, verdicts) -> list[dict]:
         declared = getattr(inst.spec, "declared_conventions", None) if inst else None
         conventions = (list(declared()) if declared
                        else list(getattr(first, "conventions", []) or []) if first else [])
+        why_not = ""
         if not mine:
             verdict, status = "not_checked", "not_checked"
+            why_not = why_not_checked((skips or {}).get(inst_id))
         else:
             verdict = "correct" if not defects else "defective"
             status = _status(expect, set(defects))
@@ -47,7 +51,7 @@ def summarize(instances, verdicts) -> list[dict]:
             "instance": inst_id,
             "name_expression": inst.name_expression if inst else first.name_expression,
             "dtype": inst.dtype if inst else first.dtype,
-            "tile": inst.tile if inst else first.tile,
+            "tile": inst.declared_tile if inst else first.tile,   # None: the kernel has no tile
             "expect": expect,
             "verdict": verdict,
             "causes": causes(mine),
@@ -57,8 +61,24 @@ def summarize(instances, verdicts) -> list[dict]:
             "checks": len(mine),
             "checks_failed": sum(1 for v in mine if v.findings),
             "status": status,
+            "why_not_checked": why_not,
         })
     return rows
+
+
+def why_not_checked(reasons: Counter | None) -> str:
+    """Why an instantiation got no verdict, from its skipped tests' reasons: the most frequent
+    kind (reasons alike but for their numbers: the shapes), one reason of that kind, and how
+    many of the skipped tests it stands for. "" when none of its tests was skipped (none ran)."""
+    if not reasons:
+        return ""
+    kinds, example = Counter(), {}
+    for reason, count in reasons.items():
+        kind = re.sub(r"\d+", "#", reason)
+        kinds[kind] += count
+        example.setdefault(kind, reason)
+    kind, count = kinds.most_common(1)[0]
+    return f"{example[kind]} ({count} of its {sum(reasons.values())} skipped tests)"
 
 
 def _root(verdict) -> Defect | None:
@@ -118,13 +138,13 @@ def _status(expect: str, found: set[str]) -> str:
     return SYMPTOMS_ONLY if found and found <= explained else "unexpected"
 
 
-def verdicts_document(instances, verdicts, *, run_info: dict | None = None) -> dict:
+def verdicts_document(instances, verdicts, *, run_info: dict | None = None, skips: dict | None = None) -> dict:
     """reports/verdicts.json (schema in docs/report.md)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "run": run_info or {},
-        "instances": summarize(instances, verdicts),
+        "instances": summarize(instances, verdicts, skips),
         "verdicts": [v.to_json() for v in verdicts],
     }
 
@@ -142,10 +162,12 @@ def verdict_table(rows: list[dict]) -> list[str]:
     (each cause with the shape that first showed it and the checks it accounts for)."""
     header = ("instantiation", "expect", "verdict", "checks", "status")
     table = [header]
-    for r in sorted(rows, key=lambda r: (r["expect"] != "correct", r["kernel"], r["dtype"], r["tile"])):
+    for r in sorted(rows, key=lambda r: (r["expect"] != "correct", r["kernel"], r["dtype"], r["tile"] or 0)):
         lines = [f"{c['defect']} ({c['shape']}): {c['checks']} check{'s' if c['checks'] != 1 else ''}"
                  for c in r.get("causes", [])]
-        if not lines:
+        if r["status"] == "not_checked":
+            lines = ["not checked (see below)"]
+        elif not lines:
             lines = [(", ".join(f"{d} x{n}" for d, n in r["defects"].items()) if r["defects"]
                       else r["verdict"])]
         if r.get("conventions"):
@@ -201,15 +223,26 @@ def run_info(gemm, exitstatus) -> dict:
             "exit_status": int(exitstatus)}
 
 
+NOT_CHECKED_SHOWN = 10   # not-checked instantiations named one per line; verdicts.json has them all
+
+
 def summary_lines(rows: list[dict]) -> list[str]:
-    """The terminal summary: the table of checked instantiations and how many are not as declared."""
+    """The terminal summary: the table of checked instantiations and of those whose tests were
+    all skipped (not checked, each with why), and how many are not as declared. An
+    instantiation none of whose tests ran (deselected) is left out."""
     checked = [r for r in rows if r["status"] != "not_checked"]
-    if not checked:
+    if not checked:   # (a run of the compile suite alone, say: the skip reasons say why)
         return [f"no instantiation was checked ({len(rows)} selected); see the skip reasons above"]
+    unchecked = [r for r in rows if r["status"] == "not_checked" and r.get("why_not_checked")]
     unexpected = [r["instance"] for r in checked if r["status"] == "unexpected"]
     symptoms = [r["instance"] for r in checked if r["status"] == SYMPTOMS_ONLY]
-    return verdict_table(checked) + [
+    lines = verdict_table(checked + unchecked) + [
         f"{len(checked)} instantiations checked, {len(unexpected)} not as the catalog declares"
         + (f": {', '.join(unexpected)}" if unexpected else "")
         + (f"; {len(symptoms)} showed only symptoms of the declared defect, which the suite that "
-           f"names it (hazards) did not establish in this run: {', '.join(symptoms)}" if symptoms else "")]
+           f"names it (hazards) did not establish in this run: {', '.join(symptoms)}" if symptoms else "")
+        + (f"; {len(unchecked)} not checked: every test that would judge it skipped" if unchecked else "")]
+    lines += [f"not checked: {r['instance']}: {r['why_not_checked']}" for r in unchecked[:NOT_CHECKED_SHOWN]]
+    if len(unchecked) > NOT_CHECKED_SHOWN:
+        lines.append(f"... and {len(unchecked) - NOT_CHECKED_SHOWN} more not checked (why_not_checked in verdicts.json)")
+    return lines

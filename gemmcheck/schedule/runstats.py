@@ -22,6 +22,7 @@ PHASES_PROPERTY = "gemm_phases"   # report.user_properties key of a test's phase
 # run's plan dealt them as the largest units.
 WAITED_PROPERTY = "gemm_waited_s"
 HYPOTHESIS_PROPERTY = "gemm_hypothesis"   # set on the reports of hypothesis tests
+INSTANCES_PROPERTY = "gemm_instances"     # the ids of the catalog instantiations a test runs
 
 
 class RunStats:
@@ -37,6 +38,7 @@ class RunStats:
         self.kernel_tests: set[str] = set()
         self.kernel_tests_ran: set[str] = set()
         self.skip_reasons: Counter[str] = Counter()
+        self.skips_by_instance: dict[str, Counter[str]] = {}   # instance id -> its skipped tests' reasons
 
     def collected(self) -> None:
         self.collection_s = time.monotonic() - self.started
@@ -44,6 +46,7 @@ class RunStats:
     def add(self, report) -> None:
         self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
         self._span(report)
+        instances = ()
         for key, value in report.user_properties:
             if key == PHASES_PROPERTY:
                 self.phases[report.nodeid] = value
@@ -51,6 +54,8 @@ class RunStats:
                 self.hypothesis_tests.add(report.nodeid)
             elif key == WAITED_PROPERTY:
                 self.durations[report.nodeid] = max(0.0, self.durations[report.nodeid] - value)
+            elif key == INSTANCES_PROPERTY:
+                instances = value
         if KERNEL_CHECK not in report.keywords:
             return
         self.kernel_tests.add(report.nodeid)
@@ -58,6 +63,8 @@ class RunStats:
             if report.when != "teardown":
                 reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
                 self.skip_reasons[reason.removeprefix("Skipped: ")] += 1
+                for instance in instances:
+                    self.skips_by_instance.setdefault(instance, Counter())[reason.removeprefix("Skipped: ")] += 1
         elif report.when == "call" or report.failed:
             # passed, failed or xfailed: a check ran (an error in setup counts too: it is
             # a failure the run reports)
@@ -80,11 +87,15 @@ class RunStats:
         self.children += [[worker, what, at(start), at(ready), at(stop), {k: at(v) for k, v in marks.items()}]
                           for what, start, ready, stop, marks in children]
 
-    def nothing_checked(self, *, collect_only: bool, exitstatus: int) -> str | None:
+    def nothing_checked(self, *, collect_only: bool, exitstatus: int, empty: int = 0) -> str | None:
         """One line saying why this run checked nothing, or None when it checked something
-        (or selected no kernel test, or already failed, or only collected)."""
-        if collect_only or exitstatus != 0 or not self.kernel_tests or self.kernel_tests_ran:
-            return None
+        (or selected no kernel test, or already failed, or only collected). `empty`: tests
+        deselected because the selection gave them no kernel (their parameter list was empty)."""
+        if collect_only or exitstatus not in (0, 5) or self.kernel_tests_ran or not (self.kernel_tests or empty):
+            return None   # (5: pytest's own "no tests ran", when every test was deselected)
+        if not self.kernel_tests:
+            return (f"gemmcheck: no kernel was checked: the selected kernels and filters leave no "
+                    f"instantiation for the {empty} test(s) that run kernels")
         why = ""
         if self.skip_reasons:
             reason, count = self.skip_reasons.most_common(1)[0]

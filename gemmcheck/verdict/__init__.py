@@ -69,7 +69,8 @@ class Verdict(HasFindings):
     def for_instance(cls, instance, problem: str, findings=(), test: str = "", notes=()) -> "Verdict":
         conventions = getattr(instance.spec, "declared_conventions", lambda: ())()
         return cls(instance.spec.name, instance.id, instance.name_expression, instance.dtype,
-                   instance.tile, problem, test, list(findings), list(conventions), list(notes))
+                   getattr(instance, "declared_tile", instance.tile), problem, test, list(findings),
+                   list(conventions), list(notes))
 
 
 class VerdictLog:

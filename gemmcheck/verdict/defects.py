@@ -21,6 +21,7 @@ class Defect(str, enum.Enum):
     HANG = "hang"
     CRASH = "crash"
     DIVERGENT_BARRIER = "divergent_barrier"
+    INVALID_WARP_MASK = "invalid_warp_mask"
     OUT_OF_BOUNDS_WRITE = "out_of_bounds_write"
     OUT_OF_BOUNDS_READ = "out_of_bounds_read"
     INPUT_MUTATION = "input_mutation"
@@ -46,6 +47,9 @@ class DefectClass:
     needs_tool: str = ""                 # the tool that establishes it on hardware ("" : none needed)
     needs_simulator: str = ""            # what establishes it where nothing on hardware can ("" : hardware can);
                                          # on hardware only the classes it explains show
+    unseen_on_hardware: str = ""         # what establishes it where hardware and its tools may show nothing
+                                         # at all (the GPU happens to give the right values); "" : they show
+                                         # something (a kill-matrix row that shows nothing there fails)
     isolated: bool = False               # launched in a child process (it takes its process down)
     not_in_matrix: str = ""              # why the kill matrix leaves it out ("" : it is in)
     correctness_suite: bool = True       # the correctness suite runs kernels declaring it
@@ -56,13 +60,15 @@ CATEGORIES: dict[str, str] = {
     "Crash or hang": "the kernel faulted (its CUDA context is lost) or never returned",
     "Does not compile": "the compiler rejected the kernel's source or instantiation",
     "Divergent barrier": "__syncthreads() not reached by every thread of a block",
+    "Invalid warp mask": ("a warp-synchronous call (__shfl*_sync, __ballot_sync, __syncwarp, ...) whose mask "
+                          "leaves out a lane that calls it, or names one that never does"),
     "Reads C at beta = 0": "the output depends on C's old contents although beta = 0 (BLAS: C is not read)",
     "Shared-memory race": "racecheck or the simulator's shared-memory tracking saw two threads conflict",
     "Global-memory race": ("the simulator's global-memory tracking saw two blocks write one address, "
                            "not both atomically"),
     "Race of unknown place": "results change between identical launches; no detector localized the race",
     "Out-of-bounds access": "guard bands changed, guard NaNs read into results, inputs written",
-    "Unwritten output": "elements of C still hold the poison after the launch",
+    "Unwritten output": "elements of C never written: the poison after the launch, a second one after another",
     "Wrong values": "bits differ from the exact result, or the error breaks the bound",
     "Performance regression": "slower than the ratio to cuBLAS or the device ceiling allows",
 }
@@ -85,20 +91,36 @@ _ENTRIES = (
                 needs_tool="synccheck"),
     # A store past a row's end lands in the next row, where another thread's store of that
     # element races with it (another block's, in global memory): wrong and launch-dependent values.
-    DefectClass(_D.OUT_OF_BOUNDS_WRITE, 4, "Out-of-bounds access", "a write outside the output",
+    # A warp-synchronous call (__shfl*_sync, votes, matches, __reduce_*_sync, __syncwarp) is
+    # defined only when every lane that calls it is in its mask and every non-exited lane its
+    # mask names calls it, with the same mask. Converged warps on current GPUs often give the
+    # right values anyway: the compiler drops a constant mask from a shuffle (sm_90: SHFL.IDX
+    # with no mask operand), so neither hardware nor synccheck sees it there; synccheck reports
+    # a __syncwarp() whose caller is not in its mask ("Invalid arguments"). The simulator's
+    # warp tracking sees every call's lanes. Lanes that skip the call explain wrong or
+    # launch-dependent values and the race in what the call was to order. Its values may be
+    # right, so the correctness suite leaves it to the hazards suite.
+    DefectClass(_D.INVALID_WARP_MASK, 4, "Invalid warp mask",
+                "a warp-synchronous call whose mask leaves out a lane that calls it, or names one that never "
+                "does (or lanes of one warp give different masks)",
+                explains=frozenset({_D.SHARED_MEMORY_RACE, _D.NONDETERMINISM, _D.WRONG_VALUES}),
+                needs_tool="synccheck",
+                unseen_on_hardware="the CPU simulator's warp tracking (--gemm-backend cpu-sim)",
+                correctness_suite=False),
+    DefectClass(_D.OUT_OF_BOUNDS_WRITE, 5, "Out-of-bounds access", "a write outside the output",
                 explains=frozenset({_D.GLOBAL_MEMORY_RACE, _D.WRONG_VALUES, _D.NONDETERMINISM})),
-    DefectClass(_D.OUT_OF_BOUNDS_READ, 5, "Out-of-bounds access", "a read outside the operands",
+    DefectClass(_D.OUT_OF_BOUNDS_READ, 6, "Out-of-bounds access", "a read outside the operands",
                 explains=frozenset({_D.WRONG_VALUES})),
-    DefectClass(_D.INPUT_MUTATION, 6, "Out-of-bounds access", "A or B changed by the launch",
+    DefectClass(_D.INPUT_MUTATION, 7, "Out-of-bounds access", "A or B changed by the launch",
                 explains=frozenset({_D.GLOBAL_MEMORY_RACE, _D.WRONG_VALUES, _D.NONDETERMINISM})),
     # C = alpha * acc + beta * C[i] at beta = 0 turns the poison NaN into NaN results (on
     # cpu-sim 0 * NaN keeps the poison's payload, so those look unwritten): the one cause of both.
-    DefectClass(_D.READS_C_AT_BETA_ZERO, 7, "Reads C at beta = 0",
+    DefectClass(_D.READS_C_AT_BETA_ZERO, 8, "Reads C at beta = 0",
                 "the output depends on C's old contents at beta = 0 (fix: skip the C load when beta == 0)",
                 explains=frozenset({_D.UNWRITTEN_OUTPUT, _D.WRONG_VALUES})),
     # Established only where the race is seen: racecheck, or the simulator's tracking. On
     # hardware nondeterminism alone does not say where the threads raced (gemmcheck.judge.hazards).
-    DefectClass(_D.SHARED_MEMORY_RACE, 8, "Shared-memory race",
+    DefectClass(_D.SHARED_MEMORY_RACE, 9, "Shared-memory race",
                 "two threads access one shared address between barriers, one writing",
                 explains=frozenset({_D.NONDETERMINISM, _D.WRONG_VALUES}), needs_tool="racecheck"),
     # CUDA orders nothing between the blocks of one launch: a plain store by one block and a
@@ -106,20 +128,20 @@ _ENTRIES = (
     # in (a split-K slice storing C while another atomicAdds into it). Established only where
     # it is seen: the simulator tracks every block's writes. On hardware no tool localizes it
     # (racecheck sees shared memory only); launches differ, or values are wrong.
-    DefectClass(_D.GLOBAL_MEMORY_RACE, 9, "Global-memory race",
+    DefectClass(_D.GLOBAL_MEMORY_RACE, 10, "Global-memory race",
                 "two blocks of one launch write one global address, not both atomically, with nothing "
                 "ordering them",
                 explains=frozenset({_D.NONDETERMINISM, _D.WRONG_VALUES}),
                 needs_simulator="the CPU simulator's global-memory tracking (--gemm-backend cpu-sim)"),
-    DefectClass(_D.UNWRITTEN_OUTPUT, 10, "Unwritten output", "elements of C never written"),
+    DefectClass(_D.UNWRITTEN_OUTPUT, 11, "Unwritten output", "elements of C never written"),
     # With exact inputs at most one of two different outputs is the right one. No detector
     # says where: shared memory, global memory on hardware (blocks ordering stores and
     # atomics), anything.
-    DefectClass(_D.NONDETERMINISM, 11, "Race of unknown place",
+    DefectClass(_D.NONDETERMINISM, 12, "Race of unknown place",
                 "launches on identical inputs give different bits (a race no detector localized)",
                 explains=frozenset({_D.WRONG_VALUES})),
-    DefectClass(_D.WRONG_VALUES, 12, "Wrong values", "values differ from the exact or bounded result"),
-    DefectClass(_D.TOO_SLOW, 13, "Performance regression", "slower than its thresholds allow",
+    DefectClass(_D.WRONG_VALUES, 13, "Wrong values", "values differ from the exact or bounded result"),
+    DefectClass(_D.TOO_SLOW, 14, "Performance regression", "slower than its thresholds allow",
                 not_in_matrix="judged by the performance suite", correctness_suite=False),
 )
 DEFECTS: dict[Defect, DefectClass] = {c.defect: c for c in sorted(_ENTRIES, key=lambda c: c.priority)}
@@ -151,6 +173,11 @@ def needs_a_tool(registry: Mapping = DEFECTS) -> dict:
 def needs_the_simulator(registry: Mapping = DEFECTS) -> dict:
     """Class -> what establishes it, for classes no detector on hardware can (plain or tool)."""
     return {d: c.needs_simulator for d, c in registry.items() if c.needs_simulator}
+
+
+def unseen_on_hardware(registry: Mapping = DEFECTS) -> dict:
+    """Class -> what establishes it, for classes hardware and its tools may not show at all."""
+    return {d: c.unseen_on_hardware for d, c in registry.items() if c.unseen_on_hardware}
 
 
 def not_in_matrix(registry: Mapping = DEFECTS) -> dict:

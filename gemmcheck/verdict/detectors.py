@@ -39,6 +39,7 @@ class Detector(str, enum.Enum):
     GLOBAL_TRACKING = "global-tracking"    # two blocks of a launch wrote one global address, not both atomically
     SCHEDULES = "schedules"                # output depends on the thread schedule
     BARRIER_TRACKING = "barrier-tracking"  # a __syncthreads() reached by only some threads
+    WARP_TRACKING = "warp-tracking"        # a warp-synchronous call whose lanes did not meet as its mask says
     SHARED_INIT = "shared-init"            # reads of shared memory no thread wrote
     ASAN = "asan"                          # AddressSanitizer on exact-size buffers
     # The performance suite (suites/performance).

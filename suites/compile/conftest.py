@@ -1,14 +1,26 @@
 """The compile suite's builds, made at once: every build unit (source and -D macros) of the
 selected instantiations compiles side by side on the host's cores before the first claim
-reads its report (gemmcheck.compile.compiler.build_many); each test then finds its unit's
-build in the cache, as the GPU backend does."""
+reads its report (gemmcheck.compile.compiler.build_many), with each device compiler the
+suite checks; each test then finds its unit's build in the cache, as the GPU backend does.
+
+The compilers checked: every one installed here under ``--gemm-compiler auto`` (NVRTC, and
+nvcc where it is found), else the one named."""
 
 from pathlib import Path
 
 import pytest
 
-from gemmcheck.compile import compiler, resources
+from gemmcheck.compile import choice, compiler, resources
 from gemmcheck.pytest_plugin.session import instances_of
+
+
+def checked_compilers() -> tuple[str, ...]:
+    return choice.installed() if choice.requested() == "auto" else (choice.requested(),)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "device_compiler" in metafunc.fixturenames:
+        metafunc.parametrize("device_compiler", checked_compilers())
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -18,5 +30,6 @@ def units_built(gemm, request):
     here = Path(__file__).parent
     named = {i.build_unit for item in request.session.items if here in Path(item.path).parents
              for i in instances_of(item)}
-    compiler.build_units_of((i for i in gemm.instances("any_kernel") if i.build_unit in named),
-                            resources.DEFAULT_ARCH)
+    selected = [i for i in gemm.instances("any_kernel") if i.build_unit in named]
+    for device_compiler in checked_compilers():
+        compiler.build_units_of(selected, resources.DEFAULT_ARCH, device_compiler)

@@ -2,34 +2,35 @@
 
 gemmcheck reads each parameter's type from the kernel's declaration (after preprocessing and
 template substitution, gemmcheck.contract.parameters) and packs every role in it
-(gemmcheck.contract.launch.plan). NVRTC's symbol for the instantiation spells the type of each
+(gemmcheck.contract.launch.plan). The symbol of the instantiation (nvcc's or NVRTC's) spells the type of each
 parameter as the compiler sees it, typedefs resolved: the two must agree, or a launch would
 hand the kernel bytes of another size (a float for a __half, an int for a size_t).
 """
 
 import pytest
 
-from gemmcheck.compile import compiler, resources
+from gemmcheck.compile import choice, compiler, resources
 from gemmcheck.contract import launch
 
 COMPILES_TEST = "suites/compile/test_resources.py::test_compiles_for_sm90"
 
-# NVRTC needs neither a GPU nor the simulator: gpu_only kernels are checked here on any backend.
+# Compiling needs neither a GPU nor the simulator: gpu_only kernels are checked here on any backend.
 pytestmark = pytest.mark.nvrtc
 
 
 def _symbol(gemm, instance) -> str:
     """The mangled symbol of `instance` in its unit's build (or its own, when the unit fails)."""
-    arch = resources.arch_of(instance)
+    arch, used = resources.arch_of(instance), choice.of(instance)   # the build the run's backend uses
     unit = sorted({i.name_expression for i in gemm.instances("any_kernel")
-                   if i.build_unit == instance.build_unit and resources.arch_of(i) == arch})
+                   if i.build_unit == instance.build_unit and resources.arch_of(i) == arch and choice.of(i) == used})
     for names in (unit, [instance.name_expression]):
         try:
-            built = compiler.compile_source(instance.spec.source, tuple(names), arch, defines=instance.defines)
+            built = compiler.compile_source(instance.spec.source, tuple(names), arch, defines=instance.defines,
+                                            compiler=used, linked=compiler.linked_sources(instance))
         except compiler.CompileError:
             continue
         return built.mangled[instance.name_expression]
-    pytest.skip(f"not compiled for {arch}: see {COMPILES_TEST}[{instance.id}]")
+    pytest.skip(f"not compiled for {arch}: see {COMPILES_TEST}[{used}-{instance.id}]")
 
 
 def test_every_argument_is_packed_in_the_type_the_compiler_declares(gemm, any_kernel):

@@ -10,12 +10,14 @@ from gemmcheck.verdict import Verdict
 
 
 def test_kill_matrix(matrix_row, verdicts, request):
+    status, why = matrix_row.outcome()
+    if status == "not-checked":   # nothing launched: no verdict either way
+        pytest.skip(f"{matrix_row.instance.id}: {why}")
     column = matrix_row.sanitizer if matrix_row.sanitizer.ran else matrix_row.plain
     verdicts.record(Verdict.for_instance(
         matrix_row.instance, "kill matrix: " + "; ".join(matrix_row.problems), column.findings,
         request.node.nodeid))
     report.attach_json("kill matrix row", matrix_row.to_json())
-    status, why = matrix_row.outcome()
     if status == "needs-tool":
         pytest.skip(why)
     if status != "pass":

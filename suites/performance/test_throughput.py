@@ -54,7 +54,7 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
     peak = perf_session.device.fp32_peak_tflops
     intensity = summary.model_intensity(perf_instance)
     extra = {"tflops": round(rate, 3), "N": perf_size, "dtype": perf_instance.dtype,
-             "tile": perf_instance.tile, "config": perf_instance.config,
+             "tile": perf_instance.declared_tile, "config": perf_instance.config,
              "spread": round(measured.spread, 4), "input_sets": measured.n_sets,
              "model_flop_per_byte": intensity, "device": perf_session.device.name}
     if isinstance(cublas, perf.Measurement):
@@ -161,7 +161,7 @@ def test_every_refusal_names_a_kernel_declared_defective(perf_thresholds, gemm):
         if spec is None:
             continue   # another catalog: the report header names the orphan
         assert spec.expect != "correct" and (refusal.dtype, refusal.tile) in (
-            (d, t) for d in spec.dtypes for t in spec.tiles), (
+            (d, t) for d in spec.dtypes for t in (spec.tiles if spec.has_tile else (None,))), (
             f"thresholds file: [[refuse]] {refusal.id}: the catalog declares {spec.name} "
             f"expect={spec.expect!r}, dtypes {list(spec.dtypes)}, tiles {list(spec.tiles)}; a refusal must "
             "name a declared-defective instantiation")

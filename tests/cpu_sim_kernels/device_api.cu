@@ -146,6 +146,54 @@ __global__ void warp_mask_without_caller(const T *A, const T *B, T *C, int M, in
     C[lane] = __shfl_sync(0x0000ffffu, A[lane], 0);
 }
 
+// Every lane calls with a mask of the lower half and reads its own value back: the GPU gives
+// each lane its own value whatever the mask, yet lanes 16..31 are outside it (undefined).
+template <typename T, int TILE>
+__global__ void warp_half_mask_all_lanes(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int lane = threadIdx.x;
+    C[lane] = __shfl_sync(0x0000ffffu, A[lane], lane);  // HALF MASK
+}
+
+// Two tiles of 16 lanes, each shuffling within itself with its own mask: correct (disjoint
+// groups of one warp may call with different masks).
+template <typename T, int TILE>
+__global__ void warp_two_tiles(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int lane = threadIdx.x;
+    unsigned mask = lane < 16 ? 0x0000ffffu : 0xffff0000u;
+    C[lane] = __shfl_xor_sync(mask, A[lane], 1, 16);
+}
+
+// Lanes 0..15 call with the lower half's mask, lanes 16..31 with the full one: the upper
+// lanes' mask names lanes that call with another mask (undefined).
+template <typename T, int TILE>
+__global__ void warp_masks_differ(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int lane = threadIdx.x;
+    unsigned mask = lane < 16 ? 0x0000ffffu : 0xffffffffu;
+    C[lane] = __shfl_xor_sync(mask, A[lane], 1, 16);
+}
+
+// The warp matches and reductions (sm_80), by a 64-thread block. Row t of C (N >= 8):
+// match_all(t / 32) with its predicate, match_all(t), reduce add / min / max of int
+// (t - 40), min / max of unsigned t, and / or / xor of unsigned (1 << (t % 32)) | 1.
+template <typename T, int TILE>
+__global__ void warp_reductions(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int t = threadIdx.x, pred = -1, pred_all = -1;
+    unsigned bits = (1u << (t % 32)) | 1u;
+    T *out = C + t * N;
+    out[0] = (float)__match_all_sync(0xffffffffu, t / 32, &pred);
+    out[1] = (float)pred;
+    out[2] = (float)__match_all_sync(0xffffffffu, t, &pred_all) + (float)pred_all;
+    out[3] = (float)__reduce_add_sync(0xffffffffu, t - 40);
+    out[4] = (float)__reduce_min_sync(0xffffffffu, t - 40) + 1000.0f * (float)__reduce_max_sync(0xffffffffu, t - 40);
+    out[5] = (float)__reduce_min_sync(0xffffffffu, (unsigned)t) + 1000.0f * (float)__reduce_max_sync(0xffffffffu, (unsigned)t);
+    out[6] = (float)(__reduce_and_sync(0xffffffffu, bits) + __reduce_xor_sync(0xffffffffu, bits));
+    out[7] = (float)__reduce_or_sync(0xffffffffu, bits);
+}
+
 // -- atomics -------------------------------------------------------------------------------
 
 // Split-K inside a block: block (TILE, TILE, 4); thread z sums its quarter of K and adds

@@ -103,3 +103,43 @@ __global__ void store_and_atomic_of_one_block(const T *A, const T *B, T *C, int 
 {
     store_then_add_body<T, TILE, 0>(C, M, N);
 }
+
+// Thread (0, 0) of blocks (0, 0) and (1, 0) atomically adds 1 to C[0]; then block (1, 0)'s
+// stores 5 there. Block 1's store races with block 0's add (nothing orders them), whichever
+// order the blocks run in: forward, block 1's own add comes between the two. Every other
+// element is stored once, by its own thread.
+template <typename T, int TILE>
+__global__ void atomics_of_two_blocks_then_a_store(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    if (row < M && col < N && row * N + col != 0)
+        C[row * N + col] = T(row * N + col);
+    if (blockIdx.x < 2 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0)
+    {
+        atomicAdd(&C[0], T(1));
+        if (blockIdx.x == 1)
+            C[0] = T(5);
+    }
+}
+
+// Writes every element of C; the first row's are computed from a NaN carrying the poison's
+// payload (gemmcheck.contract.dtypes: 0x7FC0DEAD, 0x7FF8DEADDEADDEAD), as a race that reads
+// stale shared memory which held the poison computes them: NaN + x keeps the NaN's payload
+// (on the CPU, and in a GPU's float64). Written, though their bits are the poison's.
+template <typename T> __device__ T poison_nan();
+template <> __device__ float poison_nan<float>() { return __int_as_float(0x7FC0DEAD); }
+template <> __device__ double poison_nan<double>() { return __longlong_as_double(0x7FF8DEADDEADDEADLL); }
+
+template <typename T, int TILE>
+__global__ void computes_from_the_poison(const T *A, const T *B, T *C, int M, int N, int K)
+{
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    if (row >= M || col >= N)
+        return;
+    T sum = row == 0 ? poison_nan<T>() : T(0);
+    for (int k = 0; k < K; k++)
+        sum += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = sum;
+}

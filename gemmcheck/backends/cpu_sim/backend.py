@@ -289,11 +289,15 @@ class CpuSimBackend(Backend):
         for d in r.divergences[:r.ndivergent]:
             sites = tuple(BarrierSite(s.file.decode(errors="replace"), int(s.line), int(s.count),
                                       _thread(s.first_thread, block)) for s in d.sites[:d.nsites])
+            what = wk.DIVERGENCE_KINDS.get(int(d.what), "barrier")
+            warp = {} if what == "barrier" else {
+                "warp": int(d.warp), "call": wk.WARP_CALLS[d.op] if d.op < len(wk.WARP_CALLS) else f"call {d.op}",
+                "mask": int(d.mask), "lanes": tuple(lane for lane in range(32) if d.lanes >> lane & 1)}
             report.divergences.append(DivergentBarrier(
                 schedule, tuple(d.block), int(d.interval), sites, int(d.exited),
-                _thread(d.first_exited, block) if d.exited else None,
-                wk.DIVERGENCE_KINDS.get(int(d.what), "barrier")))
+                _thread(d.first_exited, block) if d.exited else None, what, **warp))
         counts["global"] = int(r.global_races)
+        counts["warp"] = int(r.bad_warp_calls)
         names = report.buffer_names
         for g in r.global_[:r.nglobal]:
             name = names[g.buffer] if g.buffer < len(names) else f"pointer {g.buffer}"
@@ -350,7 +354,8 @@ class CpuSimBackend(Backend):
             env = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0:"
                                    "detect_stack_use_after_return=0:allocator_may_return_null=1"}
             try:
-                out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+                out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s,
+                                     env=env)   # a kernel's printf may print any bytes
             except subprocess.TimeoutExpired as exc:
                 log = (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
                 return AddressReport(instance.id, [], None, log, hung=True)

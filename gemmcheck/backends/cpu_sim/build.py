@@ -111,7 +111,7 @@ def _simulator_sources() -> bytes:
 def _key(*parts: bytes | str) -> str:
     h = hashlib.sha256()
     for part in parts:
-        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(cuda_source.source_bytes(part) if isinstance(part, str) else part)   # a source's text: any bytes
         h.update(b"\0")
     return h.hexdigest()[:24]
 
@@ -135,7 +135,7 @@ def device_files(source: Path, entries=None, missing=()) -> device_includes.Devi
         # wants the standard attribute first: swap the two words (same line, same length).
         return _SHARED_ALIGNAS.sub(lambda m: f"{m['alignas']}{m['space']}__shared__", text)
 
-    return device_includes.DeviceFiles(edit(cuda_source.device_part(source.read_text(), compiler="nvrtc")),
+    return device_includes.DeviceFiles(edit(cuda_source.device_part(cuda_source.read_source(source), compiler="nvrtc")),
                                        cuda_source.include_dirs_of(source), cache_dir() / "headers",
                                        compiler="host", edit=edit)
 
@@ -145,7 +145,7 @@ def device_copy(source: Path, tmp: Path, files: device_includes.DeviceFiles) -> 
     headers read through their device copies. A `#line` directive keeps g++'s errors and the
     barrier sites pointing at the user's file."""
     copy = tmp / f"device-{source.name}"
-    copy.write_text(f'#line 1 "{source}"\n' + files.program(()))
+    copy.write_bytes(cuda_source.source_bytes(f'#line 1 "{source}"\n' + files.program(())))   # any encoding
     return copy
 
 
@@ -158,7 +158,7 @@ def _include_flags(source: Path) -> list[str]:
 def _source_key(source: Path, files: device_includes.DeviceFiles) -> list[str]:
     """What a build reads of the user's files: the source, the device texts of its own headers
     (every depth), the directories searched."""
-    return [str(source), source.read_text(), json.dumps(files.fingerprint()),
+    return [str(source), cuda_source.read_source(source), json.dumps(files.fingerprint()),
             json.dumps([str(d) for d in cuda_source.include_dirs_of(source)])]
 
 
@@ -261,8 +261,9 @@ def _defines(defines) -> list[str]:
 
 def _run(cmd: list[str], what: str) -> None:
     try:
-        # LC_ALL=C: g++'s messages with ASCII quotes, as isolate.unmodelled reads them
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
+        # LC_ALL=C: g++'s messages with ASCII quotes, as isolate.unmodelled reads them; errors=
+        # "replace": g++ quotes the source's lines, whatever their encoding
+        out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=COMPILE_TIMEOUT_S,
                              env={**os.environ, "LC_ALL": "C"})
     except subprocess.TimeoutExpired:
         raise BuildTimeout(f"{what}: g++ ran longer than {COMPILE_TIMEOUT_S} s") from None

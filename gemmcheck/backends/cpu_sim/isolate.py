@@ -107,7 +107,7 @@ def missing_headers(cmd: list[str]) -> set[str]:
     if "-o" in scan:
         at = scan.index("-o")
         del scan[at:at + 2]
-    out = subprocess.run(scan + ["-M", "-MG", "-w"], capture_output=True, text=True)
+    out = subprocess.run(scan + ["-M", "-MG", "-w"], capture_output=True, text=True, errors="surrogateescape")
     deps = [d for d in out.stdout.replace("\\\n", " ").split() if not d.endswith(":")]
     return {d for d in deps if not Path(d).is_absolute() and not Path(d).exists()}
 
@@ -160,8 +160,8 @@ def _spelled(construct: str, error: re.Match) -> str:
     if construct not in _CUDA_NAMESPACES or not error["column"]:
         return construct
     try:
-        row = Path(error["file"]).read_text().splitlines()[int(error["line"]) - 1]
-    except (OSError, IndexError):
+        row = cuda_source.read_source(error["file"]).splitlines()[int(error["line"]) - 1]
+    except (OSError, IndexError, cuda_source.SourceNotText):
         return construct
     m = _QUALIFIED.match(row, int(error["column"]) - 1)
     return re.sub(r"\s+", "", m.group(0)) if m else construct
@@ -178,7 +178,7 @@ def unmodelled(log: str, source: Path | None = None, entry: str | None = None) -
     if m:   # the assembler met PTX: its file and line are its own; find the asm in the kernel
         file, line = "", 0
         if source is not None and entry is not None:
-            text = source.read_text()
+            text = cuda_source.read_source(source)
             code = cuda_source.code_only(text)
             for name, start, end in kernel_definitions(text):
                 asm = re.search(r"\basm\b", code[start:end]) if name == entry else None

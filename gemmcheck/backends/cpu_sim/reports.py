@@ -46,31 +46,76 @@ class BarrierSite:
 
 @dataclass(frozen=True)
 class DivergentBarrier:
+    """Threads that did not meet as a barrier or a warp-synchronous call asks."""
+
     schedule: str
     block: Thread
     interval: int
     sites: tuple[BarrierSite, ...]
     exited: int
     first_exited: Thread | None
-    # "barrier": threads at different __syncthreads (or exited while others wait). For a
-    # warp-synchronous call (shuffle, vote, __syncwarp): "warp_missing_lanes" (lanes its mask
-    # names never came), "warp_mask" (a lane left itself out of its mask, or the lanes' masks
-    # or calls differ), "warp_source" (a shuffle read a lane that did not take part).
+    # "barrier": threads at different __syncthreads (or exited while others wait). A
+    # warp-synchronous call (shuffle, vote, match, reduction, __syncwarp), one of WARP_KINDS:
+    # "warp_mask" (lanes called it with a mask that leaves them out), "warp_masks_differ"
+    # (lanes called it with another mask than the lane that opened it),
+    # "warp_missing_lanes" (lanes its mask names never came), "warp_source" (a shuffle read a
+    # lane that did not take part).
     what: str = "barrier"
+    # A warp-synchronous call: its warp in the block, the call as CUDA names it, the mask the
+    # lane that opened it gave, and the lanes (0..31) the record is about.
+    warp: int = 0
+    call: str = ""
+    mask: int = 0
+    lanes: tuple[int, ...] = ()
+
+    @property
+    def is_warp_call(self) -> bool:
+        return self.what in WARP_KINDS
+
+    @property
+    def lane_ranges(self) -> str:
+        """The lanes as ranges: (0, 1, 2, 5) -> "0-2, 5"."""
+        out: list[list[int]] = []
+        for lane in sorted(self.lanes):
+            if out and lane == out[-1][1] + 1:
+                out[-1][1] = lane
+            else:
+                out.append([lane, lane])
+        return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in out)
 
     def describe(self) -> str:
+        if self.is_warp_call:
+            return self._describe_warp_call()
         parts = [f"{s.threads} thread(s) at {s.file}:{s.line} (first {s.first_thread})" for s in self.sites]
         if self.exited:
             parts.append(f"{self.exited} thread(s) had exited (first {self.first_exited})")
-        head = {
-            "barrier": "divergent barrier",
-            "warp_missing_lanes": "divergent warp-synchronous call (lanes its mask names did not arrive)",
-            "warp_mask": "warp-synchronous call with a bad mask (a lane not in its own mask, or lanes "
-                         "of one warp with different masks or calls)",
-            "warp_source": "shuffle from a lane that did not take part (the GPU gives an undefined value)",
-        }[self.what]
-        return (f"{head}: block {self.block}, barrier interval {self.interval}: "
+        return (f"divergent barrier: block {self.block}, barrier interval {self.interval}: "
                 + "; ".join(parts) + f" [{self.schedule}]")
+
+    def _describe_warp_call(self) -> str:
+        call = self.sites[0] if self.sites else None
+        where = f"{self.call} at {call.file}:{call.line}" if call else self.call
+        lanes = f"lane{'s' if len(self.lanes) != 1 else ''} {self.lane_ranges}"
+        mask = f"0x{self.mask:08x}"
+        what = {
+            "warp_mask": f"{lanes} called it with mask {mask}, which leaves them out",
+            "warp_masks_differ": f"{lanes} called it with another mask than the lane that opened it "
+                                 f"(mask {mask})",
+            "warp_missing_lanes": f"its mask {mask} names {lanes}, which never called it",
+            "warp_source": f"{lanes} read a lane that did not take part (mask {mask}): the GPU gives an "
+                           f"undefined value there",
+        }[self.what]
+        elsewhere = [f"{s.threads} thread(s) at {s.file}:{s.line} (first {s.first_thread})"
+                     for s in self.sites[1:]]
+        if self.exited:
+            elsewhere.append(f"{self.exited} thread(s) had exited (first {self.first_exited})")
+        return (f"invalid warp mask: {where}, block {self.block}, warp {self.warp}: {what}"
+                + (f"; they are at: {'; '.join(elsewhere)}" if elsewhere else "") + f" [{self.schedule}]")
+
+
+# The kinds of DivergentBarrier that are about a warp-synchronous call, not a barrier.
+WARP_KINDS = ("warp_mask", "warp_masks_differ", "warp_missing_lanes", "warp_source")
+
 
 
 @dataclass(frozen=True)
@@ -159,7 +204,15 @@ class LaunchReport:
 
     @property
     def divergent(self) -> bool:
+        """A __syncthreads() that threads of a block did not all reach, in some schedule."""
         return any(r.divergent_barriers for r in self.runs)
+
+    @property
+    def bad_warp_calls(self) -> int:
+        """Warp-synchronous calls (summed over schedules) whose lanes did not meet as their
+        masks say: a caller outside its mask, masks that differ, lanes named that never came,
+        a shuffle reading a lane that did not take part."""
+        return self._total("warp")
 
     def summary(self) -> str:
         lines = []
@@ -178,6 +231,9 @@ class LaunchReport:
                 if any(r.differs.values()):
                     diffs = ", ".join(f"{b}: {n}" for b, n in r.differs.items() if n)
                     lines.append(f"schedule {r.schedule} gives different bits than {first} ({diffs} elements)")
+        if self.bad_warp_calls:
+            lines.append(f"warp-synchronous calls whose lanes did not meet as their masks say (all schedules): "
+                         f"{self.bad_warp_calls}")
         lines += [d.describe() for d in self.divergences]
         return "\n".join(lines) or "no findings"
 

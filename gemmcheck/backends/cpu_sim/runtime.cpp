@@ -49,8 +49,9 @@ enum { MAX_POINTERS = 8, MAX_ARGUMENT_BYTES = 256, MAX_RANGES = 1024, MAX_CONFLI
 // A global-memory race: what the earlier block did to the address, and what the later one did.
 enum { GLOBAL_STORE = 1, GLOBAL_ATOMIC = 2 };
 // What a cs_divergence records: threads at different __syncthreads, or a warp-synchronous call
-// (shuffle, vote, __syncwarp) whose lanes did not meet as its mask says.
-enum { DIVERGE_BARRIER = 0, DIVERGE_WARP_MISSING = 1, DIVERGE_WARP_MASK = 2, DIVERGE_WARP_SOURCE = 3 };
+// (shuffle, vote, match, reduction, __syncwarp) whose lanes did not meet as its masks say.
+enum { DIVERGE_BARRIER = 0, DIVERGE_WARP_MISSING = 1, DIVERGE_WARP_MASK = 2, DIVERGE_WARP_SOURCE = 3,
+       DIVERGE_WARP_MASKS_DIFFER = 4 };
 enum { MESSAGE_SIZE = 256 };
 
 struct cs_conflict
@@ -70,6 +71,12 @@ struct cs_divergence
     uint32_t block[3], interval;
     uint32_t nsites, exited, first_exited, what;  // what: DIVERGE_*
     cs_site sites[MAX_SITES];
+    // A warp-synchronous call (what != DIVERGE_BARRIER): its warp of the block, the mask the
+    // lane that opened it gave, the lanes at fault (WARP_MASK: callers outside their own mask;
+    // WARP_MASKS_DIFFER: callers with another mask; WARP_MISSING: lanes named that
+    // never came; WARP_SOURCE: lanes whose shuffle read a lane that did not take part) and the
+    // call (WARP_* below).
+    uint32_t warp, mask, lanes, op;
 };
 struct cs_global_race
 {
@@ -93,6 +100,7 @@ struct cs_report
     uint64_t global_races;       // addresses of kernel buffers two blocks raced on
     uint32_t nglobal, pad;
     cs_global_race global[MAX_GLOBAL_RACES];
+    uint64_t bad_warp_calls;     // warp-synchronous calls whose lanes did not meet as their masks say
 };
 struct cs_request
 {
@@ -128,6 +136,7 @@ struct Fiber
     uint3 tid;
     uint64_t warp_value, warp_result;  // a warp-synchronous call: this lane's operand, its result
     int warp_arg, warp_width;
+    uint32_t warp_mask;                // the mask this lane gave it
 #ifdef __SANITIZE_ADDRESS__
     void *fake_stack;
 #endif
@@ -338,18 +347,24 @@ static inline void lockstep_yield()
 }
 
 // ---------------------------------------------------------------------------
-// Global-memory tracking: within one launch, per byte of each kernel buffer, the
-// last block that stored there plainly and the last that updated it atomically. CUDA orders
-// nothing between the blocks of one launch, so a plain store by one block and a store or an
-// atomic by another to the same address is a race whatever order they ran in here (and the
-// order the schedule happened to pick may even give the right result). Atomics against
-// atomics are not: each is one read-modify-write, and a split-K sum into a zeroed C is
-// built from them. Writes only: a load passes by untouched, a store outside the kernel's
+// Global-memory tracking: within one launch, per byte of each kernel buffer, the last block
+// that stored there plainly and the last two distinct blocks that updated it atomically. CUDA
+// orders nothing between the blocks of one launch, so a plain store by one block and a store
+// or an atomic by another to the same address is a race whatever order they ran in here (and
+// the order the schedule happened to pick may even give the right result). Atomics against
+// atomics are not: each is one read-modify-write, and a split-K sum into a zeroed C is built
+// from them. Two atomic blocks are kept so that a store finds another block's atomic whichever
+// ran last: blocks 0 and 1 adding, then block 1 storing, races with block 0's add (with one
+// kept, block 1's own add hid it in that order only). A store by another block is found
+// whatever came between: a second block's store would have raced with it already. Writes
+// only: a load passes by untouched, a store outside the kernel's
 // buffers costs one comparison, a store into them one shadow update.
 // ---------------------------------------------------------------------------
 struct GlobalGranule
 {
-    uint32_t stored_by, atomic_by;  // linear block index + 1; 0: no block this launch
+    // linear block index + 1; 0: no block this launch. atomic_other: a block other than
+    // atomic_by that updated it atomically before atomic_by did.
+    uint32_t stored_by, atomic_by, atomic_other;
 };
 struct GlobalBuffer
 {
@@ -431,14 +446,15 @@ static void track_global(uintptr_t a, size_t size, uint32_t what)
         for (size_t g = a - b.lo; g <= a + size - 1 - b.lo && g < b.size; g++)
         {
             GlobalGranule &s = b.granules[g];
+            uint32_t other_atomic = s.atomic_by != block_tag ? s.atomic_by : s.atomic_other;
             if (!raced && s.stored_by && s.stored_by != block_tag)
                 raced = true, other = s.stored_by, kind = GLOBAL_STORE;
-            else if (!raced && what == GLOBAL_STORE && s.atomic_by && s.atomic_by != block_tag)
-                raced = true, other = s.atomic_by, kind = GLOBAL_ATOMIC;
+            else if (!raced && what == GLOBAL_STORE && other_atomic)
+                raced = true, other = other_atomic, kind = GLOBAL_ATOMIC;
             if (what == GLOBAL_STORE)
                 s.stored_by = block_tag;
-            else
-                s.atomic_by = block_tag;
+            else if (s.atomic_by != block_tag)
+                s.atomic_other = s.atomic_by, s.atomic_by = block_tag;
         }
         if (raced)
             record_global(i, a, kind, other, what);
@@ -683,24 +699,39 @@ extern "C" void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC
 extern "C" void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 // ---------------------------------------------------------------------------
-// Warp-synchronous calls (shuffles, votes, __syncwarp). Lane = linear thread index % 32.
-// A lane's call deposits its operand and parks the lane (AT_WARP); the call completes when
-// every lane its mask names has arrived, lanes that exited or that the block does not have
-// excused. Then every arrived lane gets its result at once and runs on. When nothing can
-// run and a call is still incomplete, the lanes missing are reported (a divergent
-// warp-synchronous call) and the lanes that came are released with what they can get.
+// Warp-synchronous calls (shuffles, votes, matches, reductions, __syncwarp). Lane = linear
+// thread index % 32. A lane's call deposits its operand and parks the lane (AT_WARP) in the
+// pending call of its warp to the same function whose lanes its mask overlaps, or a new one
+// (lanes of one warp may call in disjoint groups, a tile's each). A call completes when every
+// lane its masks name has arrived, lanes that exited or that the block does not have excused
+// (CUDA excuses exited threads). Then every arrived lane gets its result at once and runs on.
+// What CUDA leaves undefined is reported naming the lanes (cs_divergence.lanes; one record per
+// warp, call site and kind, however many calls the schedule split its lanes into):
+//  - WARP_MASK, when it completes: lanes that called with a mask leaving themselves out;
+//  - WARP_MASKS_DIFFER, when it completes: lanes that called with another mask than the lane
+//    that opened it;
+//  - WARP_SOURCE, when it completes: lanes whose shuffle read a lane that did not take part;
+//  - WARP_MISSING, when nothing can run and it is still incomplete: lanes its masks name that
+//    never came (at a barrier, at another call); the lanes that came are then released with
+//    what they can get.
 // ---------------------------------------------------------------------------
 enum { WARP_SHFL_IDX, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR, WARP_BALLOT, WARP_ALL, WARP_ANY, WARP_SYNC,
-       WARP_MATCH_ANY };
+       WARP_MATCH_ANY, WARP_MATCH_ALL, WARP_REDUCE_ADD, WARP_REDUCE_MIN, WARP_REDUCE_MAX, WARP_REDUCE_AND,
+       WARP_REDUCE_OR, WARP_REDUCE_XOR };
 struct WarpCall
 {
-    bool pending, reported;
+    bool pending;
     int op;
-    uint32_t mask, arrived;
+    uint32_t warp;
+    uint32_t declared;   // the mask the lane that opened the call gave
+    uint32_t mask;       // every lane some caller's mask names, and the callers
+    uint32_t arrived;
+    uint32_t outside;    // callers not in their own mask
+    uint32_t disagree;   // callers whose mask differs from the opener's
     const char *file;
     int line;
 };
-static std::vector<WarpCall> warp_calls;  // per warp of the block being run
+static std::vector<WarpCall> warp_calls;  // the block's calls; a slot is reused once its call completed
 static bool warp_released;                // a completed call made parked lanes runnable
 static uint32_t block_threads;
 
@@ -719,9 +750,25 @@ static uint32_t exited_lanes(uint32_t warp)
     return out;
 }
 
-static void report_warp(uint32_t what, uint32_t warp, const WarpCall &c, uint32_t missing)
+static void report_warp(uint32_t what, const WarpCall &c, uint32_t lanes)
 {
-    report->divergent++;
+    report->bad_warp_calls++;
+    uint32_t warp = c.warp;
+    // The lanes of one warp at one call site may meet in several calls (as the schedule brings
+    // them): one record names them all.
+    const char *slash = c.file ? strrchr(c.file, '/') : nullptr;
+    const char *file = slash ? slash + 1 : (c.file ? c.file : "?");
+    for (uint32_t i = 0; i < report->ndivergent; i++)
+    {
+        cs_divergence &o = report->divergences[i];
+        if (o.what == what && o.warp == warp && o.op == (uint32_t)c.op && o.interval == block_interval &&
+            o.block[0] == blockIdx.x && o.block[1] == blockIdx.y && o.block[2] == blockIdx.z && o.nsites &&
+            o.sites[0].line == c.line && strncmp(o.sites[0].file, file, sizeof o.sites[0].file - 1) == 0)
+        {
+            o.lanes |= lanes;
+            return;
+        }
+    }
     if (report->ndivergent >= MAX_DIVERGENT)
         return;
     cs_divergence d{};
@@ -730,6 +777,10 @@ static void report_warp(uint32_t what, uint32_t warp, const WarpCall &c, uint32_
     d.block[2] = blockIdx.z;
     d.interval = block_interval;
     d.what = what;
+    d.warp = warp;
+    d.mask = c.declared;
+    d.lanes = lanes;
+    d.op = (uint32_t)c.op;
     auto site = [&](const char *file, int line, uint32_t thread) {
         const char *slash = file ? strrchr(file, '/') : nullptr;
         char name[sizeof d.sites[0].file];
@@ -751,32 +802,54 @@ static void report_warp(uint32_t what, uint32_t warp, const WarpCall &c, uint32_
         if (c.arrived >> l & 1)
             site(c.file, c.line, 32 * warp + l);
     // Where the lanes the call waited for are: at a barrier, still elsewhere, or exited.
-    for (uint32_t l = 0; l < 32; l++)
-        if (missing >> l & 1)
-        {
-            Fiber &f = fibers[32 * warp + l];
-            if (f.state == EXITED)
+    if (what == DIVERGE_WARP_MISSING)
+        for (uint32_t l = 0; l < 32; l++)
+            if (lanes >> l & 1)
             {
-                if (d.exited++ == 0)
-                    d.first_exited = 32 * warp + l;
+                Fiber &f = fibers[32 * warp + l];
+                if (f.state == EXITED)
+                {
+                    if (d.exited++ == 0)
+                        d.first_exited = 32 * warp + l;
+                }
+                else
+                    site(f.file, f.line, 32 * warp + l);
             }
-            else
-                site(f.file, f.line, 32 * warp + l);
-        }
     report->divergences[report->ndivergent++] = d;
 }
 
-static void complete_warp_call(uint32_t warp)
+static bool warp_call_complete(const WarpCall &c)
 {
-    WarpCall &c = warp_calls[warp];
+    uint32_t needed = c.mask & lanes_of(c.warp) & ~exited_lanes(c.warp);
+    return (c.arrived & needed) == needed;
+}
+
+static void complete_warp_call(WarpCall &c)
+{
+    uint32_t warp = c.warp;
     uint64_t value[32];
     for (uint32_t l = 0; l < 32; l++)
         value[l] = (c.arrived >> l & 1) ? fibers[32 * warp + l].warp_value : 0;
-    uint32_t voted = 0;
+    uint32_t voted = 0, count = 0;
+    uint64_t sum = 0, all_and = 0xffffffffu, all_or = 0, all_xor = 0;
+    bool same = true;
+    int32_t smin = INT32_MAX, smax = INT32_MIN;
+    uint32_t umin = UINT32_MAX, umax = 0;
     for (uint32_t l = 0; l < 32; l++)
-        if ((c.arrived >> l & 1) && value[l])
-            voted |= 1u << l;
-    bool bad_source = false;
+    {
+        if (!(c.arrived >> l & 1))
+            continue;
+        uint32_t v32 = (uint32_t)value[l];
+        voted |= value[l] ? 1u << l : 0;
+        same = same && (count == 0 || value[l] == value[__builtin_ctz(c.arrived)]);
+        count++;
+        sum += v32, all_and &= v32, all_or |= v32, all_xor ^= v32;
+        smin = (int32_t)v32 < smin ? (int32_t)v32 : smin;
+        smax = (int32_t)v32 > smax ? (int32_t)v32 : smax;
+        umin = v32 < umin ? v32 : umin;
+        umax = v32 > umax ? v32 : umax;
+    }
+    uint32_t bad_source = 0;
     for (uint32_t l = 0; l < 32; l++)
     {
         if (!(c.arrived >> l & 1))
@@ -786,6 +859,7 @@ static void complete_warp_call(uint32_t warp)
         if (width == 0 || width > 32 || (width & (width - 1)))
             width = 32;
         uint32_t segment = l & ~(width - 1), source = l;
+        bool is_signed = f.warp_arg != 0;
         uint64_t result = 0;
         switch (c.op)
         {
@@ -801,6 +875,13 @@ static void complete_warp_call(uint32_t warp)
                 if ((c.arrived >> m & 1) && value[m] == value[l])
                     result |= 1ull << m;
             break;
+        case WARP_MATCH_ALL: result = same ? f.warp_mask : 0; break;
+        case WARP_REDUCE_ADD: result = (uint32_t)sum; break;
+        case WARP_REDUCE_MIN: result = is_signed ? (uint32_t)smin : umin; break;
+        case WARP_REDUCE_MAX: result = is_signed ? (uint32_t)smax : umax; break;
+        case WARP_REDUCE_AND: result = all_and; break;
+        case WARP_REDUCE_OR: result = all_or; break;
+        case WARP_REDUCE_XOR: result = all_xor; break;
         default: break;
         }
         if (c.op <= WARP_SHFL_XOR)
@@ -810,7 +891,7 @@ static void complete_warp_call(uint32_t warp)
             else
             {
                 // The GPU gives an undefined value: reading a lane that did not take part.
-                bad_source = true;
+                bad_source |= 1u << l;
                 result = value[l];
             }
         }
@@ -818,46 +899,57 @@ static void complete_warp_call(uint32_t warp)
         if (f.state == AT_WARP)
             f.state = RUNNABLE;
     }
-    if (bad_source && !c.reported)
-        report_warp(DIVERGE_WARP_SOURCE, warp, c, 0);
+    if (c.outside)
+        report_warp(DIVERGE_WARP_MASK, c, c.outside);
+    if (c.disagree)
+        report_warp(DIVERGE_WARP_MASKS_DIFFER, c, c.disagree);
+    if (bad_source)
+        report_warp(DIVERGE_WARP_SOURCE, c, bad_source);
     c.pending = false;
     warp_released = true;
-}
-
-static bool warp_call_complete(uint32_t warp)
-{
-    const WarpCall &c = warp_calls[warp];
-    uint32_t needed = c.mask & lanes_of(warp) & ~exited_lanes(warp);
-    return (c.arrived & needed) == needed;
 }
 
 extern "C" unsigned long long cudasim_warp(int op, unsigned mask, unsigned long long value, int arg, int width,
                                            const char *file, int line)
 {
-    uint32_t t = (uint32_t)current, warp = t / 32, lane = t % 32;
+    uint32_t t = (uint32_t)current, warp = t / 32, lane = t % 32, me = 1u << lane;
     Fiber &f = fibers[t];
-    WarpCall &c = warp_calls[warp];
     f.warp_value = value;
     f.warp_arg = arg;
     f.warp_width = width;
-    bool bad_mask = !(mask >> lane & 1);
-    if (!c.pending)
-        c = WarpCall{true, false, op, mask | 1u << lane, 0, file, line};
-    else if (c.op != op || c.mask != (mask | 1u << lane))
-        bad_mask = true;
-    c.mask |= mask | 1u << lane;
-    c.arrived |= 1u << lane;
-    if (bad_mask && !c.reported)
+    f.warp_mask = mask;
+    // Join the pending call of this warp to the same function whose lanes this call's mask (and
+    // its caller) overlaps. A lane at another function never meets it: the call waits for it.
+    WarpCall *c = nullptr;
+    for (WarpCall &p : warp_calls)
+        if (p.pending && p.warp == warp && p.op == op && (p.mask & (mask | me)))
+        {
+            c = &p;
+            break;
+        }
+    if (c == nullptr)
     {
-        // The caller is not in its own mask, or the lanes disagree on the mask or the call.
-        c.reported = true;
-        report_warp(DIVERGE_WARP_MASK, warp, c, 0);
+        for (WarpCall &p : warp_calls)
+            if (!p.pending)
+            {
+                c = &p;
+                break;
+            }
+        if (c == nullptr)
+            c = &warp_calls.emplace_back();
+        *c = WarpCall{true, op, warp, mask, 0, 0, 0, 0, file, line};
     }
+    else if (c->declared != mask)
+        c->disagree |= me;
+    if (!(mask & me))
+        c->outside |= me;
+    c->mask |= mask | me;
+    c->arrived |= me;
     f.state = AT_WARP;
     f.file = file;
     f.line = line;
-    if (warp_call_complete(warp))
-        complete_warp_call(warp);
+    if (warp_call_complete(*c))
+        complete_warp_call(*c);
     else
         to_scheduler();  // resumed when the call completes
     return fibers[t].warp_result;
@@ -874,17 +966,15 @@ extern "C" unsigned cudasim_activemask(void)
 static bool settle_warp_calls()
 {
     bool released = false;
-    for (uint32_t w = 0; w < warp_calls.size(); w++)
+    for (size_t i = 0; i < warp_calls.size(); i++)
     {
-        WarpCall &c = warp_calls[w];
+        WarpCall &c = warp_calls[i];
         if (!c.pending)
             continue;
-        if (!warp_call_complete(w) && !c.reported)
-        {
-            c.reported = true;
-            report_warp(DIVERGE_WARP_MISSING, w, c, c.mask & lanes_of(w) & ~c.arrived);
-        }
-        complete_warp_call(w);
+        if (!warp_call_complete(c))
+            report_warp(DIVERGE_WARP_MISSING, c,
+                        c.mask & lanes_of(c.warp) & ~exited_lanes(c.warp) & ~c.arrived);
+        complete_warp_call(c);
         released = true;
     }
     return released;
@@ -987,7 +1077,7 @@ static void run_block(uint32_t n, int schedule, uint64_t seed, uint64_t block_li
     block_first_interval = ++interval_counter;
     block_interval = 0;
     block_threads = n;
-    warp_calls.assign((n + 31) / 32, WarpCall{});
+    warp_calls.clear();
     std::vector<uint32_t> order(n);
     for (;;)
     {

@@ -31,7 +31,13 @@ MESSAGE_SIZE = 256
 # module that does not load (dlopen's error follows).
 STATUS_DONE, STATUS_BAD_REQUEST, STATUS_MODULE_NOT_LOADED = 0, 1, 2
 # What a divergence record is (DIVERGE_* in runtime.cpp).
-DIVERGENCE_KINDS = {0: "barrier", 1: "warp_missing_lanes", 2: "warp_mask", 3: "warp_source"}
+DIVERGENCE_KINDS = {0: "barrier", 1: "warp_missing_lanes", 2: "warp_mask", 3: "warp_source",
+                    4: "warp_masks_differ"}
+# The warp-synchronous call a warp record is of (WARP_* in runtime.cpp), as CUDA names it.
+WARP_CALLS = ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
+              "__all_sync", "__any_sync", "__syncwarp", "__match_any_sync", "__match_all_sync",
+              "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync",
+              "__reduce_or_sync", "__reduce_xor_sync")
 
 
 class Conflict(ctypes.Structure):
@@ -48,7 +54,8 @@ class Site(ctypes.Structure):
 class Divergence(ctypes.Structure):
     _fields_ = [("block", ctypes.c_uint32 * 3), ("interval", ctypes.c_uint32), ("nsites", ctypes.c_uint32),
                 ("exited", ctypes.c_uint32), ("first_exited", ctypes.c_uint32), ("what", ctypes.c_uint32),
-                ("sites", Site * MAX_SITES)]
+                ("sites", Site * MAX_SITES), ("warp", ctypes.c_uint32), ("mask", ctypes.c_uint32),
+                ("lanes", ctypes.c_uint32), ("op", ctypes.c_uint32)]
 
 
 class GlobalRace(ctypes.Structure):
@@ -65,7 +72,7 @@ class Report(ctypes.Structure):
                 ("ndivergent", ctypes.c_uint32), ("conflicts", Conflict * MAX_CONFLICTS),
                 ("divergences", Divergence * MAX_DIVERGENT), ("message", ctypes.c_char * MESSAGE_SIZE),
                 ("global_races", ctypes.c_uint64), ("nglobal", ctypes.c_uint32), ("pad", ctypes.c_uint32),
-                ("global_", GlobalRace * MAX_GLOBAL_RACES)]
+                ("global_", GlobalRace * MAX_GLOBAL_RACES), ("bad_warp_calls", ctypes.c_uint64)]
 
 
 class Request(ctypes.Structure):

@@ -2,7 +2,7 @@
 
 ``gemmcheck_prelude.h`` gives device code what nvcc's host headers give it: glibc's
 ``uint``, ``ushort``, ``ulong``; the CUDA math constants (``CUDART_PI_F`` ...); under NVRTC
-also ``assert`` and the ``<cfloat>`` / ``<climits>`` macros. NVRTC takes it with
+also ``assert``, the ``<cfloat>`` / ``<climits>`` macros and ``<cstdint>``'s types. NVRTC takes it with
 ``--pre-include``; a host compiler (the CPU simulator's g++) through the first line of the
 device part (gemmcheck.contract.cuda_source.device_part).
 """

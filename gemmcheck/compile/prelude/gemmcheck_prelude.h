@@ -22,10 +22,21 @@ typedef unsigned long ulong, u_long;
 #endif
 #endif
 // FLT_MAX, INT_MAX ...: libcu++ (the CCCL headers) defines the C macros as <cfloat> and
-// <climits> do.
+// <climits> do; int64_t, uint32_t ..., INT64_MAX ... as <cstdint> and <stdint.h> do (globally,
+// under NVRTC), and their std:: names as <cstdint> gives them.
 #if __has_include(<cuda/std/climits>)
 #include <cuda/std/cfloat>
 #include <cuda/std/climits>
+#include <cuda/std/cstdint>
+namespace std {
+using ::int8_t; using ::int16_t; using ::int32_t; using ::int64_t;
+using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;
+using ::int_least8_t; using ::int_least16_t; using ::int_least32_t; using ::int_least64_t;
+using ::uint_least8_t; using ::uint_least16_t; using ::uint_least32_t; using ::uint_least64_t;
+using ::int_fast8_t; using ::int_fast16_t; using ::int_fast32_t; using ::int_fast64_t;
+using ::uint_fast8_t; using ::uint_fast16_t; using ::uint_fast32_t; using ::uint_fast64_t;
+using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
+}
 #endif
 // CUtensorMap, the TMA descriptor Hopper kernels take as a const __grid_constant__ parameter:
 // kernels get it from <cuda.h>, a host header NVRTC cannot open (it needs <stdlib.h>). The

@@ -14,8 +14,9 @@ from gemmcheck.contract.catalog import hopper
 from gemmcheck.contract.catalog.instantiations import _check_instantiations, _geometry, _in_configs, _parameters
 from gemmcheck.contract.catalog.model import KernelSpec
 from gemmcheck.contract.catalog.vocabulary import (
-    _FIELDS, _IDENTIFIER, _REQUIRED, CONVENTIONS, DEFAULT_TILE, EXPECTATIONS, LAYOUTS, SHAPES, SIGNATURE_ROLES,
+    _FIELDS, _IDENTIFIER, _REQUIRED, COMPILERS, CONVENTIONS, DEFAULT_TILE, EXPECTATIONS, LAYOUTS, SHAPES, SIGNATURE_ROLES,
     SIGNATURES, TILE_SHAPES, TYPE_FIELDS, CatalogError)
+from gemmcheck.contract.catalog.vocabulary import NAMED, OWN_REFERENCE_RESOURCES, RESOURCE_CLAIMS
 
 
 def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
@@ -55,7 +56,10 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     source = (path.parent / entry["source"]).resolve()
     if not source.is_file():
         fail(f"source '{entry['source']}' not found (looked for {source})")
-    text = source.read_text()
+    try:
+        text = cuda_source.read_source(source)
+    except (cuda_source.SourceNotText, OSError) as exc:
+        fail(f"source '{entry['source']}': {exc}")
     include_dirs = _include_dirs(entry, path, fail)
     fixed_defines = _fixed_defines(entry, fail)
     try:
@@ -146,7 +150,8 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
             sim_configs=None if sim_configs is None else tuple(sim_configs),
             include_dirs=include_dirs, defines=fixed_defines, **conventions, **type_fields,
             tensor_maps=hopper.tensor_maps(entry, roles, fail), cluster=hopper.cluster(entry, fail),
-            arch=hopper.arch(entry, fail),
+            arch=hopper.arch(entry, fail), compiler=_compiler(entry, fail), sources=_sources(entry, path, fail),
+            resources=_resources(entry, path, fail),
         )
     except operand_types.TypesError as exc:
         fail(f"dtypes: {exc}")
@@ -337,3 +342,40 @@ def _fixed_defines(entry, fail) -> tuple[tuple[str, object], ...]:
             fail(f"defines: {name} is also a parameter; keep it in one place")
         out.append((name, value))
     return tuple(out)
+
+
+def _compiler(entry, fail) -> str | None:
+    """``compiler``: the device compiler the entry pins, or None (the run's --gemm-compiler)."""
+    value = entry.get("compiler")
+    if value is not None and value not in COMPILERS:
+        fail(f"compiler = {value!r}; use \"nvcc\" or \"nvrtc\", or leave it out (the run's --gemm-compiler decides)")
+    if value == "nvrtc" and entry.get("sources"):
+        fail("'sources' links device code from other files, which NVRTC cannot do; drop compiler = \"nvrtc\"")
+    return value
+
+
+def _sources(entry, path: Path, fail) -> tuple[Path, ...]:
+    """``sources``: the other .cu files whose device code the kernel calls, relative to the catalog."""
+    raw = entry.get("sources", [])
+    if not isinstance(raw, list) or not all(isinstance(p, str) and p for p in raw):
+        fail(f"'sources' must be a list of .cu files relative to the catalog, such as [\"helpers.cu\"], got {raw!r}")
+    found = []
+    for name in raw:
+        full = (path.parent / name).resolve()
+        if not full.is_file():
+            fail(f"sources: '{name}' not found (looked for {full})")
+        if full == (path.parent / entry["source"]).resolve():
+            fail(f"sources: '{name}' is the entry's own source; list only the other files")
+        found.append(full)
+    return tuple(found)
+
+
+def _resources(entry, path: Path, fail) -> str | None:
+    """The entry's claim on ptxas's report: as written, or, for a reference kernel of
+    gemmcheck's own catalogs, theirs (OWN_REFERENCE_RESOURCES); None claims nothing."""
+    own = path in {p for paths in NAMED.values() for p in paths} and entry.get("expect") == "correct"
+    claim = entry.get("resources", OWN_REFERENCE_RESOURCES if own else None)
+    if claim is not None and claim not in RESOURCE_CLAIMS:
+        fail(f"resources: unknown claim {claim!r}; use one of "
+             + "; ".join(f"{k!r} ({v})" for k, v in RESOURCE_CLAIMS.items()) + ", or leave it out")
+    return claim

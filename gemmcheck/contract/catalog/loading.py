@@ -16,7 +16,12 @@ def read_toml(path: Path, error: type[Exception], what: str) -> dict:
     if not path.is_file():
         raise error(f"{path}: {what} file not found")
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:   # TOML is UTF-8 by definition
+        raise error(f"{path}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                    f"a TOML file is UTF-8: save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}: not valid TOML: {exc}") from None
 

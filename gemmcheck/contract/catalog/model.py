@@ -58,6 +58,9 @@ class KernelSpec:
     tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C" -> tensor_map.TensorMapSpec
     cluster: tuple | None = None          # thread-block cluster dimensions: expressions, x first
     arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
+    compiler: str | None = None           # "nvcc" | "nvrtc" when the entry pins one; None: the run's choice
+    sources: tuple[Path, ...] = ()        # other sources whose device code the kernel calls (nvcc -rdc)
+    resources: str | None = None          # a claim on ptxas's report (RESOURCE_CLAIMS); None: information only
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -97,6 +100,8 @@ class KernelSpec:
             found.append("thread-block clusters")
         if self.arch is not None:
             found.append(f"the {self.arch} compile target")
+        if self.sources:
+            found.append("device code linked from other sources")
         return tuple(found)
 
     def simulator_skip_reason(self) -> str:
@@ -217,11 +222,21 @@ class Instance:
     def id(self) -> str:
         """Readable test id: ``matmul_tiled-float32-TILE32``, ``sgemm-float32-BM128_BN128``, and
         ``naive-float32`` for a kernel with no compile-time parameter."""
-        if self.config:
-            suffix = self.config
-        else:
-            suffix = "_".join(f"{k}{v}" for k, v in self.params.items())
-        return f"{self.spec.name}-{self.dtype}" + (f"-{suffix}" if suffix else "")
+        return f"{self.spec.name}-{self.dtype}" + (f"-{self.variant}" if self.variant else "")
+
+    @property
+    def declared_tile(self) -> int | None:
+        """Its TILE where its kernel has a tile parameter (KernelSpec.has_tile), else None: what
+        tables, labels and messages may name (`tile` of a kernel without one is only the edge
+        test shapes are drawn around)."""
+        return self.tile if self.spec.has_tile else None
+
+    @property
+    def variant(self) -> str:
+        """Which of its kernel's instantiations this is, as its id ends: ``TILE32``, a config's
+        name, ``BM128_BN128``; "" for a kernel with no compile-time parameter (never a TILE:
+        its `tile` is only the edge test shapes are drawn around)."""
+        return self.config or "_".join(f"{k}{v}" for k, v in self.params.items())
 
     @property
     def name_expression(self) -> str:

@@ -47,8 +47,9 @@ _FIELDS = {
     "name", "description", "source", "entry", "template_args", "signature", "args", "layout", "policy",
     "grid", "block", "shared_bytes", "tiles", "tile", "params", "configs", "macros", "dtypes", "shapes",
     "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs", "include_dirs", "defines",
-    "tensor_maps", "cluster", "arch", "accumulator", "scalar", "scales",
-    *("reads_c_at_beta_zero", "deterministic", "saturates_output", "d_aliases_c"),   # declared conventions
+    "tensor_maps", "cluster", "arch", "compiler", "sources", "accumulator", "scalar", "scales",
+    *("reads_c_at_beta_zero", "deterministic", "saturates_output", "d_aliases_c"),   # declared conventions (CONVENTIONS)
+    "resources",                                   # a claim on ptxas's report (RESOURCE_CLAIMS)
 }
 # Conventions a kernel may declare, each a boolean field with its default (BLAS's rule) and
 # what the suite does when the kernel declares the other value (docs/blas-contract.md).
@@ -63,9 +64,20 @@ CONVENTIONS = {
     "d_aliases_c": (False, "D may be the same buffer as C (an in-place update): the suite also runs the "
                            "kernel with D and C one buffer"),
 }
+# What a kernel may claim of ptxas's report of its build (`resources`), checked by
+# suites/compile; a kernel that claims nothing gets its local memory as information.
+RESOURCE_CLAIMS = {
+    "no-spills": "no register spills: 0 bytes of spill stores and loads",
+    "no-stack-frame": "no local memory at all: no spills and a 0-byte stack frame (no printf, no local "
+                      "array indexed at run time)",
+}
+# gemmcheck's own reference kernels (the catalogs in NAMED) claim this unless they say otherwise.
+OWN_REFERENCE_RESOURCES = "no-stack-frame"
 # `arch`: a compile target such as sm_90a (the "a" suffix: architecture-specific features,
 # wgmma and setmaxnreg, that run only on that exact compute capability).
 ARCH = re.compile(r"sm_(?P<major>\d+)(?P<minor>\d)(?P<suffix>[af]?)")
+# `compiler`: the device compiler an entry pins (gemmcheck.compile.choice); unpinned, the run's --gemm-compiler.
+COMPILERS = ("nvcc", "nvrtc")
 _REQUIRED = ("name", "source", "entry", "dtypes", "expect")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 

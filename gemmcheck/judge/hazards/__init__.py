@@ -18,14 +18,17 @@ defect class it truly establishes and nothing more:
 - a launch that faults / never returns (gemmcheck.judge.isolation), or a kernel that does
   not build: CRASH / HANG / COMPILE_ERROR, each built by `unfinished` only
 - compute-sanitizer racecheck / synccheck / memcheck / initcheck
-  (gemmcheck.judge.sanitizer): SHARED_MEMORY_RACE, DIVERGENT_BARRIER, out-of-bounds
+  (gemmcheck.judge.sanitizer): SHARED_MEMORY_RACE, DIVERGENT_BARRIER,
+  INVALID_WARP_MASK (synccheck's "Invalid arguments"), out-of-bounds
 - on the CPU simulator (cpu-sim; observe_simulated): its shared-memory
   tracking (SHARED_MEMORY_RACE observed, the lockstep direction as a
   detail), its global-memory tracking (GLOBAL_MEMORY_RACE: two blocks of a
   launch wrote one address, not both atomically; the element and the two
   blocks named), output that depends on the thread or block schedule
   (NONDETERMINISM, with the schedule that exposes it), barrier tracking
-  (DIVERGENT_BARRIER),
+  (DIVERGENT_BARRIER), warp tracking (INVALID_WARP_MASK: a warp-synchronous call
+  whose mask leaves out a lane that calls it or names one that never does; the
+  call, its line and the lanes named),
   reads of shared memory no thread wrote, AddressSanitizer on exact-size
   buffers (OUT_OF_BOUNDS_READ / _WRITE naming the buffer), and a crash or
   a stall of its worker process (CRASH / HANG)
@@ -53,7 +56,8 @@ One module per job, each public name importable from here:
 """
 
 from gemmcheck.judge.hazards.classification import (EXPLAINS, NEEDS_A_TOOL, NEEDS_THE_SIMULATOR, PLACES_A_RACE,
-                                                    PRIORITY, UNKNOWN_PLACE, Diagnosis, caught_as, classify)
+                                                    PRIORITY, UNKNOWN_PLACE, UNSEEN_ON_HARDWARE, Diagnosis,
+                                                    caught_as, classify)
 from gemmcheck.judge.hazards.detection import detect
 from gemmcheck.judge.hazards.observing import (CONTROL_GUARD_BITS, SIMULATOR_SCHEDULES, Observation, launch_order,
                                                observe, observe_simulated, observe_small_problems_simulated,
@@ -68,16 +72,17 @@ from gemmcheck.judge.hazards.problems import (ALL_RACE_SIZES_MIN_TILE, K_ZERO, S
 from gemmcheck.judge.hazards.simulator_detectors import (SIMULATOR_DETECTORS, check_address_sanitizer,
                                                          check_divergent_barriers, check_global_races,
                                                          check_schedule_dependence, check_shared_conflicts,
-                                                         check_uninitialized_shared)
+                                                         check_uninitialized_shared, check_warp_masks)
 
 __all__ = [
     "ALL_RACE_SIZES_MIN_TILE", "CONTROL_GUARD_BITS", "Diagnosis", "EXPLAINS", "K_ZERO", "NEEDS_A_TOOL",
     "NEEDS_THE_SIMULATOR", "Observation", "PLACED_BY", "PLACES_A_RACE", "PLAIN_DETECTORS", "PRIORITY", "Placement",
-    "SIMULATOR_DETECTORS", "SIMULATOR_SCHEDULES", "SMALL_PURPOSES", "UNFINISHED", "UNKNOWN_PLACE", "caught_as",
-    "check_address_sanitizer", "check_divergent_barriers", "check_global_races", "check_input_mutation",
-    "check_nondeterminism", "check_out_of_bounds_read", "check_out_of_bounds_write", "check_reads_c_at_beta_zero",
-    "check_schedule_dependence", "check_shared_conflicts", "check_uninitialized_shared", "check_unwritten",
-    "check_values", "classify", "cpu_simulator", "detect", "exposing_problems", "is_race_stress", "launch_failure",
-    "launch_order", "locate_race", "observe", "observe_simulated", "observe_small_problems_simulated", "operands",
+    "SIMULATOR_DETECTORS", "SIMULATOR_SCHEDULES", "SMALL_PURPOSES", "UNFINISHED", "UNKNOWN_PLACE",
+    "UNSEEN_ON_HARDWARE", "caught_as", "check_address_sanitizer", "check_divergent_barriers", "check_global_races",
+    "check_input_mutation", "check_nondeterminism", "check_out_of_bounds_read", "check_out_of_bounds_write",
+    "check_reads_c_at_beta_zero", "check_schedule_dependence", "check_shared_conflicts",
+    "check_uninitialized_shared", "check_unwritten", "check_values", "check_warp_masks", "classify",
+    "cpu_simulator", "detect", "exposing_problems", "is_race_stress", "launch_failure", "launch_order",
+    "locate_race", "observe", "observe_simulated", "observe_small_problems_simulated", "operands",
     "simulates_threads", "unfinished", "watches_c_reads", "with_place",
 ]

@@ -26,13 +26,18 @@ UNKNOWN_PLACE = (
     "localized it (racecheck, or the simulator's shared-memory tracking, would name shared memory; "
     "the simulator's global-memory tracking would name two blocks ordering global stores and atomics)")
 # The simulator's detectors that say where a race is (the element and the two blocks, the
-# shared address and the two threads, the barrier and its block): what gemmcheck.judge.hazards.locating
-# asks the simulator for when hardware shows a race of unknown place.
-PLACES_A_RACE = frozenset({Detector.GLOBAL_TRACKING, Detector.SHARED_TRACKING, Detector.BARRIER_TRACKING})
+# shared address and the two threads, the barrier and its block, the warp-synchronous call and
+# its lanes): what gemmcheck.judge.hazards.locating asks the simulator for when hardware shows a
+# race of unknown place.
+PLACES_A_RACE = frozenset({Detector.GLOBAL_TRACKING, Detector.SHARED_TRACKING, Detector.BARRIER_TRACKING,
+                           Detector.WARP_TRACKING})
 NEEDS_A_TOOL = defects.needs_a_tool()
 # Classes nothing on hardware establishes (a global-memory race): there only the classes they
 # explain show, and the kill matrix says what would establish the declared one.
 NEEDS_THE_SIMULATOR = defects.needs_the_simulator()
+# Classes hardware and its tools may not show at all (undefined behaviour the GPU gets right):
+# there a row that shows nothing says what would establish it, never a pass.
+UNSEEN_ON_HARDWARE = defects.unseen_on_hardware()
 
 
 @dataclass(frozen=True)

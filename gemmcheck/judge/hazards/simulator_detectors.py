@@ -35,6 +35,14 @@ def barrier_place(divergence) -> str:
     return f"block {_xyz(divergence.block)}: {sites}{exited}"
 
 
+def warp_call_place(call) -> str:
+    """Where a warp-synchronous call with a bad mask is: the call and its line, the block, the
+    warp, its mask and the lanes at fault."""
+    site = f" at {call.sites[0].file}:{call.sites[0].line}" if call.sites else ""
+    return (f"{call.call}{site}, block {_xyz(call.block)}, warp {call.warp}, mask 0x{call.mask:08x}, "
+            f"lanes {call.lane_ranges} ({call.what})")
+
+
 def _direction(report) -> dict[str, int]:
     """RAW / WAR / WAW counts under the lockstep schedule: the order a warp issuing the same
     instruction stream would show (the simulator's tracking establishes it in that order)."""
@@ -123,13 +131,37 @@ def check_divergent_barriers(obs: Observation) -> list[Finding]:
         return []
     report = divergent[0]
     n = sum(run.divergent_barriers for run in report.runs)
-    first = report.divergences[0].describe() if report.divergences else "no detail recorded"
+    barriers = [d for d in report.divergences if not d.is_warp_call]
+    first = barriers[0].describe() if barriers else "no detail recorded"
     return [Finding(Defect.DIVERGENT_BARRIER, Detector.BARRIER_TRACKING,
                     f"cpu-sim: a __syncthreads() is reached by only some threads of a block "
                     f"({n} divergent barrier(s) over schedules {', '.join(report.schedules)}); "
                     f"first: {first}", n, None,
-                    {"divergences": [d.describe() for d in report.divergences[:4]],
-                     "place": barrier_place(report.divergences[0]) if report.divergences else ""})]
+                    {"divergences": [d.describe() for d in barriers[:4]],
+                     "place": barrier_place(barriers[0]) if barriers else ""})]
+
+
+def check_warp_masks(obs: Observation) -> list[Finding]:
+    """INVALID_WARP_MASK: a warp-synchronous call (shuffle, vote, match, reduction, __syncwarp)
+    whose lanes did not meet as its mask says: a lane called it outside its own mask, lanes of
+    one warp gave different masks, a lane the mask names never called it (it waited elsewhere),
+    or a shuffle read a lane that did not take part. CUDA leaves each undefined, whatever values
+    the schedule happened to give; the call, its line and the lanes are named."""
+    bad = [r for r in obs.reports if r.bad_warp_calls]
+    if not bad:
+        return []
+    report = max(bad, key=lambda r: r.bad_warp_calls)
+    calls = [d for d in report.divergences if d.is_warp_call]
+    first = calls[0] if calls else None
+    return [Finding(Defect.INVALID_WARP_MASK, Detector.WARP_TRACKING,
+                    f"cpu-sim: a warp-synchronous call whose mask does not match the lanes that call it "
+                    f"({report.bad_warp_calls} call(s) over schedules {', '.join(report.schedules)}); first: "
+                    + (first.describe() if first else "no detail recorded"), report.bad_warp_calls, None,
+                    {"calls": [d.describe() for d in calls[:4]],
+                     "lanes": list(first.lanes) if first else [], "mask": first.mask if first else None,
+                     "call": first.call if first else "", "kind": first.what if first else "",
+                     "line": f"{first.sites[0].file}:{first.sites[0].line}" if first and first.sites else "",
+                     "place": warp_call_place(first) if first else ""})]
 
 
 def check_uninitialized_shared(obs: Observation) -> list[Finding]:
@@ -176,4 +208,5 @@ def check_address_sanitizer(obs: Observation) -> list[Finding]:
 
 
 SIMULATOR_DETECTORS = (check_shared_conflicts, check_global_races, check_schedule_dependence,
-                       check_divergent_barriers, check_uninitialized_shared, check_address_sanitizer)
+                       check_divergent_barriers, check_warp_masks, check_uninitialized_shared,
+                       check_address_sanitizer)

@@ -32,6 +32,7 @@ def child_main(job_path: str, outdir: str) -> int:
     from gemmcheck.judge import hazards
     from gemmcheck.backends import KernelCompileError, KernelHang, KernelLaunchError
     from gemmcheck.backends.cupy_backend import is_sticky
+    from gemmcheck.problems import harness
     from gemmcheck.problems.harness import GuardedGemm
 
     job = json.loads(Path(job_path).read_text())
@@ -52,6 +53,7 @@ def child_main(job_path: str, outdir: str) -> int:
     _say("READY", json.dumps(marks))
     unbuilt = set()   # instantiations that did not compile: their other steps are not run
     primed = set()    # instantiations launched in this child (hazards.observe's prime)
+    plain = {}        # (dtype, M, N, K) -> the plain steps' operands, made once a shape
     for step in steps:
         if step.instance_key in unbuilt:
             continue
@@ -59,6 +61,14 @@ def child_main(job_path: str, outdir: str) -> int:
         problem = step.problem
         _say("LAUNCH", str(step.id))
         try:
+            if step.plain:
+                shape = (step.dtype, step.M, step.N, step.K)
+                if shape not in plain:
+                    plain.clear()   # one shape's at a time: 8192^2 float64 operands are 1.5 GB
+                    plain[shape] = harness.plain_operands(backend, instance.dt, step.M, step.N, step.K)
+                harness.plain_launch(backend, instance, step.M, step.N, step.K, plain[shape])
+                _say("DONE", str(step.id))
+                continue
             if job.get("exact_allocations"):
                 gemm = GuardedGemm(backend, instance, *hazards.operands(problem), guard=0)
                 obs = hazards.Observation(instance, problem, step.purpose,

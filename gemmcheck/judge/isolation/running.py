@@ -61,7 +61,7 @@ def run_steps(steps, *, backend: str = "cupy", prefix=(), exact_allocations: boo
             dead = set()
             for step in remaining:
                 out = result.outcomes[step.id]
-                if out.status == "ok":
+                if out.status == "ok" and not step.plain:
                     out.runs = _load_runs(outdir, step)
                 if out.status != "not_run":
                     outcomes[step.id] = out

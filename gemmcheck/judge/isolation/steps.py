@@ -29,6 +29,9 @@ class Step:
     repeats: int = 2
     control: bool = True
     config: str | None = None   # the catalog config: several configs may share one tile
+    # One plain launch (harness.plain_launch), watched only for a crash or a hang; nothing
+    # comes back (the isolated probe at the performance suite's sizes)
+    plain: bool = False
 
     @property
     def instance_key(self) -> tuple:
@@ -41,9 +44,10 @@ class Step:
         return f"{self.kernel}-{self.dtype}-" + (self.config or f"TILE{self.tile}")
 
     @classmethod
-    def of(cls, id, instance, problem, *, purpose="", repeats=2, control=True) -> "Step":
+    def of(cls, id, instance, problem, *, purpose="", repeats=2, control=True, plain=False) -> "Step":
         step = cls(id, str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile,
-                   problem.M, problem.N, problem.K, problem.seed, purpose, repeats, control, instance.config)
+                   problem.M, problem.N, problem.K, problem.seed, purpose, repeats, control, instance.config,
+                   plain)
         _SPECS.setdefault((step.catalog, step.kernel), instance.spec)   # see _spec
         return step
 

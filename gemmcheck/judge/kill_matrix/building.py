@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gemmcheck.judge import hazards
+from gemmcheck.judge import hazards, sanitizer
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict import Defect
 from gemmcheck.judge.kill_matrix.selection import ISOLATED
@@ -104,6 +104,6 @@ def sanitizer_column(row: Row, settings: Settings, runs: RowChildren | None = No
         found += result.findings(instance)
         unrecognized += [f"{tool}: {u}" for u in result.reports[instance.id].unrecognized]
         unrecognized += [f"{tool} (no kernel named): {text}" for text in result.unattributed]
-    return Column(_merge(row.plain.findings + found),
+    return Column(_merge(sanitizer.judged(row.plain.findings + found)),
                   note=f"{', '.join(settings.tools)} on {', '.join(hazards.SMALL_PURPOSES)}",
                   unrecognized=unrecognized, errors=errors)

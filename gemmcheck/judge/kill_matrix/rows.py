@@ -96,9 +96,13 @@ class Row:
         return None if expect == "correct" else Defect(expect)
 
     def outcome(self) -> tuple[str, str]:
-        """("pass" | "fail" | "needs-tool" | "error", why). "error": a tool of the suite could
-        not run (twice): no verdict on the kernel, an error of the suite."""
+        """("pass" | "fail" | "needs-tool" | "error" | "not-checked", why). "error": a tool of the
+        suite could not run (twice): no verdict on the kernel, an error of the suite.
+        "not-checked": the kernel claims none of the row's problems, so nothing was launched."""
         declared, plain, tool = self.declared, self.plain, self.sanitizer
+        if not self.problems and not plain.findings:
+            return "not-checked", (f"none of the kill matrix's problems is among the shapes it claims "
+                                   f"({self.instance.spec.describe_shapes()})")
         if tool.ran and tool.errors:
             return "error", "compute-sanitizer could not run: " + "\n".join(tool.errors)
         if declared is None:
@@ -108,6 +112,12 @@ class Row:
                                 + "".join(f"\nunrecognized sanitizer report: {u}" for u in tool.unrecognized))
             return "pass", "no finding" + (" with or without compute-sanitizer" if tool.ran else "")
         if not plain.findings and not (tool.ran and tool.findings):
+            if declared in hazards.UNSEEN_ON_HARDWARE and plain.shows_only_hardware:
+                tools = f" ({tool.note})" if tool.note else ""
+                return "needs-tool", (f"nothing on hardware showed it{' with compute-sanitizer' if tool.ran else ''}"
+                                      f"{tools}: {declared.value} may leave no trace there (the GPU happens to "
+                                      f"give the right values); establishing it needs "
+                                      f"{hazards.UNSEEN_ON_HARDWARE[declared]}")
             return "fail", f"declared {declared.value}, but no detector found anything"
         if declared in hazards.NEEDS_THE_SIMULATOR and plain.shows_only_hardware:
             return self._unseen_on_hardware(declared)

@@ -55,9 +55,8 @@ class Judgement(HasFindings):
         return abs_err, rel_err
 
     def _element(self, i: int, j: int) -> str:
-        tile = self.instance.tile
         output = getattr(self.run, "output", "C") if self.run is not None else "C"
-        return f"{output}[{i}, {j}] (tile {i // tile}, {j // tile})"
+        return f"{output}[{i}, {j}]" + _tile_of(i, j, self.instance)
 
     def _actual(self, i: int, j: int) -> str:
         if self.unwritten is not None and self.unwritten[i, j]:
@@ -102,8 +101,10 @@ class Judgement(HasFindings):
         return "\n".join(lines)
 
     def worst_table(self, rows: int = WORST_ROWS) -> str:
-        """The worst elements, one per line: index, tile, actual, expected, error, bound, ratio."""
-        header = ("i", "j", "tile", "actual", "expected", "abs err", "bound", "ratio")
+        """The worst elements, one per line: index, tile (where the kernel has one), actual,
+        expected, error, bound, ratio."""
+        tile = self.instance.declared_tile
+        header = ("i", "j", *(("tile",) if tile else ()), "actual", "expected", "abs err", "bound", "ratio")
         lines = []
         if self.error_map is not None:
             order = np.argsort(-np.where(self.failing, self.error_map, -1.0), axis=None, kind="stable")
@@ -113,10 +114,16 @@ class Judgement(HasFindings):
                 if not self.failing[i, j]:
                     break
                 unwritten = self.unwritten is not None and self.unwritten[i, j]
-                lines.append((i, j, f"{i // self.instance.tile},{j // self.instance.tile}",
+                lines.append((i, j, *((f"{i // tile},{j // tile}",) if tile else ()),
                               "unwritten" if unwritten else f"{self.C[i, j]:.7g}", f"{self.expected[i, j]:.7g}",
                               f"{abs_err[i, j]:.4g}", f"{self.bound[i, j]:.4g}", f"{self.error_map[i, j]:.3g}"))
         return "\n".join(format_table(header, lines))
+
+
+def _tile_of(i: int, j: int, instance) -> str:
+    """" (tile a, b)" of element (i, j), where its kernel has a tile; "" where it has none."""
+    tile = instance.declared_tile
+    return f" (tile {i // tile}, {j // tile})" if tile else ""
 
 
 def _order(defect: Defect) -> int:
@@ -130,7 +137,7 @@ def current_test() -> str:
 
 def reproduction(problem=None) -> str:
     node = current_test()
-    parts = [f"pytest '{node}'"] if node else []
+    parts = [report.rerun_command(node)] if node else []
     if problem is not None and hasattr(problem, "operands"):
         parts.append(f"inputs: {problem!r}.operands()")
     return "; ".join(parts)

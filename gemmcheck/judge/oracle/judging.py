@@ -29,10 +29,11 @@ from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.judge.oracle.bound import Bound, _ratio
 from gemmcheck.judge.oracle.exactness import _scaled, exact_reference
-from gemmcheck.judge.oracle.judgement import Judgement, reproduction
+from gemmcheck.judge.oracle.judgement import Judgement, _tile_of, reproduction
 from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
 from gemmcheck.phases import timed
+from gemmcheck.problems.harness import never_written
 from gemmcheck.problems.problem import scaled_operands
 from gemmcheck.verdict import Defect, Finding
 
@@ -167,13 +168,13 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         unwritten = unwritten & ~could_be_right
     written = ~unwritten
 
-    # 1. Unwritten: still the poison bits (beta != 0: still C0's bits, which no correct result has).
+    # 1. Unwritten (harness.never_written: the poison, and the second poison on a launch with it;
+    #    beta != 0: still C0's bits, which no correct result has).
     if unwritten.any():
-        writes_d = getattr(run, "output", "C") == "D"
-        if writes_d:
-            what = "D never written (still the poison bits)" + (
-                ", or computed from C's NaN (a read of C at beta = 0 keeps its payload)"
-                if beta == 0 and "beta" in getattr(inst.spec, "roles", ()) else "")
+        if output == "D":
+            # D is poisoned at every launch and C keeps its own poison on the second one: a D
+            # computed from C's NaN holds the first poison again, so what is left was never written
+            what = never_written("D")
         elif C0 is not None:
             what = "never written (still C0's bits, which every correct result changes)"
         elif getattr(run, "c_fill", "poison") == "finite":
@@ -184,7 +185,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
             what = ("still the poison bits: never written, or computed from C's NaN (a read of C at "
                     "beta = 0 keeps its payload)")
         else:
-            what = "never written (still the poison bits)"
+            what = never_written("C")
         findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst, what, output=output))
         error_map[unwritten] = xp.inf
 
@@ -269,11 +270,12 @@ def _finding(defect: Defect, detector: str, mask, inst, what: str,
     mask = arrays.to_host(mask)
     count = int(np.count_nonzero(mask))
     i, j = (int(x) for x in np.unravel_index(int(np.argmax(mask)), mask.shape))   # the first, row-major
-    tiles = _tiles(mask, inst.tile)
-    shown = ", ".join(f"({a},{b})" for a, b in tiles[:8]) + (" ..." if len(tiles) > 8 else "")
-    summary = (f"{what}: {count} of {mask.size} elements; first {output}[{i}, {j}] "
-               f"(tile {i // inst.tile}, {j // inst.tile}); tiles {shown}")
-    info = {"tiles": [list(t) for t in tiles[:64]], "fraction": count / mask.size}
+    summary = f"{what}: {count} of {mask.size} elements; first {output}[{i}, {j}]" + _tile_of(i, j, inst)
+    info = {"fraction": count / mask.size}
+    if inst.declared_tile:   # (a kernel without a tile is never told of one)
+        tiles = _tiles(mask, inst.declared_tile)
+        summary += "; tiles " + ", ".join(f"({a},{b})" for a, b in tiles[:8]) + (" ..." if len(tiles) > 8 else "")
+        info["tiles"] = [list(t) for t in tiles[:64]]
     info.update(details or {})
     return Finding(defect, detector, summary, count, (i, j), info)
 

@@ -205,12 +205,15 @@ CUDASIM_CAS(atomicCAS, unsigned short)
 // One call per lane: the lane deposits its value and parks; when every lane the mask names
 // has arrived (lanes that exited, or that the block does not have, are excused, as CUDA
 // excuses exited threads), each gets its result. A lane named in the mask that never
-// arrives, a lane calling with a mask that leaves itself out, or lanes of one warp calling
-// with different masks is reported as a divergent warp-synchronous call.
+// arrives, a lane calling with a mask that leaves itself out, lanes of one warp calling
+// with different masks, or a shuffle reading a lane that did not take part is reported
+// (an invalid warp mask), naming the lanes.
 enum
 {
     CUDASIM_SHFL_IDX, CUDASIM_SHFL_UP, CUDASIM_SHFL_DOWN, CUDASIM_SHFL_XOR,
-    CUDASIM_BALLOT, CUDASIM_ALL, CUDASIM_ANY, CUDASIM_SYNCWARP, CUDASIM_MATCH_ANY
+    CUDASIM_BALLOT, CUDASIM_ALL, CUDASIM_ANY, CUDASIM_SYNCWARP, CUDASIM_MATCH_ANY, CUDASIM_MATCH_ALL,
+    CUDASIM_REDUCE_ADD, CUDASIM_REDUCE_MIN, CUDASIM_REDUCE_MAX, CUDASIM_REDUCE_AND, CUDASIM_REDUCE_OR,
+    CUDASIM_REDUCE_XOR
 };
 extern "C" unsigned long long cudasim_warp(int op, unsigned mask, unsigned long long value, int arg, int width,
                                            const char *file, int line);
@@ -268,6 +271,40 @@ template <typename T> inline unsigned __match_any_sync(unsigned mask, T value, C
     __builtin_memcpy(&bits, &value, sizeof(T));
     return (unsigned)cudasim_warp(CUDASIM_MATCH_ANY, mask, bits, 0, 32, file, line);
 }
+// Returns `mask` when every lane of it gives the same value (and sets *pred), else 0.
+template <typename T> inline unsigned __match_all_sync(unsigned mask, T value, int *pred, CUDASIM_SITE)
+{
+    static_assert(sizeof(T) <= 8, "__match_all_sync compares at most 8 bytes");
+    unsigned long long bits = 0;
+    __builtin_memcpy(&bits, &value, sizeof(T));
+    unsigned all = (unsigned)cudasim_warp(CUDASIM_MATCH_ALL, mask, bits, 0, 32, file, line);
+    *pred = all != 0;
+    return all;
+}
+// The warp reductions (sm_80) over the lanes of the mask: int and unsigned, min / max by the
+// operand's signedness (the runtime's `arg`), the sum wrapping as on the GPU.
+#define CUDASIM_REDUCE(NAME, OP)                                                                          \
+    inline unsigned NAME(unsigned mask, unsigned value, CUDASIM_SITE)                                     \
+    {                                                                                                     \
+        return (unsigned)cudasim_warp(OP, mask, value, 0, 32, file, line);                                \
+    }                                                                                                     \
+    inline int NAME(unsigned mask, int value, CUDASIM_SITE)                                               \
+    {                                                                                                     \
+        return (int)(unsigned)cudasim_warp(OP, mask, (unsigned)value, 1, 32, file, line);                 \
+    }
+CUDASIM_REDUCE(__reduce_add_sync, CUDASIM_REDUCE_ADD)
+CUDASIM_REDUCE(__reduce_min_sync, CUDASIM_REDUCE_MIN)
+CUDASIM_REDUCE(__reduce_max_sync, CUDASIM_REDUCE_MAX)
+#undef CUDASIM_REDUCE
+#define CUDASIM_REDUCE_BITS(NAME, OP)                                                                     \
+    inline unsigned NAME(unsigned mask, unsigned value, CUDASIM_SITE)                                     \
+    {                                                                                                     \
+        return (unsigned)cudasim_warp(OP, mask, value, 0, 32, file, line);                                \
+    }
+CUDASIM_REDUCE_BITS(__reduce_and_sync, CUDASIM_REDUCE_AND)
+CUDASIM_REDUCE_BITS(__reduce_or_sync, CUDASIM_REDUCE_OR)
+CUDASIM_REDUCE_BITS(__reduce_xor_sync, CUDASIM_REDUCE_XOR)
+#undef CUDASIM_REDUCE_BITS
 inline void __syncwarp(unsigned mask = 0xffffffffu, CUDASIM_SITE)
 {
     cudasim_warp(CUDASIM_SYNCWARP, mask, 0, 0, 32, file, line);

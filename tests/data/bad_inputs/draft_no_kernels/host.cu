@@ -1,0 +1,3 @@
+#include <cstdio>
+// Host code only: no __global__ function.
+int main() { std::puts("hello"); return 0; }
