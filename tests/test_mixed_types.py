@@ -14,7 +14,7 @@ import pytest
 from gemmcheck.contract import catalog, operand_types
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.judge.oracle import Bound, InexactProblem, exact_reference, judge
-from gemmcheck.problems.harness import run_once
+from gemmcheck.problems.harness import never_written, run_once
 from gemmcheck.problems.problem import EXACT_SCALE_EXPONENTS, Problem, exact_range, scaled_operands
 from gemmcheck.verdict import Defect
 
@@ -161,9 +161,55 @@ def test_a_separate_d_leaves_c_an_input_read_only_at_nonzero_beta():
     problem = Problem(9, 7, 5, instance("mixed_f16_f32").types, "exact", 1)
     into_c = judged("mixed_f16_f32", problem, lambda t, A, B, s: in_float32(A, B), into="C")
     assert into_c.defects == {Defect.UNWRITTEN_OUTPUT, Defect.INPUT_MUTATION}
-    assert "D never written" in into_c.message() and "elements of C" in into_c.message()
+    assert never_written("D") in into_c.message() and "first D[0, 0]" in into_c.message()
+    assert "elements of C" in into_c.message()
     reads_c = judged("mixed_f16_f32", problem, lambda t, A, B, s: in_float32(A, B), read_c=True)
     assert not reads_c.ok   # C holds NaN at beta = 0: D comes out NaN (or C's poison bits)
+
+
+def test_a_d_computed_from_cs_poison_is_written_not_never_written():
+    """C and D are float32 alike, so D = acc + 0 * C at beta = 0 carries C's poison payload:
+    D's own poison's bits. On the second launch D holds the second poison and C still the
+    first, so D shows the first again: written, with NaN where none belongs."""
+    problem = Problem(9, 7, 5, instance("mixed_f16_f32").types, "exact", 1)
+    inst, backend = stand_in("mixed_f16_f32", lambda t, A, B, s: in_float32(A, B), read_c=True)
+    with np.errstate(invalid="ignore"):
+        run = run_once(backend, inst, *problem.operands())
+    assert (run.C_bits == inst.types.D.poison_bits).all() and backend.launches == 2
+    assert not run.unwritten.any()
+    assert judge(run, *problem.operands(), exact=True, problem=problem).defects == {Defect.WRONG_VALUES}
+
+
+def leaves_last_row(name, compute, into="D"):
+    """The stand-in of `name` that leaves the last row of its output as it found it."""
+    inst, backend = stand_in(name, compute, into=into)
+    whole = backend.kernels[inst.spec.entry]
+
+    def kernel(instance, v):
+        out, M, N = np.asarray(v[into]), v["M"], v["N"]
+        kept = out[(M - 1) * N:M * N].copy()
+        whole(instance, v)
+        out[(M - 1) * N:M * N] = kept
+    return inst, RoleBackend({inst.spec.entry: kernel})
+
+
+@pytest.mark.parametrize("name, into, compute", [
+    ("mixed_f16_f32", "D", lambda t, A, B, s: in_float32(A, B)),   # float32 D: a NaN poison
+    ("fp8_e4m3_out", "D", scaled_float32),                          # e4m3 D: -2^-9, a value
+    ("dp4a_s8s32", "C", lambda t, A, B, s: A @ B),                  # int32 C: a value
+], ids=["f32-D", "e4m3-D", "s32-C"])
+def test_an_output_never_written_is_proven_by_a_second_poison_of_its_type(name, into, compute):
+    problem = Problem(9, 7, 65, instance(name).types, "exact", 1)
+    inst, backend = leaves_last_row(name, compute, into)
+    A, B = problem.operands()
+    run = run_once(backend, inst, A, B, scales=problem.scale_operands() or None)
+    out = inst.types.D
+    assert backend.launches == 2 and run.output == into
+    assert run.unwritten[-1].all() and run.unwritten.sum() == 7
+    assert (run.C_bits[-1] == out.poison_bits).all()
+    judgement = judge(run, A, B, exact=True, problem=problem)
+    assert judgement.defects == {Defect.UNWRITTEN_OUTPUT}, judgement.message()
+    assert never_written(into) in judgement.message()
 
 
 @pytest.mark.parametrize("kind", ["exact", "normal"])
