@@ -48,7 +48,7 @@ def sized_probe_steps(launches) -> list:
 
     todo = sorted(((n, inst.dtype, inst.id, inst) for inst, sizes in launches.items() for n in set(sizes)
                    if inst.supports(n, n, n)), key=lambda t: t[:3])
-    return [isolation.Step.of(i, inst, Problem(n, n, n, inst.dtype, "uniform", PROBE_SEED),
+    return [isolation.Step.of(i, inst, Problem(n, n, n, inst.types, "uniform", PROBE_SEED),
                               purpose="sized probe", repeats=1, control=False, plain=True)
             for i, (n, _, _, inst) in enumerate(todo)]
 
