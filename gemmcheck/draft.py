@@ -5,8 +5,12 @@ them), the draft reads what the source says:
 
 - argument roles from parameter names (``M``, ``N``, ``K``, ``alpha``, ``beta``, ``A``,
   ``B``, ``C``, ``lda``, ``ldb``, ``ldc`` in the common spellings: ``int m``,
-  ``const float *A``, ``float* __restrict__ matC``, ``d_A``, ``A_ptr`` ...);
-- the dtype from the pointers' element type, template parameters as params (values from
+  ``const float *A``, ``float* __restrict__ matC``, ``d_A``, ``A_ptr`` ...); an output named
+  ``d``, ``D`` or ``out`` beside a ``c`` is the separate output D; scale factors named
+  ``scale_a``, ``a_scale``, ``sfa`` (and B's) are scale_A and scale_B;
+- the dtype from the pointers' element types: one name when A, B and the output share it
+  (``float16``), else the combination of A, B and the output (``f16f16f32``: half A and B, a
+  float C and D; ``e4m3e4m3bf16``, ``s8s8s32``); template parameters as params (values from
   the file's own launches, ``kernel<32><<<...>>>``), integer ``#define``s the file uses as
   params, ``__launch_bounds__`` as a hint for the block;
 - the launch geometry from the file's own launch (``dim3 grid(CEIL_DIV(M, 32), ...)``),
@@ -24,21 +28,33 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gemmcheck.contract import cuda_source, launch, parameters, tensor_map
+from gemmcheck.contract import cuda_source, launch, operand_types, parameters, tensor_map
+from gemmcheck.contract import dtypes as dt
 from gemmcheck.host_launches import CONSTANT_ASSIGNMENT, Launch, host_expression, launches, split_top_level
 
-# Element types the suite knows, as C spells them -> dtype names of gemmcheck.contract.dtypes.
+# Floating-point types the suite knows, as C spells them -> dtype names of gemmcheck.contract.dtypes.
 C_TYPES = {"float": "float32", "double": "float64", "__half": "float16", "half": "float16",
            "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16"}
+# What an operand's pointer may point to, as C spells it -> element type names.
+ELEMENT_TYPES = {**C_TYPES, "__nv_fp8_e4m3": "float8_e4m3fn", "__nv_fp8_e5m2": "float8_e5m2",
+                 "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8",
+                 "unsigned char": "uint8", "int": "int32", "int32_t": "int32"}
 # Names that usually hold the tile edge, most likely first.
 TILE_NAMES = ("TILE", "TILE_SIZE", "TILE_WIDTH", "TILE_DIM", "BLOCK_SIZE", "BLOCKSIZE", "BLOCK", "BS", "BM", "TS")
 _PREFIXES = ("d_", "g_", "dev_", "p_", "ptr_", "matrix_", "matrix", "mat_", "mat", "size_", "num_", "dim_", "n_")
 _SUFFIXES = ("_ptr", "ptr", "_d", "_dev", "_mat", "mat", "_matrix", "_size", "_dim", "dim")
-_POINTER_NAMES = {"a": "A", "b": "B", "c": "C", "out": "C", "output": "C", "result": "C", "res": "C", "d": "C"}
-_INT_NAMES = {"m": "M", "n": "N", "k": "K", "lda": "lda", "ldb": "ldb", "ldc": "ldc",
-              "ld_a": "lda", "ld_b": "ldb", "ld_c": "ldc", "rows": "M", "cols": "N", "width": "N"}
+_POINTER_NAMES = {"a": "A", "b": "B", "c": "C", "out": "C", "output": "C", "result": "C", "res": "C", "d": "D"}
+# The output's other names: D when the kernel also takes a C (D = alpha A B + beta C, C only read).
+_OUTPUT_NAMES = ("out", "output", "result", "res")
+_SCALE_NAMES = {f"{form}": f"scale_{o.upper()}" for o in "ab" for form in (
+    f"scale_{o}", f"{o}_scale", f"scales_{o}", f"{o}_scales", f"sf{o}", f"sf_{o}", f"scale{o}", f"{o}scale",
+    f"scale_inv_{o}", f"{o}_scale_inv")}
+_INT_NAMES = {"m": "M", "n": "N", "k": "K", "lda": "lda", "ldb": "ldb", "ldc": "ldc", "ldd": "ldd",
+              "ld_a": "lda", "ld_b": "ldb", "ld_c": "ldc", "ld_d": "ldd", "rows": "M", "cols": "N", "width": "N",
+              "m_ld": "M", "n_ld": "N", "k_ld": "K"}
 _SCALAR_NAMES = {"alpha": "alpha", "beta": "beta"}
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|unsigned|signed)\b")
+_CV = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b")
 
 
 @dataclass
@@ -51,6 +67,11 @@ class Param:
     @property
     def element_type(self) -> str:
         return " ".join(_QUALIFIERS.sub(" ", self.type).replace("*", " ").replace("&", " ").split())
+
+    @property
+    def pointee(self) -> str:
+        """What the pointer points to, signedness kept (``unsigned char``)."""
+        return " ".join(_CV.sub(" ", self.type).replace("*", " ").replace("&", " ").split())
 
 
 @dataclass
@@ -103,14 +124,18 @@ def _is_tensor_map(param: Param) -> bool:
     return param.element_type.split()[-1:] == ["CUtensorMap"] and not param.pointer
 
 
-def role_of(param: Param, scalar_types: set[str]) -> str | None:
-    """The catalog role a parameter's name says, or None."""
+def role_of(param: Param, scalar_types: set[str], takes_c: bool = False) -> str | None:
+    """The catalog role a parameter's name says, or None. `takes_c`: the kernel has a pointer
+    named for C, so an output named d or out is the separate D."""
     n = normalized(param.name)
     if _is_tensor_map(param):
         operand = _POINTER_NAMES.get(_TENSOR_MAP_AFFIXES.sub("", param.name.lower()).strip("_"))
         return f"tensor_map_{operand}" if operand else None
+    scale = _SCALE_NAMES.get(n) or _SCALE_NAMES.get(param.name.lower())
+    if scale and (param.pointer or param.element_type in C_TYPES):
+        return scale
     if param.pointer:
-        return _POINTER_NAMES.get(n)
+        return "D" if takes_c and n in _OUTPUT_NAMES else _POINTER_NAMES.get(n)
     if n in _SCALAR_NAMES or param.name.lower() in _SCALAR_NAMES:
         return _SCALAR_NAMES.get(n) or _SCALAR_NAMES[param.name.lower()]
     if param.element_type in scalar_types:
@@ -221,9 +246,10 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     roles, unknown, todo_args = [], [], []
     # the type each parameter is passed as (a type parameter read as a floating type: an element type)
     names = {**parameters.typedefs(host), **{t: "float" for t in type_params}}
+    takes_c = any(p.pointer and normalized(p.name) == "c" for p in params)
     for p in params:
         passed = parameters.read_type(p.type, names, pointer=p.pointer)
-        role = role_of(p, scalar_types) if passed.kind not in (parameters.OTHER, parameters.UNKNOWN) else None
+        role = role_of(p, scalar_types, takes_c) if passed.kind not in (parameters.OTHER, parameters.UNKNOWN) else None
         if passed.kind in (parameters.OTHER, parameters.UNKNOWN):
             todo_args.append(f"TODO: args: {p.text!r} is a {passed} by value, which the suite cannot pack (it passes "
                              "pointers, integers, floating-point alpha and beta, and CUtensorMaps): this kernel "
@@ -232,7 +258,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
             unknown.append(p.text)
             role = f"TODO {p.name}"
         roles.append(role)
-    missing = [r for r in launch.POINTER_ROLES if r not in roles and f"tensor_map_{r}" not in roles]
+    missing = launch.missing_operands(roles)
     if unknown:
         todo_args.append(f"TODO: args: the role of {', '.join(repr(u) for u in unknown)}: one of "
                          f"{', '.join(launch.ROLES)}, or an integer literal passed as is")
@@ -241,18 +267,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     d.add("args", _toml(roles), *todo_args)
     _draft_hopper(d, kernel, roles, params, source_text)
 
-    # dtype: the pointers' element type, or the type parameter's
-    dtype_comments, dtypes = [], []
-    for t in element_types:
-        if t in C_TYPES:
-            dtypes.append(C_TYPES[t])
-        elif t in type_params:
-            dtype_comments.append(f"TODO: dtypes: {t} is a template parameter; list the dtypes to test "
-                                  "(float32, float64, float16, bfloat16)")
-        else:
-            dtype_comments.append(f"TODO: dtypes: element type {t!r} is not one gemmcheck knows; "
-                                  "use float32, float64, float16 or bfloat16")
-    dtypes = sorted(set(dtypes)) or ["float32"]
+    dtypes, dtype_comments, placeholders = _dtypes(params, roles, type_params)
+    type_fields = _draft_types(roles, params, dtypes)
 
     # compile-time parameters: template values from the file's launches, #defines the file uses
     kernel_launches = launches(host, kernel.name)
@@ -267,7 +283,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
                 values[name] = value
         if len(values) == len(value_params) and values not in configs:
             configs.append(values)
-    template_args = ", ".join("{T}" if kind == "type" else "{" + name + "}" for kind, name in tparams)
+    template_args = ", ".join("{" + placeholders.get(name, "T") + "}" if kind == "type" else "{" + name + "}"
+                              for kind, name in tparams)
     if tparams:
         d.add("template_args", _toml(template_args))
     defines_used = {k: v for k, v in file_defines.items() if k not in value_params}
@@ -329,6 +346,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     _draft_dynamic_shared(d, kernel, kernel_launches, names if kernel_launches else {}, constants, known,
                           literals if kernel_launches else {}, source_text)
     d.add("dtypes", _toml(dtypes), *dtype_comments)
+    for key, value, comments in type_fields:
+        d.add(key, value, *comments)
     if any(r in roles for r in ("lda", "ldb", "ldc")):
         d.add("layout", None, "TODO: layout: the operands are read row-major unless you say otherwise; for "
               "cuBLAS-style column-major operands add", 'layout = { A = "col", B = "col", C = "col" }')
@@ -345,6 +364,70 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
               "reads_c_at_beta_zero = true")
     d.add("expect", _toml("correct"))
     return d
+
+
+def _dtypes(params: list[Param], roles: list, type_params: set[str]) -> tuple[list[str], list[str], dict]:
+    """(dtypes, TODO lines, {type parameter: its template_args placeholder}) from the operands'
+    pointers: one element type for all, or the combination of A, B and the output (C and D,
+    or C, D when they differ); a template parameter is a placeholder ({T}, or {A}, {C} ...
+    when several type the operands) and a TODO."""
+    of = {role: p.pointee for p, role in zip(params, roles) if role in launch.OPERAND_ROLES}
+    comments, placeholders = [], {}
+    used = [t for t in dict.fromkeys(of.values()) if t in type_params]
+    for role, t in of.items():
+        if t in type_params:
+            placeholders.setdefault(t, "T" if len(used) == 1 else role)
+    if used:
+        what = "is a template parameter" if len(used) == 1 else "are template parameters"
+        comments.append(f"TODO: dtypes: {', '.join(used)} {what}"
+                        f" ({', '.join(f'{r} is {t}' for r, t in of.items() if t in type_params)}); list the dtypes to "
+                        "test: float32, float16, ..., or combinations of A, B and the output such as f16f16f32")
+        return ["float32"], comments, placeholders
+    unknown = sorted({t for t in of.values() if t not in ELEMENT_TYPES})
+    if unknown:
+        comments.append(f"TODO: dtypes: element type {', '.join(map(repr, unknown))} is not one gemmcheck knows; "
+                        f"use {', '.join(dt.ELEMENT_TYPES)}")
+        return ["float32"], comments, placeholders
+    names = {role: dt.get(ELEMENT_TYPES[t]) for role, t in of.items()}
+    output = names.get("D", names.get("C"))
+    if output is None or "A" not in names or "B" not in names:
+        return ["float32"], comments, placeholders
+    C = names.get("C", output)
+    listed = [names["A"], names["B"], *([C] if C != output else []), output]
+    if len(set(listed)) == 1 and listed[0].name in dt.DTYPES:
+        return [listed[0].name], comments, placeholders
+    combination = "".join(d.short for d in listed)
+    try:
+        operand_types.of(combination)
+    except operand_types.TypesError as exc:
+        comments.append(f"TODO: dtypes: {exc}")
+    return [combination], comments, placeholders
+
+
+def _draft_types(roles: list, params: list[Param], dtypes: list[str]) -> list[tuple[str, object, list[str]]]:
+    """The fields a kernel with scale factors, a separate D or an 8-bit output needs:
+    (key, TOML value or None for a commented hint, TODO lines)."""
+    out = []
+    scales = {}
+    for p, role in zip(params, roles):
+        if role in launch.SCALE_ROLES:
+            scales[role[-1]] = "tensor"
+    if scales:
+        by_value = [r for p, r in zip(params, roles) if r in launch.SCALE_ROLES and not p.pointer]
+        out.append(("scales", _toml(scales), [
+            "TODO: scales: how each operand's scale factors apply: \"tensor\" (one value"
+            + (f"; {', '.join(by_value)} taken by value: that is certain), " if by_value else "), ")
+            + "\"row\" (one per row), \"col\" (one per column), or { block = [1, 128] } (rows x columns of the "
+            "operand each covers; major = \"col\" when the scale matrix is stored transposed)"]))
+    if {"C", "D"} <= set(roles):
+        out.append(("d_aliases_c", None, ["TODO: D is written, C only read (at beta != 0); if callers may pass "
+                                          "D == C (an in-place update), say so:", "d_aliases_c = true"]))
+    names = operand_types.combination(dtypes[0]) if dtypes else None
+    if names and names[3].itemsize == 1:
+        out.append(("saturates_output", None, ["TODO: an 8-bit output: if the kernel converts it saturating "
+                                               "(__NV_SATFINITE; the __nv_fp8_e4m3(x) constructor does), say so:",
+                                               "saturates_output = true"]))
+    return out
 
 
 def _draft_dynamic_shared(d: Draft, kernel: cuda_source.Kernel, calls: list[Launch], names, constants, known,

@@ -195,7 +195,7 @@ def test_old_style_instances_still_build_from_a_tile():
 
 @pytest.mark.parametrize("change, message", [
     (('args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]', 'args = ["M", "N", "K", "gamma", "A", "B", "C"]'),
-     "args: unknown role 'gamma'; use A, B, C, M, N, K, lda, ldb, ldc, alpha, beta, tensor_map_A, tensor_map_B, tensor_map_C or an integer literal"),
+     "args: unknown role 'gamma'; use A, B, C, D, scale_A, scale_B, M, N, K, lda, ldb, ldc, ldd, alpha, beta, tensor_map_A, tensor_map_B, tensor_map_C or an integer literal"),
     (('args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]', 'args = ["M", "N", "K", "A", "B"]'),
      "args: no C; a GEMM kernel takes the pointers A, B and C"),
     (('args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]', 'args = ["M", "N", "N", "A", "B", "C"]'),
@@ -220,7 +220,7 @@ def test_old_style_instances_still_build_from_a_tile():
     (('entry = "sgemm"', 'entry = "only_in_a_comment"'), "entry 'only_in_a_comment' is not a __global__ function"),
     (('entry = "sgemm"', 'entry = "only_in_a_string"'), "entry 'only_in_a_string' is not a __global__ function"),
     (('entry = "sgemm"', 'entry = "sgemm_wdie"'), "did you mean 'sgemm_wide'?"),
-    (('tile = "BM"', 'tile = "BM"\nlayout = { A = "diagonal" }'), "layout: A = 'diagonal'; use A, B or C"),
+    (('tile = "BM"', 'tile = "BM"\nlayout = { A = "diagonal" }'), "layout: A = 'diagonal'; use A, B, C or D"),
     (('tile = "BM"', 'tile = "BM"\nmacros = ["BZ"]'), "'macros' must list parameters"),
     (('grid = ["ceil(N / BN)", "ceil(M / BM)"]\nblock = ["BM * BN / (TM * TN)"]\n', ''),
      "give the launch geometry either as policy"),
@@ -281,7 +281,7 @@ def test_a_catalog_tile_that_disagrees_with_the_sources_define_is_one_line(write
 def test_the_example_catalog_loads():
     specs = {s.name: s for s in catalog.load(Path(__file__).resolve().parent.parent / "examples" / "catalog.toml")}
     assert {"sgemm", "sgemm_aligned", "gemm_colmajor", "seed_published"} <= set(specs)
-    assert specs["gemm_colmajor"].layouts == {"A": "col", "B": "col", "C": "col"}
+    assert specs["gemm_colmajor"].layouts == {"A": "col", "B": "col", "C": "col", "D": "row"}
 
 
 def test_template_args_must_match_whether_the_entry_is_a_template(write_seed, write_sgemm):

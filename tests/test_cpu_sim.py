@@ -220,10 +220,10 @@ def test_conversions_match_numpy_bit_for_bit(sim, dtype):
 
 # -- the reference kernels: the exact integer product ----------------------------------
 
-REFERENCE_CASES = [
+REFERENCE_CASES = [   # one-type kernels (a type per operand: tests/test_mixed_types.py)
     catalog.Instance(spec, dtype, tile)
     for spec in BUILTIN.values() if spec.is_reference and not spec.gpu_only
-    for dtype in spec.dtypes for tile in (4, 16) if tile in spec.tiles
+    for dtype in spec.dtypes for tile in (4, 16) if tile in spec.tiles and spec.types[dtype].uniform
 ]
 
 

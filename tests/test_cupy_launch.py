@@ -111,7 +111,7 @@ def test_prepare_compiles_each_build_unit_once_and_a_broken_instantiation_alone(
     assert list(backend._failed) == [backend._key(broken)]
 
 
-@pytest.mark.parametrize("storage", ["uint16", "uint32", "uint64"])
+@pytest.mark.parametrize("storage", ["uint8", "uint16", "uint32", "uint64"])   # uint8: 8-bit floats, int8
 def test_on_a_gpu_same_tells_every_differing_element_and_copy_is_a_copy(storage):
     """Backend.same / copy on the device (the harness compares A, B and C there before reading
     anything back): every single changed element, at either end or inside, is seen."""

@@ -60,7 +60,7 @@ def test_what_cannot_be_read_is_marked_and_the_loader_names_it_until_filled(tmp_
                       "__global__ void __launch_bounds__(256) odd(const T *x, const T *B, T *C, int M, int N, int K, int count)\n"
                       "{ __shared__ T s[TILE]; }\n")
     text = draft.draft_source(source, tmp_path)
-    assert "# TODO: args: the role of 'const T *x', 'int count': one of A, B, C, M, N, K" in text
+    assert "# TODO: args: the role of 'const T *x', 'int count': one of A, B, C, D, scale_A, scale_B, M, N, K" in text
     assert "# TODO: args: no parameter reads as A" in text
     assert "# TODO: params: the values of BM to test" in text
     assert "# TODO: dtypes: T is a template parameter" in text
@@ -174,3 +174,42 @@ def test_a_parameter_the_suite_cannot_pack_gets_a_todo_naming_its_type(tmp_path)
     assert ("# TODO: args: 'Dims d' is a Dims by value, which the suite cannot pack (it passes pointers, integers, "
             "floating-point alpha and beta, and CUtensorMaps): this kernel takes what no role is") in text
     assert tomllib.loads(text)["kernel"][0]["args"] == ["A", "B", "C", "TODO d"]
+
+
+MIXED = """
+#include <cuda_fp8.h>
+__global__ void fp8_gemm(const __nv_fp8_e4m3 *A, const __nv_fp8_e4m3 *B, __nv_bfloat16 *out, const float *scale_a,
+                         float b_scale, int M, int N, int K) {}
+__global__ void int8_gemm(const int8_t *A, const int8_t *B, int32_t *C, int M, int N, int K) {}
+__global__ void u8_gemm(const unsigned char *a, const signed char *b, int *c, int m, int n, int k) {}
+template <typename TA, typename TC>
+__global__ void tmpl(const TA *A, const TA *B, const TC *C, TC *D, int M, int N, int K) {}
+__global__ void fp8_out(const __nv_fp8_e4m3 *A, const __nv_fp8_e4m3 *B, __nv_fp8_e4m3 *D, const float *sfa,
+                        const float *sfb, int M, int N, int K) {}
+"""
+
+
+def test_mixed_signatures_draft_their_operands_scales_and_a_type_per_operand(tmp_path):
+    source = tmp_path / "mixed.cu"
+    source.write_text(MIXED)
+    text = draft.draft_source(source, tmp_path)
+    entries = {e["name"]: e for e in tomllib.loads(text)["kernel"]}
+    assert entries["fp8_gemm"]["args"] == ["A", "B", "C", "scale_A", "scale_B", "M", "N", "K"]
+    assert entries["fp8_gemm"]["dtypes"] == ["e4m3e4m3bf16"]
+    assert entries["fp8_gemm"]["scales"] == {"A": "tensor", "B": "tensor"}
+    assert "scale_B taken by value: that is certain" in text
+    assert entries["int8_gemm"]["dtypes"] == ["s8s8s32"] and entries["u8_gemm"]["dtypes"] == ["u8s8s32"]
+    assert entries["tmpl"]["args"] == ["A", "B", "C", "D", "M", "N", "K"]
+    assert entries["tmpl"]["template_args"] == "{A}, {C}"
+    assert "TA, TC are template parameters (A is TA, B is TA, C is TC, D is TC)" in text
+    assert entries["fp8_out"]["args"][:5] == ["A", "B", "D", "scale_A", "scale_B"]
+    assert "# saturates_output = true" in text and "# d_aliases_c = true" in text
+    path = tmp_path / "catalog.toml"
+    path.write_text(text)
+    assert [s.name for s in catalog.load(path)] == list(entries)   # the draft loads as it is
+
+
+def test_the_vendor_style_tensor_core_sample_drafts_a_separate_d_and_its_types(tmp_path):
+    (entry, _) = drafted(ROOT / "examples" / "mixed" / "wmma_sample.cu", tmp_path)
+    assert entry["args"] == ["A", "B", "C", "D", "M", "N", "K", "alpha", "beta"]   # c beside d: d is D
+    assert entry["dtypes"] == ["f16f16f32"]                                          # half A, B; float C, D

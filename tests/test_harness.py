@@ -80,6 +80,20 @@ def test_the_second_poison_is_a_quiet_nan_of_its_own(dtype):
     assert np.isnan(value) and second not in (d.poison_bits, d.guard_bits, canonical)
 
 
+@pytest.mark.parametrize("dtype", list(dt.ELEMENT_TYPES))
+def test_the_second_poison_is_of_the_first_ones_kind_and_no_value_arithmetic_makes(dtype):
+    """A NaN for a NaN poison (e5m2's 0x7D with its last bit cleared is Inf), a value for a
+    value poison (e4m3's -2^-9, the integers'), never zero (e4m3's 0x81 ^ 1 is -0), the guard,
+    or a NaN a conversion makes."""
+    d = dt.get(dtype)
+    second = harness.confirming_poison(d, d.poison_bits, d.guard_bits)
+    values = dt.from_bits(np.array([d.poison_bits, second], dtype=d.storage), d).astype(np.float64)
+    assert second not in (d.poison_bits, d.guard_bits, (1 << (8 * d.itemsize - 1)) - 1)
+    assert np.isnan(values[0]) == np.isnan(values[1]) and not np.isinf(values[1]) and values[1] != 0
+    if not d.is_integer:
+        assert second != int(np.array([np.nan], dtype=d.numpy).view(d.storage)[0])
+
+
 def test_a_write_past_the_end_of_C_damages_its_guard():
     def writes_past_end(instance, grid, block, A, B, C, M, N, K):
         correct_product(instance, grid, block, A, B, C, M, N, K)

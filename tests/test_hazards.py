@@ -98,7 +98,7 @@ def test_detector_is_silent_on_a_correct_kernel(detector):
 @pytest.mark.parametrize("kernel, never_written", [(floor_grid, True), (carries_the_poison, False)],
                          ids=["skips_elements", "carries_the_poisons_payload"])
 def test_the_poison_detector_and_the_oracle_agree_on_what_was_never_written(kernel, never_written):
-    """One definition (harness.NEVER_WRITTEN), read by both: a kernel that skips elements leaves
+    """One definition (harness.never_written), read by both: a kernel that skips elements leaves
     them never written; one that writes them with a NaN carrying the poison's payload wrote
     them (wrong values), though their bits are the poison's."""
     from gemmcheck.judge import oracle

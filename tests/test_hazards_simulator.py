@@ -22,7 +22,8 @@ REFERENCES = [name for name, s in BUILTIN.items() if s.is_reference]
 
 
 def kernel(name, tile=16):
-    return catalog.Instance(BUILTIN[name], "float32", tile)
+    spec = BUILTIN[name]
+    return catalog.Instance(spec, "float32" if "float32" in spec.dtypes else spec.dtypes[0], tile)
 
 
 def problem(inst, purpose="ragged edges"):

@@ -178,7 +178,8 @@ def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp
     made.append(Run(instance, 0, 4, 2, (1, 1, 1), (4, 4, 1), np.zeros((0, 4), np.uint16),
                     np.zeros((0, 4), bool), launched=False))
     made.append(Run(instance, 3, 5, 2, (1, 2, 1), (4, 4, 1), rng.integers(0, 2**32, (3, 5), dtype=np.uint32),
-                    np.zeros((3, 5), bool), c_fill="finite"))   # the beta = 0 launch with C finite
+                    np.zeros((3, 5), bool), c_fill="finite",   # the beta = 0 launch with C finite
+                    scales={"scale_A": np.array([[0.5, 4.0]])}, output="D"))   # and a kernel's own D and scales
     isolation._save_runs(tmp_path, 3, types.SimpleNamespace(runs=made[:2], control=made[2:3], finite_c=made[3:]))
 
     def no_parsing(*args, **kwargs):
@@ -192,8 +193,11 @@ def test_runs_come_back_bit_for_bit_without_parsing_python(stand_in_catalog, tmp
     for back, sent in zip(back_all, made):
         assert back.C_bits.dtype == sent.C_bits.dtype and back.unwritten.dtype == sent.unwritten.dtype
         assert np.array_equal(back.C_bits, sent.C_bits) and np.array_equal(back.unwritten, sent.unwritten)
-        assert (back.grid, back.block, back.guard_damage, back.inputs_changed, back.launched, back.c_fill) == \
-            (sent.grid, sent.block, sent.guard_damage, sent.inputs_changed, sent.launched, sent.c_fill)
+        assert (back.grid, back.block, back.guard_damage, back.inputs_changed, back.launched, back.c_fill,
+                back.output) == \
+            (sent.grid, sent.block, sent.guard_damage, sent.inputs_changed, sent.launched, sent.c_fill, sent.output)
+        assert back.scales.keys() == sent.scales.keys()
+        assert all(np.array_equal(back.scales[k], v) for k, v in sent.scales.items())
     assert got["runs"][0].C_bits.flags.writeable
 
 

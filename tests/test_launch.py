@@ -86,9 +86,9 @@ def test_blocks_cuda_refuses_are_named(block, message):
 
 
 def test_tight_leading_dimensions_follow_the_layouts():
-    assert launch.tight_leading_dimensions({}, 3, 5, 7) == {"lda": 7, "ldb": 5, "ldc": 5}
-    cols = {"A": "col", "B": "col", "C": "col"}
-    assert launch.tight_leading_dimensions(cols, 3, 5, 7) == {"lda": 3, "ldb": 7, "ldc": 3}
+    assert launch.tight_leading_dimensions({}, 3, 5, 7) == {"lda": 7, "ldb": 5, "ldc": 5, "ldd": 5}
+    cols = {"A": "col", "B": "col", "C": "col", "D": "col"}
+    assert launch.tight_leading_dimensions(cols, 3, 5, 7) == {"lda": 3, "ldb": 7, "ldc": 3, "ldd": 3}
 
 
 @pytest.fixture(scope="module")

@@ -167,9 +167,9 @@ class CupyBackend(Backend):
             return False
         if self._differs is None:
             self._differs = cp.RawKernel(_DIFFERS, "gemmcheck_differs")
-        n = a.nbytes // 2                   # every storage type is 2, 4 or 8 bytes
+        n = a.nbytes                        # compared two bytes at a time, an odd last one alone (8-bit types)
         flag = cp.zeros(1, dtype=cp.int32)  # a memset, no kernel
-        blocks = int(min(1024, max(1, -(-n // 256))))
+        blocks = int(min(1024, max(1, -(-(n // 2) // 256))))
         self._differs((blocks,), (256,), (a, b, np.uint64(n), flag))
         return not int(self.to_host(flag)[0])   # to_host: waits, and names a fault as a launch's
 
@@ -299,7 +299,11 @@ def is_sticky(exc: BaseException) -> bool:
 
 _DIFFERS = r"""
 extern "C" __global__ void gemmcheck_differs(const unsigned short* a, const unsigned short* b,
-                                             unsigned long long n, int* differs) {
+                                             unsigned long long nbytes, int* differs) {
+    const unsigned long long n = nbytes / 2;
+    if (blockIdx.x == 0 && threadIdx.x == 0 && (nbytes & 1)
+        && ((const unsigned char*)a)[nbytes - 1] != ((const unsigned char*)b)[nbytes - 1])
+        *differs = 1;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x)
         if (a[i] != b[i]) { *differs = 1; return; }

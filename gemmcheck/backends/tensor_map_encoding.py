@@ -9,9 +9,11 @@ from __future__ import annotations
 from gemmcheck.contract.launch import LaunchError
 from gemmcheck.contract.tensor_map import TensorMapRequest, encoding_problem
 
-# dtype name -> CUtensorMapDataType member
+# element type name -> CUtensorMapDataType member (8-bit floats travel as bytes, as CUTLASS's maps do)
 _DATA_TYPES = {"float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
-               "float32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", "float64": "CU_TENSOR_MAP_DATA_TYPE_FLOAT64"}
+               "float32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", "float64": "CU_TENSOR_MAP_DATA_TYPE_FLOAT64",
+               "tf32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", "int32": "CU_TENSOR_MAP_DATA_TYPE_INT32",
+               **dict.fromkeys(("float8_e4m3fn", "float8_e5m2", "int8", "uint8"), "CU_TENSOR_MAP_DATA_TYPE_UINT8")}
 _SWIZZLES = {"none": "CU_TENSOR_MAP_SWIZZLE_NONE", "32B": "CU_TENSOR_MAP_SWIZZLE_32B",
              "64B": "CU_TENSOR_MAP_SWIZZLE_64B", "128B": "CU_TENSOR_MAP_SWIZZLE_128B"}
 

@@ -34,7 +34,7 @@ def probe_steps(instances) -> list:
         t = inst.tile
         for M, N, K in ((t + 3, t + 1, t + 5), (2 * t, 2 * t, 2 * t)):
             if inst.supports(M, N, K):
-                steps.append(isolation.Step.of(len(steps), inst, Problem(M, N, K, inst.dtype, "exact", PROBE_SEED),
+                steps.append(isolation.Step.of(len(steps), inst, Problem(M, N, K, inst.types, "exact", PROBE_SEED),
                                                purpose="probe", repeats=1, control=False))
     return steps
 
@@ -48,7 +48,7 @@ def sized_probe_steps(launches) -> list:
 
     todo = sorted(((n, inst.dtype, inst.id, inst) for inst, sizes in launches.items() for n in set(sizes)
                    if inst.supports(n, n, n)), key=lambda t: t[:3])
-    return [isolation.Step.of(i, inst, Problem(n, n, n, inst.dtype, "uniform", PROBE_SEED),
+    return [isolation.Step.of(i, inst, Problem(n, n, n, inst.types, "uniform", PROBE_SEED),
                               purpose="sized probe", repeats=1, control=False, plain=True)
             for i, (n, _, _, inst) in enumerate(todo)]
 

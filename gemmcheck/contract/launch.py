@@ -30,8 +30,10 @@ from gemmcheck.contract.parameters import FLOATING, INTEGER, POINTER, TENSOR_MAP
 
 Dim3 = tuple[int, int, int]
 
-POINTER_ROLES = ("A", "B", "C")
-INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc")
+OPERAND_ROLES = ("A", "B", "C", "D")        # matrices: D, when listed, is the output and C only read
+SCALE_ROLES = ("scale_A", "scale_B")       # scale factors: a pointer, or a per-tensor value
+POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES
+INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd")
 SCALAR_ROLES = ("alpha", "beta")
 TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B or C, passed by value
 ROLES = POINTER_ROLES + INT_ROLES + SCALAR_ROLES + TENSOR_MAP_ROLES
@@ -261,21 +263,23 @@ POLICIES: dict[str, Policy] = {
 # -- arguments ---------------------------------------------------------------------------
 
 def tight_leading_dimensions(layouts: Mapping[str, str], M: int, N: int, K: int) -> dict[str, int]:
-    """lda, ldb, ldc with no padding: the row length of each operand as stored."""
-    shapes = {"A": (M, K), "B": (K, N), "C": (M, N)}
+    """lda, ldb, ldc, ldd with no padding: the row length of each operand as stored."""
+    shapes = {"A": (M, K), "B": (K, N), "C": (M, N), "D": (M, N)}
     return {f"ld{name.lower()}": (cols if layouts.get(name, "row") == "row" else rows)
             for name, (rows, cols) in shapes.items()}
 
 
-def scalar_type(instance) -> type:
-    """The C type alpha and beta are passed as when the kernel's declaration cannot be read:
-    the accumulator type (float, or double for float64)."""
-    return np.float64 if instance.dt.accumulator == "float64" else np.float32
+def missing_operands(roles) -> list[str]:
+    """The operands a kernel taking `roles` lacks: A and B, and C or D (the output; a kernel
+    with D only reads C, or takes none); a tensor map of an operand stands for its pointer."""
+    given = {r for r in OPERAND_ROLES if r in roles or f"tensor_map_{r}" in roles}
+    return [r for r in ("A", "B") if r not in given] + ([] if given & {"C", "D"} else ["C"])
 
 
 def role_kind(role) -> str:
     """How a role is passed: a pointer, an integer (sizes and literals), a floating-point
-    scalar (alpha, beta) or a tensor map."""
+    scalar (alpha, beta) or a tensor map. (A per-tensor scale may be a floating-point value
+    instead of a pointer, as its kernel declares: misfit and packed_types.)"""
     if isinstance(role, int) or role in INT_ROLES:
         return INTEGER
     return {**dict.fromkeys(POINTER_ROLES, POINTER), **dict.fromkeys(SCALAR_ROLES, FLOATING)}.get(role, TENSOR_MAP)
@@ -283,14 +287,16 @@ def role_kind(role) -> str:
 
 def default_type(instance, role) -> CType:
     """The C type a role is passed as where the kernel's declaration cannot be read: int for
-    sizes and literals, the accumulator type for alpha and beta."""
-    kind = role_kind(role)
+    sizes and literals, the type of alpha and beta (the accumulator's unless the catalog says;
+    float for an integer one), a pointer to the role's element type."""
+    kind, types = role_kind(role), instance.types
     if kind == INTEGER:
         return parameters.INT32
     if kind == FLOATING:
-        return parameters.floating("double" if scalar_type(instance) is np.float64 else "float")
+        scalar = types.scalar.c_type
+        return parameters.floating(scalar if scalar in parameters.FLOATING_TYPES else "float")
     if kind == POINTER:
-        return CType(f"{instance.dt.c_type} *", POINTER, 8, False)
+        return CType(f"{types.of(role).c_type} *", POINTER, 8, False)
     return CType("CUtensorMap", TENSOR_MAP, parameters.TENSOR_MAP_BYTES)
 
 
@@ -306,6 +312,8 @@ def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
     kind, declared = role_kind(role), parameter.type
     if declared.kind == UNKNOWN:
         return None   # packed in the role's own type; the compilers check the size (parameters.py)
+    if role in SCALE_ROLES and declared.kind == FLOATING:
+        return None   # a per-tensor scale by value (the catalog loader checks the granularity)
     if declared.kind != kind:
         what = _PASSED_AS.get(declared.kind, f"a {declared} by value, which the suite cannot pack")
         hint = {(TENSOR_MAP, POINTER): f"; declare it const __grid_constant__ CUtensorMap, or give the role "
@@ -321,6 +329,11 @@ def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
             return (f"role {role!r} is {parameter.describe(kernel)}, which holds at most {high}; the suite passes "
                     f"{role} up to {LARGEST_DIMENSION}: declare it int (or wider)")
     return None
+
+
+def by_value(instance, role: str) -> bool:
+    """Whether a scale role is passed as a floating-point value (``float scale_a``), not a pointer."""
+    return any(r == role and t.kind == FLOATING for r, t in zip(instance.spec.roles, packed_types(instance)))
 
 
 def packed_types(instance) -> tuple[CType, ...]:
@@ -406,8 +419,9 @@ class LaunchError(ValueError):
 def plan(instance, values: Mapping[str, object]) -> Launch:
     """The Launch of `instance` on a problem: arguments by role, geometry from the catalog.
 
-    `values` maps roles to values: "A", "B", "C" (device buffers), "M", "N", "K",
-    "lda", "ldb", "ldc" (ints), "alpha", "beta" (numbers). M, N and K are always
+    `values` maps roles to values: "A", "B", "C", "D", "scale_A", "scale_B" (device buffers; a
+    scale a kernel takes by value, a number), "M", "N", "K", "lda", "ldb", "ldc" (ints),
+    "alpha", "beta" (numbers). M, N and K are always
     needed (the geometry uses them); other roles only when the kernel lists them. A
     tensor map role needs its operand's buffer (and uses its leading dimension when given).
     """
@@ -436,7 +450,7 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
     for role, ctype in zip(spec.roles, packed_types(instance)):
         if isinstance(role, int):
             args.append(_integer(instance, str(role), role, ctype))
-        elif role in POINTER_ROLES:
+        elif role in POINTER_ROLES and ctype.kind == POINTER:
             args.append(values[role])
         elif role in INT_ROLES:
             args.append(_integer(instance, role, values[role], ctype))

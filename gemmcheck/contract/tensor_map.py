@@ -89,8 +89,9 @@ def request(instance, operand: str, spec: TensorMapSpec, M: int, N: int, K: int,
     sizes = {"M": M, "N": N, "K": K}
     contiguous = sizes[_CONTIGUOUS[(operand, layout)]]
     other = sizes[_OTHER[(operand, layout)]]
-    return TensorMapRequest(kernel=instance.id, operand=operand, dtype=instance.dtype,
-                            itemsize=instance.dt.itemsize, layout=layout, dims=(contiguous, other),
+    element = instance.types.of(operand)
+    return TensorMapRequest(kernel=instance.id, operand=operand, dtype=element.name,
+                            itemsize=element.itemsize, layout=layout, dims=(contiguous, other),
                             ld=max(contiguous, 1) if ld is None else int(ld),
                             box=spec.box_at(instance.params), swizzle=spec.swizzle, sizes=sizes,
                             buffer=buffer)

@@ -37,7 +37,7 @@ def probe_problem(instance) -> Problem | None:
     """A ragged exact problem at beta = 0 (alpha 1) the instantiation claims, or None."""
     t = instance.tile
     shape = claimed_shape(instance, 2 * t + 1, t + 3, 2 * t + 2)
-    return None if shape is None else Problem(*shape, instance.dtype, "exact", SEED)
+    return None if shape is None else Problem(*shape, instance.types, "exact", SEED)
 
 
 def read_elements(nan_runs, finite_run: Run) -> np.ndarray:

@@ -38,7 +38,7 @@ def launch_once(instance, size: int, prefix, *, backend: str = "cupy", timeout: 
     from gemmcheck.judge import isolation
     from gemmcheck.problems.problem import Problem
 
-    step = isolation.Step.of(0, instance, Problem(size, size, size, instance.dtype, "exact", 1),
+    step = isolation.Step.of(0, instance, Problem(size, size, size, instance.types, "exact", 1),
                              purpose="ncu", repeats=1, control=False)
     outcomes, children = isolation.run_steps([step], backend=backend, exact_allocations=True, prefix=prefix,
                                              step_timeout=timeout)

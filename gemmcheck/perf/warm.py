@@ -53,6 +53,8 @@ def kinds_of(instances) -> list[tuple[str, tuple]]:
     row-major always (cuBLAS float32 is timed alone, for the TF32 check)."""
     kinds = {("float32", ())}
     for i in instances:
+        if not i.types.uniform:
+            continue   # not timed yet (perf_plugin's skip reason)
         kinds.add((i.dtype, tuple(sorted((o, l) for o, l in i.spec.layouts.items() if l != "row"))))
     return sorted(kinds)
 

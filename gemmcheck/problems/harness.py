@@ -9,8 +9,8 @@ quiet NaN's payload survives arithmetic (NaN + x keeps it, on the CPU and in a
 GPU's float64), so an element computed from stale shared memory that held the
 poison holds the poison too. It is called never written only when C is
 launched again filled with a second poison (confirming_poison) and the element
-then holds that one (NEVER_WRITTEN: Run.unwritten, which every detector and the
-oracle read). Bits, not values, are compared: NaN == NaN is False, and a
+then holds that one (never_written: Run.unwritten, which every detector and the
+oracle read); D likewise, for a kernel that writes one. Bits, not values, are compared: NaN == NaN is False, and a
 payload is evidence.
 
 Operands are laid out as the kernel's catalog entry says: row- or
@@ -27,6 +27,13 @@ bits was never written. A kernel that declares the convention
 filled with finite garbage at beta == 0 instead (``c_fill="finite"``: random
 values near the dtype's largest, which no correct result here comes near, so
 an element still holding them was never written).
+
+A kernel that writes a separate D (its catalog lists the role D) gets D poisoned and guarded
+at every launch, and C is an input then: read only when beta != 0 (poison, or finite garbage,
+at beta == 0), compared after the launch like A and B (a write into it is input mutation). A
+kernel declaring ``d_aliases_c`` also runs in place (``in_place=True``: D is C's buffer, as for a
+kernel that writes over C). Scale factors (``scale_A``, ``scale_B``) sit in guarded buffers of
+their own, inputs too; one a kernel takes by value is passed as the number.
 
 BLAS's degenerate sizes: M == 0 or N == 0 launches nothing (a zero grid is a
 launch error; BLAS returns at once) and C is left as it was; K == 0 launches
@@ -48,11 +55,11 @@ from gemmcheck.contract import launch
 from gemmcheck.backends import Backend, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.phases import timed
-from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, scaling_id
+from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem, scaling_id
 
 MIN_GUARD = 1024
 LEADING_DIMENSIONS = ("tight", "padded")
-LD_ROLES = {"A": "lda", "B": "ldb", "C": "ldc"}
+LD_ROLES = {"A": "lda", "B": "ldb", "C": "ldc", "D": "ldd"}
 C_FILLS = ("default", "poison", "finite")   # what C holds before a launch at beta == 0
 
 
@@ -204,20 +211,23 @@ class Run:
     grid: tuple
     block: tuple
     C_bits: np.ndarray                    # (M, N) raw bits of the output
-    unwritten: np.ndarray                 # (M, N) bool: never written (NEVER_WRITTEN: both poisons held)
+    unwritten: np.ndarray                 # (M, N) bool: never written (never_written: both poisons held)
     guard_damage: dict[str, int] = field(default_factory=dict)    # buffer -> guard or padding elements changed
     inputs_changed: dict[str, int] = field(default_factory=dict)  # "A"/"B" -> elements changed
     alpha: float = 1
     beta: float = 0
     C0: np.ndarray | None = None          # (M, N) float64 initial C when beta != 0 (else None: poison)
-    leading_dimensions: dict[str, int] = field(default_factory=dict)  # "lda"/"ldb"/"ldc" -> value
+    leading_dimensions: dict[str, int] = field(default_factory=dict)  # "lda"/"ldb"/"ldc"/"ldd" -> value
     operands_text: str = ""               # layouts and leading dimensions, when not all row-major and tight
     launched: bool = True                 # False: M or N is 0, so nothing was launched (BLAS)
     c_fill: str = "poison"                # what C held before the launch at beta == 0: "poison" or "finite"
+    scales: dict = field(default_factory=dict)   # "scale_A"/"scale_B" -> float64 scale matrix given
+    output: str = "C"                     # the buffer the result was read from: "C", or "D" (C_bits holds it)
 
     @property
     def C(self) -> np.ndarray:
-        return dt.from_bits(self.C_bits, self.instance.dt)
+        """The output's values (D's, for a kernel that writes D)."""
+        return dt.from_bits(self.C_bits, self.instance.types.D)
 
 
 class GuardedGemm:
@@ -227,7 +237,8 @@ class GuardedGemm:
     def __init__(self, backend: Backend, instance: Instance, A: np.ndarray, B: np.ndarray,
                  C0: np.ndarray | None = None, *, alpha=1, beta=0, leading_dimensions: str = "tight",
                  guard_bits: int | None = None, poison_bits: int | None = None,
-                 guard: int | None = None, c_fill: str = "default"):
+                 guard: int | None = None, c_fill: str = "default", scales: dict | None = None,
+                 in_place: bool = False):
         """`C0`: the initial C, read by the kernel when beta != 0 (required then, refused
         otherwise). `leading_dimensions`: 'tight' (ld == width) or 'padded' (ld > width;
         only for kernels that take lda/ldb/ldc). `guard` elements of guard band on each
@@ -235,11 +246,15 @@ class GuardedGemm:
         gives exact-size allocations: what compute-sanitizer memcheck needs to see an
         out-of-bounds access as one. `c_fill`: what C holds at beta == 0: "poison" (NaN),
         "finite" (finite_garbage), or "default": finite for a kernel that declares
-        reads_c_at_beta_zero, else poison."""
+        reads_c_at_beta_zero, else poison. `guard_bits`, `poison_bits`: one pattern for every
+        buffer's guards, and the output's poison, instead of each type's own. `scales`: the
+        scale factors by role (Problem.scale_operands); a kernel that takes them and is given
+        none gets the exact kind's at seed 0. `in_place`: D is C's buffer (d_aliases_c)."""
         M, K = A.shape
         K2, N = B.shape
         spec = instance.spec
         roles = spec.roles
+        types = instance.types
         if K != K2:
             raise ValueError(f"A is {A.shape} and B is {B.shape}: inner dimensions differ")
         if not ({"M", "K"} & set(roles)) and not (M == N == K):
@@ -253,6 +268,8 @@ class GuardedGemm:
             raise ValueError(f"c_fill={c_fill!r}; use one of {C_FILLS}")
         if leading_dimensions not in LEADING_DIMENSIONS:
             raise ValueError(f"leading_dimensions={leading_dimensions!r}; use one of {LEADING_DIMENSIONS}")
+        if in_place and not spec.d_aliases_c:
+            raise ValueError(f"{instance.id}: in_place: the kernel does not declare d_aliases_c")
         why = OperandVariant(leading_dimensions, alpha, beta).why_not(spec)
         if why:
             raise ValueError(f"{instance.id}: {why} (its roles: {', '.join(roles)})")
@@ -260,10 +277,13 @@ class GuardedGemm:
         self.M, self.N, self.K = M, N, K
         self.alpha, self.beta = alpha, beta
         self.C0 = None if C0 is None else np.asarray(C0, dtype=np.float64)
-        d = instance.dt
-        self.guard_bits = d.guard_bits if guard_bits is None else guard_bits
-        self.poison_bits = d.poison_bits if poison_bits is None else poison_bits
-        shapes = {"A": (M, K), "B": (K, N), "C": (M, N)}
+        self.in_place = in_place
+        # the buffer the kernel writes its result into: D, unless it takes none (or D is C)
+        self.output = "D" if "D" in roles and not in_place else "C"
+        out = types.D
+        self.guard_bits = out.guard_bits if guard_bits is None else guard_bits   # the output's; each buffer its type's
+        self.poison_bits = out.poison_bits if poison_bits is None else poison_bits
+        shapes = {"A": (M, K), "B": (K, N), "C": (M, N), "D": (M, N)}
         layouts = {name: spec.layouts.get(name, "row") for name in shapes}
         widths = {name: shape[1] if layouts[name] == "row" else shape[0]
                   for name, shape in shapes.items()}
@@ -275,37 +295,65 @@ class GuardedGemm:
             c_fill = "finite" if getattr(spec, "reads_c_at_beta_zero", False) else "poison"
         self.c_fill = c_fill if self.C0 is None else "poison"
         if self.C0 is not None:
-            initial_C = dt.to_bits(self.C0, d)
+            initial_C = dt.to_bits(self.C0, types.C)
         elif c_fill == "finite":
-            initial_C = dt.to_bits(finite_garbage(M, N, d), d)
+            initial_C = dt.to_bits(finite_garbage(M, N, types.C), types.C)
         else:
-            initial_C = np.full((M, N), self.poison_bits, dtype=d.storage)
-        self.A = guarded("A", dt.to_bits(A, d), g, self.guard_bits, layout=layouts["A"], ld=lds["A"])
-        self.B = guarded("B", dt.to_bits(B, d), g, self.guard_bits, layout=layouts["B"], ld=lds["B"])
-        self.C = guarded("C", initial_C, g, self.guard_bits, layout=layouts["C"], ld=lds["C"])
-        self.initial_C_bits = initial_C
-        for buf in (self.A, self.B, self.C):
+            initial_C = np.full((M, N), self.poison_bits if self.output == "C" else types.C.poison_bits,
+                                dtype=types.C.storage)
+
+        def guarded_as(name, bits, d, **kw):
+            return guarded(name, bits, g, d.guard_bits if guard_bits is None else guard_bits, **kw)
+
+        self.A = guarded_as("A", dt.to_bits(A, types.A), types.A, layout=layouts["A"], ld=lds["A"])
+        self.B = guarded_as("B", dt.to_bits(B, types.B), types.B, layout=layouts["B"], ld=lds["B"])
+        self.C = guarded_as("C", initial_C, types.C, layout=layouts["C"], ld=lds["C"])
+        self.D = None
+        if self.output == "D":
+            self.D = guarded_as("D", np.full((M, N), self.poison_bits, dtype=out.storage), out,
+                                layout=layouts["D"], ld=lds["D"])
+        self.scales = {}
+        if types.scales:
+            self.scales = {role: np.asarray(v, dtype=np.float64) for role, v in (
+                scales if scales is not None else Problem(M, N, K, types).scale_operands()).items()}
+        self.scale_buffers = [guarded_as(s.role, dt.to_bits(self.scales[s.role], s.type), s.type, layout=s.major)
+                              for s in types.scales if not launch.by_value(instance, s.role)]
+        out_buffer = self.D if self.output == "D" else self.C
+        self.initial_C_bits = out_buffer.matrix(out_buffer.bits).copy()
+        self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers]
+        for buf in self.buffers:
             buf.device = backend.to_device(buf.bits)
-            # C is reset from its pristine copy before every run; a large A or B is compared
-            # with its own after every run (a small one is read back: _on_device)
-            if buf is self.C or _on_device(buf):
+            # the output is reset from its pristine copy before every run; a large input is
+            # compared with its own after every run (a small one is read back: _on_device)
+            if buf is out_buffer or _on_device(buf):
                 buf.pristine = backend.copy(buf.device)
         self.grid, self.block = instance.launch_shape(M, N, K)
         self._last_C = None   # (device buffer, what was read from it) of the last run
+
+    @property
+    def buffers(self) -> list[GuardedBuffer]:
+        """Every guarded buffer of the launch: A, B, C, D (when the kernel writes one), scales."""
+        return [self.A, self.B, self.C, *([self.D] if self.D is not None else []), *self.scale_buffers]
+
+    @property
+    def out(self) -> GuardedBuffer:
+        """The buffer the kernel writes its result into (D, or C)."""
+        return self.D if self.output == "D" else self.C
 
     @classmethod
     def for_problem(cls, backend: Backend, instance: Instance, problem, *, operands=None,
                     **kw) -> "GuardedGemm":
         """A GuardedGemm for a problems.Problem: its operands (`operands`, when the caller made
-        them already: 1.7 s for a 4097 x 4160 normal pair), alpha and beta."""
+        them already: 1.7 s for a 4097 x 4160 normal pair), alpha, beta and scale factors."""
         operands = problem.operands() if operands is None else operands
-        return cls(backend, instance, *operands, alpha=problem.alpha, beta=problem.beta, **kw)
+        scales = problem.scale_operands() if instance.types.scales else None
+        return cls(backend, instance, *operands, alpha=problem.alpha, beta=problem.beta, scales=scales, **kw)
 
     @property
     def operands_text(self) -> str:
         """'A col-major lda 16 (padded), B row-major ldb 8 (padded), ...'; '' when every
         operand is row-major and tight (nothing to say)."""
-        bufs = (self.A, self.B, self.C)
+        bufs = [b for b in self.buffers if b.name in LD_ROLES]
         def padded(b):   # an empty line's ld of 1 is BLAS's minimum, not padding
             return b.ld > max(b.width, 1)
         if all(b.layout == "row" and not padded(b) for b in bufs):
@@ -315,20 +363,25 @@ class GuardedGemm:
 
     @property
     def leading_dimensions(self) -> dict[str, int]:
-        return {LD_ROLES[buf.name]: buf.ld for buf in (self.A, self.B, self.C)}
+        lds = {LD_ROLES[buf.name]: buf.ld for buf in self.buffers if buf.name in LD_ROLES}
+        return {**lds, "ldd": lds["ldc"]} if self.in_place else lds
 
     def role_values(self) -> dict:
-        """Every role's value: device views of A, B, C; M, N, K and the leading dimensions
-        as ints; alpha and beta as Python numbers. gemmcheck.contract.launch.plan picks the kernel's."""
-        return {"A": self.A.inner(), "B": self.B.inner(), "C": self.C.inner(),
-                "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
+        """Every role's value: device views of A, B, C, D and the scale factors (a scale the
+        kernel takes by value as its number); M, N, K and the leading dimensions as ints; alpha
+        and beta as Python numbers. gemmcheck.contract.launch.plan picks the kernel's."""
+        views = {buf.name: buf.inner() for buf in self.buffers}
+        if self.in_place:
+            views["D"] = self.C.inner()
+        by_value = {role: float(v.reshape(-1)[0]) for role, v in self.scales.items() if role not in views}
+        return {**views, **by_value, "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
                 "alpha": self.alpha, "beta": self.beta}
 
     @timed("harness")   # the launch and the copies back are "launch" (phases are exclusive)
     def run(self) -> Run:
-        """Reset C (poison, or C0 when beta != 0), launch, and read back what the kernel did
-        to every buffer."""
-        self.C.device = self.backend.copy(self.C.pristine)
+        """Reset the output (poison, or C0 when beta != 0), launch, and read back what the
+        kernel did to every buffer."""
+        self.out.device = self.backend.copy(self.out.pristine)
         # M or N = 0: BLAS returns at once. A grid with a zero dimension is a launch error: a
         # plan that gives one for a non-empty C (a split-K grid over ceil(K / BK) at K = 0) is
         # not launched either, and C shows what the kernel would have left: nothing written.
@@ -344,8 +397,8 @@ class GuardedGemm:
         except KernelLaunchError as exc:   # the confirming launch's (_never_written)
             name_the_problem(exc, self.M, self.N, self.K)
             raise
-        damage, changed = {"C": c_damage}, {}
-        for buf in (self.A, self.B):
+        damage, changed = {self.out.name: c_damage}, {}
+        for buf in self.inputs:
             # A large one is compared where it lives and copied back only when changed: at the
             # nightly's 2048^2 race launches each is up to 32 MB, read back ten times a row.
             if _on_device(buf) and self.backend.same(buf.device, buf.pristine):
@@ -357,61 +410,85 @@ class GuardedGemm:
         return Run(self.instance, self.M, self.N, self.K, self.grid, self.block,
                    c_bits, unwritten, damage, changed,
                    self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text,
-                   launched, self.c_fill)
+                   launched, self.c_fill, self.scales, self.output)
 
     def _read_C(self, confirm: bool = True):
-        """(C's bits, unwritten, guard elements changed) after a launch, read-only; an element
-        that holds the poison is launched again to be called unwritten (`confirm`: a launch that
-        did not happen wrote nothing, proof enough). When the
+        """(the output's bits, unwritten, guard elements changed) after a launch, read-only; an
+        element that holds the poison is launched again to be called unwritten (`confirm`: a
+        launch that did not happen wrote nothing, proof enough). When the
         whole buffer holds the last run's bits (compared on the device), the last run's arrays
         are shared, not read back again: a kill-matrix row at the nightly's race sizes
         launches each problem ten times, 16 MB of C at 2048^2 float32 each, nearly always
         the same bits (and detectors skip comparing an array with itself)."""
-        if (self._last_C is not None and _on_device(self.C)
-                and self.backend.same(self.C.device, self._last_C[0])):
+        out = self.out
+        if (self._last_C is not None and _on_device(out)
+                and self.backend.same(out.device, self._last_C[0])):
             read = self._last_C[1]
         else:
-            c_flat = self.backend.to_host(self.C.device)
-            c_bits = self.C.matrix(c_flat).copy()
+            c_flat = self.backend.to_host(out.device)
+            c_bits = out.matrix(c_flat).copy()
             unwritten = c_bits == self.initial_C_bits
-            if confirm and unwritten.any() and self.C0 is None and self.c_fill == "poison":
+            if confirm and unwritten.any() and self._output_poisoned:
                 unwritten &= self._never_written()
             for X in (c_bits, unwritten):
                 X.setflags(write=False)   # shared by every run that left the same bits
-            read = c_bits, unwritten, int(np.count_nonzero(self.C.guard_cells(c_flat) != self.guard_bits))
-        self._last_C = self.C.device, read
+            read = c_bits, unwritten, int(np.count_nonzero(out.guard_cells(c_flat) != out.guard_cells(out.bits)))
+        self._last_C = out.device, read
         return read
 
 
+    @property
+    def _output_poisoned(self) -> bool:
+        """Whether the output starts as the poison: D always (C0 is C's), C at beta == 0 unless
+        it is filled with finite garbage."""
+        return self.output == "D" or (self.C0 is None and self.c_fill == "poison")
+
     def _never_written(self) -> np.ndarray:
-        """(M, N) bool: the elements that hold the second poison after a launch with C filled
-        with it (confirming_poison), on a C of its own (the run's stays as it was read). With
-        the first launch's poison mask, what was never written (NEVER_WRITTEN): a NaN whose
-        payload an element only carried through arithmetic holds the first poison again."""
-        second = confirming_poison(self.instance.dt, self.poison_bits, self.guard_bits)
-        flat = self.C.bits.copy()
-        self.C.matrix(flat)[...] = second
-        kept, self.C.device = self.C.device, self.backend.to_device(flat)
+        """(M, N) bool: the elements that hold the second poison after a launch with the output
+        (C, or D) filled with it (confirming_poison), on a buffer of its own (the run's stays as
+        it was read; C, an input beside D, keeps its first poison). With the first launch's
+        poison mask, what was never written (never_written): a NaN whose payload an element
+        only carried through arithmetic holds the first poison again."""
+        out = self.out
+        second = confirming_poison(self.instance.types.D, self.poison_bits, self.guard_bits)
+        flat = out.bits.copy()
+        out.matrix(flat)[...] = second
+        kept, out.device = out.device, self.backend.to_device(flat)
         try:
             self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
-            return self.C.matrix(self.backend.to_host(self.C.device)) == second
+            return out.matrix(self.backend.to_host(out.device)) == second
         finally:
-            self.C.device = kept
+            out.device = kept
 
 
-# What "never written" means, the one definition (the poison detector's and the oracle's words):
-# an element that held the poison after a launch, and the second poison after a launch with C
-# filled with it. One poison alone is not proof: a quiet NaN's payload survives arithmetic.
-NEVER_WRITTEN = ("never written (the poison bits after the launch, and a second poison after a "
-                 "launch with C filled with it)")
+def never_written(output: str = "C") -> str:
+    """What "never written" means, the one definition (the poison detector's and the oracle's
+    words): an element of `output` that held the poison after a launch, and the second poison
+    after a launch with `output` filled with it. One poison alone is not proof: a quiet NaN's
+    payload survives arithmetic."""
+    return (f"never written (the poison bits after the launch, and a second poison after a launch with "
+            f"{output} filled with it)")
 
 
 def confirming_poison(d: dt.DType, poison_bits: int, guard_bits: int) -> int:
-    """The second poison: `poison_bits` with a payload bit flipped, so a quiet NaN still, and
-    neither the guard bits nor a NaN a kernel's arithmetic makes (the CPU's canonical one, the
-    GPU's all-ones one)."""
-    made = (int(np.array([np.nan], dtype=d.numpy).view(d.storage)[0]), (1 << (8 * d.itemsize - 1)) - 1)
-    return next(b for b in (poison_bits ^ 1, poison_bits ^ 2, poison_bits ^ 4) if b not in (guard_bits, *made))
+    """The second poison: `poison_bits` with one bit flipped (a payload bit, else the sign), of
+    the poison's kind: a NaN for a NaN poison (neither the guard bits nor a NaN a kernel's
+    arithmetic makes: the CPU's canonical one, the GPU's all-ones one; never an infinity, as
+    e5m2's 0x7D with its last bit cleared would be), a finite value for a finite one
+    (float8_e4m3fn's -2^-9 gives -3 x 2^-9; int32's its neighbour), never zero (0x81 ^ 1 is
+    e4m3's -0, which a kernel writes)."""
+    made = {(1 << (8 * d.itemsize - 1)) - 1}
+    if not d.is_integer:
+        made.add(int(np.array([np.nan], dtype=d.numpy).view(d.storage)[0]))
+
+    def value(bits: int) -> float:
+        return float(dt.from_bits(np.array([bits], dtype=d.storage), d)[0])
+
+    poison_is_nan = np.isnan(value(poison_bits))
+    sign = 1 << (8 * d.itemsize - 1)
+    return next(b for b in (poison_bits ^ 1, poison_bits ^ 2, poison_bits ^ 4, poison_bits ^ sign)
+                if b not in (guard_bits, *made) and np.isnan(value(b)) == poison_is_nan
+                and not np.isinf(value(b)) and value(b) != 0)
 
 
 def finite_garbage(M: int, N: int, d: dt.DType, seed: int = 0) -> np.ndarray:

@@ -7,7 +7,10 @@ values are already exactly representable in the dtype: what the kernel reads
 is what the reference uses.
 
 A problem computes C = alpha * A @ B + beta * C0 (BLAS's GEMM; alpha, beta
-default to 1 and 0). With beta = 0 there is no C0 and the kernel must not read
+default to 1 and 0). Its `dtype` is a type for every operand
+(gemmcheck.contract.operand_types: ``"float16"``, or ``"f16f16f32"``, or a record with scale
+factors): A, B and C0 are made in their own types, and a kernel with scale factors gets them
+from ``scale_operands()`` (D = alpha (sA A)(sB B) + beta C0). With beta = 0 there is no C0 and the kernel must not read
 C (the BLAS convention: C's old contents may be anything, here a poison NaN).
 With beta != 0, ``operands()`` also gives C0, chosen so that every correct
 output element differs from C0 bit for bit: an element the kernel never wrote
@@ -48,6 +51,7 @@ import numpy as np
 
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import operand_types
 from gemmcheck.phases import timed
 
 VALUE_KINDS = ("exact", "normal", "uniform", "wide", "special")
@@ -64,9 +68,9 @@ def scaling_id(alpha, beta) -> str:
     return f"alpha{alpha:g}-beta{beta:g}"
 
 
-def accumulator(dtype: dt.DType) -> dt.DType:
+def accumulator(dtype) -> dt.DType:
     """The DType partial sums are kept in (float32 for float16 and bfloat16)."""
-    return dt.get(dtype.accumulator)
+    return operand_types.coerce(dtype).accumulator
 
 
 def _integer(name: str, value) -> int:
@@ -75,7 +79,14 @@ def _integer(name: str, value) -> int:
     return int(value)
 
 
-def exact_range(dtype: dt.DType | str, K: int, alpha=1, beta=0) -> int:
+# Exact scale factors are 2^e, e one of these: a power of two keeps every scaled product exact,
+# and no 1, so a kernel that leaves a scale out (or applies one twice) changes the result.
+EXACT_SCALE_EXPONENTS = (-1, 1, 2)
+# A correct int32 result stays below this, far from int32's poison (dtypes: 0x7EADDEAD).
+INTEGER_RESULT_LIMIT = 2 ** 30
+
+
+def exact_range(dtype, K: int, alpha=1, beta=0) -> int:
     """The largest r such that integers in [-r, r] for A, B and C0 keep every sum exact.
 
     Proof. A kernel computes alpha * sum_k a_k b_k + beta * c in some order:
@@ -92,48 +103,75 @@ def exact_range(dtype: dt.DType | str, K: int, alpha=1, beta=0) -> int:
     integer, rounded once when stored. Also required: r <= 2^p_in (A, B and C0
     hold r exactly) and the bound <= the output's largest finite value (the
     rounded result is finite). `alpha` and `beta` must be integers.
+
+    Scale factors (2^e, e in EXACT_SCALE_EXPONENTS) make each scaled operand's values
+    multiples of 2^-1 no larger than 2^2 r: counted in the finest step, 2^-n for n scaled
+    operands, every value above is at most 8^n (|alpha| K r^2) + 2^n |beta| r, which must fit
+    2^p_acc; its magnitude, 4^n |alpha| K r^2 + |beta| r, the output's range. An integer
+    accumulator (int8 and uint8 inputs) holds every sum below INTEGER_RESULT_LIMIT; there r
+    is bounded by the input types' own range (127 for int8, 255 for uint8). A kernel that
+    declares a saturating output conversion is bounded by its accumulator only: results past
+    the output's range are judged as the largest finite value (and _exact makes one).
     """
-    d = dt.get(dtype) if isinstance(dtype, str) else dtype
+    types = operand_types.coerce(dtype)
     alpha, beta = abs(_integer("alpha", alpha)), abs(_integer("beta", beta))
     if K < 0:
         raise ValueError(f"K={K} must be >= 0")
-    limit = min(2 ** accumulator(d).significand_bits, int(float(finfo(d).max)))
+    acc, n = types.accumulator, len(types.scales)
+    bits_limit = INTEGER_RESULT_LIMIT if acc.is_integer else 2 ** acc.significand_bits
+    output_limit = bits_limit if types.saturate else int(types.D.largest)
+    largest_scale, finest_step = 2.0 ** max(EXACT_SCALE_EXPONENTS), 2.0 ** min(EXACT_SCALE_EXPONENTS)
+    spread = (largest_scale / finest_step) ** n
     scale = max(alpha, 1)
+    input_limit = min(d.exact_limit for d in (types.A, types.B, types.C))
 
-    def fits(r: int) -> bool:
-        return scale * K * r * r + beta * r <= limit
+    def largest_r(magnitude_limit: int) -> int:
+        def fits(r: int) -> bool:
+            in_steps = spread * scale * K * r * r + beta * r / finest_step ** n
+            magnitude = largest_scale ** n * scale * K * r * r + beta * r
+            return in_steps <= bits_limit and magnitude <= magnitude_limit
 
-    low, high = 0, min(2 ** d.significand_bits, math.isqrt(limit // K) if K else limit)
-    while low < high:                   # the largest r in [0, high] that fits
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+        low, high = 0, min(input_limit, math.isqrt(magnitude_limit // K) if K else magnitude_limit)
+        while low < high:                   # the largest r in [0, high] that fits
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if fits(mid) else (low, mid - 1)
+        return low
+
+    low = largest_r(min(INTEGER_RESULT_LIMIT if acc.is_integer else output_limit, bits_limit))
+    if low < 1 and types.D.itemsize == 1:
+        # An 8-bit float output holds so little (448) that at this K even r = 1 may pass it: then
+        # results may overflow, judged as the output's conversion has it (Inf, NaN for e4m3,
+        # the largest finite value when it saturates); the sums stay exact.
+        low = largest_r(bits_limit)
     if low < 1:
-        raise ValueError(f"K={K} (alpha={alpha}, beta={beta}) is too long for exact {d.name} "
-                         f"inputs: even r = 1 exceeds 2^{accumulator(d).significand_bits}; "
+        raise ValueError(f"K={K} (alpha={alpha}, beta={beta}) is too long for exact {types.name} "
+                         f"inputs: even r = 1 exceeds 2^{acc.significand_bits}; "
                          f"use a smaller K, alpha or beta")
     return low
 
 
-def wide_exponent(dtype: dt.DType | str, K: int, alpha=1, beta=0) -> float:
+def wide_exponent(dtype, K: int, alpha=1, beta=0) -> float:
     """E for the ``wide`` kind: |values| in [2^-E, 2^E].
 
     Inputs stay normal (2^-E >= smallest normal), n 2^2E stays below half the
     output's largest finite value, with n = K for C = A @ B and
     n = |alpha| K (1 + 2 |beta|) with C0 (|C0| <= 2 |alpha| (|A||B|), see
     ``Problem.operands``), and E <= 16 keeps every product far from the
-    accumulator's underflow and overflow thresholds.
+    accumulator's underflow and overflow thresholds. (Scale factors of the random kinds are
+    below 2 each: 4^n more, for n scaled operands.)
     """
-    d = dt.get(dtype) if isinstance(dtype, str) else dtype
-    info = finfo(d)
-    n = max(max(abs(alpha), 1) * K * (1 + 2 * abs(beta)), 1)   # K = 0: no products at all
-    by_input = -math.log2(float(info.smallest_normal))
-    by_output = (math.log2(float(info.max)) - 1 - math.log2(n)) / 2
+    types = operand_types.coerce(dtype)
+    n = max(max(abs(alpha), 1) * K * (1 + 2 * abs(beta)), 1) * 4 ** len(types.scales)   # K = 0: no products
+    by_input = min(-math.log2(d.smallest_normal) for d in (types.A, types.B))
+    by_output = (math.log2(min(d.largest for d in (types.C, types.D))) - 1 - math.log2(n)) / 2
     return max(0.5, min(16.0, by_input, by_output))
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One GEMM: C[M x N] = alpha A[M x K] B[K x N] + beta C0 in `dtype`, values of one kind, from a seed."""
+    """One GEMM: C[M x N] = alpha A[M x K] B[K x N] + beta C0 in `dtype`, values of one kind, from a seed.
+    `dtype`: a dtype name, a combination (``"f16f16f32"``) or an operand_types record (kept
+    as its spelling, so the repr rebuilds it)."""
 
     M: int
     N: int
@@ -150,21 +188,26 @@ class Problem:
             if type(value) is not int or value < 0:
                 raise ValueError(f"Problem: {name}={value!r} must be a non-negative integer "
                                  f"(0 is BLAS's empty problem: M or N = 0 computes nothing, K = 0 gives beta C0)")
-        d = dt.get(self.dtype)
+        types = operand_types.coerce(self.dtype)
+        object.__setattr__(self, "dtype", types.spelling)
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")
         if self.values == "special" and 0 in (self.M, self.N, self.K):
             raise ValueError(f"Problem: values='special' places NaN and Inf in rows of A and columns "
                              f"of B; M={self.M}, N={self.N}, K={self.K} has none: use 'exact'")
+        if self.values == "special" and special_values_missing(types):
+            raise ValueError(f"Problem: values='special': {special_values_missing(types)}")
         if type(self.seed) is not int or self.seed < 0:
             raise ValueError(f"Problem: seed={self.seed!r} must be a non-negative integer")
         for name in ("alpha", "beta"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"Problem: {name}={value!r} must be a finite number")
-            if float(np.asarray(value, dtype=np.float64).astype(d.numpy)) != value:
-                raise ValueError(f"Problem: {name}={value!r} is not representable in {d.name}; "
-                                 f"use a value the kernel can be passed exactly")
+            # the kernel may take it in any of its operands' types (T alpha) or the declared scalar's
+            for d in dict.fromkeys((types.A, types.B, types.C, types.D, types.scalar)):
+                if float(dt.from_bits(dt.to_bits(np.asarray([value], dtype=np.float64), d), d)[0]) != value:
+                    raise ValueError(f"Problem: {name}={value!r} is not representable in {d.name}; "
+                                     f"use a value the kernel can be passed exactly")
             if self.exact and value != int(value):
                 raise ValueError(f"Problem: {name}={value!r}: values={self.values!r} is judged bit "
                                  f"for bit and needs an integer {name}")
@@ -191,8 +234,16 @@ class Problem:
         return f"{self.dtype} {self.values} {self.id}{scaling} seed {self.seed}"
 
     @property
+    def types(self) -> operand_types.OperandTypes:
+        """Every operand's type (gemmcheck.contract.operand_types)."""
+        return operand_types.of(self.dtype)
+
+    @property
     def dt(self) -> dt.DType:
-        return dt.get(self.dtype)
+        """The one element type of a one-type problem (mixed ones: read `types`)."""
+        if not self.types.uniform:
+            raise TypeError(f"{self!r}: a type per operand; read Problem.types")
+        return self.types.A
 
     @property
     def exact(self) -> bool:
@@ -218,10 +269,34 @@ class Problem:
         """operands(), made afresh and writable, never shared (the performance suite's input
         sets hold gigabytes of their own at N = 8192 and release them)."""
         streams = [np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(4)]
-        A, B = GENERATORS[self.values](self, *streams[:3])
+        A, B = GENERATORS[_kind(self)](self, *streams[:3])
         if not self.reads_C:
             return A, B
         return A, B, _initial_C(self, A, B, streams[3])
+
+    def scale_operands(self) -> dict[str, np.ndarray]:
+        """The scale factors of each scaled operand, by role (``{"scale_A": ...}``; none for a
+        kernel without them), as float64 values of the scale's type, shaped as the scale matrix
+        (operand_types.Scale.shape). Exact kinds: powers of two (EXACT_SCALE_EXPONENTS), a
+        per-tensor pair never multiplying to 1; random kinds: uniform in [1/2, 2). Streams of
+        their own (the fifth and sixth), so A, B and C0 stay what they were."""
+        types = self.types
+        if not types.scales:
+            return {}
+        streams = np.random.SeedSequence(self.seed).spawn(4 + len(operand_types.SCALED))
+        out = {}
+        for scale in types.scales:
+            rng = np.random.default_rng(streams[4 + operand_types.SCALED.index(scale.operand)])
+            shape = scale.shape(*((self.M, self.K) if scale.operand == "A" else (self.K, self.N)))
+            if self.exact:
+                values = np.exp2(rng.choice(EXACT_SCALE_EXPONENTS, shape)).astype(np.float64)
+            else:
+                values = dt.round_draws(rng.uniform(0.5, 2.0, shape), scale.type)
+            out[scale.role] = values
+        if self.exact and len(out) == 2 and all(v.size == 1 for v in out.values()) \
+                and float(out["scale_A"].item() * out["scale_B"].item()) == 1.0:
+            out["scale_B"] = out["scale_A"].copy()   # (1/2, 2) or (2, 1/2): now (1/2, 1/2) or (2, 2)
+        return out
 
     def exact_product(self) -> np.ndarray:
         """The exact result alpha A @ B + beta C0 of the ``exact`` kind's integers, as int64."""
@@ -233,7 +308,10 @@ class Problem:
 
     def expected_bits(self) -> np.ndarray:
         """The ``exact`` kind's answer: the exact int64 result rounded once to the dtype."""
-        return dt.to_bits(self.exact_product().astype(np.float64), self.dt)
+        types = self.types
+        if types.scales:
+            raise ValueError(f"{self!r}: expected_bits is defined for kernels without scale factors")
+        return dt.to_bits(self.exact_product().astype(np.float64), types.D, saturate=types.saturate)
 
 
 # A and B elements from which a problem's operands are shared: every kernel of a dtype is checked
@@ -250,54 +328,82 @@ def _shared_operands(problem: Problem) -> tuple[np.ndarray, ...]:
     return operands
 
 
-def _integers(rng, shape, r) -> np.ndarray:
-    return rng.integers(-r, r + 1, size=shape).astype(np.float64)
+def _integers(rng, shape, r, d: dt.DType | None = None) -> np.ndarray:
+    """Integers in [-r, r] ([0, r] for an unsigned type `d`) as float64."""
+    low = 0 if d is not None and d.smallest == 0 else -r
+    return rng.integers(low, r + 1, size=shape).astype(np.float64)
 
 
-def _nonzero(rng, r, size) -> np.ndarray:
-    return rng.integers(1, r + 1, size=size) * rng.choice((-1, 1), size=size)
+def _nonzero(rng, r, size, d: dt.DType | None = None) -> np.ndarray:
+    signs = (1,) if d is not None and d.smallest == 0 else (-1, 1)
+    return rng.integers(1, r + 1, size=size) * rng.choice(signs, size=size)
+
+
+def _kind(p: Problem) -> str:
+    """The generator a problem's values use: integer inputs are integers whatever the kind (over
+    the range exact_range allows: an int8's whole range for any K the profiles draw)."""
+    return "exact" if p.types.inputs_integer and p.values in ("normal", "uniform", "wide") else p.values
 
 
 def _exact(p: Problem, rng_a, rng_b, rng_extra):
-    r = exact_range(p.dt, p.K, p.alpha, p.beta)
-    A = _integers(rng_a, (p.M, p.K), r)
-    B = _integers(rng_b, (p.K, p.N), r)
+    types = p.types
+    r = exact_range(types, p.K, p.alpha, p.beta)
+    A = _integers(rng_a, (p.M, p.K), r, types.A)
+    B = _integers(rng_b, (p.K, p.N), r, types.B)
     if 0 in (p.M, p.N, p.K):
         return A, B   # an empty product: K = 0 gives beta C0, M or N = 0 nothing at all
     # A nonzero in every row of A and every column of B, at a place fixed by the index.
     rows, cols = np.arange(p.M), np.arange(p.N)
-    A[rows, rows % p.K] = _nonzero(rng_a, r, p.M)
-    B[cols % p.K, cols] = _nonzero(rng_b, r, p.N)
+    A[rows, rows % p.K] = _nonzero(rng_a, r, p.M, types.A)
+    B[cols % p.K, cols] = _nonzero(rng_b, r, p.N, types.B)
     # C[0, 0] != 0 settles it in K steps; else the whole product (a float64 product of
     # 4097 x 4095 x 4160 costs a third of a second on 16 cores).
     if A[0] @ B[:, 0] == 0 and not (A @ B).any():
         # Everything cancelled (tiny shapes only): change A[0, 0]. B[0, 0] is nonzero,
         # so C[0, 0] changes by a nonzero amount from 0.
         A[0, 0] = r if A[0, 0] != r else -r
+    if types.saturate:
+        # C[0, 0] = K r^2 (times the scales): past the output's range at all but the smallest
+        # K, so the saturating conversion is exercised wherever it can be
+        A[0, :], B[:, 0] = r, r
     return A, B
 
 
 def _normal(p: Problem, rng_a, rng_b, rng_extra):
-    return (dt.round_draws(rng_a.standard_normal((p.M, p.K)), p.dt),
-            dt.round_draws(rng_b.standard_normal((p.K, p.N)), p.dt))
+    types = p.types
+    return (dt.round_draws(rng_a.standard_normal((p.M, p.K)), types.A),
+            dt.round_draws(rng_b.standard_normal((p.K, p.N)), types.B))
 
 
 def _uniform(p: Problem, rng_a, rng_b, rng_extra):
-    return (dt.round_draws(rng_a.uniform(-1.0, 1.0, (p.M, p.K)), p.dt),
-            dt.round_draws(rng_b.uniform(-1.0, 1.0, (p.K, p.N)), p.dt))
+    types = p.types
+    return (dt.round_draws(rng_a.uniform(-1.0, 1.0, (p.M, p.K)), types.A),
+            dt.round_draws(rng_b.uniform(-1.0, 1.0, (p.K, p.N)), types.B))
 
 
 def _wide(p: Problem, rng_a, rng_b, rng_extra):
-    E = wide_exponent(p.dt, p.K, p.alpha, p.beta)
+    types = p.types
+    E = wide_exponent(types, p.K, p.alpha, p.beta)
 
-    def draw(rng, shape):
+    def draw(rng, shape, d):
         magnitude = np.exp2(rng.uniform(-E, E, shape))
-        return dt.round_draws(rng.choice((-1.0, 1.0), shape) * magnitude, p.dt)
-    return draw(rng_a, (p.M, p.K)), draw(rng_b, (p.K, p.N))
+        return dt.round_draws(rng.choice((-1.0, 1.0), shape) * magnitude, d)
+    return draw(rng_a, (p.M, p.K), types.A), draw(rng_b, (p.K, p.N), types.B)
+
+
+def special_values_missing(types) -> str | None:
+    """Why the ``special`` kind cannot be made in these input types (None: it can): it puts
+    +-Inf and NaN in A and B."""
+    missing = [d.name for d in (types.A, types.B) if not d.has_inf]
+    if missing:
+        return (f"{' and '.join(dict.fromkeys(missing))} hold no Inf (the special kind puts +-Inf and NaN in A "
+                "and B); its NaN and saturation rules are judged by the oracle's rounding on the other kinds")
+    return None
 
 
 def _special(p: Problem, rng_a, rng_b, rng):
     A, B = _exact(p, rng_a, rng_b, rng)
+    d = p.types.A
     # About 10 % negative zeros in each operand.
     A[rng.random(A.shape) < 0.1] = -0.0
     B[rng.random(B.shape) < 0.1] = -0.0
@@ -306,11 +412,11 @@ def _special(p: Problem, rng_a, rng_b, rng):
     if p.M >= 3:
         # One row of A on the subnormals: n * smallest subnormal with |n| < 2^(p-1), so
         # every nonzero entry is subnormal; still exact in the accumulator (|n| <= r).
-        s = min(exact_range(p.dt, p.K, p.alpha, p.beta), 2 ** (p.dt.significand_bits - 1) - 1)
+        s = min(exact_range(p.types, p.K, p.alpha, p.beta), 2 ** (d.significand_bits - 1) - 1)
         n = rng.integers(-s, s + 1, size=p.K).astype(np.float64)
         n[rng.integers(p.K)] = _nonzero(rng, s, 1)[0]
         A[r_sub] = np.where(np.signbit(A[r_sub]) & (A[r_sub] == 0), -0.0, n)
-        A[r_sub] *= float(finfo(p.dt).smallest_subnormal)
+        A[r_sub] *= d.smallest_subnormal
     k_inf, k_ninf = rng.integers(p.K), rng.integers(p.K)
     A[r_inf, k_inf] = np.inf
     B[k_inf, rng.integers(p.N)] = -0.0          # +Inf * -0.0 = NaN there
@@ -331,6 +437,19 @@ def _special(p: Problem, rng_a, rng_b, rng):
     return A, B
 
 
+def scaled_operands(types, A, B, scales: dict):
+    """(sA A, sB B): A and B with every element multiplied by its scale factor (Scale.expanded),
+    on their array module; A and B themselves when there are no scales."""
+    xp = arrays.module_of(A)
+    out = []
+    for name, X in (("A", A), ("B", B)):
+        scale = types.scale(name)
+        if scale is not None and X.size:
+            X = X * scale.expanded(xp.asarray(scales[scale.role], dtype=xp.float64), *X.shape)
+        out.append(X)
+    return tuple(out)
+
+
 def _initial_C(p: Problem, A: np.ndarray, B: np.ndarray, rng) -> np.ndarray:
     """C0 for beta != 0, such that every correct result element differs from C0.
 
@@ -341,25 +460,26 @@ def _initial_C(p: Problem, A: np.ndarray, B: np.ndarray, rng) -> np.ndarray:
     (beta - 1) C0 agree with alpha A @ B, so C_ref - C0 = alpha A@B + (beta - 1) C0
     has magnitude >= |beta - 1| |C0|, and |C0| = |alpha| (|A||B|) U(1, 2) keeps that
     far above the error bound (terms of |alpha||A||B| and |beta||C0| times K u).
+    (A and B with their scale factors, when the kernel takes them.)
     """
-    d = p.dt
-    finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
+    types = p.types
+    d, out = types.C, types.D
+    finite_A, finite_B = scaled_operands(types, arrays.finite_part(A), arrays.finite_part(B), p.scale_operands())
     product = p.alpha * (finite_A @ finite_B)
     if not p.exact:
         magnitude = abs(p.alpha) * (np.abs(finite_A) @ np.abs(finite_B)) * rng.uniform(1, 2, product.shape)
         sign = np.where(product * (p.beta - 1) < 0, -1.0, 1.0)
         return dt.round_draws(sign * np.where(magnitude > 0, magnitude, 1.0), d)
-    r = exact_range(d, p.K, p.alpha, p.beta)
-    C0 = _integers(rng, (p.M, p.N), r)
-    smallest_normal = float(finfo(d).smallest_normal)
+    r = exact_range(types, p.K, p.alpha, p.beta)
+    C0 = _integers(rng, (p.M, p.N), r, d)
     step = np.ones((p.M, 1))
-    subnormal_rows = (np.abs(finite_A) < smallest_normal).all(axis=1) & (finite_A != 0).any(axis=1)
-    step[subnormal_rows] = float(finfo(d).smallest_subnormal)
+    subnormal_rows = (np.abs(finite_A) < types.A.smallest_normal).all(axis=1) & (finite_A != 0).any(axis=1)
+    step[subnormal_rows] = types.A.smallest_subnormal
     C0 *= step
 
-    def unchanged(i, j, c):  # the correct result's bits equal C0's (both zeros count as one)
+    def unchanged(i, j, c):  # the correct result, stored, equals C0 (both zeros count as one)
         result = product[i, j] + p.beta * c
-        return (result == c) | (dt.to_bits(np.asarray(result), d) == dt.to_bits(np.asarray(c), d))
+        return (result == c) | (dt.from_bits(dt.to_bits(np.asarray(result), out), out).astype(np.float64) == c)
     for i, j in np.argwhere(unchanged(np.arange(p.M)[:, None], np.arange(p.N), C0)):
         for c in (C0[i, j] + step[i, 0], C0[i, j] - step[i, 0]):
             if abs(c) <= r * step[i, 0] and not unchanged(i, j, c):

@@ -114,7 +114,7 @@ def problems(*, instance, values=VALUE_KINDS, min_dim: int = 1, max_dim: int,
                                               for x in s) for s in scalings):
         raise InvalidArgument(f"scalings={scalings!r} must be a non-empty sequence of (alpha, beta) pairs")
     return st.builds(
-        lambda shape, kind, seed, scaling: Problem(*shape, instance.dtype, kind, seed, *scaling),
+        lambda shape, kind, seed, scaling: Problem(*shape, instance.types, kind, seed, *scaling),
         supported_shapes(instance=instance, min_dim=min_dim, max_dim=max_dim),
         st.sampled_from(tuple(values)),
         seeds(),

@@ -18,7 +18,7 @@ import pytest
 from gemmcheck import arrays, backends, report
 from gemmcheck.compile import choice, nvcc_tool, resources
 from gemmcheck.compile.compiler import nvrtc_version
-from gemmcheck.contract import catalog, dtypes
+from gemmcheck.contract import catalog, dtypes, operand_types
 from gemmcheck.backends import device
 from gemmcheck.schedule import cores, gpu_turns, gpus, rerun, shard, shared_work, units
 from gemmcheck import phases, watchdog
@@ -71,7 +71,14 @@ def _one_of(kind: str, choices) -> Callable[[str], str]:
     return convert
 
 
-_dtype = _one_of("dtype", dtypes.DTYPES)
+def _dtype(value: str) -> str:
+    """A dtype name or a combination of operand types (gemmcheck.contract.operand_types)."""
+    if operand_types.combination(value) is None:
+        raise argparse.ArgumentTypeError(f"unknown dtype {value!r}; choose from {', '.join(dtypes.DTYPES)}, "
+                                         "tf32, or a combination such as f16f16f32")
+    return value
+
+
 _profile = _one_of("profile", profiles.PROFILES)
 _backend = _one_of("backend", backends.CHOICES)
 _compiler = _one_of("compiler", choice.CHOICES)
@@ -106,7 +113,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gemm-tiles", type=_tiles, metavar="TILE,...", default=None,
                     help="only these TILE sizes, e.g. 16,32 (default: every TILE a kernel declares)")
     group.addoption("--gemm-dtypes", type=_dtypes, metavar="DTYPE,...", default=None,
-                    help=f"only these dtypes, from {','.join(dtypes.DTYPES)} (default: all)")
+                    help=f"only these dtypes, from {','.join(dtypes.DTYPES)} or combinations of operand types "
+                         "such as f16f16f32 (default: all)")
     group.addoption("--gemm-profile", type=_profile, metavar="NAME", default="dev",
                     help=f"sizes and example counts: {', '.join(profiles.PROFILES)} (default: dev)")
     group.addoption("--gemm-backend", type=_backend, metavar="NAME", default="auto",

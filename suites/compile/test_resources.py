@@ -100,4 +100,4 @@ def test_shared_memory_is_what_the_catalog_declares(gemm, any_kernel):
     assert found.shared_bytes == declared, (
         f"{any_kernel.id}: ptxas reports {found.shared_bytes} B of static shared memory; "
         f"the catalog declares shared_tiles={any_kernel.spec.shared_tiles} x TILE {any_kernel.tile} "
-        f"x (TILE + {any_kernel.spec.shared_pad}) x {any_kernel.dt.itemsize} B = {declared} B")
+        f"x (TILE + {any_kernel.spec.shared_pad}) x {any_kernel.types.A.itemsize} B = {declared} B")

@@ -46,22 +46,22 @@ def _fail_explained(verdicts, instance, judgement, verified: str) -> None:
 
 @pytest.fixture
 def check(backend, verdicts, request, beta_zero_probe):
-    """check(instance, problem, record=True, leading_dimensions='tight') -> Judgement: run the
-    problem (its alpha, beta and C0 too) once, judge it,
+    """check(instance, problem, record=True, leading_dimensions='tight', in_place=False) -> Judgement:
+    run the problem (its alpha, beta and C0 too; with in_place, D is C's buffer) once, judge it,
     record the verdict and fail with the oracle's message if anything is wrong.
     With record=False (property tests: one verdict per example would flood the log)
     only a failing judgement is recorded.
     A launch that does not build, crashes or hangs records compile_error / crash / hang
     (never not_checked) and raises: gemmcheck.containment makes it one failure per
     instantiation and skips its other tests; once lost, it is not launched again."""
-    def check(instance, problem, *, record: bool = True, leading_dimensions: str = "tight"):
+    def check(instance, problem, *, record: bool = True, leading_dimensions: str = "tight", in_place: bool = False):
         __tracebackhide__ = True
         operands = problem.operands()     # made once, for the run and the judgement
         A, B = operands[:2]
         try:
             containment.refuse_lost(request.config, instance)
             run = run_problem(backend, instance, problem, operands=operands,
-                              leading_dimensions=leading_dimensions)
+                              leading_dimensions=leading_dimensions, in_place=in_place)
         except (KernelCompileError, KernelLaunchError) as exc:
             if instance.id not in containment.containment(request.config).lost:
                 containment.lose(request.config, instance, exc, request.node.nodeid)
@@ -74,7 +74,7 @@ def check(backend, verdicts, request, beta_zero_probe):
                 and beta_zero.explains(beta_zero_probe(instance), instance, problem, judgement.findings)):
             # Verified here, not assumed: the same launch with C finite instead of NaN.
             again = run_problem(backend, instance, problem, operands=operands,
-                                leading_dimensions=leading_dimensions, c_fill="finite")
+                                leading_dimensions=leading_dimensions, c_fill="finite", in_place=in_place)
             if judge(again, A, B, exact=problem.exact, problem=problem).ok:
                 _fail_explained(verdicts, instance, judgement,
                                 "launched again with C holding finite values instead of NaN, this check passes")

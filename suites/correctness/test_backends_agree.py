@@ -39,7 +39,7 @@ def test_gpu_and_cpu_simulator_give_identical_bits(backend, simulator, require_i
     if not backend.runs_on_cuda_device:
         pytest.skip(f"compares the GPU with the simulator; this run's backend is {backend.name}")
     require_in_scope(reference, *shape)
-    problem = Problem(*shape, reference.dtype, "exact", seed=7)
+    problem = Problem(*shape, reference.types, "exact", seed=7)
     A, B = problem.operands()
     runs = {"GPU": run_once(backend, reference, A, B), "CPU simulator": run_once(simulator, reference, A, B)}
     for where, run in runs.items():

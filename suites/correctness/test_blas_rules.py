@@ -11,6 +11,9 @@ launches nothing.
 - K = 0: every element of C is written, with beta C0 (zeros at beta = 0).
 - M = 0 or N = 0: there is nothing to compute; a zero grid is a launch error, so nothing
   is launched and C (with its guard bands) is left as it was.
+- D separate from C: C is only read (every check compares it after the launch: a write into
+  it is input mutation). A kernel declaring ``d_aliases_c = true`` is also run in place, D
+  and C one buffer, as its callers may pass them.
 
 Shapes a kernel does not claim are skipped with its claim (a `tile-multiple` kernel claims
 0, a multiple of every TILE; a square-only kernel claims only the empty cube).
@@ -22,7 +25,7 @@ from gemmcheck import report
 from gemmcheck.judge import beta_zero
 from gemmcheck.judge.oracle import current_test
 from gemmcheck.problems.harness import OPERAND_VARIANTS
-from gemmcheck.problems.problem import Problem
+from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem
 from gemmcheck.verdict import Verdict
 
 SEED = 12
@@ -70,15 +73,26 @@ def test_K0_writes_beta_C0_everywhere(check, require_in_scope, require_variant, 
     variant = next(v for v in OPERAND_VARIANTS if (v.alpha, v.beta) == scaling)
     require_variant(reference, variant)
     M, N, K = claimed_degenerate(reference, require_in_scope, "K0")
-    judgement = check(reference, Problem(M, N, K, reference.dtype, "exact", SEED, *scaling))
+    judgement = check(reference, Problem(M, N, K, reference.types, "exact", SEED, *scaling))
     assert judgement.run.launched, f"{reference.id}: K = 0 with M = {M}, N = {N} was not launched"
 
 
 @pytest.mark.parametrize("empty", ["M0", "N0"])
 def test_M_or_N_zero_launches_nothing_and_leaves_C_untouched(check, require_in_scope, reference, empty):
     M, N, K = claimed_degenerate(reference, require_in_scope, empty)
-    judgement = check(reference, Problem(M, N, K, reference.dtype, "exact", SEED))
+    judgement = check(reference, Problem(M, N, K, reference.types, "exact", SEED))
     run = judgement.run
     assert not run.launched, f"{reference.id}: M = {M}, N = {N}: a launch was made (BLAS returns at once)"
     damaged = {k: v for k, v in run.guard_damage.items() if v}
     assert not damaged, f"{reference.id}: M = {M}, N = {N}: guard bands changed {damaged}"
+
+
+@pytest.mark.instances.with_args(lambda instance: instance.spec.d_aliases_c)
+def test_D_may_be_C_where_the_kernel_declares_it(check, require_in_scope, reference):
+    t = reference.tile
+    M, N, K = 2 * t + 1, t + 3, 2 * t + 2
+    require_in_scope(reference, M, N, K)
+    scaling = tuple(v if role in reference.spec.roles else neutral
+                    for role, v, neutral in zip(("alpha", "beta"), BETA_SCALING, DEFAULT_SCALING))
+    judgement = check(reference, Problem(M, N, K, reference.types, "exact", SEED, *scaling), in_place=True)
+    assert judgement.run.output == "C", f"{reference.id}: in place, the result must be read from C"

@@ -30,7 +30,7 @@ SEED = 4
 def test_repeated_launches_give_identical_bits(backend, reference, profile, conclude, verdicts):
     t = reference.tile
     problem = Problem(*claimed_shape_or_skip(reference, 4 * t + 1, 4 * t + 3, 4 * t + 2),
-                      reference.dtype, "normal", SEED)
+                      reference.types, "normal", SEED)
     A, B = problem.operands()
     gemm = GuardedGemm(backend, reference, A, B)
     obs = hazards.Observation(reference, problem, "determinism",

@@ -28,7 +28,7 @@ def test_random_inputs_stay_within_the_forward_error_bound(check, reference, val
     # Ragged edges and a long K (the bound grows with K); square TILE multiples for
     # kernels that claim only those.
     M, N, K = claimed_shape_or_skip(reference, 2 * t + 1, t + 1, 4 * t + 3)
-    judgement = check(reference, Problem(M, N, K, reference.dtype, values, SEED))
+    judgement = check(reference, Problem(M, N, K, reference.types, values, SEED))
     assert judgement.ratio <= 1
 
 
@@ -40,7 +40,7 @@ def test_random_inputs_stay_within_the_bound_with_padded_ld_and_alpha_beta(check
     require_variant(reference, variant)
     t = reference.tile
     M, N, K = claimed_shape_or_skip(reference, 2 * t + 1, t + 1, 4 * t + 3)
-    judgement = check(reference, Problem(M, N, K, reference.dtype, values, SEED, variant.alpha, variant.beta),
+    judgement = check(reference, Problem(M, N, K, reference.types, values, SEED, variant.alpha, variant.beta),
                       leading_dimensions=variant.leading_dimensions)
     assert judgement.ratio <= 1
 

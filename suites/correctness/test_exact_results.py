@@ -25,7 +25,7 @@ SHAPE_NAMES = list(tile_shapes(1))
 def test_exact_inputs_give_the_exact_product_bit_for_bit(check, require_in_scope, reference, shape):
     M, N, K = tile_shapes(reference.tile)[shape]
     require_in_scope(reference, M, N, K)
-    check(reference, Problem(M, N, K, reference.dtype, "exact", SEED))
+    check(reference, Problem(M, N, K, reference.types, "exact", SEED))
 
 
 @pytest.mark.instances.with_args(takes_operand_variants)
@@ -37,7 +37,7 @@ def test_exact_inputs_give_the_exact_result_with_padded_ld_and_alpha_beta(check,
     require_variant(reference, variant)
     M, N, K = tile_shapes(reference.tile)[shape]
     require_in_scope(reference, M, N, K)
-    check(reference, Problem(M, N, K, reference.dtype, "exact", SEED, variant.alpha, variant.beta),
+    check(reference, Problem(M, N, K, reference.types, "exact", SEED, variant.alpha, variant.beta),
           leading_dimensions=variant.leading_dimensions)
 
 

@@ -39,11 +39,11 @@ def pytest_generate_tests(metafunc):
 @pytest.mark.gpu   # on the CPU simulator one 1025^3 problem takes minutes
 def test_exact_inputs_give_the_exact_product_at_a_large_shape(check, reference, large):
     M, N, K = large
-    check(reference, Problem(M, N, K, reference.dtype, "exact", SEED))
+    check(reference, Problem(M, N, K, reference.types, "exact", SEED))
 
 
 @pytest.mark.slow
 @pytest.mark.gpu   # on the CPU simulator one 1025^3 problem takes minutes
 def test_random_inputs_stay_within_the_error_bound_at_a_large_shape(check, reference, large):
     M, N, K = large
-    check(reference, Problem(M, N, K, reference.dtype, "normal", SEED))
+    check(reference, Problem(M, N, K, reference.types, "normal", SEED))

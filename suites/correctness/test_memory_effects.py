@@ -23,7 +23,7 @@ def watched(backend, reference) -> hazards.Observation:
     """One launch on a ragged (or, for square-only kernels, aligned) exact problem."""
     t = reference.tile
     problem = Problem(*claimed_shape_or_skip(reference, 2 * t + 1, 3 * t - 1 if t > 1 else 2, t + 3),
-                      reference.dtype, "exact", SEED)
+                      reference.types, "exact", SEED)
     A, B = problem.operands()
     return hazards.Observation(reference, problem, "memory effects", [run_once(backend, reference, A, B)])
 

@@ -37,7 +37,7 @@ def test_seed_kernel_on_ragged_N_leaves_edges_unwritten_and_drops_the_K_tail(bac
     t = reference.tile
     N = 2 * t + 1
     full = (N // t) * t                       # the part the floor grid and phase loop cover
-    problem = Problem(N, N, N, reference.dtype, "exact", SEED)
+    problem = Problem(N, N, N, reference.types, "exact", SEED)
     A, B = problem.operands()
     assert not reference.supports(N, N, N)
     run = run_once(backend, reference, A, B)

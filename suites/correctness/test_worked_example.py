@@ -29,10 +29,13 @@ def test_seed_matrix_is_the_exact_product():
 
 
 def judged(backend, reference, A, B, what):
-    """The run judged by the oracle (exact: every partial sum is an integer far below 2^p)."""
+    """The run judged by the oracle (exact: every partial sum is an integer far below 2^p).
+    A kernel with scale factors gets scales of 1: the hand trace has none."""
     A, B = A.astype(np.float64), B.astype(np.float64)
-    return judge(run_once(backend, reference, A, B), A, B, exact=True,
-                 problem=f"{reference.dtype} {what}, N = 4")
+    shapes = {"A": A.shape, "B": B.shape}
+    ones = {s.role: np.ones(s.shape(*shapes[s.operand])) for s in reference.types.scales}
+    return judge(run_once(backend, reference, A, B, scales=ones), A, B, exact=True,
+                 problem=f"{reference.dtype} {what}, N = 4" + (", scale factors 1" if ones else ""))
 
 
 def test_worked_example_bit_for_bit(backend, reference, assert_judged):

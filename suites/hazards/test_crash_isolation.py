@@ -31,7 +31,7 @@ def test_this_process_runs_kernels_correctly_after_an_isolated_crash_or_hang(mat
     reference = next((i for i in gemm.instances("reference") if i.supports(33, 17, 65)), None)
     if reference is None:
         pytest.skip("no reference kernel in the selection supports a 33x17x65 problem")
-    problem = Problem(33, 17, 65, reference.dtype, "exact", 11)
+    problem = Problem(33, 17, 65, reference.types, "exact", 11)
     A, B = problem.operands()
     judgement = judge(run_once(backend, reference, A, B), A, B, exact=True, problem=problem)
     assert judgement.ok, judgement.message()

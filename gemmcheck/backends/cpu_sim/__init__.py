@@ -32,7 +32,7 @@ The API for detectors (gemmcheck.judge.hazards)
     - ``.global_races`` (count of writes, summed over schedules) and ``.global_conflicts``
       (examples: ``GlobalRace`` with schedule, the two blocks and what each did, "store" or
       "atomic", the buffer and the element): two blocks of one launch wrote one address of
-      A, B or C, not both atomically.
+      a kernel's buffer (A, B, C, D or a scale factor), not both atomically.
     - ``.schedule_dependent`` (bool), ``.exposing_schedule`` (name or None) and
       ``.runs`` (``ScheduleRun`` per schedule: its counts and ``differs``, per buffer the
       number of elements whose bits differ from the first schedule's).
@@ -45,17 +45,18 @@ The API for detectors (gemmcheck.judge.hazards)
       had written (the value read is poison: 0xFF bytes).
     - ``.summary()``: one line per finding, for failure messages.
 
-    What the tracking establishes: shared memory is tracked per 2-byte granule per
+    What the tracking establishes: shared memory is tracked per byte per
     barrier interval of a block. RAW: a read returned a value another thread wrote in
     the same interval. WAR: a write replaced a value another thread read in the same
     interval. WAW: a write replaced another thread's write of the same interval. These
     are events observed in that schedule: the conflict (two threads, one address, one
     interval, at least one write) exists in every schedule, its direction does not.
-    Global memory (A, B and C, guard bands included) is tracked per 2-byte granule per
-    launch, writes only: the block that last stored there and the last two distinct blocks
-    that updated it atomically. A store by one block and a store or an atomic by another is a
-    race, seen in every order the blocks can run (CUDA orders none within a launch);
-    atomics against atomics are not (a split-K sum into a zeroed C). Blocks run in the schedule's order too (``forward``
+    Global memory (the kernel's buffers: A, B, C, D and scale factors, guard bands included)
+    is tracked per byte per launch, writes only: the block that last stored there and the last
+    two distinct blocks that updated it atomically. A store by one block and a store or an
+    atomic by another is a race, seen in every order the blocks can run (CUDA orders none
+    within a launch); atomics against atomics are not (a split-K sum into a zeroed C). Blocks
+    run in the schedule's order too (``forward``
     in order, ``reverse`` backwards, ``shuffle-<seed>`` shuffled), so the result of such a
     race also shows as schedule dependence.
     Under ``lockstep`` the direction is the one a warp issuing the same instruction

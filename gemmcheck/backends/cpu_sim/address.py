@@ -59,9 +59,10 @@ _FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in (.+) (\S+)$", re.M)
 _SEGV_ACCESS = re.compile(r"The signal is caused by a (READ|WRITE) memory access")
 
 
-def parse_asan(log: str) -> list[AddressError]:
-    """The errors in an AddressSanitizer log, attributed to the kernel's buffers."""
-    buffers = {int(m.group(2), 16): (BUFFER_NAMES[int(m.group(1))] if int(m.group(1)) < 3 else m.group(1),
+def parse_asan(log: str, names=BUFFER_NAMES) -> list[AddressError]:
+    """The errors in an AddressSanitizer log, attributed to the kernel's buffers (`names`: the
+    buffer of each slot, locating.buffer_names)."""
+    buffers = {int(m.group(2), 16): (names[int(m.group(1))] if int(m.group(1)) < len(names) else m.group(1),
                                      int(m.group(3)))
                for m in _BUFFER_LINE.finditer(log)}
     errors = []

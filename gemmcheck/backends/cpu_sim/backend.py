@@ -22,7 +22,7 @@ from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.backends.cpu_sim.address import AddressReport, parse_asan
 from gemmcheck.backends.cpu_sim.errors import (ModuleNotLoaded, NotSimulated, SimulatedCrash, SimulatedHang,
                                                _build_failure)
-from gemmcheck.backends.cpu_sim.locating import BUFFER_NAMES, _element_locator
+from gemmcheck.backends.cpu_sim.locating import _element_locator, buffer_names
 from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, GlobalRace, LaunchReport,
                                                 ScheduleRun, SharedConflict, _thread)
 from gemmcheck.backends.cpu_sim.schedules import parse_schedule
@@ -192,10 +192,12 @@ class CpuSimBackend(Backend):
                                "(extern __shared__), which cpu-sim does not model; run it on a GPU")
         schedules = tuple(self.schedules) or ("forward",)
         by_role = dict(zip(instance.spec.roles, launch.args))
-        pointers = [by_role[name] for name in BUFFER_NAMES]   # slots 0, 1, 2 are A, B, C
+        names = buffer_names(instance)
+        pointers = [by_role[name] for name in names]   # A, B, C, then D and the scales it takes
         arguments = build.argument_bytes(instance, launch.args)
         report = LaunchReport(instance.id, grid, block, schedules)
         locate = _element_locator(instance, by_role)
+        report.buffer_names = names
         self.last_launch_report = report
         request = self._request(module, instance, grid, block, pointers, arguments)
         roots = [wk.root_of(p) for p in pointers]
@@ -216,11 +218,11 @@ class CpuSimBackend(Backend):
             if index == 0:
                 first_after = after
                 continue
-            for p, (buf, _) in enumerate(roots[:len(BUFFER_NAMES)]):
+            for p, (buf, _) in enumerate(roots):
                 k = next(i for i, (b, _) in enumerate(distinct) if b is buf)
                 differ = int(np.count_nonzero(after[k] != first_after[k]))
                 if differ:
-                    run.differs[BUFFER_NAMES[p]] = differ
+                    run.differs[names[p]] = differ
         if first_after is not None:
             for (_, whole), saved in zip(distinct, first_after):
                 whole[...] = saved
@@ -296,8 +298,9 @@ class CpuSimBackend(Backend):
                 _thread(d.first_exited, block) if d.exited else None, what, **warp))
         counts["global"] = int(r.global_races)
         counts["warp"] = int(r.bad_warp_calls)
+        names = report.buffer_names
         for g in r.global_[:r.nglobal]:
-            name = BUFFER_NAMES[g.buffer] if g.buffer < len(BUFFER_NAMES) else f"pointer {g.buffer}"
+            name = names[g.buffer] if g.buffer < len(names) else f"pointer {g.buffer}"
             report.global_conflicts.append(GlobalRace(
                 schedule, wk.GLOBAL_ACCESS[g.earlier], tuple(g.earlier_block), wk.GLOBAL_ACCESS[g.later],
                 tuple(g.later_block), name, int(g.byte_offset),
@@ -323,16 +326,26 @@ class CpuSimBackend(Backend):
             raise KernelCompileError(str(exc)) from None
         M, K = A.shape
         N = B.shape[1]
-        d = instance.dt
-        buffers = [dt.to_bits(A, d), dt.to_bits(B, d), np.full((M, N), d.poison_bits, dtype=d.storage)]
-        values = {"A": None, "B": None, "C": None, "M": M, "N": N, "K": K, "alpha": 1, "beta": 0,
+        types, slots = instance.types, buffer_names(instance)
+        # exact-size buffers: A and B, C and D poisoned, scale factors of 1 (what is read where
+        # is the question here, not the values)
+        contents = {"A": dt.to_bits(A, types.A), "B": dt.to_bits(B, types.B)}
+        for role in ("C", "D"):
+            contents[role] = np.full((M, N), types.of(role).poison_bits, dtype=types.of(role).storage)
+        for scale in types.scales:
+            rows, cols = (M, K) if scale.operand == "A" else (K, N)
+            contents[scale.role] = dt.to_bits(np.ones(scale.shape(rows, cols)), scale.type)
+        buffers = [contents[name] for name in slots]
+        values = {**dict.fromkeys(slots), "M": M, "N": N, "K": K, "alpha": 1, "beta": 0,
+                  **{s.role: 1.0 for s in types.scales if s.role not in slots},
                   **tight_leading_dimensions(instance.spec.layouts, M, N, K)}
         planned = plan(instance, values)
         grid, block = planned.grid, planned.block
         arguments = build.argument_bytes(instance, planned.args)
+        output = "D" if "D" in slots else "C"
         with tempfile.TemporaryDirectory(prefix="gemmcheck-asan-") as tmp:
             paths = []
-            for name, bits in zip(BUFFER_NAMES, buffers):
+            for name, bits in zip(slots, buffers):
                 path = Path(tmp) / f"{name}.bin"
                 path.write_bytes(np.ascontiguousarray(bits).tobytes())
                 paths += [str(path), str(bits.nbytes)]
@@ -348,8 +361,8 @@ class CpuSimBackend(Backend):
                 return AddressReport(instance.id, [], None, log, hung=True)
             C_bits = None
             if out.returncode == 0:
-                C_bits = np.fromfile(Path(tmp) / "C.bin", dtype=d.storage).reshape(M, N)
-        return AddressReport(instance.id, parse_asan(out.stderr), out.returncode, out.stderr, C_bits)
+                C_bits = np.fromfile(Path(tmp) / f"{output}.bin", dtype=types.of(output).storage).reshape(M, N)
+        return AddressReport(instance.id, parse_asan(out.stderr, slots), out.returncode, out.stderr, C_bits)
 
     def close(self) -> None:
         self._worker.stop()

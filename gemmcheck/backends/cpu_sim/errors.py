@@ -24,17 +24,24 @@ class NotSimulated(KernelLaunchError):
     """The kernel is gpu_only in its catalog: it needs what the simulator does not model."""
 
 
+# What g++ names when a kernel uses tensor cores: the WMMA API, or PTX's mma / wgmma / ldmatrix.
+_TENSOR_CORES = re.compile(r"\bnvcuda::wmma\b|asm: (?:w?gmma|mma|ldmatrix|stmatrix)\.")
+
+
 class NotModelled(NotSupported):
     """The kernel uses a construct the simulator does not model (g++ says which, and where).
 
     A build error of this one kernel only: the other kernels of its file are built without it.
-    ``construct``, ``where`` (file:line, or "" when g++ could not say) and ``kernel`` name it."""
+    ``construct``, ``where`` (file:line, or "" when g++ could not say) and ``kernel`` name it.
+    Tensor-core instructions (wmma, mma, wgmma) are named as such: every tensor-core kernel
+    gets the same reason."""
 
     def __init__(self, kernel: str, found: "isolate.Unmodelled", log: str):
         self.kernel, self.construct = kernel, found.construct
         self.where = f"{found.file}:{found.line}" if found.file else ""
         at = f" at {self.where}" if self.where else ""
-        super().__init__(f"cpu-sim does not model {found.construct} (used by kernel {kernel}{at}); declare "
+        what = f"tensor cores ({found.construct})" if _TENSOR_CORES.search(found.construct) else found.construct
+        super().__init__(f"cpu-sim does not model {what} (used by kernel {kernel}{at}); declare "
                          f"the kernel gpu_only = true in its catalog entry to skip it on cpu-sim, or run it "
                          f"with --gemm-backend cupy on a GPU\n{log}")
 

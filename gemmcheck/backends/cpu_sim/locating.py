@@ -1,14 +1,22 @@
-"""Where an address lies in a launch's kernel buffers: the buffer slots (A, B, C) and the
-element of an operand's matrix a byte offset falls on."""
+"""Where an address lies in a launch's kernel buffers: the buffer slots (A, B, C, then D and
+the scale factors of a kernel that takes them) and the element of an operand's matrix a byte
+offset falls on."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from gemmcheck.contract import launch
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import tight_leading_dimensions
 
 BUFFER_NAMES = ("A", "B", "C")
+
+
+def buffer_names(instance: Instance) -> tuple[str, ...]:
+    """The buffers a launch of `instance` passes by pointer, in slot order (the order of
+    launch.POINTER_ROLES): A, B, C for a kernel that takes those three, as always."""
+    return tuple(r for r in launch.POINTER_ROLES if r in instance.spec.roles and not launch.by_value(instance, r))
 
 
 def _element_locator(instance: Instance, by_role: dict):
@@ -17,14 +25,14 @@ def _element_locator(instance: Instance, by_role: dict):
     sizes and leading dimensions and the catalog's layouts."""
     ints = {k: int(v) for k, v in by_role.items() if isinstance(v, (int, np.integer))}
     M, N, K = (ints.get(k, ints.get("N", 0)) for k in ("M", "N", "K"))
-    shapes = {"A": (M, K), "B": (K, N), "C": (M, N)}
+    shapes = {"A": (M, K), "B": (K, N), "C": (M, N), "D": (M, N)}
     lds = {**tight_leading_dimensions(instance.spec.layouts, M, N, K),
            **{k: v for k, v in ints.items() if k.startswith("ld")}}
-    itemsize = np.dtype(instance.dt.storage).itemsize
 
     def locate(name: str, byte_offset: int):
         if name not in shapes or byte_offset < 0:
             return None
+        itemsize = instance.types.of(name).itemsize
         e, ld = byte_offset // itemsize, lds[f"ld{name.lower()}"]
         rows, cols = shapes[name]
         row_major = instance.spec.layouts.get(name, "row") == "row"

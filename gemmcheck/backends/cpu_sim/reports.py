@@ -163,6 +163,7 @@ class LaunchReport:
     global_conflicts: list[GlobalRace] = field(default_factory=list)
     outcome: str = "ok"
     failure: str | None = None
+    buffer_names: tuple[str, ...] = ("A", "B", "C")   # the buffer of each pointer slot (locating.buffer_names)
 
     def _total(self, kind: str) -> int:
         return sum(r.counts.get(kind, 0) for r in self.runs)

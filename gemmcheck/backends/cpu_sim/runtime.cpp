@@ -298,8 +298,10 @@ static void start_fiber(Fiber &f)
 
 // ---------------------------------------------------------------------------
 // Shared-memory tracking, driven by the -fsanitize=thread instrumentation of the
-// kernel module. Per 2-byte granule of the shared arrays: the interval of the last
-// write and its thread, the interval of the last reads and up to two reader threads.
+// kernel module. Per byte of the shared arrays (a granule: one byte, so threads writing
+// neighbouring bytes, as tiles of int8 or 8-bit floats do, are not taken for one address): the
+// interval of the last write and its thread, the interval of the last reads and up to two
+// reader threads.
 // Intervals (one per barrier interval of one block) only grow, so nothing is reset.
 // ---------------------------------------------------------------------------
 struct Granule
@@ -345,17 +347,17 @@ static inline void lockstep_yield()
 }
 
 // ---------------------------------------------------------------------------
-// Global-memory tracking: within one launch, per 2-byte granule of each kernel buffer, the
-// last block that stored there plainly and the last two distinct blocks that updated it
-// atomically. CUDA orders nothing between the blocks of one launch, so a plain store by one
-// block and a store or an atomic by another to the same address is a race whatever order they
-// ran in here (and the order the schedule happened to pick may even give the right result).
-// Atomics against atomics are not: each is one read-modify-write, and a split-K sum into a
-// zeroed C is built from them. Two atomic blocks are kept so that a store finds another
-// block's atomic whichever ran last: blocks 0 and 1 adding, then block 1 storing, races with
-// block 0's add (with one kept, block 1's own add hid it in that order only). A store by
-// another block is found whatever came between: a second block's store would have raced
-// with it already. Writes only: a load passes by untouched, a store outside the kernel's
+// Global-memory tracking: within one launch, per byte of each kernel buffer, the last block
+// that stored there plainly and the last two distinct blocks that updated it atomically. CUDA
+// orders nothing between the blocks of one launch, so a plain store by one block and a store
+// or an atomic by another to the same address is a race whatever order they ran in here (and
+// the order the schedule happened to pick may even give the right result). Atomics against
+// atomics are not: each is one read-modify-write, and a split-K sum into a zeroed C is built
+// from them. Two atomic blocks are kept so that a store finds another block's atomic whichever
+// ran last: blocks 0 and 1 adding, then block 1 storing, races with block 0's add (with one
+// kept, block 1's own add hid it in that order only). A store by another block is found
+// whatever came between: a second block's store would have raced with it already. Writes
+// only: a load passes by untouched, a store outside the kernel's
 // buffers costs one comparison, a store into them one shadow update.
 // ---------------------------------------------------------------------------
 struct GlobalGranule
@@ -386,7 +388,7 @@ static void track_global_buffers(const std::vector<std::pair<void *, size_t>> &m
         b.lo = (uintptr_t)maps[i].first;
         b.hi = b.lo + maps[i].second;
         b.pointer = (uintptr_t)pointers[i];
-        b.size = (maps[i].second + 1) / 2;
+        b.size = maps[i].second;
         void *shadow = mmap(nullptr, b.size * sizeof(GlobalGranule), PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (shadow == MAP_FAILED)
@@ -441,7 +443,7 @@ static void track_global(uintptr_t a, size_t size, uint32_t what)
             continue;
         bool raced = false;
         uint32_t other = 0, kind = 0;
-        for (size_t g = (a - b.lo) >> 1; g <= (a + size - 1 - b.lo) >> 1 && g < b.size; g++)
+        for (size_t g = a - b.lo; g <= a + size - 1 - b.lo && g < b.size; g++)
         {
             GlobalGranule &s = b.granules[g];
             uint32_t other_atomic = s.atomic_by != block_tag ? s.atomic_by : s.atomic_other;
@@ -471,7 +473,7 @@ static void track(uintptr_t a, size_t size, bool write)
     lockstep_yield();
     uint64_t now = interval_counter;
     uint16_t me = (uint16_t)current;
-    size_t first = (a - shared_lo) >> 1, last = (a + size - 1 - shared_lo) >> 1;
+    size_t first = a - shared_lo, last = a + size - 1 - shared_lo;
     bool raw = false, war = false, waw = false, uninit = false;
     uint32_t other_raw = NOBODY, other_war = NOBODY, other_waw = NOBODY;
     for (size_t g = first; g <= last && g < granules_size; g++)
@@ -500,7 +502,7 @@ static void track(uintptr_t a, size_t size, bool write)
                 // Never written by this block: what the GPU leaves there is undefined;
                 // make it poison so the value shows.
                 uninit = true;
-                memset((void *)(shared_lo + 2 * g), 0xff, 2);
+                *(unsigned char *)(shared_lo + g) = 0xff;
             }
             else if (s.write_interval == now && s.writer != me && !raw)
                 raw = true, other_raw = s.writer;
@@ -603,7 +605,7 @@ extern "C" void cudasim_atomic(void *address, unsigned long size, const char *fi
         return;
     uint64_t now = interval_counter;
     bool uninit = false;
-    for (size_t g = (a - shared_lo) >> 1; g <= (a + size - 1 - shared_lo) >> 1 && g < granules_size; g++)
+    for (size_t g = a - shared_lo; g <= a + size - 1 - shared_lo && g < granules_size; g++)
     {
         Granule &s = granules[g];
         if (!s.is_shared)
@@ -611,7 +613,7 @@ extern "C" void cudasim_atomic(void *address, unsigned long size, const char *fi
         if (s.write_interval < block_first_interval)
         {
             uninit = true;
-            memset((void *)(shared_lo + 2 * g), 0xff, 2);
+            *(unsigned char *)(shared_lo + g) = 0xff;
         }
         s.write_interval = now;
         s.writer = (uint16_t)current;
@@ -992,17 +994,15 @@ static void set_shared_ranges(const cs_request &rq, uintptr_t base)
         lo = rq.range_start[i] < lo ? rq.range_start[i] : lo;
         hi = rq.range_start[i] + rq.range_size[i] > hi ? rq.range_start[i] + rq.range_size[i] : hi;
     }
-    lo &= ~(uint64_t)1;
-    hi = (hi + 1) & ~(uint64_t)1;
-    size_t n = (hi - lo) / 2;
+    size_t n = hi - lo;
     if (granules)
         munmap(granules, granules_size * sizeof(Granule));
     granules = (Granule *)mmap(nullptr, n * sizeof(Granule), PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     granules_size = n;
     for (uint32_t i = 0; i < rq.nranges; i++)
-        for (uint64_t b = rq.range_start[i]; b < rq.range_start[i] + rq.range_size[i]; b += 2)
-            granules[(b - lo) / 2].is_shared = 1;
+        for (uint64_t b = rq.range_start[i]; b < rq.range_start[i] + rq.range_size[i]; b++)
+            granules[b - lo].is_shared = 1;
     shared_lo = base + lo;
     shared_hi = base + hi;
 }

@@ -8,14 +8,14 @@ import re
 import string
 from pathlib import Path
 
-from gemmcheck.contract import cuda_source, launch, parameters
+from gemmcheck.contract import cuda_source, launch, operand_types, parameters
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract.catalog import hopper
 from gemmcheck.contract.catalog.instantiations import _check_instantiations, _geometry, _in_configs, _parameters
 from gemmcheck.contract.catalog.model import KernelSpec
 from gemmcheck.contract.catalog.vocabulary import (
     _FIELDS, _IDENTIFIER, _REQUIRED, COMPILERS, CONVENTIONS, DEFAULT_TILE, EXPECTATIONS, LAYOUTS, SHAPES, SIGNATURE_ROLES,
-    SIGNATURES, TILE_SHAPES, CatalogError)
+    SIGNATURES, TILE_SHAPES, TYPE_FIELDS, CatalogError)
 from gemmcheck.contract.catalog.vocabulary import NAMED, OWN_REFERENCE_RESOURCES, RESOURCE_CLAIMS
 
 
@@ -45,8 +45,13 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     if not isinstance(dtype_names, list) or not dtype_names:
         fail(f"'dtypes' must be a non-empty list, got {dtype_names!r}")
     for name in dtype_names:
-        if name not in dt.DTYPES:
-            fail(f"unknown dtype {name!r}; known: {', '.join(dt.DTYPES)}")
+        if not isinstance(name, str) or operand_types.combination(name) is None:
+            fail(f"dtypes: unknown dtype {name!r}; known: {', '.join(dt.DTYPES)}, tf32, or a combination of "
+                 "A, B and the output (or A, B, C, D) in short names "
+                 f"({', '.join(d.short for d in dt.ELEMENT_TYPES.values())}), e.g. 'f16f16f32', 's8s8s32'")
+    if len(set(dtype_names)) != len(dtype_names):
+        fail(f"dtypes lists a dtype twice: {dtype_names!r}")
+    type_fields = _type_fields(entry, roles, fail)
 
     source = (path.parent / entry["source"]).resolve()
     if not source.is_file():
@@ -92,10 +97,11 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         fields = {f for _, f, _, _ in string.Formatter().parse(template_args) if f is not None}
     except ValueError as exc:
         fail(f"template_args {template_args!r} is not a valid template: {exc}")
-    known_fields = {"T", *params, *(k for _, c in configs for k in c)}
+    known_fields = {*TYPE_FIELDS, *params, *(k for _, c in configs for k in c)}
     if fields - known_fields:
         fail(f"template_args {template_args!r} uses {sorted(fields - known_fields)}; only {{T}} and the "
-             f"parameters {sorted(known_fields - {'T'})} are substituted (set 'tiles', 'params' or 'configs', "
+             f"parameters {sorted(known_fields - set(TYPE_FIELDS))} are substituted, and the operands' types "
+             f"({', '.join('{' + f + '}' for f in TYPE_FIELDS[1:])}) (set 'tiles', 'params' or 'configs', "
              "or template_args = \"\" for a kernel that is not a template)")
     if declared is not None:
         _check_template_args(template_args, declared, fail)
@@ -131,19 +137,24 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
                                     or any(c not in named for c in sim_configs)):
         fail(f"'sim_configs' must list names from 'configs' ({', '.join(named) or 'none'}), got {sim_configs!r}")
 
-    spec = KernelSpec(
-        name=entry["name"], source=source, entry=entry["entry"], signature=signature,
-        policy=policy, dtypes=tuple(dtype_names), expect=expect,
-        template_args=template_args, shapes=shapes, shared_tiles=shared_tiles,
-        shared_pad=shared_pad, description=entry.get("description", ""),
-        gpu_only=gpu_only, catalog=path, roles=roles, layouts=layouts, params=params,
-        configs=tuple(configs), macros=tuple(macros), tile_param=tile_param, geometry=geometry,
-        sim_configs=None if sim_configs is None else tuple(sim_configs),
-        include_dirs=include_dirs, defines=fixed_defines, **conventions,
-        tensor_maps=hopper.tensor_maps(entry, roles, fail), cluster=hopper.cluster(entry, fail),
-        arch=hopper.arch(entry, fail), compiler=_compiler(entry, fail), sources=_sources(entry, path, fail),
-        resources=_resources(entry, path, fail),
-    )
+    if conventions["d_aliases_c"] and not {"C", "D"} <= set(roles):
+        fail("d_aliases_c = true says D may be C's buffer; the kernel must take both C and D (args)")
+    try:
+        spec = KernelSpec(
+            name=entry["name"], source=source, entry=entry["entry"], signature=signature,
+            policy=policy, dtypes=tuple(dtype_names), expect=expect,
+            template_args=template_args, shapes=shapes, shared_tiles=shared_tiles,
+            shared_pad=shared_pad, description=entry.get("description", ""),
+            gpu_only=gpu_only, catalog=path, roles=roles, layouts=layouts, params=params,
+            configs=tuple(configs), macros=tuple(macros), tile_param=tile_param, geometry=geometry,
+            sim_configs=None if sim_configs is None else tuple(sim_configs),
+            include_dirs=include_dirs, defines=fixed_defines, **conventions, **type_fields,
+            tensor_maps=hopper.tensor_maps(entry, roles, fail), cluster=hopper.cluster(entry, fail),
+            arch=hopper.arch(entry, fail), compiler=_compiler(entry, fail), sources=_sources(entry, path, fail),
+            resources=_resources(entry, path, fail),
+        )
+    except operand_types.TypesError as exc:
+        fail(f"dtypes: {exc}")
     _check_instantiations(spec, fail)
     _check_arguments(spec, fail)
     hopper.check(spec, fail)
@@ -163,7 +174,8 @@ def _check_template_args(template_args: str, declared: parameters.Declaration, f
         wrong.append(f"it gives {len(given)} argument(s) where the template takes "
                      f"{required if required == len(tparams) else f'{required} to {len(tparams)}'}")
     for number, (argument, (kind, name, _)) in enumerate(zip(given, tparams), 1):
-        what = "type" if argument == "{T}" else "value" if re.fullmatch(r"\{\w+\}|-?\d+[uUlL]*", argument) else None
+        what = "type" if argument.strip("{}") in TYPE_FIELDS and argument.startswith("{") else \
+            "value" if re.fullmatch(r"\{\w+\}|-?\d+[uUlL]*", argument) else None
         if what is not None and what != kind:
             wrong.append(f"argument {number} {argument} is a {what} where {name} is a {kind}")
     if wrong:
@@ -202,6 +214,10 @@ def _check_arguments(spec: KernelSpec, fail) -> None:
             why = launch.misfit(role, parameter, inst.name_expression)
             if why:
                 fail(f"args: {why}")
+            scale = inst.types.scale(role[-1]) if role in launch.SCALE_ROLES else None
+            if scale is not None and parameter.type.kind == parameters.FLOATING and scale.granularity != "tensor":
+                fail(f"args: {role} is {parameter.describe(inst.name_expression)}, a value, but scales.{scale.operand} "
+                     f"is {scale.spelling}: one value per tensor only; take a pointer to the scales")
 
 
 def _roles(entry, fail) -> tuple[tuple, str]:
@@ -224,11 +240,63 @@ def _roles(entry, fail) -> tuple[tuple, str]:
     if twice:
         fail(f"args: role(s) {twice} listed twice; each role is one kernel parameter")
     # a tensor map of an operand stands for its pointer (a TMA-only kernel takes no plain A)
-    missing = [r for r in launch.POINTER_ROLES if r not in named and f"tensor_map_{r}" not in named]
+    missing = launch.missing_operands(named)
     if missing:
-        fail(f"args: no {', '.join(missing)}; a GEMM kernel takes the pointers A, B and C "
-             "(or their tensor maps, tensor_map_A ...)")
+        fail(f"args: no {', '.join(missing)}; a GEMM kernel takes the pointers A, B and C, or A, B and D "
+             "(the output; C then only read), or their tensor maps (tensor_map_A ...)")
     return tuple(args), "custom"
+
+
+def _type_fields(entry, roles, fail) -> dict:
+    """accumulator, scalar (the type of alpha and beta) and scales: what completes each dtypes
+    entry's operand_types record; a scale role for each operand scaled, and none other."""
+    out = {}
+    for key in ("accumulator", "scalar"):
+        if key in entry:
+            if not isinstance(entry[key], str) or entry[key] not in dt.ELEMENT_TYPES:
+                fail(f"'{key}' must name an element type ({', '.join(dt.ELEMENT_TYPES)}), got {entry[key]!r}")
+            out[key] = entry[key]
+    raw = entry.get("scales", {})
+    if not isinstance(raw, dict):
+        fail(f"'scales' must be a table such as {{A = \"tensor\", B = \"tensor\"}}, got {raw!r}")
+    scales = []
+    for operand, value in raw.items():
+        if operand not in operand_types.SCALED:
+            fail(f"scales: {operand!r}; scale factors apply to A or B")
+        scales.append(_scale(operand, value, fail))
+    for operand in operand_types.SCALED:
+        role = f"scale_{operand}"
+        if (operand in raw) != (role in roles):
+            fail(f"scales.{operand} and the role {role} go together: " + (
+                f"args lists no {role}; list the parameter that takes the scales" if operand in raw else
+                f"args lists {role}; say in scales.{operand} how they apply (\"tensor\", \"row\", \"col\" or "
+                "{ block = [1, 128] })"))
+    out["scales"] = tuple(scales)
+    return out
+
+
+def _scale(operand: str, value, fail) -> operand_types.Scale:
+    """One scales entry: "tensor", "row", "col", or { block = [rows, cols], major = "row" | "col",
+    type = "float32" }."""
+    if isinstance(value, str):
+        if value not in operand_types.GRANULARITIES:
+            fail(f"scales.{operand} = {value!r}; use \"tensor\", \"row\", \"col\" or a block table "
+                 "{ block = [1, 128] }")
+        return operand_types.parse_scale(operand, value)
+    if not isinstance(value, dict) or set(value) - {"block", "major", "type"} or "block" not in value:
+        fail(f"scales.{operand} = {value!r}; a block table is {{ block = [rows, cols], major = \"row\" or "
+             "\"col\" (how the scales are stored; default row), type = \"float32\" (default) }")
+    block = value["block"]
+    if not isinstance(block, list) or len(block) != 2 or not all(type(b) is int and b >= 1 for b in block):
+        fail(f"scales.{operand}.block = {block!r}; give [rows, cols] of {operand} one scale covers, "
+             "e.g. [1, 128] (A, per row and 128 of K) or [128, 128]")
+    major = value.get("major", "row")
+    if major not in operand_types.MAJORS:
+        fail(f"scales.{operand}.major = {major!r}; use \"row\" or \"col\"")
+    kind = value.get("type", operand_types.DEFAULT_SCALE_TYPE)
+    if kind not in dt.ELEMENT_TYPES or dt.get(kind).is_integer:
+        fail(f"scales.{operand}.type = {kind!r}; use a floating-point type such as float32")
+    return operand_types.Scale(operand, tuple(block), major, dt.get(kind))
 
 
 def _layouts(entry, fail) -> dict[str, str]:
@@ -236,8 +304,8 @@ def _layouts(entry, fail) -> dict[str, str]:
     if not isinstance(layouts, dict):
         fail(f"'layout' must be a table such as {{A = \"col\", B = \"col\", C = \"col\"}}, got {layouts!r}")
     for name, value in layouts.items():
-        if name not in launch.POINTER_ROLES or value not in LAYOUTS:
-            fail(f"layout: {name} = {value!r}; use A, B or C = \"row\" or \"col\"")
+        if name not in launch.OPERAND_ROLES or value not in LAYOUTS:
+            fail(f"layout: {name} = {value!r}; use A, B, C or D = \"row\" or \"col\"")
     return dict(layouts)
 
 

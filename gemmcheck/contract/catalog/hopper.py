@@ -4,7 +4,6 @@ for the ``tensor_map_A/B/C`` roles), ``cluster`` (thread-block cluster dimension
 
 from __future__ import annotations
 
-from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import launch, tensor_map
 from gemmcheck.contract.catalog.vocabulary import ARCH
 
@@ -88,7 +87,7 @@ def check(spec, fail) -> None:
             except launch.ExpressionError as exc:
                 fail(f"tensor_maps.{operand}: box at {where}: {exc}")
             for name in spec.dtypes:
-                why = tensor_map.box_problem(box, dt.get(name).itemsize, tm.swizzle)
+                why = tensor_map.box_problem(box, spec.types_of(name).of(operand).itemsize, tm.swizzle)
                 if why:
                     fail(f"tensor_maps.{operand}: {why} ({name}, {where})")
         if spec.cluster is None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.contract import launch, parameters
+from gemmcheck.contract import launch, operand_types, parameters
 from gemmcheck.contract.catalog.vocabulary import (BUILTIN, CONVENTIONS, DEFAULT_SHAPE_EDGE, DEFAULT_TILE,
                                                    SHAPES, SIGNATURE_ROLES)
 
@@ -50,6 +50,11 @@ class KernelSpec:
     defines: tuple = ()                   # ((NAME, value), ...): -D NAME=value in every compile
     reads_c_at_beta_zero: bool = False    # convention: callers always initialize C (CONVENTIONS)
     deterministic: bool = True            # convention: False for floating-point atomic reductions
+    saturates_output: bool = False        # convention: the output conversion saturates (satfinite)
+    d_aliases_c: bool = False             # convention: D may be C's buffer (an in-place update)
+    accumulator: str | None = None        # the accumulator's type for every dtype (None: each one's own)
+    scalar: str | None = None             # the type of alpha and beta (None: the accumulator's)
+    scales: tuple = ()                    # operand_types.Scale of A and/or B
     tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C" -> tensor_map.TensorMapSpec
     cluster: tuple | None = None          # thread-block cluster dimensions: expressions, x first
     arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
@@ -61,7 +66,7 @@ class KernelSpec:
         set_ = lambda k, v: object.__setattr__(self, k, v)
         if not self.roles:
             set_("roles", SIGNATURE_ROLES.get(self.signature, SIGNATURE_ROLES["mnk"]))
-        set_("layouts", {name: self.layouts.get(name, "row") for name in launch.POINTER_ROLES})
+        set_("layouts", {name: self.layouts.get(name, "row") for name in launch.OPERAND_ROLES})
         params = {k: tuple(v) for k, v in self.params.items()}
         if self.tiles and not self.configs:
             params[self.tile_param] = tuple(self.tiles)   # `tiles` wins, so dataclasses.replace(tiles=) works
@@ -72,6 +77,10 @@ class KernelSpec:
         if self.policy is not None or self.geometry is None:   # a named policy wins, as tiles do
             set_("geometry", launch.POLICIES[self.policy or "tile2d"].geometry(self.tile_param))
         set_("_scope", None if self.shapes in SHAPES else launch.Expression(self.shapes))
+        # every operand's type, per dtypes entry: resolved once, read by everything downstream
+        set_("types", {name: operand_types.resolve(name, accumulator=self.accumulator, scalar=self.scalar,
+                                                   scales=self.scales, saturate=self.saturates_output)
+                       for name in self.dtypes})
         if self.geometry.shared_bytes.text.strip() != "0" or self.unsimulated_features:
             set_("gpu_only", True)   # cpu-sim models neither dynamic (extern) shared memory nor Hopper's TMA
 
@@ -136,14 +145,18 @@ class KernelSpec:
         if not self.template_args.strip():
             return self.entry
         values = dict(params if params is not None else {self.tile_param: tile})
-        args = self.template_args.format(T=dt.get(dtype).c_type, **values)
+        args = self.template_args.format(**type_arguments(self.types_of(dtype)), **values)
         return f"{self.entry}<{args}>"
+
+    def types_of(self, dtype: str) -> operand_types.OperandTypes:
+        """The record of one of the entry's dtypes (or of any plain dtype name)."""
+        return self.types.get(dtype) or operand_types.of(dtype)
 
     def shared_bytes(self, dtype: str, tile: int) -> int | None:
         """Static shared memory the catalog declares for one instantiation (None: not declared)."""
         if self.shared_tiles is None:
             return None
-        return self.shared_tiles * tile * (tile + self.shared_pad) * dt.get(dtype).itemsize
+        return self.shared_tiles * tile * (tile + self.shared_pad) * self.types_of(dtype).A.itemsize
 
     def supports(self, M: int, N: int, K: int, tile: int | None = None, params: dict | None = None) -> bool:
         """Whether the kernel claims to be correct on this shape at these parameters."""
@@ -242,8 +255,17 @@ class Instance:
         return (self.spec.source, self.defines)
 
     @property
+    def types(self) -> operand_types.OperandTypes:
+        """Every operand's type in this instantiation (gemmcheck.contract.operand_types)."""
+        return self.spec.types_of(self.dtype)
+
+    @property
     def dt(self) -> dt.DType:
-        return dt.get(self.dtype)
+        """The one element type of a kernel with one (``dtypes = ["float16"]``); a kernel with a
+        type per operand has none: read ``types``."""
+        if not self.types.uniform:
+            raise TypeError(f"{self.id}: {self.types.describe()}: a type per operand; read Instance.types")
+        return self.types.A
 
     @functools.cached_property
     def parameters(self) -> tuple | None:
@@ -259,6 +281,13 @@ class Instance:
         """(grid, block) for a problem, from the kernel's geometry."""
         grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K})
         return grid, block
+
+
+def type_arguments(types: operand_types.OperandTypes) -> dict[str, str]:
+    """What template_args' type placeholders stand for: {T} (A's C type, the one type of a
+    one-type kernel), {A}, {B}, {C}, {D} and {ACC} (the accumulator)."""
+    return {"T": types.A.c_type, **{r: types.of(r).c_type for r in operand_types.OPERANDS},
+            "ACC": types.accumulator.c_type}
 
 
 def by_build_unit(instances) -> dict[tuple, list[Instance]]:

@@ -30,6 +30,8 @@ EXPECTATIONS = defects.expectations()
 MAX_THREADS_PER_BLOCK = launch.MAX_THREADS_PER_BLOCK
 MAX_STATIC_SHARED_BYTES = launch.MAX_STATIC_SHARED_BYTES
 TEMPLATE_FIELDS = {"T", "TILE"}
+# The type placeholders of template_args besides {T}: each operand's C type and the accumulator's.
+TYPE_FIELDS = ("T", "A", "B", "C", "D", "ACC")
 # The argument lists the named signatures stand for.
 SIGNATURE_ROLES = {"square": ("A", "B", "C", "N"), "mnk": ("A", "B", "C", "M", "N", "K")}
 LAYOUTS = ("row", "col")
@@ -45,8 +47,8 @@ _FIELDS = {
     "name", "description", "source", "entry", "template_args", "signature", "args", "layout", "policy",
     "grid", "block", "shared_bytes", "tiles", "tile", "params", "configs", "macros", "dtypes", "shapes",
     "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs", "include_dirs", "defines",
-    "tensor_maps", "cluster", "arch", "compiler", "sources",
-    *("reads_c_at_beta_zero", "deterministic"),   # declared conventions (CONVENTIONS)
+    "tensor_maps", "cluster", "arch", "compiler", "sources", "accumulator", "scalar", "scales",
+    *("reads_c_at_beta_zero", "deterministic", "saturates_output", "d_aliases_c"),   # declared conventions (CONVENTIONS)
     "resources",                                   # a claim on ptxas's report (RESOURCE_CLAIMS)
 }
 # Conventions a kernel may declare, each a boolean field with its default (BLAS's rule) and
@@ -56,6 +58,11 @@ CONVENTIONS = {
                                     "suite fills C with finite values instead of NaN"),
     "deterministic": (True, "the kernel reduces with floating-point atomics: same bits on every "
                             "launch is not claimed for random inputs"),
+    "saturates_output": (False, "the output conversion saturates to the finite range (__NV_SATFINITE, "
+                                "cvt.satfinite): a result beyond it is judged as the largest finite value "
+                                "of its sign, not Inf (or NaN)"),
+    "d_aliases_c": (False, "D may be the same buffer as C (an in-place update): the suite also runs the "
+                           "kernel with D and C one buffer"),
 }
 # What a kernel may claim of ptxas's report of its build (`resources`), checked by
 # suites/compile; a kernel that claims nothing gets its local memory as information.

@@ -9,7 +9,7 @@ import numpy as np
 
 from gemmcheck.judge import beta_zero, oracle
 from gemmcheck.judge.oracle import outside
-from gemmcheck.problems.harness import NEVER_WRITTEN, Run
+from gemmcheck.problems.harness import Run, never_written
 from gemmcheck.verdict.detectors import Detector
 from gemmcheck.verdict import Defect, Finding
 from gemmcheck.judge.hazards.observing import Observation
@@ -52,7 +52,7 @@ def check_values(obs: Observation) -> list[Finding]:
 
 
 def check_unwritten(obs: Observation) -> list[Finding]:
-    """UNWRITTEN_OUTPUT: elements a launch never wrote (Run.unwritten: harness.NEVER_WRITTEN;
+    """UNWRITTEN_OUTPUT: elements a launch never wrote (Run.unwritten: harness.never_written;
     an element that only carried the poison's payload through arithmetic is not one)."""
     worst = max(obs.runs + obs.control, key=lambda r: int(r.unwritten.sum()), default=None)
     if worst is None or not worst.unwritten.any():
@@ -62,7 +62,7 @@ def check_unwritten(obs: Observation) -> list[Finding]:
     rows = np.flatnonzero(worst.unwritten.any(axis=1))
     cols = np.flatnonzero(worst.unwritten.any(axis=0))
     return [Finding(Defect.UNWRITTEN_OUTPUT, Detector.POISON,
-                    f"{n} of {worst.unwritten.size} elements of C {NEVER_WRITTEN}; "
+                    f"{n} of {worst.unwritten.size} elements of {worst.output} {never_written(worst.output)}; "
                     f"rows {rows[0]}..{rows[-1]}, columns {cols[0]}..{cols[-1]}",
                     n, where, {"rows": [int(rows[0]), int(rows[-1])], "cols": [int(cols[0]), int(cols[-1])]})]
 

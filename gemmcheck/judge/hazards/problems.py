@@ -23,7 +23,10 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     - race stress R cubed (R from the profile, 1024 and up): where missing
       barriers show on real hardware (a WAR race stayed exact at 64^3 on an H200);
     - K = 0 (2T+1 x T+1, or 2T x 2T): BLAS gives C = beta C0, zeros written everywhere
-      at beta = 0; a kernel that returns early at K = 0 leaves C unwritten.
+      at beta = 0; a kernel that returns early at K = 0 leaves C unwritten;
+    - scale blocks, for a kernel with block scale factors (1 x 128, 128 x 128): two blocks and
+      one more along K and N, so a scale read at the wrong block (or axis) changes the result
+      (the other shapes stay inside one block).
     Inputs are exact integers (problems.Problem values="exact"): any summation
     order gives the same bits, so a difference between launches is a defect.
     A ragged shape the instantiation does not claim moves to the nearest claimed one that
@@ -36,6 +39,7 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     shapes = [("ragged edges", 2 * T + 1, T + 1, 4 * T + 1), ("tile-aligned", 4 * T, 4 * T, 4 * T)]
     shapes += [("large ragged", R - T // 2 - 1, R - T // 2 - 1, R - T // 2 - 1) for R in race_sizes]
     shapes += [("race stress", R, R, R) for R in race_sizes]
+    shapes += _scale_blocks(instance)
     # K = 0 (BLAS: C = beta C0, zeros at beta = 0), ragged where claimed, else whole tiles.
     shapes += [(K_ZERO, 2 * T + 1, T + 1, 0), (K_ZERO, 2 * T, 2 * T, 0)]
     seen, out = set(), []
@@ -47,8 +51,23 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
                 or not instance.supports(M, N, K)):
             continue
         seen.add((M, N, K))
-        out.append((purpose, Problem(M, N, K, instance.dtype, "exact", seed=len(out) + 1)))
+        out.append((purpose, Problem(M, N, K, instance.types, "exact", seed=len(out) + 1)))
     return out
+
+
+def _scale_blocks(instance: Instance) -> list[tuple[str, int, int, int]]:
+    """The "scale blocks" shape of a kernel with block scale factors: 2 blocks + 1 along each
+    dimension a block spans (K for A's 1 x 128, K and N for B's 128 x 128), ragged elsewhere."""
+    T, extents = instance.tile, {"M": 1, "N": 1, "K": 1}
+    for scale in instance.types.scales:
+        dims = ("M", "K") if scale.operand == "A" else ("K", "N")
+        for dim, b in zip(dims, scale.block):
+            extents[dim] = max(extents[dim], b)
+    if all(b <= 1 for b in extents.values()):
+        return []
+    ragged = {"M": 2 * T + 1, "N": T + 1, "K": 4 * T + 1}
+    M, N, K = (2 * b + 1 if b > 1 else ragged[d] for d, b in extents.items())
+    return [(SCALE_BLOCKS, M, N, K)]
 
 
 def _ragged_as_claimed(instance: Instance, M: int, N: int, K: int) -> tuple[int, int, int]:
@@ -62,6 +81,7 @@ def _ragged_as_claimed(instance: Instance, M: int, N: int, K: int) -> tuple[int,
 
 
 RAGGED = ("ragged edges", "large ragged")
+SCALE_BLOCKS = "scale blocks"
 SMALL_PURPOSES = ("ragged edges", "tile-aligned")  # cheap enough for compute-sanitizer
 K_ZERO = "K = 0"
 

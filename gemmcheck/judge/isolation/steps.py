@@ -55,7 +55,7 @@ class Step:
     def problem(self):
         from gemmcheck.problems.problem import Problem
 
-        return Problem(self.M, self.N, self.K, self.dtype, "exact", self.seed)
+        return Problem(self.M, self.N, self.K, _instance(self).types, "exact", self.seed)
 
 
 @dataclass

@@ -57,6 +57,30 @@ more rounding than the bound allows and may be reported. So
 and the rest of the derivation goes through with P replaced by Q and K by n:
 the store rounding adds u_out |C_exact| + eta_out, and the float64 reference
 alpha (A @ B) + beta C0 is off by at most gamma_n(u_64) Q.
+
+Per operand type
+----------------
+Everything above is read from the kernel's operand types (gemmcheck.contract.operand_types),
+so every combination is judged by this one bound:
+
+- u_acc is the accumulator's unit roundoff: float32 (2^-24) for float16, bfloat16, 8-bit
+  float and tf32 inputs, float64 for float64, 0 for int32 (integer sums are exact: the bound
+  is the float64 reference's own error, and integer results must match it exactly);
+- u_out and eta_out are D's: 0 when D is the accumulator's type (float32 output of float16
+  inputs), 2^-8 and half bfloat16's smallest subnormal for a bfloat16 output of float32 sums;
+- scale factors: D = alpha (sA A)(sB B) + beta C, P = |sA A| |sB B|. A kernel may scale A's
+  and B's elements before it multiplies them, or a product, or a block's partial sum, once
+  per scaled operand: each adds at most one rounding to a term's path, so n grows by the
+  number of scaled operands (K + 2 for both: rounded sA a and sB b, their rounded product,
+  K - 1 additions; or an exact product, K - 1 additions and two scale multiplies);
+- a conversion the kernel applies to its inputs before it multiplies (tf32: float32 data
+  rounded, or truncated, to 11 significant bits, relative error below u_in = 2^-10 each)
+  multiplies every product by (1 + d_A)(1 + d_B), |d| <= u_in: gamma_n(u_acc) becomes
+  (1 + gamma_n(u_acc))(1 + u_in,A)(1 + u_in,B) - 1.
+
+A kernel that accumulates in its input type (float16 sums where float32 is declared) exceeds
+this bound by orders of magnitude on random inputs: the bound is built from the declared
+accumulator, so it catches the difference (tests/test_oracle.py).
 """
 
 from __future__ import annotations
@@ -66,7 +90,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import operand_types
 
 U64 = 2.0 ** -53
 
@@ -78,25 +102,30 @@ def gamma(K: int, u: float) -> float:
     return K * u / (1 - K * u)
 
 
-def roundings(K: int, alpha=1, beta=0) -> int:
-    """n: the most roundings any term of alpha A @ B + beta C0 goes through (see above)."""
-    return K + (alpha != 1) + (beta != 0)
+def roundings(K: int, alpha=1, beta=0, scaled: int = 0) -> int:
+    """n: the most roundings any term of alpha (sA A)(sB B) + beta C0 goes through (see above);
+    `scaled`: how many of A and B carry scale factors."""
+    return K + (alpha != 1) + (beta != 0) + scaled
 
 
-def output_roundoff(d: dt.DType) -> tuple[float, float]:
-    """(u_out, eta_out): the rounding of the accumulator's sum to the output type.
+def output_roundoff(types) -> tuple[float, float]:
+    """(u_out, eta_out): the rounding of the accumulator's sum to D's type (`types`: an
+    operand_types record, or a one-type kernel's DType).
 
-    Zero when the accumulator is the output type (float32, float64).
+    Zero when D is the accumulator's type (float32, float64, int32).
     """
-    if d.accumulator == d.name:
+    types = operand_types.coerce(types)
+    d = types.D
+    if not types.output_rounds or d.is_integer:
         return 0.0, 0.0
-    return d.unit_roundoff, float(dt.finfo(d).smallest_subnormal) / 2
+    return d.unit_roundoff, d.smallest_subnormal / 2
 
 
 @dataclass(frozen=True)
 class Bound:
     """|C - C_ref| <= coefficient * Q_hat + u_out * |C_ref| + eta_out, per element, with
-    Q_hat = |alpha| (|A||B|) + |beta| |C0| computed in float64."""
+    Q_hat = |alpha| (|A||B|) + |beta| |C0| computed in float64 (A and B with their scale
+    factors)."""
 
     K: int
     dtype: str
@@ -107,13 +136,24 @@ class Bound:
     gamma_ref: float
     alpha: float = 1
     beta: float = 0
+    accumulator: str = "float32"
+    scaled: int = 0                  # how many of A and B carry scale factors
+    u_in: float = 0.0                # the larger input conversion's roundoff (tf32), 0 for none
 
     @classmethod
-    def for_dtype(cls, d: dt.DType, K: int, alpha=1, beta=0) -> "Bound":
-        u_acc = dt.get(d.accumulator).unit_roundoff
-        u_out, eta_out = output_roundoff(d)
-        n = roundings(K, alpha, beta)
-        return cls(K, d.name, u_acc, u_out, eta_out, gamma(n, u_acc), gamma(n, U64), alpha, beta)
+    def for_types(cls, types, K: int, alpha=1, beta=0) -> "Bound":
+        """The bound of a kernel of these operand types (a record, or a one-type DType)."""
+        types = operand_types.coerce(types)
+        u_acc = types.accumulator.unit_roundoff
+        u_out, eta_out = output_roundoff(types)
+        scaled = len(types.scales)
+        n = roundings(K, alpha, beta, scaled)
+        u_a, u_b = types.A.conversion_roundoff, types.B.conversion_roundoff
+        gamma_acc = (1 + gamma(n, u_acc)) * (1 + u_a) * (1 + u_b) - 1 if (u_a or u_b) else gamma(n, u_acc)
+        return cls(K, types.name, u_acc, u_out, eta_out, gamma_acc, gamma(n, U64), alpha, beta,
+                   types.accumulator.name, scaled, max(u_a, u_b))
+
+    for_dtype = for_types   # a one-type kernel's DType resolves to its record
 
     def magnitude(self, xp, absprod, abs_C0=None):
         """Q_hat = |alpha| absprod + |beta| |C0| (absprod = |A||B|)."""
@@ -129,21 +169,24 @@ class Bound:
         return (self.coefficient * Q_hat + self.u_out * xp.abs(C_ref) + self.eta_out) * slack
 
     def describe(self) -> str:
-        acc = dt.get(self.dtype).accumulator
+        acc = self.accumulator
+        u_acc = f"2^{math.log2(self.u_acc):.0f}" if self.u_acc else "0"
         out = (f"u_out = 2^{math.log2(self.u_out):.0f} ({self.dtype} output), "
                f"eta_out = {self.eta_out:.3g}" if self.u_out else f"u_out = 0 (accumulates in {acc})")
-        if (self.alpha, self.beta) == (1, 0):
+        extra = (f", {self.scaled} scaled operand(s)" if self.scaled else "") + \
+            (f", inputs converted with u_in = 2^{math.log2(self.u_in):.0f}" if self.u_in else "")
+        if (self.alpha, self.beta) == (1, 0) and not self.scaled:
             return (f"|C - C_ref| <= (gamma_K(u_acc) + gamma_K(u_64))(1 + u_out)/(1 - gamma_K(u_64)) (|A||B|) "
-                    f"+ u_out |C_ref| + eta_out; K = {self.K}, u_acc = 2^{math.log2(self.u_acc):.0f} ({acc}), "
-                    f"gamma_K(u_acc) = {self.gamma_acc:.3g}, {out}")
-        n = roundings(self.K, self.alpha, self.beta)
+                    f"+ u_out |C_ref| + eta_out; K = {self.K}, u_acc = {u_acc} ({acc}), "
+                    f"gamma_K(u_acc) = {self.gamma_acc:.3g}, {out}{extra}")
+        n = roundings(self.K, self.alpha, self.beta, self.scaled)
         return (f"|C - C_ref| <= (gamma_n(u_acc) + gamma_n(u_64))(1 + u_out)/(1 - gamma_n(u_64)) "
                 f"(|alpha||A||B| + |beta||C0|) + u_out |C_ref| + eta_out; alpha = {self.alpha:g}, "
-                f"beta = {self.beta:g}, K = {self.K}, n = {n}, u_acc = 2^{math.log2(self.u_acc):.0f} ({acc}), "
-                f"gamma_n(u_acc) = {self.gamma_acc:.3g}, {out}")
+                f"beta = {self.beta:g}, K = {self.K}, n = {n}, u_acc = {u_acc} ({acc}), "
+                f"gamma_n(u_acc) = {self.gamma_acc:.3g}, {out}{extra}")
 
 
-def bound_ratio(xp, got, ref, absprod, dtype: dt.DType, K: int, alpha=1, beta=0, abs_C0=None):
+def bound_ratio(xp, got, ref, absprod, dtype, K: int, alpha=1, beta=0, abs_C0=None):
     """|got - ref| / bound per element on any array module (numpy or cupy); inf where got is NaN.
 
     got: the kernel's output as float64; ref: alpha (A @ B) + beta C0 in float64;
@@ -152,12 +195,12 @@ def bound_ratio(xp, got, ref, absprod, dtype: dt.DType, K: int, alpha=1, beta=0,
     """
     if beta != 0 and abs_C0 is None:
         raise ValueError(f"bound_ratio: beta={beta!r} needs abs_C0 (|C0|)")
-    b = Bound.for_dtype(dtype, K, alpha, beta)
+    b = Bound.for_types(dtype, K, alpha, beta)
     bound = b.evaluate(b.magnitude(xp, absprod, abs_C0), ref, xp)
     return xp.where(xp.isnan(got), xp.inf, _ratio(xp, xp.abs(got - ref), bound))
 
 
-def within_bound(xp, got, ref, absprod, dtype: dt.DType, K: int, alpha=1, beta=0, abs_C0=None) -> bool:
+def within_bound(xp, got, ref, absprod, dtype, K: int, alpha=1, beta=0, abs_C0=None) -> bool:
     """Whether every element of `got` is within the forward error bound (see bound_ratio)."""
     return bool(xp.all(bound_ratio(xp, got, ref, absprod, dtype, K, alpha, beta, abs_C0) <= 1))
 

@@ -18,6 +18,17 @@ bit for bit, except that +0.0 and -0.0 are both accepted for a zero result
 (a kernel that starts its sum from the first product instead of +0.0 may
 return -0.0 for an all -0.0 dot product; both are IEEE-correct).
 
+Operand types and scale factors
+-------------------------------
+The premise is stated for the accumulator of the kernel's operand types (gemmcheck.contract.
+operand_types): float32 for float16, bfloat16, 8-bit float and tf32 inputs, int32 for int8 and
+uint8 ones (p = 31: every sum below 2^31 is exact, never wrapped). A and B here are the values
+the kernel multiplies: with scale factors, sA A and sB B (gemmcheck.judge.oracle.judging scales
+them), so the quanta above are the scaled operands'; judging also checks the unscaled A and B
+(a kernel that sums a block of products before it scales them forms those sums). The answer is
+the exact result rounded once to D's type (saturated to its finite range when the kernel's
+output conversion saturates).
+
 alpha and beta
 --------------
 C = alpha A @ B + beta C0 (C0 read only when beta != 0). Exact judging needs
@@ -35,6 +46,7 @@ import numpy as np
 
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import operand_types
 
 
 class InexactProblem(ValueError):
@@ -68,19 +80,19 @@ def _largest(X) -> int:
     return int(arrays.module_of(X).abs(X).max()) if X.size else 0
 
 
-def exactness_violation(A: np.ndarray, B: np.ndarray, d: dt.DType, alpha=1, beta=0,
+def exactness_violation(A: np.ndarray, B: np.ndarray, types, alpha=1, beta=0,
                         C0: np.ndarray | None = None) -> str | None:
-    """Why the partial sums of alpha A @ B + beta C0 are not all exact in d's accumulator
-    (None if they are)."""
-    return _violation(arrays.finite_part(A), arrays.finite_part(B), d, alpha, beta, C0)
+    """Why the partial sums of alpha A @ B + beta C0 are not all exact in the accumulator of
+    `types` (an operand_types record, or a one-type kernel's DType) (None if they are)."""
+    return _violation(arrays.finite_part(A), arrays.finite_part(B), operand_types.coerce(types).accumulator,
+                      alpha, beta, C0)
 
 
-def _violation(finite_A, finite_B, d: dt.DType, alpha, beta, C0) -> str | None:
-    """exactness_violation of inputs whose non-finite entries are already 0."""
+def _violation(finite_A, finite_B, acc: dt.DType, alpha, beta, C0) -> str | None:
+    """exactness_violation of inputs whose non-finite entries are already 0, in accumulator `acc`."""
     for name, value in (("alpha", alpha), ("beta", beta)):
         if value != int(value):
             return f"{name}={value!r} is not an integer"
-    acc = dt.get(d.accumulator)
     xp = arrays.module_of(finite_A)
     (M, K), N = finite_A.shape, finite_B.shape[1]
     reads_C0 = beta != 0 and C0 is not None
@@ -91,7 +103,7 @@ def _violation(finite_A, finite_B, d: dt.DType, alpha, beta, C0) -> str | None:
         # float64 product as large as the reference) is not needed.
         largest = [_largest(X) for X in (finite_A, finite_B)] + [_largest(C0) if reads_C0 else 0]
         if (max(abs(int(alpha)), 1) * K * largest[0] * largest[1]
-                + abs(int(beta)) * largest[2] <= 2 ** acc.significand_bits):
+                + abs(int(beta)) * largest[2] <= acc.exact_limit):
             return None
         # A quantum of 1 is a safe, cheap lower bound.
         q = xp.zeros((M, N))
@@ -102,7 +114,7 @@ def _violation(finite_A, finite_B, d: dt.DType, alpha, beta, C0) -> str | None:
     P = max(abs(alpha), 1) * (xp.abs(finite_A) @ xp.abs(finite_B)) + abs(beta) * xp.abs(C0)
     with np.errstate(divide="ignore", invalid="ignore"):
         needed = xp.where(P > 0, xp.log2(xp.where(P > 0, P, 1.0)) - q, -xp.inf)
-    emin_sub = math.log2(float(dt.finfo(acc).smallest_subnormal))
+    emin_sub = math.log2(acc.smallest_subnormal)
     p = acc.significand_bits
     too_big = needed > p
     too_fine = (P > 0) & (q < emin_sub)
@@ -114,15 +126,21 @@ def _violation(finite_A, finite_B, d: dt.DType, alpha, beta, C0) -> str | None:
     return None
 
 
-def exact_reference(A, B, d: dt.DType, alpha=1, beta=0, C0=None):
+def exact_reference(A, B, types, alpha=1, beta=0, C0=None, unscaled=None):
     """The exact alpha A @ B + beta C0 of finite A and B, as float64 on their array module
-    (raises InexactProblem if it is not exact).
+    (raises InexactProblem if it is not exact). `types`: an operand_types record (or a
+    one-type kernel's DType); `unscaled`: (A, B) before their scale factors, when A and B
+    are scaled (their partial sums must be exact too).
 
-    Premise checked: every partial sum is exact in d's accumulator, hence (p <= 53) in
+    Premise checked: every partial sum is exact in the accumulator, hence (p <= 53) in
     float64, so the float64 product, scaled and summed, is exact in any summation order.
     """
+    acc = operand_types.coerce(types).accumulator
     finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
-    why = _violation(finite_A, finite_B, d, alpha, beta, C0)
+    why = _violation(finite_A, finite_B, acc, alpha, beta, C0)
+    if why is None and unscaled is not None:
+        why = _violation(*(arrays.finite_part(X) for X in unscaled), acc, alpha, 0, None)
+        why = why and f"before the scale factors: {why}"
     if why:
         raise InexactProblem(f"exact=True, but the inputs do not make every partial sum exact: "
                              f"{why}; use exact=False (the error bound) for these inputs")

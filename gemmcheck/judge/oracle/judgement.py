@@ -55,7 +55,8 @@ class Judgement(HasFindings):
         return abs_err, rel_err
 
     def _element(self, i: int, j: int) -> str:
-        return f"C[{i}, {j}]" + _tile_of(i, j, self.instance)
+        output = getattr(self.run, "output", "C") if self.run is not None else "C"
+        return f"{output}[{i}, {j}]" + _tile_of(i, j, self.instance)
 
     def _actual(self, i: int, j: int) -> str:
         if self.unwritten is not None and self.unwritten[i, j]:

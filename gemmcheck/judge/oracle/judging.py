@@ -33,7 +33,8 @@ from gemmcheck.judge.oracle.judgement import Judgement, _tile_of, reproduction
 from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
 from gemmcheck.phases import timed
-from gemmcheck.problems.harness import NEVER_WRITTEN
+from gemmcheck.problems.harness import never_written
+from gemmcheck.problems.problem import scaled_operands
 from gemmcheck.verdict import Defect, Finding
 
 
@@ -55,15 +56,24 @@ def _scaling(run) -> tuple:
     return alpha, beta, (getattr(run, "C0", None) if beta != 0 else None)
 
 
+def _multiplied(run, types, A, B):
+    """(A, B) as the kernel multiplies them: with their scale factors (the run's), and the
+    unscaled pair (None without scales), on A's array module."""
+    if not types.scales:
+        return A, B, None
+    return (*scaled_operands(types, A, B, getattr(run, "scales", {})), (A, B))
+
+
 @timed("oracle")
 def reference_of(run, A: np.ndarray, B: np.ndarray):
-    """exact_reference of the problem `run` was launched on (its alpha, beta and C0), for
-    judge(reference=) when many runs of that problem are judged; on the array module judge
-    uses for that shape (gemmcheck.arrays.module_for)."""
+    """exact_reference of the problem `run` was launched on (its alpha, beta, C0 and scale
+    factors), for judge(reference=) when many runs of that problem are judged; on the array
+    module judge uses for that shape (gemmcheck.arrays.module_for)."""
     alpha, beta, C0 = _scaling(run)
+    types = run.instance.types
     xp = arrays.module_for(run.M, run.N, run.K)
-    return exact_reference(xp.asarray(A, dtype=xp.float64), xp.asarray(B, dtype=xp.float64),
-                           run.instance.dt, alpha, beta, C0)
+    A, B, unscaled = _multiplied(run, types, xp.asarray(A, dtype=xp.float64), xp.asarray(B, dtype=xp.float64))
+    return exact_reference(A, B, types, alpha, beta, C0, unscaled)
 
 
 @timed("oracle")
@@ -84,7 +94,8 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     """
     inst = run.instance
     alpha, beta, C0 = _scaling(run)
-    d = inst.dt
+    types = inst.types            # every operand's type, read once: the rest reads this record
+    out = types.D
     (M, K), (K2, N) = np.shape(A), np.shape(B)
     xp = arrays.module_for(M, N, K)
     A, B = xp.asarray(A, dtype=xp.float64), xp.asarray(B, dtype=xp.float64)
@@ -94,55 +105,77 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     if beta != 0 and (C0 is None or np.shape(C0) != (M, N) or not np.isfinite(C0).all()):
         raise ValueError(f"{inst.id}: beta={beta!r} needs a finite C0 of shape ({M}, {N}) in the run")
     C0 = None if C0 is None else xp.asarray(C0, dtype=xp.float64)
-    for name, X in (("A", A), ("B", B)) + ((("C0", C0),) if C0 is not None else ()):
+    scales = getattr(run, "scales", {})
+    given = [("A", A, types.A), ("B", B, types.B)] + ([("C0", C0, types.C)] if C0 is not None else []) + \
+        [(s.role, xp.asarray(scales[s.role], dtype=xp.float64), s.type) for s in types.scales if s.role in scales]
+    for name, X, d in given:
         if not _representable(X, d):
             raise ValueError(f"{inst.id}: {name} holds values not representable in {d.name}; "
                              f"pass the inputs as rounded to the dtype (what the kernel read)")
-    label = getattr(problem, "label", None) or (str(problem) if problem is not None else f"M{M}xN{N}xK{K} {d.name}")
+    missing = [s.role for s in types.scales if s.role not in scales]
+    if missing:
+        raise ValueError(f"{inst.id}: the run has no {', '.join(missing)}; the kernel takes scale factors")
+    label = getattr(problem, "label", None) or (str(problem) if problem is not None else f"M{M}xN{N}xK{K} {types.name}")
+    A, B, unscaled = _multiplied(run, types, A, B)
 
     C_bits = xp.asarray(run.C_bits)
-    C = dt.from_bits(C_bits, d).astype(xp.float64)
+    C = dt.from_bits(C_bits, out).astype(xp.float64)
+    output = getattr(run, "output", "C")   # the matrix the kernel wrote its result into
     nan_e, pinf_e, ninf_e = special_pattern(A, B, alpha)
     finite_e = ~(nan_e | pinf_e | ninf_e)
     no_special_inputs = bool(finite_e.all())
     scaling = "" if (alpha, beta) == (1, 0) else f" (alpha = {alpha:g}, beta = {beta:g})"
+    scaled = " with its scale factors" if types.scales else ""
     if exact:
-        ref = exact_reference(A, B, d, alpha, beta, C0) if reference is None else xp.asarray(reference)
+        ref = exact_reference(A, B, types, alpha, beta, C0, unscaled) if reference is None else xp.asarray(reference)
         bound = xp.zeros((M, N))
-        bound_text = (f"exact: the exact result{scaling} rounded once to {d.name}, bit for bit "
-                      f"(+0.0 and -0.0 equal), every partial sum exact in {d.accumulator}")
+        saturating = ", saturated to its finite range" if types.saturate else ""
+        bound_text = (f"exact: the exact result{scaling}{scaled} rounded once to {out.name}{saturating}, bit for "
+                      f"bit (+0.0 and -0.0 equal), every partial sum exact in {types.accumulator.name}")
     else:
-        b = Bound.for_dtype(d, K, alpha, beta)
+        b = Bound.for_types(types, K, alpha, beta)
         finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
         ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
         bound = b.evaluate(b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B),
                                        None if C0 is None else xp.abs(C0)), ref, xp)
         bound_text = b.describe()
     if exact:
-        # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer.
-        # (want: the bits a right element holds; an element that overflows here leaves
-        # finite_e below and is not compared with them.)
-        want = dt.to_bits(xp.where(finite_e, ref, 0.0), d)
-        rounded = dt.from_bits(want, d).astype(xp.float64)
+        # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer, or
+        # NaN in a type without Inf (float8_e4m3fn), or the largest finite value when the
+        # kernel's output conversion saturates. (want: the bits a right element holds; an
+        # element that overflows here leaves finite_e below and is not compared with them.)
+        want = dt.to_bits(xp.where(finite_e, ref, 0.0), out, saturate=types.saturate)
+        rounded = dt.from_bits(want, out).astype(xp.float64)
         pinf_e |= finite_e & (rounded == xp.inf)
         ninf_e |= finite_e & (rounded == -xp.inf)
+        nan_e |= finite_e & xp.isnan(rounded)
         finite_e &= xp.isfinite(rounded)
     specials = nan_e | pinf_e | ninf_e
     expected = (xp.where(nan_e, xp.nan, xp.where(pinf_e, xp.inf, xp.where(ninf_e, -xp.inf, ref)))
                 if specials.any() else ref)
-    if C0 is not None:
-        _check_every_element_changes(inst, d, C0, ref, bound, finite_e, want if exact else None)
+    if C0 is not None and getattr(run, "output", "C") == "C":   # C0 is in the output buffer
+        _check_every_element_changes(inst, out, C0, ref, bound, finite_e, want if exact else None)
 
     findings: list[Finding] = []
     beyond = outside_the_output(run)   # reported last, after what C holds
     error_map = xp.zeros((M, N))
     unwritten = xp.asarray(run.unwritten, dtype=bool)
+    if not out.marks_are_nan and output == "D" and unwritten.any():
+        # a poison that is a value (float8_e4m3fn, int32) proves "unwritten" only where the
+        # correct result is another value
+        poison_value = dt.from_bits(xp.asarray([out.poison_bits], dtype=out.storage), out).astype(xp.float64)[0]
+        could_be_right = (want == out.poison_bits) if exact else (xp.abs(poison_value - ref) <= bound)
+        unwritten = unwritten & ~could_be_right
     written = ~unwritten
 
-    # 1. Unwritten (harness.NEVER_WRITTEN: the poison, and the second poison on a launch with it;
+    # 1. Unwritten (harness.never_written: the poison, and the second poison on a launch with it;
     #    beta != 0: still C0's bits, which no correct result has).
     if unwritten.any():
-        if C0 is not None:
+        if output == "D":
+            # D is poisoned at every launch and C keeps its own poison on the second one: a D
+            # computed from C's NaN holds the first poison again, so what is left was never written
+            what = never_written("D")
+        elif C0 is not None:
             what = "never written (still C0's bits, which every correct result changes)"
         elif getattr(run, "c_fill", "poison") == "finite":
             what = "never written (still the finite values C held, which no correct result comes near)"
@@ -152,8 +185,8 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
             what = ("still the poison bits: never written, or computed from C's NaN (a read of C at "
                     "beta = 0 keeps its payload)")
         else:
-            what = NEVER_WRITTEN
-        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst, what))
+            what = never_written("C")
+        findings.append(_finding(Defect.UNWRITTEN_OUTPUT, "poison", unwritten, inst, what, output=output))
         error_map[unwritten] = xp.inf
 
     if exact and no_special_inputs and not findings and not beyond and bool((C_bits == want).all()):
@@ -173,7 +206,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     inf_wrong = written & ~nan_e & ~nan_c & ((pinf_c != pinf_e) | (ninf_c != ninf_e))
     pattern_wrong = nan_where_none | missing_nan | inf_wrong
     if pattern_wrong.any():
-        guard_payload = int(xp.count_nonzero(C_bits[nan_where_none] == d.guard_bits))
+        guard_payload = int(xp.count_nonzero(C_bits[nan_where_none] == out.guard_bits)) if out.marks_are_nan else 0
         parts = [f"{n} {what}" for n, what in (
             (int(nan_where_none.sum()), "NaN where none belongs"),
             (int(missing_nan.sum()), "finite where IEEE gives NaN"),
@@ -182,7 +215,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         if guard_payload:
             parts.append(f"{guard_payload} of the NaNs carry the guard payload (an out-of-bounds read)")
         findings.append(_finding(Defect.WRONG_VALUES, "nan-inf-pattern", pattern_wrong, inst,
-                                 "NaN/Inf positions wrong (" + "; ".join(parts) + ")",
+                                 "NaN/Inf positions wrong (" + "; ".join(parts) + ")", output=output,
                                  details={"nan_where_none_belongs": int(nan_where_none.sum()),
                                           "missing_nan": int(missing_nan.sum()),
                                           "wrong_inf": int(inf_wrong.sum()),
@@ -203,7 +236,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         wrong = compare & (err > bound)
         detector, what = "error-bound", "outside the forward error bound"
     if wrong.any():
-        findings.append(_finding(Defect.WRONG_VALUES, detector, wrong, inst, what))
+        findings.append(_finding(Defect.WRONG_VALUES, detector, wrong, inst, what, output=output))
 
     findings += beyond
     failing = unwritten | pattern_wrong | wrong
@@ -233,11 +266,11 @@ def _check_every_element_changes(inst, d: dt.DType, C0, ref, bound, finite_e, wa
 
 
 def _finding(defect: Defect, detector: str, mask, inst, what: str,
-             details: dict | None = None) -> Finding:
+             details: dict | None = None, output: str = "C") -> Finding:
     mask = arrays.to_host(mask)
     count = int(np.count_nonzero(mask))
     i, j = (int(x) for x in np.unravel_index(int(np.argmax(mask)), mask.shape))   # the first, row-major
-    summary = f"{what}: {count} of {mask.size} elements; first C[{i}, {j}]" + _tile_of(i, j, inst)
+    summary = f"{what}: {count} of {mask.size} elements; first {output}[{i}, {j}]" + _tile_of(i, j, inst)
     info = {"fraction": count / mask.size}
     if inst.declared_tile:   # (a kernel without a tile is never told of one)
         tiles = _tiles(mask, inst.declared_tile)

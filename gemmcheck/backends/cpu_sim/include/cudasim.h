@@ -59,6 +59,7 @@ inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 #include "device_functions.h"
+#include "sm_61_intrinsics.h"
 
 // Entry table of a generated module: one launcher per catalog instantiation.
 // arguments: the by-value arguments, each in the bytes of the type the kernel declares.
