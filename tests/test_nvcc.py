@@ -181,10 +181,24 @@ def test_a_build_is_cached_and_rebuilt_when_a_header_it_read_changes(tmp_path, m
     header.write_text("#pragma once\n#define VALUE 2\n")   # two headers deep
     rebuilt = compiler.compile_source(source, ("k",), "sm_90", compiler="nvcc")
     assert len(runs) == 2 and rebuilt.cubin != first.cubin
-    entry = next(p for p in (tmp_path / "cache" / "cubin").iterdir() if p.is_dir())
-    (entry / "meta.json").write_text("{not json")
+    (meta,) = (tmp_path / "cache" / "cubin").rglob("meta.json")
+    meta.write_text("{not json")
     assert compiler.compile_source(source, ("k",), "sm_90", compiler="nvcc").cubin == rebuilt.cubin
     assert len(runs) == 3
+
+
+def test_a_build_of_a_units_instantiations_serves_a_process_that_asks_for_some_of_them(tmp_path, monkeypatch):
+    # An isolated child or a kill-matrix row asks for one instantiation of a source the session
+    # built whole: nvcc does not run again (under compute-sanitizer it would run instrumented).
+    source = write(tmp_path, "k.cu", "template <int V> __global__ void k(float *a) { a[0] = V; }\n")
+    runs = []
+    real = subprocess.run
+    monkeypatch.setattr(nvcc_build.subprocess, "run", lambda *a, **kw: runs.append(a[0]) or real(*a, **kw))
+    whole = compiler.compile_source(source, ("k<1>", "k<2>"), "sm_90", compiler="nvcc")
+    one = compiler.compile_source(source, ("k<2>",), "sm_90", compiler="nvcc")
+    assert len(runs) == 1 and one.mangled["k<2>"] == whole.mangled["k<2>"]
+    compiler.compile_source(source, ("k<3>",), "sm_90", compiler="nvcc")   # not in any build: built
+    assert len(runs) == 2
 
 
 # -- choosing the compiler -------------------------------------------------------------------

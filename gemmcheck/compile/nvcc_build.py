@@ -59,14 +59,13 @@ def compile_source(source: Path, name_expressions, arch: str, defines=(), linked
     include = [str(d) for d in cuda_source.include_dirs_of(source)]
     options = [list(OPTIONS), include, [list(d) for d in defines], nvcc.build, nvcc.path]
     texts = [_read(p) for p in (source, *linked)]
-    key = hashlib.sha256(json.dumps([str(source), [str(p) for p in linked], texts, sorted(name_expressions), arch,
-                                     options], sort_keys=True).encode()).hexdigest()[:32]
-    entry = cache_dir() / f"nvcc-{key}"
-    cached = _cached(entry, arch)
+    unit = cache_dir() / f"nvcc-{_key([str(source), [str(p) for p in linked], texts, arch, options])}"
+    entry = unit / _key(sorted(name_expressions))
+    cached = _covering(unit, entry, name_expressions, arch)
     if cached is not None:
         return cached
     with buildlock.exclusive(entry):
-        cached = _cached(entry, arch)   # another process may have built it while this one waited
+        cached = _covering(unit, entry, name_expressions, arch)   # another process may have built it meanwhile
         if cached is not None:
             return cached
         compiled, depends = _build(nvcc, source, tuple(name_expressions), arch, include, defines, linked)
@@ -99,6 +98,24 @@ def _digest(path: str) -> str | None:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+def _key(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _covering(unit: Path, entry: Path, names, arch: str) -> Compiled | None:
+    """The cached build of these names, or any other build of the unit that holds them all: an
+    isolated child, a worker or a kill-matrix row asking for a few instantiations of a source
+    takes the build the session made of all of them (nvcc costs seconds a process, and under
+    compute-sanitizer far more), never building them again."""
+    found = _cached(entry, arch)
+    if found is not None or not unit.is_dir():
+        return found
+    for other in sorted(unit.iterdir()):
+        if other != entry and (found := _cached(other, arch)) is not None and set(names) <= set(found.mangled):
+            return found
+    return None
 
 
 def _cached(entry: Path, arch: str) -> Compiled | None:
