@@ -277,6 +277,16 @@ def test_an_invalid_warp_mask_hardware_shows_nothing_of_needs_the_simulator_and_
     assert _row("divergent_barrier", tool=[]).outcome()[0] == "fail"
 
 
+def test_a_row_that_could_not_show_its_defect_gives_no_verdict_never_a_clean_one():
+    # On a GPU a warp-mask twin shows nothing (before: a "correct" verdict, "not as declared")
+    assert _row("invalid_warp_mask", tool=[]).verdict("t") is None
+    assert _row("wrong_values", problems=()).verdict("t") is None   # launched nothing
+    seen = _row("invalid_warp_mask", [_f(Defect.WRONG_VALUES)]).verdict("t")   # symptoms are kept
+    assert seen is not None and [f.defect for f in seen.findings] == [Defect.WRONG_VALUES]
+    clean = _row("correct", tool=[]).verdict("t")
+    assert clean is not None and clean.findings == [] and clean.problem == "kill matrix: ragged: M19xN17xK21"
+
+
 def test_on_the_simulator_its_warp_tracking_establishes_an_invalid_warp_mask_and_nothing_is_a_failure():
     tracked = [_f(Defect.WRONG_VALUES), _f(Defect.INVALID_WARP_MASK, "warp-tracking")]
     assert _simulated_row("invalid_warp_mask", tracked).outcome()[0] == "pass"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from gemmcheck.judge import hazards
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.verdict.detectors import Detector
-from gemmcheck.verdict import Defect, Finding
+from gemmcheck.verdict import Defect, Finding, Verdict
 
 
 HARDWARE, SIMULATOR = "hardware", "simulator"   # the detector sets a first column can hold
@@ -94,6 +94,17 @@ class Row:
     def declared(self) -> Defect | None:
         expect = self.instance.spec.expect
         return None if expect == "correct" else Defect(expect)
+
+    def verdict(self, test: str) -> Verdict | None:
+        """What the row establishes of its kernel, for the verdict table: the findings of its
+        fullest column; None where nothing here could show the declared defect and nothing was
+        seen (needs-tool with no finding: a warp mask on a GPU) or nothing was launched, never a
+        clean verdict from detectors that could not have seen it."""
+        status, _ = self.outcome()
+        column = self.sanitizer if self.sanitizer.ran else self.plain
+        if status == "not-checked" or (status == "needs-tool" and not column.findings):
+            return None
+        return Verdict.for_instance(self.instance, "kill matrix: " + "; ".join(self.problems), column.findings, test)
 
     def outcome(self) -> tuple[str, str]:
         """("pass" | "fail" | "needs-tool" | "error" | "not-checked", why). "error": a tool of the
