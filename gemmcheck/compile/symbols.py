@@ -56,17 +56,7 @@ def demangle(symbol: str) -> str:
 def function_name(declaration: str) -> str:
     """``void ns::k<float, 16>(float const*, int)`` -> ``ns::k<float, 16>``: the parameter
     list and the return type dropped."""
-    depth, end = 0, len(declaration)
-    for i in range(len(declaration) - 1, -1, -1):   # the last top-level (...) is the parameter list
-        c = declaration[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            depth -= 1
-            if depth == 0:
-                end = i
-                break
-    head, depth, start = declaration[:end], 0, 0
+    head, depth, start = declaration[:parameters.parameter_list_at(declaration)], 0, 0
     for i, c in enumerate(head):   # the return type ends at the last top-level space
         depth += (c == "<") - (c == ">")
         if c == " " and depth == 0:

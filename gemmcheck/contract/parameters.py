@@ -352,12 +352,17 @@ def compiled_types(symbol: str) -> tuple[str, list[CType]] | None:
     text = demangled(symbol)
     if text is None:
         return None
-    depth, start = 0, len(text)
-    for i in range(len(text) - 1, -1, -1):   # the last top-level (...) is the parameter list
-        depth += text[i] == ")"
-        depth -= text[i] == "("
-        if text[i] == "(" and depth == 0:
-            start = i
-            break
-    inner = text[start + 1:-1]
+    inner = text[parameter_list_at(text) + 1:-1]
     return text, [read_type(p) for p in split_top_level(inner) if p != "void"]
+
+
+def parameter_list_at(declaration: str) -> int:
+    """Where a declaration's parameter list opens: its last top-level ``(`` (the length of
+    `declaration` when it has none)."""
+    depth = 0
+    for i in range(len(declaration) - 1, -1, -1):
+        depth += declaration[i] == ")"
+        depth -= declaration[i] == "("
+        if declaration[i] == "(" and depth == 0:
+            return i
+    return len(declaration)
