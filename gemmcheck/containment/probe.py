@@ -67,14 +67,12 @@ def probe_sizes(launches, backend_name: str, timeout: float,
     steps = sized_probe_steps(launches)
     if not steps:
         return {}
-    outcomes, _ = tools.retry_once(lambda: isolation.run_steps(
-        steps, backend=backend_name, step_timeout=timeout + 5.0, hang_timeout_s=timeout, stop=stop), stop=stop)
+    outcomes = _run_isolated(steps, backend_name, timeout, stop)
     first: dict[str, tuple[int, str, str]] = {}   # Instance.id -> (N, status, what happened)
     for out in sorted(outcomes.values(), key=lambda o: (o.step.M, o.step.id)):
         inst_id = by_key[out.step.instance_key].id
-        if out.status in ("crash", "failed", "hang") and inst_id not in first:
-            first[inst_id] = (out.step.M, "hang" if out.status == "hang" else "crash",
-                              out.message.removeprefix(f"{inst_id}: "))
+        if _lost_status(out) and inst_id not in first:
+            first[inst_id] = (out.step.M, _lost_status(out), out.message.removeprefix(f"{inst_id}: "))
     lost: dict[tuple[str, int], Lost] = {}
     for inst, sizes in launches.items():
         if inst.id not in first:
@@ -88,6 +86,23 @@ def probe_sizes(launches, backend_name: str, timeout: float,
                 lost[(inst.id, n)] = Lost(status, f"not launched at N={n}: at N={at}, in the isolated probe on "
                                                   f"{problem}: {what}", problem=problem)
     return lost
+
+
+def _run_isolated(steps, backend_name: str, timeout: float, stop) -> dict:
+    """The steps' outcomes from an isolated child (a fresh one only after a crash or hang). The
+    child's backend stops a hung launch itself (HUNG); the parent's clock is the backstop. A
+    child that could not run (not ready in time, killed before it was) is tried once more; a
+    second failure is raised (tools.ToolFailure): every test that launches here errors."""
+    from gemmcheck.judge import isolation
+
+    outcomes, _ = tools.retry_once(lambda: isolation.run_steps(
+        steps, backend=backend_name, step_timeout=timeout + 5.0, hang_timeout_s=timeout, stop=stop), stop=stop)
+    return outcomes
+
+
+def _lost_status(outcome) -> str | None:
+    """"crash" or "hang" for an outcome that lost its instantiation, else None."""
+    return {"crash": "crash", "failed": "crash", "hang": "hang"}.get(outcome.status)
 
 
 def probe_instances(instances, backend_name: str, timeout: float,
@@ -104,18 +119,14 @@ def probe_instances(instances, backend_name: str, timeout: float,
     if not steps:
         return {}
     # An instantiation that does not build is UNBUILT there: its build test reports it.
-    # The child's backend stops a hung launch itself (HUNG); the parent's clock is the backstop.
-    # A child that could not run (not ready in time, killed before it was) is tried once more;
-    # a second failure is raised (tools.ToolFailure): every test that launches here errors.
-    outcomes, _ = tools.retry_once(lambda: isolation.run_steps(
-        steps, backend=backend_name, step_timeout=timeout + 5.0, hang_timeout_s=timeout, stop=stop), stop=stop)
+    outcomes = _run_isolated(steps, backend_name, timeout, stop)
     lost: dict[str, Lost] = {}
     for out in sorted(outcomes.values(), key=lambda o: o.step.id):
-        if out.status in ("crash", "failed", "hang"):
+        if _lost_status(out):
             step, inst_id = out.step, by_key[out.step.instance_key].id
             problem = problem_label(step.M, step.N, step.K)
             lost.setdefault(inst_id, Lost(
-                "hang" if out.status == "hang" else "crash",
+                _lost_status(out),
                 f"in the isolated probe on {problem}: " + out.message.removeprefix(f"{inst_id}: "),
                 problem=problem))
     return lost
