@@ -349,56 +349,62 @@ def module(source: Path, instances, defines=()) -> Module:
     """Build (or take from the cache) the module holding every instantiation in `instances`."""
     import time
 
-    cxx, version = compiler()
-    instances = sorted(instances, key=lambda i: i.name_expression)
-    text = launcher_source(Path("device.cu"), instances)
-    entries = {i.spec.entry for i in instances}
-    files = device_files(source, entries)
-    key = _key("module", version, " ".join(MODULE_FLAGS), _simulator_sources(), text, *_source_key(source, files),
-               repr(tuple(defines)))
+    unit = _Unit(source, instances, defines, "module", MODULE_FLAGS)
     built: list[float] = []
 
     def build(tmp: Path) -> Path:
-        gen = tmp / "launchers.cpp"
-        gen.write_text(launcher_source(device_copy(source, tmp, files), instances))
         obj, so = tmp / "launchers.o", tmp / "module.so"
         t0 = time.perf_counter()
-        what = f"{source.name}: compiling {', '.join(i.name_expression for i in instances)} for cpu-sim"
-        cmd = [cxx, *COMMON_FLAGS, *MODULE_FLAGS, *_defines(defines), *_include_flags(source),
-               "-c", str(gen), "-o", str(obj)]
-        _compile_device(cmd, what, lambda missing: gen.write_text(
-            launcher_source(device_copy(source, tmp, device_files(source, entries, missing)), instances)))
-        _run([cxx, "-shared", str(obj), "-o", str(so)], what + " (link)")
+        what = f"{source.name}: compiling {', '.join(unit.names)} for cpu-sim"
+        unit.compile(tmp, ["-c", "{gen}", "-o", str(obj)], what)
+        _run([unit.cxx, "-shared", str(obj), "-o", str(so)], what + " (link)")
         built.append(time.perf_counter() - t0)
         return so
 
-    path = _cached(key, "module.so", build)
-    return Module(path, tuple(i.name_expression for i in instances), shared_arrays(path), source,
-                  built[0] if built else None)
+    path = _cached(unit.key, "module.so", build)
+    return Module(path, unit.names, shared_arrays(path), source, built[0] if built else None)
 
 
 @timed("compile")
 def asan_runner(source: Path, instances, defines=()) -> tuple[Path, tuple[str, ...]]:
     """An AddressSanitizer executable running one launch of any of `instances`."""
-    cxx, version = compiler()
-    instances = sorted(instances, key=lambda i: i.name_expression)
-    text = launcher_source(Path("device.cu"), instances)
-    entries = {i.spec.entry for i in instances}
-    files = device_files(source, entries)
-    key = _key("asan", version, " ".join(ASAN_FLAGS), _simulator_sources(), text, *_source_key(source, files),
-               repr(tuple(defines)))
+    unit = _Unit(source, instances, defines, "asan", ASAN_FLAGS)
 
     def build(tmp: Path) -> Path:
-        gen = tmp / "launchers.cpp"
-        gen.write_text(launcher_source(device_copy(source, tmp, files), instances))
         out = tmp / "asan-runner"
-        _compile_device([cxx, *COMMON_FLAGS, *ASAN_FLAGS, *_defines(defines), *_include_flags(source),
-                         str(RUNTIME), str(gen), "-o", str(out)], f"{source.name}: AddressSanitizer build for cpu-sim",
-                        lambda missing: gen.write_text(launcher_source(
-                            device_copy(source, tmp, device_files(source, entries, missing)), instances)))
+        unit.compile(tmp, [str(RUNTIME), "{gen}", "-o", str(out)], f"{source.name}: AddressSanitizer build for cpu-sim")
         return out
 
-    return _cached(key, "asan-runner", build), tuple(i.name_expression for i in instances)
+    return _cached(unit.key, "asan-runner", build), unit.names
+
+
+class _Unit:
+    """One g++ build of a source's instantiations (the module, or the AddressSanitizer runner):
+    its cache key and its compile of the generated translation unit."""
+
+    def __init__(self, source: Path, instances, defines, kind: str, flags):
+        self.cxx, version = compiler()
+        self.source, self.defines, self.flags = source, tuple(defines), flags
+        self.instances = sorted(instances, key=lambda i: i.name_expression)
+        self.names = tuple(i.name_expression for i in self.instances)
+        self.entries = {i.spec.entry for i in self.instances}
+        self.files = device_files(source, self.entries)
+        self.key = _key(kind, version, " ".join(flags), _simulator_sources(),
+                        launcher_source(Path("device.cu"), self.instances), *_source_key(source, self.files),
+                        repr(self.defines))
+
+    def compile(self, tmp: Path, args: list[str], what: str) -> None:
+        """Write the translation unit in `tmp` and run g++ with `args` ("{gen}" stands for the
+        unit's path); headers g++ cannot find are left out and the unit written again."""
+        gen = tmp / "launchers.cpp"
+
+        def write(files) -> None:
+            gen.write_text(launcher_source(device_copy(self.source, tmp, files), self.instances))
+
+        write(self.files)
+        cmd = [self.cxx, *COMMON_FLAGS, *self.flags, *_defines(self.defines), *_include_flags(self.source),
+               *(str(gen) if a == "{gen}" else a for a in args)]
+        _compile_device(cmd, what, lambda missing: write(device_files(self.source, self.entries, missing)))
 
 
 def static_shared_bytes(module: Module, name_expression: str) -> int:
