@@ -373,13 +373,19 @@ _OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?!
                            re.M)
 
 
+def _object_macros(code: str) -> dict[str, str]:
+    """The file's object-like macros by name (bodies on one line): how a head is read as the
+    compiler reads it (``KERNEL name(...)``)."""
+    return {m["name"]: m["body"].replace("\\\n", " ") for m in _OBJECT_MACRO.finditer(code)}
+
+
 def _host_functions(code: str) -> list[tuple[int, int]]:
     """(start, end) of each top-level function definition that is host code.
 
     A head is read with the file's object-like macros expanded, so ``KERNEL name(...)`` after
     ``#define KERNEL template <int BM> __global__ void`` is device code, as the compiler sees it.
     """
-    macros = {m["name"]: m["body"].replace("\\\n", " ") for m in _OBJECT_MACRO.finditer(code)}
+    macros = _object_macros(code)
     spans = []
     for head, head_start, _, end in top_level_blocks(_PREPROCESSOR.sub(_spaces, code)):
         is_function = re.search(r"\)\s*(const|noexcept)?\s*$", head) and \
@@ -404,7 +410,7 @@ def _host_declarations(code: str) -> list[tuple[int, int]]:
     host functions and g++ may not know their types (a host library's, left out). Read with the
     file's object-like macros expanded, as _host_functions reads heads; a statement that is not
     plainly a declaration (a macro invocation ``FOO(x);``, a variable with an initializer) is kept."""
-    macros = {m["name"]: m["body"].replace("\\\n", " ") for m in _OBJECT_MACRO.finditer(code)}
+    macros = _object_macros(code)
     spans = []
     code = _PREPROCESSOR.sub(_spaces, code)
     for start, end in top_level_statements(code):
