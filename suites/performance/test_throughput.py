@@ -12,7 +12,7 @@ writes reports/performance/ (summary.txt, perf.json, roofline.png).
 import pytest
 
 from gemmcheck import perf
-from gemmcheck.perf import selection, summary
+from gemmcheck.perf import selection, summary, units
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 @pytest.mark.gpu
@@ -50,18 +50,21 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
     rate = perf.timed_rate(perf_session, perf_instance, perf_size)
     row = perf_session.rows[(perf_instance.id, perf_size)]
     measured = row.measurement
-    cublas = row.cublas or perf_session.cublas(perf_instance.dtype, perf_size)   # sampled in turn with it
-    peak = perf_session.device.fp32_peak_tflops
+    cublas = perf_session.ceiling(perf_instance, perf_size)   # sampled in turn with it
+    unit = units.unit_of(perf_instance, perf_session.device)
+    peak = unit.peak_tflops
     intensity = summary.model_intensity(perf_instance)
     extra = {"tflops": round(rate, 3), "N": perf_size, "dtype": perf_instance.dtype,
              "tile": perf_instance.declared_tile, "config": perf_instance.config,
              "spread": round(measured.spread, 4), "input_sets": measured.n_sets,
              "model_flop_per_byte": intensity, "device": perf_session.device.name}
     if isinstance(cublas, perf.Measurement):
+        extra["ceiling"] = cublas.label
         extra["cublas_tflops"] = round(cublas.tflops, 3)
         extra["ratio_to_cublas"] = round(rate / cublas.tflops, 4)
+    extra["unit"] = unit.name
     if peak:
-        extra["ratio_to_fp32_peak"] = round(rate / peak, 4)
+        extra["ratio_to_unit_peak"] = round(rate / peak, 4)
     if measured.clock_mhz is not None:
         extra["sm_clock_mhz"] = round(measured.clock_mhz)
     extra.update(noise=round(measured.noise, 5), stop=measured.stop, dropped_throttled=measured.dropped)
