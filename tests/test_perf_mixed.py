@@ -275,3 +275,72 @@ def test_the_ceiling_of_any_shape_is_one_call_named_by_its_library_gemm(mixed_ti
     assert m.flops == 2 * 2 * 128 * 64 * 32 and m.tflops > 0
     assert session.library_ceiling(operand_types.of("e4m3e4m3bf16 scale_A=tensor scale_B=tensor"),
                                    128, 64, 32, batch=2) is m        # measured once a session
+
+
+# -- the cuBLASLt calls, against nvmath-python's real bindings (their library faked) ----------------
+
+class _Buffer:
+    def __init__(self, n, dtype=np.uint8):
+        self.host = np.zeros(n, dtype)
+        self.data = type("Pointer", (), {"ptr": self.host.ctypes.data})()
+        self.dtype = self.host.dtype
+
+
+def _fake_cupy():
+    import types as module_types
+
+    cp = module_types.ModuleType("cupy")
+    cp.float32, cp.uint8 = np.float32, np.uint8
+    cp.ones = cp.zeros = cp.empty = lambda n, dtype=np.uint8: _Buffer(n, dtype)
+    stream = type("Stream", (), {"ptr": 0})()
+    cp.cuda = module_types.SimpleNamespace(get_current_stream=lambda: stream)
+    return cp
+
+
+@pytest.mark.parametrize("types", ["e4m3e4m3bf16 scale_A=1x128 scale_B=128x128", "s8s8s32", "tf32", "float64",
+                                   "e4m3e4m3e4m3 scale_A=tensor scale_B=tensor saturate"])
+def test_a_library_gemm_is_described_to_cublaslt_with_the_bindings_own_names(types, monkeypatch):
+    nvmath = pytest.importorskip("nvmath", reason="needs nvmath-python (pyproject's dependency)")
+    import ctypes
+
+    from nvmath.bindings import cublas, cublasLt
+
+    calls = []
+
+    def record(name, result=None):
+        return lambda *args: calls.append((name, args)) or result
+
+    def heuristic(handle, desc, a, b, c, d, preference, requested, results, found):
+        ctypes.c_int32.from_address(found).value = 1
+        calls.append(("heuristic", (a, b, c, d)))
+
+    for name in ("matmul_desc_set_attribute", "matrix_layout_set_attribute", "matmul_preference_set_attribute",
+                 "matmul_preference_destroy", "matmul"):
+        monkeypatch.setattr(cublasLt, name, record(name))
+    monkeypatch.setattr(cublasLt, "create", record("create", 1))
+    monkeypatch.setattr(cublasLt, "matmul_desc_create", record("matmul_desc_create", 2))
+    monkeypatch.setattr(cublasLt, "matmul_preference_create", record("matmul_preference_create", 3))
+    layouts = iter(range(10, 20))
+    monkeypatch.setattr(cublasLt, "matrix_layout_create", lambda *args: calls.append(("layout", args)) or next(layouts))
+    monkeypatch.setattr(cublasLt, "matmul_algo_get_heuristic", heuristic)
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    library._handle.cache_clear()
+
+    gemm = library.library_gemms(types)[0]
+    lt = library.LtGemm(gemm, 256, 128, 512, batch=2)
+    A, B, D = _Buffer(1), _Buffer(1), _Buffer(1)
+    lt.launch(A, B, D)
+    compute, scale_type = dict(calls)["matmul_desc_create"]
+    assert compute == int(getattr(cublas.ComputeType, gemm.compute))
+    assert scale_type == int(getattr(nvmath.CudaDataType, gemm.scale_type))
+    shapes = [args[1:] for name, args in calls if name == "layout"]
+    assert shapes == [(512, 256, 512), (512, 128, 512), (256, 128, 256), (256, 128, 256)]   # TN: K x M, K x N, M x N
+    assert [args[0] for name, args in calls if name == "layout"][3] == int(
+        getattr(nvmath.CudaDataType, library.DATA_TYPE[gemm.d]))
+    set_desc = [args[1] for name, args in calls if name == "matmul_desc_set_attribute"]
+    attr = cublasLt.MatmulDescAttribute
+    assert set_desc[:2] == [attr.TRANSA, attr.TRANSB]
+    assert (attr.A_SCALE_POINTER in set_desc) == bool(gemm.scales)
+    [(_, matmul)] = [c for c in calls if c[0] == "matmul"]
+    assert matmul[3] == A.data.ptr and matmul[5] == B.data.ptr and matmul[10] == D.data.ptr
+    assert (matmul[8] == D.data.ptr) == (gemm.c == gemm.d)   # an fp8 D reads a C of its own type

@@ -82,6 +82,38 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
 
 @pytest.mark.gpu
 @pytest.mark.perf
+@pytest.mark.instances.with_args(lambda i: not i.types.uniform)
+def test_a_mixed_kernel_is_compared_with_the_library_gemm_of_its_combination(perf_instance, perf_size, perf_session):
+    # A type per operand: the ceiling is cuBLASLt's GEMM of those types (or the nearest it has,
+    # named), sampled in turn with the kernel; never cuBLAS of another type, never missing.
+    if not perf_instance.supports(perf_size, perf_size, perf_size):
+        pytest.skip(f"{perf_instance.id} does not support N={perf_size}")
+    perf.timed_rate(perf_session, perf_instance, perf_size)
+    ceiling = perf_session.ceiling(perf_instance, perf_size)
+    assert isinstance(ceiling, perf.Measurement), (
+        f"{perf_instance.id} ({perf_instance.types.describe()}) at N={perf_size} has no library ceiling: {ceiling}; "
+        f"card: {perf_session.device.describe()}")
+    assert ceiling.label.startswith("cuBLASLt "), ceiling.label
+
+
+@pytest.mark.gpu
+@pytest.mark.perf
+def test_a_kernel_is_never_faster_than_the_peak_of_its_unit(perf_instance, perf_size, perf_session):
+    # The unit's peak is a bound: a tensor-core kernel above its tensor-core peak (or a SIMT one
+    # above the FP32 peak) means the unit was read wrong, from its code or the peak table.
+    if not perf_instance.supports(perf_size, perf_size, perf_size):
+        pytest.skip(f"{perf_instance.id} does not support N={perf_size}")
+    rate = perf.timed_rate(perf_session, perf_instance, perf_size)
+    unit = units.unit_of(perf_instance, perf_session.device)
+    if unit.peak_tflops is None:
+        pytest.skip(f"{perf_instance.id}: {unit.why}")
+    assert rate <= 1.05 * unit.peak_tflops, (
+        f"{perf_instance.id} at N={perf_size}: {rate:.1f} TFLOP/s is above the {unit.name} peak "
+        f"{unit.peak_tflops:.1f} TFLOP/s ({unit.why}); card: {perf_session.device.describe()}")
+
+
+@pytest.mark.gpu
+@pytest.mark.perf
 def test_meets_threshold(perf_claim, perf_session, gemm):
     threshold, size = perf_claim.claim, perf_claim.size
     try:
