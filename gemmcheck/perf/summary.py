@@ -225,6 +225,9 @@ def document(session: PerfSession) -> dict:
             out.update(last_check_ratio=r.last.worst_ratio, last_check_nans=r.last.nans)
         if r.cublas is not None:
             out["interleaved_cublas_tflops"] = r.cublas.tflops
+            out["ceiling"] = ceiling_name(ceiling_key(r.instance), r.cublas)
+        unit = units.unit_of(r.instance, session.device)
+        out.update(unit=unit.name, unit_peak_tflops=unit.peak_tflops)
         out["impossible"] = r.impossible
         out["dram_bytes_ncu"] = r.dram_bytes
         if r.dram_note:
@@ -235,7 +238,8 @@ def document(session: PerfSession) -> dict:
         "device": session.device.describe(),
         "tf32": TF32,
         "copy_tbs": session._copy.bandwidth_tbs if session._copy else None,
-        "cublas": {f"{d}-N{s}": _measurement_json(m) for (d, s), m in session.cublas_measurements().items()},
+        "cublas": {f"{d}-N{s}": {**_measurement_json(m), "ceiling": ceiling_name(d, m)}
+                   for (d, s), m in session.cublas_measurements().items()},
         "kernels": {f"{label}-N{size}": kernel(r) for (label, size), r in session.rows.items()},
     }
 
