@@ -139,8 +139,13 @@ class GpuTimer:
         """Queued without a wait (backend.enqueue), so back-to-back samples measure the kernel alone."""
         self.backend.enqueue(instance, self._plan(instance, size, sets, index))
 
-    def _cublas_launcher(self, sets: InputSets):
+    def _cublas_launcher(self, sets: InputSets, own_outputs: bool = False):
+        """launch(index): cupy.matmul on set `index`; into outputs of its own with `own_outputs`
+        (sampled in turn with a kernel: a cuBLAS sample after the kernel's last one must not
+        write the output that last check reads, the right product over a wrong one)."""
         views = [tuple(sets.as_values(x) for x in s) for s in sets.sets]
+        if own_outputs:
+            views = [(A, B, self.cupy.empty_like(C)) for A, B, C in views]
 
         def launch(index: int) -> None:
             A, B, C = views[index]
@@ -148,20 +153,24 @@ class GpuTimer:
         return launch
 
     def _library_launcher(self, sets: InputSets, types) -> tuple:
-        """(launch(index), label) of cuBLASLt's GEMM for `types` on the sets' buffers, or
-        (None, why not) when the library has none near it here."""
+        """(launch(index), label) of cuBLASLt's GEMM for `types` on the sets' A and B, or (None,
+        why not) when the library has none near it here. It writes outputs of its own, one a
+        set: its TN product is not the kernel's, and a library sample taken after the kernel's
+        last one must not overwrite the output that last check reads."""
         size = sets.size
         gemm, label = library.planned(types, size, size, size)
         if gemm is None:
             return None, label
-        return (lambda index: gemm.launch(*sets.sets[index])), label
+        outputs = [self.cupy.empty_like(out) for _, _, out in sets.sets]
+        return (lambda index: gemm.launch(sets.sets[index][0], sets.sets[index][1], outputs[index])), label
 
     # Sampling ---------------------------------------------------------------------------------
 
-    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False, finish=None):
+    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False, finish=None, poison: bool = True):
         """A sampler for gemmcheck.perf.sampling: next set, poison its C (finite_C: see
-        InputSets.poison), time one launch. `finish(end)` waits for the sample's end event (a
-        catalog kernel's: with the hang timeout, _finish); by default, synchronize()."""
+        InputSets.poison; not for a ceiling writing outputs of its own, `poison` False), time one
+        launch. `finish(end)` waits for the sample's end event (a catalog kernel's: with the hang
+        timeout, _finish); by default, synchronize()."""
         cp = self.cupy
         start, end = cp.cuda.Event(), cp.cuda.Event()
         finish = finish or (lambda event: event.synchronize())
@@ -170,7 +179,8 @@ class GpuTimer:
 
         def take() -> sampling.Sample:
             index = next(cycle)
-            sets.poison(index, finite=finite_C)
+            if poison:
+                sets.poison(index, finite=finite_C)
             hold((1,), (1,), (np.uint64(HOLD_NS),))   # the stream stays busy while the host enqueues the rest
             start.record()
             launch(index)
@@ -261,14 +271,14 @@ class GpuTimer:
         label = f"cublas-{instance.dtype}"
         try:
             if instance.types.uniform:
-                cublas = self._cublas_launcher(sets)
+                cublas = self._cublas_launcher(sets, own_outputs=True)
             else:
                 cublas, label = self._library_launcher(sets, instance.types)
                 if cublas is None:
                     raise LookupError(label)
             with self._tf32_off():
                 cublas(sets.check_set)     # does the library take this dtype at all?
-            samplers["cublas"] = self._sampler(sets, cublas, cycle)
+            samplers["cublas"] = self._sampler(sets, cublas, cycle, poison=False)
         except Exception as exc:  # e.g. a CuPy without this dtype in matmul
             cublas_error = (f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
                             if instance.types.uniform else f"no library ceiling: {exc}")
