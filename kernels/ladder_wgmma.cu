@@ -41,8 +41,9 @@
 // the shared kernel, so nothing else is read). BK = 128 e4m3 is one 128-byte swizzle row, as
 // BK = 64 halves, so tiles, maps, descriptors and their 32-byte k-steps are rung 9's; the
 // instruction is wgmma m64n128k32 e4m3. The tensor cores sum e4m3 products with a 13-bit
-// significand, so each k-tile's four wgmmas start a fresh partial sum that is added to the
-// accumulators in float32 (BN = 128: 64 accumulators and 64 partial sums per thread). Claims
+// significand, so each k-tile's four wgmmas sum into PARTIALS fresh partial sums (1: all four,
+// 128 of K; 2: two wgmmas each) that are added to the accumulators in float32 (BN = 128: 64
+// accumulators and 64 or 128 partial sums per thread). Claims
 // K % 16 == 0 (16-byte rows of 1-byte elements) and K > 0; any M and N. Dynamic shared
 // STAGES * (BM + BN) * BK + 2048 bytes.
 //
@@ -299,16 +300,18 @@ __device__ __forceinline__ void store_pair(T *C, int M, int N, int row, int col,
 }  // namespace ladder_hopper
 
 // The kernel of both rungs: T the operands' element type, TC C's; C = alpha A B + beta C.
-template <typename T, typename TC, int BM, int BN, int BK, int STAGES, int CN, int CM, int FLAW>
+// PARTIALS: the partial sums of each k-tile of 8-bit operands (unused for 16-bit ones).
+template <typename T, typename TC, int BM, int BN, int BK, int STAGES, int CN, int CM, int FLAW, int PARTIALS = 1>
 __device__ __forceinline__ void gemm_wgmma_body(int M, int N, int K, float alpha, const CUtensorMap *tensor_map_A,
                                                 const CUtensorMap *tensor_map_B, float beta, TC *C)
 {
     using namespace ladder_hopper;
     // 8-bit operands: every k-tile is summed apart and added in float32 (below, the main loop).
     constexpr bool PROMOTE = wgmma_is_e4m3<T>::value;
+    static_assert(!PROMOTE || PARTIALS == 1 || PARTIALS == 2, "e4m3: one or two partial sums per k-tile");
     static_assert(BM == 128, "two consumer warpgroups of 64 rows each");
     static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
-    static_assert(!PROMOTE || BN == 128, "e4m3: m64n128k32 (64 accumulators and 64 partial sums per thread)");
+    static_assert(!PROMOTE || BN == 128, "e4m3: m64n128k32 (64 accumulators, 64 or 128 partial sums per thread)");
     static_assert(BK * sizeof(T) == 128, "one K row of a tile is one 128-byte swizzle row");
     static_assert((CN == 1 || CN == 2) && (CM == 1 || CM == 2), "clusters of 1 or 2 CTAs along N and M");
     constexpr int CONSUMER_WARPS = 8, CLUSTER = CN * CM;
@@ -435,12 +438,15 @@ __device__ __forceinline__ void gemm_wgmma_body(int M, int N, int K, float alpha
         else
         {
             // The tensor cores sum e4m3 products with a 13-bit significand (the result keeps about
-            // 14 bits), not float32's 23: each k-tile (128 of K, four wgmmas) is summed afresh into
-            // `partial` and added to acc in float32 once its group is done, as the vendor library's
-            // and CUTLASS's fp8 GEMMs do. The wait is for the whole group (a partial wait before
-            // reading `partial` makes ptxas serialize every wgmma, C7514): the other consumer
-            // warpgroup's wgmmas keep the tensor cores busy meanwhile.
-            float partial[ACC];
+            // 14 bits), not float32's 23: each k-tile's wgmmas sum afresh into PARTIALS partial sums
+            // (the first wgmma of each starts it from zero), added to acc in float32 once the group
+            // is done, as the vendor library's and CUTLASS's fp8 GEMMs do. One partial sum covers
+            // 128 of K, two 64 each (64 products of integers up to 16 stay within 2^14, exact in
+            // 14 bits). The wait is for the whole group (a partial wait before reading a partial sum
+            // makes ptxas serialize every wgmma, C7514): the other consumer warpgroup's wgmmas keep
+            // the tensor cores busy meanwhile.
+            constexpr int K_STEPS = BK * sizeof(T) / 32, STEPS_PER_PARTIAL = K_STEPS / PARTIALS;
+            float partial[PARTIALS][ACC];
             for (int t = 0; t < k_tiles; ++t)
             {
                 const int s = t % STAGES;
@@ -449,22 +455,30 @@ __device__ __forceinline__ void gemm_wgmma_body(int M, int N, int K, float alpha
                     barrier_wait(full_bar + 8 * s, parity);
                 const unsigned a_tile = tiles + s * STAGE_BYTES + consumer * 64 * BK * sizeof(T);
                 const unsigned b_tile = tiles + s * STAGE_BYTES + A_BYTES;
-                fence_accumulators(partial);
+#pragma unroll
+                for (int p = 0; p < PARTIALS; ++p)
+                    fence_accumulators(partial[p]);
                 wgmma_fence();
 #pragma unroll
-                for (int k = 0; k < BK * sizeof(T) / 32; ++k)   // the first starts the sum from zero
-                    wgmma_tile<T, BN>(partial, smem_descriptor<FLAW>(a_tile + k * 32),
-                                      smem_descriptor<FLAW>(b_tile + k * 32), k > 0);
+                for (int k = 0; k < K_STEPS; ++k)
+                    wgmma_tile<T, BN>(partial[k / STEPS_PER_PARTIAL], smem_descriptor<FLAW>(a_tile + k * 32),
+                                      smem_descriptor<FLAW>(b_tile + k * 32), k % STEPS_PER_PARTIAL != 0);
                 wgmma_commit();
-                fence_accumulators(partial);
+#pragma unroll
+                for (int p = 0; p < PARTIALS; ++p)
+                    fence_accumulators(partial[p]);
                 if (FLAW == 1)
                     barrier_wait(full_bar + 8 * s, parity);
                 wgmma_wait<0>();
-                fence_accumulators(partial);
+#pragma unroll
+                for (int p = 0; p < PARTIALS; ++p)
+                    fence_accumulators(partial[p]);
                 release(s);
 #pragma unroll
-                for (int i = 0; i < ACC; ++i)
-                    acc[i] += partial[i];
+                for (int p = 0; p < PARTIALS; ++p)
+#pragma unroll
+                    for (int i = 0; i < ACC; ++i)
+                        acc[i] += partial[p][i];
             }
         }
         // Epilogue. wgmma's accumulator layout: warp w of the group owns rows 16 w .. 16 w + 15;
@@ -499,7 +513,7 @@ gemm_wgmma(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap
 
 // Rung 10: e4m3 A and B with a float scale each (per tensor, by pointer), D = (sA sB) A B in
 // bfloat16: rung 9's kernel with the scales' product as alpha and beta 0 (C never read).
-template <typename T, int BM, int BN, int BK, int STAGES, int CN, int CM, int FLAW = 0>
+template <typename T, int BM, int BN, int BK, int STAGES, int CN, int CM, int PARTIALS, int FLAW = 0>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma_fp8(int M, int N, int K, const __grid_constant__ CUtensorMap tensor_map_A,
                const __grid_constant__ CUtensorMap tensor_map_B, const float *scale_a, const float *scale_b,
@@ -510,7 +524,7 @@ gemm_wgmma_fp8(int M, int N, int K, const __grid_constant__ CUtensorMap tensor_m
     static_assert(ladder_hopper::wgmma_is_e4m3<T>::value, "gemm_wgmma_fp8 takes __nv_fp8_e4m3 operands");
     // FLAW: (4) B's scale left out.
     const float scale = FLAW == 4 ? *scale_a : *scale_a * *scale_b;
-    gemm_wgmma_body<T, __nv_bfloat16, BM, BN, BK, STAGES, CN, CM, FLAW>(M, N, K, scale, &tensor_map_A,
-                                                                                 &tensor_map_B, 0.0f, D);
+    gemm_wgmma_body<T, __nv_bfloat16, BM, BN, BK, STAGES, CN, CM, FLAW, PARTIALS>(M, N, K, scale, &tensor_map_A,
+                                                                                           &tensor_map_B, 0.0f, D);
 #endif
 }
