@@ -404,75 +404,64 @@ __device__ __forceinline__ void gemm_wgmma_body(int M, int N, int K, float alpha
             }
         };
 
-        if constexpr (!PROMOTE)
+        // 8-bit operands: the tensor cores sum e4m3 products with a 13-bit significand (the result
+        // keeps about 14 bits), not float32's 23. Each k-tile's wgmmas sum afresh into PARTIALS
+        // partial sums, added to acc in float32 once the group is done, as the vendor library's and
+        // CUTLASS's fp8 GEMMs do: one partial sum covers 128 of K, two 64 each (64 products of
+        // integers up to 16 stay within 2^14, exact in 14 bits).
+        constexpr int K_STEPS = BK * sizeof(T) / 32, STEPS_PER_PARTIAL = K_STEPS / PARTIALS;
+        float partial[PARTIALS][ACC];
+        auto fence_partials = [&]() {
+#pragma unroll
+            for (int p = 0; p < PARTIALS; ++p)
+                fence_accumulators(partial[p]);
+        };
+        for (int t = 0; t < k_tiles; ++t)
         {
-            for (int t = 0; t < k_tiles; ++t)
+            const int s = t % STAGES;
+            const unsigned parity = (t / STAGES) & 1;
+            if (FLAW != 1)
+                barrier_wait(full_bar + 8 * s, parity);
+            const unsigned a_tile = tiles + s * STAGE_BYTES + consumer * 64 * BK * sizeof(T);
+            const unsigned b_tile = tiles + s * STAGE_BYTES + A_BYTES;
+            if constexpr (PROMOTE)
+                fence_partials();
+            else
+                fence_accumulators(acc);
+            wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < K_STEPS; ++k)   // 32 bytes of each 128-byte row per wgmma
             {
-                const int s = t % STAGES;
-                const unsigned parity = (t / STAGES) & 1;
-                if (FLAW != 1)
-                    barrier_wait(full_bar + 8 * s, parity);
-                const unsigned a_tile = tiles + s * STAGE_BYTES + consumer * 64 * BK * sizeof(T);
-                const unsigned b_tile = tiles + s * STAGE_BYTES + A_BYTES;
+                const unsigned long long desc_a = smem_descriptor<FLAW>(a_tile + k * 32);
+                const unsigned long long desc_b = smem_descriptor<FLAW>(b_tile + k * 32);
+                if constexpr (PROMOTE)   // the first wgmma of each partial sum starts it from zero
+                    wgmma_tile<T, BN>(partial[k / STEPS_PER_PARTIAL], desc_a, desc_b, k % STEPS_PER_PARTIAL != 0);
+                else
+                    wgmma_tile<T, BN>(acc, desc_a, desc_b);
+            }
+            wgmma_commit();
+            if constexpr (PROMOTE)
+                fence_partials();
+            else
                 fence_accumulators(acc);
-                wgmma_fence();
-    #pragma unroll
-                for (int k = 0; k < BK / 16; ++k)
-                    wgmma_tile<T, BN>(acc, smem_descriptor<FLAW>(a_tile + k * 32), smem_descriptor<FLAW>(b_tile + k * 32));
-                wgmma_commit();
-                fence_accumulators(acc);
-                // FLAW: (1) the full barrier is waited on only after the wgmma above has read the stage.
-                if (FLAW == 1)
-                    barrier_wait(full_bar + 8 * s, parity);
+            // FLAW: (1) the full barrier is waited on only after the wgmma above has read the stage.
+            if (FLAW == 1)
+                barrier_wait(full_bar + 8 * s, parity);
+            if constexpr (!PROMOTE)
+            {
                 // Keep one group in flight: tile t - 1's group is done, so its stage can be refilled.
                 wgmma_wait<1>();
                 fence_accumulators(acc);
                 if (t > 0)
                     release((t - 1) % STAGES);
             }
-            wgmma_wait<0>();
-            fence_accumulators(acc);
-            if (k_tiles > 0)
-                release((k_tiles - 1) % STAGES);
-        }
-        else
-        {
-            // The tensor cores sum e4m3 products with a 13-bit significand (the result keeps about
-            // 14 bits), not float32's 23: each k-tile's wgmmas sum afresh into PARTIALS partial sums
-            // (the first wgmma of each starts it from zero), added to acc in float32 once the group
-            // is done, as the vendor library's and CUTLASS's fp8 GEMMs do. One partial sum covers
-            // 128 of K, two 64 each (64 products of integers up to 16 stay within 2^14, exact in
-            // 14 bits). The wait is for the whole group (a partial wait before reading a partial sum
-            // makes ptxas serialize every wgmma, C7514): the other consumer warpgroup's wgmmas keep
-            // the tensor cores busy meanwhile.
-            constexpr int K_STEPS = BK * sizeof(T) / 32, STEPS_PER_PARTIAL = K_STEPS / PARTIALS;
-            float partial[PARTIALS][ACC];
-            for (int t = 0; t < k_tiles; ++t)
+            else
             {
-                const int s = t % STAGES;
-                const unsigned parity = (t / STAGES) & 1;
-                if (FLAW != 1)
-                    barrier_wait(full_bar + 8 * s, parity);
-                const unsigned a_tile = tiles + s * STAGE_BYTES + consumer * 64 * BK * sizeof(T);
-                const unsigned b_tile = tiles + s * STAGE_BYTES + A_BYTES;
-#pragma unroll
-                for (int p = 0; p < PARTIALS; ++p)
-                    fence_accumulators(partial[p]);
-                wgmma_fence();
-#pragma unroll
-                for (int k = 0; k < K_STEPS; ++k)
-                    wgmma_tile<T, BN>(partial[k / STEPS_PER_PARTIAL], smem_descriptor<FLAW>(a_tile + k * 32),
-                                      smem_descriptor<FLAW>(b_tile + k * 32), k % STEPS_PER_PARTIAL != 0);
-                wgmma_commit();
-#pragma unroll
-                for (int p = 0; p < PARTIALS; ++p)
-                    fence_accumulators(partial[p]);
-                if (FLAW == 1)
-                    barrier_wait(full_bar + 8 * s, parity);
+                // The whole group (a partial wait before reading a partial sum makes ptxas serialize
+                // every wgmma, C7514): the other consumer warpgroup's wgmmas keep the tensor cores
+                // busy meanwhile.
                 wgmma_wait<0>();
-#pragma unroll
-                for (int p = 0; p < PARTIALS; ++p)
-                    fence_accumulators(partial[p]);
+                fence_partials();
                 release(s);
 #pragma unroll
                 for (int p = 0; p < PARTIALS; ++p)
@@ -481,6 +470,14 @@ __device__ __forceinline__ void gemm_wgmma_body(int M, int N, int K, float alpha
                         acc[i] += partial[p][i];
             }
         }
+        if constexpr (!PROMOTE)
+        {
+            wgmma_wait<0>();
+            fence_accumulators(acc);
+            if (k_tiles > 0)
+                release((k_tiles - 1) % STAGES);
+        }
+
         // Epilogue. wgmma's accumulator layout: warp w of the group owns rows 16 w .. 16 w + 15;
         // per 8 columns j a thread holds (r, c), (r, c + 1), (r + 8, c), (r + 8, c + 1) with
         // r = lane / 4 and c = 8 j + 2 (lane % 4).

@@ -86,6 +86,16 @@ class Device(list):
     """A stand-in device buffer: a numpy array with the address a CuPy view would have."""
 
 
+class HostBuffers:
+    """A stand-in backend whose device buffers are the host arrays themselves."""
+
+    def to_device(self, bits):
+        return bits
+
+    def copy(self, buffer):
+        return buffer.copy()
+
+
 def instance(write, dtype="float16", *changes):
     (spec,) = catalog.load(write(HOPPER, *changes))
     return Instance(spec, dtype, params={"BM": 64, "BN": 128, "BK": 64})
@@ -118,16 +128,9 @@ def test_a_padded_leading_dimension_is_the_stride_and_a_single_line_needs_no_ali
 
 def test_the_guarded_buffers_matrix_is_what_the_map_points_at_and_it_starts_16_byte_aligned(write):
     inst = instance(write)
-
-    class Host:
-        def to_device(self, bits):
-            return bits
-
-        def copy(self, buffer):
-            return buffer.copy()
     A, B = np.ones((33, 24)), np.ones((24, 17))
     for guard in (None, 0):
-        gemm = GuardedGemm(Host(), inst, A, B, guard=guard)
+        gemm = GuardedGemm(HostBuffers(), inst, A, B, guard=guard)
         planned = launch.plan(inst, gemm.role_values())
         a = planned.tensor_maps[0]
         assert a.buffer.base is gemm.A.device or a.buffer is gemm.A.device
@@ -194,15 +197,9 @@ def test_an_e4m3_operands_tensor_map_counts_bytes_and_its_matrix_starts_16_byte_
                                                    "at most 128 elements"):
         catalog.load(write(HOPPER, *FP8_CHANGES[:2], ("BK = [64]", "BK = [256]")))
 
-    class Host:
-        def to_device(self, bits):
-            return bits
-
-        def copy(self, buffer):
-            return buffer.copy()
     A, B = np.ones((33, 48)), np.ones((48, 17))
     for guard in (None, 0):
-        gemm = GuardedGemm(Host(), inst, A, B, guard=guard)
+        gemm = GuardedGemm(HostBuffers(), inst, A, B, guard=guard)
         a, b = launch.plan(inst, gemm.role_values()).tensor_maps
         assert (a.dtype, a.itemsize, a.dims, a.stride_bytes, a.box) == ("float8_e4m3fn", 1, (48, 33), 48, (128, 64))
         assert (b.dims, b.stride_bytes, b.box) == ((48, 17), 48, (128, 128))
