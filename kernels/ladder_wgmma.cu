@@ -40,10 +40,11 @@
 // D = (sA sB) A B rounded to bfloat16 (sA = *scale_a, sB = *scale_b; alpha = sA sB, beta = 0 in
 // the shared kernel, so nothing else is read). BK = 128 e4m3 is one 128-byte swizzle row, as
 // BK = 64 halves, so tiles, maps, descriptors and their 32-byte k-steps are rung 9's; the
-// instruction is wgmma m64n128k32 e4m3. The tensor cores sum e4m3 products with a 13-bit
+// instruction is wgmma m64nBNk32 e4m3. The tensor cores sum e4m3 products with a 13-bit
 // significand, so each k-tile's four wgmmas sum into PARTIALS fresh partial sums (1: all four,
 // 128 of K; 2: two wgmmas each) that are added to the accumulators in float32 (BN = 128: 64
-// accumulators and 64 or 128 partial sums per thread). Claims
+// accumulators and 64 or 128 partial sums per thread); PARTIALS 0 accumulates in the tensor
+// cores throughout, as rung 9 does (BN = 128 or 256). Claims
 // K % 16 == 0 (16-byte rows of 1-byte elements) and K > 0; any M and N. Dynamic shared
 // STAGES * (BM + BN) * BK + 2048 bytes.
 //
@@ -250,13 +251,20 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], unsigned l
 {
     WGMMA("m64n128k32", "e4m3", "", WGMMA_REGS_64, WGMMA_D_64(d), "64", "65", "66", accumulate);
 }
+__device__ __forceinline__ void wgmma_m64n256k32_e4m3(float (&d)[128], unsigned long long desc_a,
+                                                      unsigned long long desc_b, int accumulate)
+{
+    WGMMA("m64n256k32", "e4m3", "", WGMMA_REGS_128, WGMMA_D_128(d), "128", "129", "130", accumulate);
+}
 
 template <typename T, int BN>
 __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], unsigned long long desc_a, unsigned long long desc_b,
                                            int accumulate = 1)
 {
-    if constexpr (wgmma_is_e4m3<T>::value)
-        wgmma_m64n128k32_e4m3(d, desc_a, desc_b, accumulate);   // BN 128 (the kernel's static_assert)
+    if constexpr (wgmma_is_e4m3<T>::value && BN == 256)
+        wgmma_m64n256k32_e4m3(d, desc_a, desc_b, accumulate);
+    else if constexpr (wgmma_is_e4m3<T>::value)
+        wgmma_m64n128k32_e4m3(d, desc_a, desc_b, accumulate);
     else if constexpr (BN == 256)
         wgmma_m64n256k16<T>(d, desc_a, desc_b);
     else
@@ -300,18 +308,20 @@ __device__ __forceinline__ void store_pair(T *C, int M, int N, int row, int col,
 }  // namespace ladder_hopper
 
 // The kernel of both rungs: T the operands' element type, TC C's; C = alpha A B + beta C.
-// PARTIALS: the partial sums of each k-tile of 8-bit operands (unused for 16-bit ones).
-template <typename T, typename TC, int BM, int BN, int BK, int STAGES, int CN, int CM, int FLAW, int PARTIALS = 1>
+// PARTIALS: the partial sums of each k-tile of 8-bit operands, added in float32 (0: none, the
+// sums stay in the tensor cores throughout; always 0 for 16-bit operands).
+template <typename T, typename TC, int BM, int BN, int BK, int STAGES, int CN, int CM, int FLAW, int PARTIALS = 0>
 __device__ __forceinline__ void gemm_wgmma_body(int M, int N, int K, float alpha, const CUtensorMap *tensor_map_A,
                                                 const CUtensorMap *tensor_map_B, float beta, TC *C)
 {
     using namespace ladder_hopper;
-    // 8-bit operands: every k-tile is summed apart and added in float32 (below, the main loop).
-    constexpr bool PROMOTE = wgmma_is_e4m3<T>::value;
-    static_assert(!PROMOTE || PARTIALS == 1 || PARTIALS == 2, "e4m3: one or two partial sums per k-tile");
+    // 8-bit operands with partial sums: every k-tile is summed apart and added in float32 (below).
+    constexpr bool PROMOTE = PARTIALS > 0;
+    static_assert(PARTIALS == 0 || (wgmma_is_e4m3<T>::value && (PARTIALS == 1 || PARTIALS == 2)),
+                  "partial sums: one or two per k-tile, for 8-bit operands");
     static_assert(BM == 128, "two consumer warpgroups of 64 rows each");
     static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
-    static_assert(!PROMOTE || BN == 128, "e4m3: m64n128k32 (64 accumulators, 64 or 128 partial sums per thread)");
+    static_assert(!PROMOTE || BN == 128, "partial sums: m64n128k32 (64 accumulators, 64 or 128 partial sums per thread)");
     static_assert(BK * sizeof(T) == 128, "one K row of a tile is one 128-byte swizzle row");
     static_assert((CN == 1 || CN == 2) && (CM == 1 || CM == 2), "clusters of 1 or 2 CTAs along N and M");
     constexpr int CONSUMER_WARPS = 8, CLUSTER = CN * CM;
@@ -405,12 +415,13 @@ __device__ __forceinline__ void gemm_wgmma_body(int M, int N, int K, float alpha
         };
 
         // 8-bit operands: the tensor cores sum e4m3 products with a 13-bit significand (the result
-        // keeps about 14 bits), not float32's 23. Each k-tile's wgmmas sum afresh into PARTIALS
-        // partial sums, added to acc in float32 once the group is done, as the vendor library's and
-        // CUTLASS's fp8 GEMMs do: one partial sum covers 128 of K, two 64 each (64 products of
-        // integers up to 16 stay within 2^14, exact in 14 bits).
-        constexpr int K_STEPS = BK * sizeof(T) / 32, STEPS_PER_PARTIAL = K_STEPS / PARTIALS;
-        float partial[PARTIALS][ACC];
+        // keeps about 14 bits), not float32's 23. With PARTIALS > 0 each k-tile's wgmmas sum afresh
+        // into PARTIALS partial sums, added to acc in float32 once the group is done, as the vendor
+        // library's and CUTLASS's fp8 GEMMs do: one partial sum covers 128 of K, two 64 each (64
+        // products of integers up to 16 stay within 2^14, exact in 14 bits). PARTIALS 0 keeps the
+        // sums in the tensor cores throughout, as rung 9 does (the libraries' "fast accumulation").
+        constexpr int K_STEPS = BK * sizeof(T) / 32, STEPS_PER_PARTIAL = K_STEPS / (PROMOTE ? PARTIALS : 1);
+        float partial[PROMOTE ? PARTIALS : 1][ACC];
         auto fence_partials = [&]() {
 #pragma unroll
             for (int p = 0; p < PARTIALS; ++p)
