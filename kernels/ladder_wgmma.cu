@@ -514,8 +514,7 @@ gemm_wgmma(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap
 {
 #if defined(__CUDA_ARCH__)
     static_assert(LADDER_WGMMA_SM90A, "gemm_wgmma needs sm_90a (wgmma, setmaxnreg): compile with arch sm_90a");
-    gemm_wgmma_body<T, T, BM, BN, BK, STAGES, CN, CM, FLAW>(M, N, K, alpha, &tensor_map_A, &tensor_map_B,
-                                                                     beta, C);
+    gemm_wgmma_body<T, T, BM, BN, BK, STAGES, CN, CM, FLAW>(M, N, K, alpha, &tensor_map_A, &tensor_map_B, beta, C);
 #endif
 }
 
@@ -532,7 +531,7 @@ gemm_wgmma_fp8(int M, int N, int K, const __grid_constant__ CUtensorMap tensor_m
     static_assert(ladder_hopper::wgmma_is_e4m3<T>::value, "gemm_wgmma_fp8 takes __nv_fp8_e4m3 operands");
     // FLAW: (4) B's scale left out.
     const float scale = FLAW == 4 ? *scale_a : *scale_a * *scale_b;
-    gemm_wgmma_body<T, __nv_bfloat16, BM, BN, BK, STAGES, CN, CM, FLAW, PARTIALS>(M, N, K, scale, &tensor_map_A,
-                                                                                           &tensor_map_B, 0.0f, D);
+    gemm_wgmma_body<T, __nv_bfloat16, BM, BN, BK, STAGES, CN, CM, FLAW, PARTIALS>(
+        M, N, K, scale, &tensor_map_A, &tensor_map_B, 0.0f, D);
 #endif
 }
