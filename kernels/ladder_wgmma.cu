@@ -1,5 +1,6 @@
-// Rung 9 of the reference ladder (docs/ladder.md): Hopper's own GEMM path, for float16 and
-// bfloat16 with float32 accumulation.
+// Rungs 9 and 10 of the reference ladder (docs/ladder.md): Hopper's own GEMM path, for float16
+// and bfloat16 (gemm_wgmma), and for float8 e4m3 with a scale per tensor (gemm_wgmma_fp8), with
+// float32 accumulation.
 //
 // The idea: rung 7 spends its threads moving tiles and its tensor-core work is warp-sized
 // mma.sync. Here a copy engine moves the tiles (TMA, cp.async.bulk.tensor, one thread issues a
@@ -16,7 +17,7 @@
 // 1 / CN of A's rows and 1 / CM of B's and multicasts them into every CTA that shares them, so
 // each tile is read from L2 once per cluster row or column instead of once per CTA.
 //
-// Contract (kernels/ladder_catalog.toml):
+// Contract of gemm_wgmma (kernels/ladder_catalog.toml):
 //     (int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap tensor_map_A,
 //      const __grid_constant__ CUtensorMap tensor_map_B, float beta, T *C)
 // A row-major M x K, B column-major (K contiguous: element (k, n) at B[n * K + k]), C row-major
@@ -32,16 +33,33 @@
 // only pad the grid to whole clusters load zeros (their boxes lie outside the maps) and store
 // nothing. Compile for sm_90a (wgmma, setmaxnreg, multicast).
 //
+// gemm_wgmma_fp8 (rung 10) is the same kernel on e4m3 operands (T = __nv_fp8_e4m3):
+//     (int M, int N, int K, const __grid_constant__ CUtensorMap tensor_map_A,
+//      const __grid_constant__ CUtensorMap tensor_map_B, const float *scale_a, const float *scale_b,
+//      __nv_bfloat16 *D)
+// D = (sA sB) A B rounded to bfloat16 (sA = *scale_a, sB = *scale_b; alpha = sA sB, beta = 0 in
+// the shared kernel, so nothing else is read). BK = 128 e4m3 is one 128-byte swizzle row, as
+// BK = 64 halves, so tiles, maps, descriptors and their 32-byte k-steps are rung 9's; the
+// instruction is wgmma m64nBNk32 e4m3. The tensor cores sum e4m3 products with a 13-bit
+// significand, so each k-tile's four wgmmas sum into PARTIALS fresh partial sums (1: all four,
+// 128 of K; 2: two wgmmas each) that are added to the accumulators in float32 (BN = 128: 64
+// accumulators and 64 or 128 partial sums per thread); PARTIALS 0 accumulates in the tensor
+// cores throughout, as rung 9 does (BN = 128 or 256). Claims
+// K % 16 == 0 (16-byte rows of 1-byte elements) and K > 0; any M and N. Dynamic shared
+// STAGES * (BM + BN) * BK + 2048 bytes.
+//
 // FLAW selects a broken twin for the kill matrix (0: the rung itself); each flaw is marked
 // `// FLAW:` below:
 //   1  the consumer's wait on the full barrier comes after the wgmma that reads the stage:
 //      the tensor cores read shared memory before (or while) TMA writes it
 //   2  the wgmma descriptors say "no swizzle" while TMA writes the tiles 128-byte swizzled
 //   3  the epilogue stores without the col < N guard: a ragged N edge writes outside C
+//   4  (gemm_wgmma_fp8) B's scale left out: D = sA A B
 
 #include <cuda.h>   // CUtensorMap (under NVRTC, which cannot open this host header, gemmcheck's prelude declares it)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 // wgmma and setmaxnreg exist in the arch-specific target sm_90a only: a device compile for any
 // other target fails with the static_assert in the kernel, not with ptxas's first wgmma.
@@ -55,6 +73,8 @@ namespace ladder_hopper
 {
 template <typename T> struct wgmma_is_bf16 { static constexpr bool value = false; };
 template <> struct wgmma_is_bf16<__nv_bfloat16> { static constexpr bool value = true; };
+template <typename T> struct wgmma_is_e4m3 { static constexpr bool value = false; };
+template <> struct wgmma_is_e4m3<__nv_fp8_e4m3> { static constexpr bool value = true; };
 
 __device__ __forceinline__ unsigned smem_address(const void *p)
 {
@@ -194,37 +214,58 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[R])
     "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
     "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-// One m64nNk16 wgmma, float32 accumulate, A and B K-major from shared memory, D += A B:
-// SHAPE "m64n128k16", TYPE "f16" or "bf16", then the accumulators and the operand numbers
-// of the two descriptors and the scale-d flag that follow them.
-#define WGMMA(SHAPE, TYPE, REGS, D, DESC_A, DESC_B, SCALE_D)                                           \
+// One wgmma, float32 accumulate, A and B K-major from shared memory, D += A B (D = A B where
+// ACCUMULATE is 0): SHAPE "m64n128k16", TYPE "f16", "bf16" or "e4m3", TRANS the transpose
+// immediates, then the accumulators and the operand numbers of the two descriptors and the
+// scale-d flag that follow them.
+#define WGMMA(SHAPE, TYPE, TRANS, REGS, D, DESC_A, DESC_B, SCALE_D, ACCUMULATE)                       \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" SCALE_D ", 0;\n"                                  \
                  "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPE "." TYPE " {" REGS "}, "          \
-                 "%" DESC_A ", %" DESC_B ", p, 1, 1, 0, 0;\n}\n"                                       \
-                 : D : "l"(desc_a), "l"(desc_b), "r"(1))
+                 "%" DESC_A ", %" DESC_B ", p, 1, 1" TRANS ";\n}\n"                                   \
+                 : D : "l"(desc_a), "l"(desc_b), "r"(ACCUMULATE))
+// The transpose immediates of 16-bit types (0: both K-major); 8-bit types have none (K-major only).
+#define WGMMA_K_MAJOR ", 0, 0"
 
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b)
 {
     if constexpr (!wgmma_is_bf16<T>::value)
-        WGMMA("m64n128k16", "f16", WGMMA_REGS_64, WGMMA_D_64(d), "64", "65", "66");
+        WGMMA("m64n128k16", "f16", WGMMA_K_MAJOR, WGMMA_REGS_64, WGMMA_D_64(d), "64", "65", "66", 1);
     else
-        WGMMA("m64n128k16", "bf16", WGMMA_REGS_64, WGMMA_D_64(d), "64", "65", "66");
+        WGMMA("m64n128k16", "bf16", WGMMA_K_MAJOR, WGMMA_REGS_64, WGMMA_D_64(d), "64", "65", "66", 1);
 }
 
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b)
 {
     if constexpr (!wgmma_is_bf16<T>::value)
-        WGMMA("m64n256k16", "f16", WGMMA_REGS_128, WGMMA_D_128(d), "128", "129", "130");
+        WGMMA("m64n256k16", "f16", WGMMA_K_MAJOR, WGMMA_REGS_128, WGMMA_D_128(d), "128", "129", "130", 1);
     else
-        WGMMA("m64n256k16", "bf16", WGMMA_REGS_128, WGMMA_D_128(d), "128", "129", "130");
+        WGMMA("m64n256k16", "bf16", WGMMA_K_MAJOR, WGMMA_REGS_128, WGMMA_D_128(d), "128", "129", "130", 1);
+}
+
+// e4m3 x e4m3: 32 of K per instruction, i.e. the same 32 bytes of each 128-byte row as k16 of a
+// 16-bit type, so the descriptors advance alike. ACCUMULATE 0: D = A B (a fresh partial sum).
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], unsigned long long desc_a,
+                                                      unsigned long long desc_b, int accumulate)
+{
+    WGMMA("m64n128k32", "e4m3", "", WGMMA_REGS_64, WGMMA_D_64(d), "64", "65", "66", accumulate);
+}
+__device__ __forceinline__ void wgmma_m64n256k32_e4m3(float (&d)[128], unsigned long long desc_a,
+                                                      unsigned long long desc_b, int accumulate)
+{
+    WGMMA("m64n256k32", "e4m3", "", WGMMA_REGS_128, WGMMA_D_128(d), "128", "129", "130", accumulate);
 }
 
 template <typename T, int BN>
-__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], unsigned long long desc_a, unsigned long long desc_b)
+__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], unsigned long long desc_a, unsigned long long desc_b,
+                                           int accumulate = 1)
 {
-    if constexpr (BN == 256)
+    if constexpr (wgmma_is_e4m3<T>::value && BN == 256)
+        wgmma_m64n256k32_e4m3(d, desc_a, desc_b, accumulate);
+    else if constexpr (wgmma_is_e4m3<T>::value)
+        wgmma_m64n128k32_e4m3(d, desc_a, desc_b, accumulate);
+    else if constexpr (BN == 256)
         wgmma_m64n256k16<T>(d, desc_a, desc_b);
     else
         wgmma_m64n128k16<T>(d, desc_a, desc_b);
@@ -263,18 +304,24 @@ __device__ __forceinline__ void store_pair(T *C, int M, int N, int row, int col,
             C[at + j] = T(out);
     }
 }
+
 }  // namespace ladder_hopper
 
-template <typename T, int BM, int BN, int BK, int STAGES, int CN, int CM, int FLAW = 0>
-__global__ void __launch_bounds__(384, 1)
-gemm_wgmma(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap tensor_map_A,
-           const __grid_constant__ CUtensorMap tensor_map_B, float beta, T *C)
+// The kernel of both rungs: T the operands' element type, TC C's; C = alpha A B + beta C.
+// PARTIALS: the partial sums of each k-tile of 8-bit operands, added in float32 (0: none, the
+// sums stay in the tensor cores throughout; always 0 for 16-bit operands).
+template <typename T, typename TC, int BM, int BN, int BK, int STAGES, int CN, int CM, int FLAW, int PARTIALS = 0>
+__device__ __forceinline__ void gemm_wgmma_body(int M, int N, int K, float alpha, const CUtensorMap *tensor_map_A,
+                                                const CUtensorMap *tensor_map_B, float beta, TC *C)
 {
-#if defined(__CUDA_ARCH__)
-    static_assert(LADDER_WGMMA_SM90A, "gemm_wgmma needs sm_90a (wgmma, setmaxnreg): compile with arch sm_90a");
     using namespace ladder_hopper;
+    // 8-bit operands with partial sums: every k-tile is summed apart and added in float32 (below).
+    constexpr bool PROMOTE = PARTIALS > 0;
+    static_assert(PARTIALS == 0 || (wgmma_is_e4m3<T>::value && (PARTIALS == 1 || PARTIALS == 2)),
+                  "partial sums: one or two per k-tile, for 8-bit operands");
     static_assert(BM == 128, "two consumer warpgroups of 64 rows each");
     static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
+    static_assert(!PROMOTE || BN == 128, "partial sums: m64n128k32 (64 accumulators, 64 or 128 partial sums per thread)");
     static_assert(BK * sizeof(T) == 128, "one K row of a tile is one 128-byte swizzle row");
     static_assert((CN == 1 || CN == 2) && (CM == 1 || CM == 2), "clusters of 1 or 2 CTAs along N and M");
     constexpr int CONSUMER_WARPS = 8, CLUSTER = CN * CM;
@@ -327,14 +374,14 @@ gemm_wgmma(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap
                 const unsigned a_tile = tiles + s * STAGE_BYTES, b_tile = a_tile + A_BYTES, full = full_bar + 8 * s;
                 barrier_arrive_expect_bytes(full, STAGE_BYTES);
                 if constexpr (CM == 1)
-                    tma_load(b_tile, &tensor_map_B, full, t * BK, col0);
+                    tma_load(b_tile, tensor_map_B, full, t * BK, col0);
                 else
-                    tma_load_multicast(b_tile + cy * (B_BYTES / CM), &tensor_map_B, full, t * BK,
+                    tma_load_multicast(b_tile + cy * (B_BYTES / CM), tensor_map_B, full, t * BK,
                                        col0 + cy * (BN / CM), column_mask);
                 if constexpr (CN == 1)
-                    tma_load(a_tile, &tensor_map_A, full, t * BK, row0);
+                    tma_load(a_tile, tensor_map_A, full, t * BK, row0);
                 else
-                    tma_load_multicast(a_tile + cx * (A_BYTES / CN), &tensor_map_A, full, t * BK,
+                    tma_load_multicast(a_tile + cx * (A_BYTES / CN), tensor_map_A, full, t * BK,
                                        row0 + cx * (BM / CN), row_mask);
             }
         }
@@ -367,6 +414,19 @@ gemm_wgmma(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap
             }
         };
 
+        // 8-bit operands: the tensor cores sum e4m3 products with a 13-bit significand (the result
+        // keeps about 14 bits), not float32's 23. With PARTIALS > 0 each k-tile's wgmmas sum afresh
+        // into PARTIALS partial sums, added to acc in float32 once the group is done, as the vendor
+        // library's and CUTLASS's fp8 GEMMs do: one partial sum covers 128 of K, two 64 each (64
+        // products of integers up to 16 stay within 2^14, exact in 14 bits). PARTIALS 0 keeps the
+        // sums in the tensor cores throughout, as rung 9 does (the libraries' "fast accumulation").
+        constexpr int K_STEPS = BK * sizeof(T) / 32, STEPS_PER_PARTIAL = K_STEPS / (PROMOTE ? PARTIALS : 1);
+        float partial[PROMOTE ? PARTIALS : 1][ACC];
+        auto fence_partials = [&]() {
+#pragma unroll
+            for (int p = 0; p < PARTIALS; ++p)
+                fence_accumulators(partial[p]);
+        };
         for (int t = 0; t < k_tiles; ++t)
         {
             const int s = t % STAGES;
@@ -375,26 +435,59 @@ gemm_wgmma(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap
                 barrier_wait(full_bar + 8 * s, parity);
             const unsigned a_tile = tiles + s * STAGE_BYTES + consumer * 64 * BK * sizeof(T);
             const unsigned b_tile = tiles + s * STAGE_BYTES + A_BYTES;
-            fence_accumulators(acc);
+            if constexpr (PROMOTE)
+                fence_partials();
+            else
+                fence_accumulators(acc);
             wgmma_fence();
 #pragma unroll
-            for (int k = 0; k < BK / 16; ++k)
-                wgmma_tile<T, BN>(acc, smem_descriptor<FLAW>(a_tile + k * 32), smem_descriptor<FLAW>(b_tile + k * 32));
+            for (int k = 0; k < K_STEPS; ++k)   // 32 bytes of each 128-byte row per wgmma
+            {
+                const unsigned long long desc_a = smem_descriptor<FLAW>(a_tile + k * 32);
+                const unsigned long long desc_b = smem_descriptor<FLAW>(b_tile + k * 32);
+                if constexpr (PROMOTE)   // the first wgmma of each partial sum starts it from zero
+                    wgmma_tile<T, BN>(partial[k / STEPS_PER_PARTIAL], desc_a, desc_b, k % STEPS_PER_PARTIAL != 0);
+                else
+                    wgmma_tile<T, BN>(acc, desc_a, desc_b);
+            }
             wgmma_commit();
-            fence_accumulators(acc);
+            if constexpr (PROMOTE)
+                fence_partials();
+            else
+                fence_accumulators(acc);
             // FLAW: (1) the full barrier is waited on only after the wgmma above has read the stage.
             if (FLAW == 1)
                 barrier_wait(full_bar + 8 * s, parity);
-            // Keep one group in flight: tile t - 1's group is done, so its stage can be refilled.
-            wgmma_wait<1>();
-            fence_accumulators(acc);
-            if (t > 0)
-                release((t - 1) % STAGES);
+            if constexpr (!PROMOTE)
+            {
+                // Keep one group in flight: tile t - 1's group is done, so its stage can be refilled.
+                wgmma_wait<1>();
+                fence_accumulators(acc);
+                if (t > 0)
+                    release((t - 1) % STAGES);
+            }
+            else
+            {
+                // The whole group (a partial wait before reading a partial sum makes ptxas serialize
+                // every wgmma, C7514): the other consumer warpgroup's wgmmas keep the tensor cores
+                // busy meanwhile.
+                wgmma_wait<0>();
+                fence_partials();
+                release(s);
+#pragma unroll
+                for (int p = 0; p < PARTIALS; ++p)
+#pragma unroll
+                    for (int i = 0; i < ACC; ++i)
+                        acc[i] += partial[p][i];
+            }
         }
-        wgmma_wait<0>();
-        fence_accumulators(acc);
-        if (k_tiles > 0)
-            release((k_tiles - 1) % STAGES);
+        if constexpr (!PROMOTE)
+        {
+            wgmma_wait<0>();
+            fence_accumulators(acc);
+            if (k_tiles > 0)
+                release((k_tiles - 1) % STAGES);
+        }
 
         // Epilogue. wgmma's accumulator layout: warp w of the group owns rows 16 w .. 16 w + 15;
         // per 8 columns j a thread holds (r, c), (r, c + 1), (r + 8, c), (r + 8, c + 1) with
@@ -405,12 +498,40 @@ gemm_wgmma(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap
         for (int j = 0; j < BN / 8; ++j)
         {
             const int col = col0 + 8 * j + 2 * (lane % 4);
-            store_pair<T, FLAW>(C, M, N, row, col, acc[4 * j], acc[4 * j + 1], alpha, beta, paired);
-            store_pair<T, FLAW>(C, M, N, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], alpha, beta, paired);
+            store_pair<TC, FLAW>(C, M, N, row, col, acc[4 * j], acc[4 * j + 1], alpha, beta, paired);
+            store_pair<TC, FLAW>(C, M, N, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], alpha, beta, paired);
         }
     }
     // No CTA leaves while its partner may still arrive on its barriers or multicast into it.
     if constexpr (CLUSTER > 1)
         cluster_sync();
+}
+
+template <typename T, int BM, int BN, int BK, int STAGES, int CN, int CM, int FLAW = 0>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap tensor_map_A,
+           const __grid_constant__ CUtensorMap tensor_map_B, float beta, T *C)
+{
+#if defined(__CUDA_ARCH__)
+    static_assert(LADDER_WGMMA_SM90A, "gemm_wgmma needs sm_90a (wgmma, setmaxnreg): compile with arch sm_90a");
+    gemm_wgmma_body<T, T, BM, BN, BK, STAGES, CN, CM, FLAW>(M, N, K, alpha, &tensor_map_A, &tensor_map_B, beta, C);
+#endif
+}
+
+// Rung 10: e4m3 A and B with a float scale each (per tensor, by pointer), D = (sA sB) A B in
+// bfloat16: rung 9's kernel with the scales' product as alpha and beta 0 (C never read).
+template <typename T, int BM, int BN, int BK, int STAGES, int CN, int CM, int PARTIALS, int FLAW = 0>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma_fp8(int M, int N, int K, const __grid_constant__ CUtensorMap tensor_map_A,
+               const __grid_constant__ CUtensorMap tensor_map_B, const float *scale_a, const float *scale_b,
+               __nv_bfloat16 *D)
+{
+#if defined(__CUDA_ARCH__)
+    static_assert(LADDER_WGMMA_SM90A, "gemm_wgmma_fp8 needs sm_90a (wgmma, setmaxnreg): compile with arch sm_90a");
+    static_assert(ladder_hopper::wgmma_is_e4m3<T>::value, "gemm_wgmma_fp8 takes __nv_fp8_e4m3 operands");
+    // FLAW: (4) B's scale left out.
+    const float scale = FLAW == 4 ? *scale_a : *scale_a * *scale_b;
+    gemm_wgmma_body<T, __nv_bfloat16, BM, BN, BK, STAGES, CN, CM, FLAW, PARTIALS>(
+        M, N, K, scale, &tensor_map_A, &tensor_map_B, 0.0f, D);
 #endif
 }

@@ -44,7 +44,7 @@ def test_catalog_names_resolve_to_files_and_anything_else_is_a_path(names, expec
 
 def test_the_ladder_catalog_loads_alongside_the_builtin_one():
     specs = catalog.load_all(catalog.resolve(["all"]))
-    assert {s.name for s in specs} == set(BUILTIN) | set(LADDER) and len(LADDER) == 21
+    assert {s.name for s in specs} == set(BUILTIN) | set(LADDER) and len(LADDER) == 23
 
 
 # -- thresholds naming a config ----------------------------------------------------------------

@@ -86,6 +86,16 @@ class Device(list):
     """A stand-in device buffer: a numpy array with the address a CuPy view would have."""
 
 
+class HostBuffers:
+    """A stand-in backend whose device buffers are the host arrays themselves."""
+
+    def to_device(self, bits):
+        return bits
+
+    def copy(self, buffer):
+        return buffer.copy()
+
+
 def instance(write, dtype="float16", *changes):
     (spec,) = catalog.load(write(HOPPER, *changes))
     return Instance(spec, dtype, params={"BM": 64, "BN": 128, "BK": 64})
@@ -118,16 +128,9 @@ def test_a_padded_leading_dimension_is_the_stride_and_a_single_line_needs_no_ali
 
 def test_the_guarded_buffers_matrix_is_what_the_map_points_at_and_it_starts_16_byte_aligned(write):
     inst = instance(write)
-
-    class Host:
-        def to_device(self, bits):
-            return bits
-
-        def copy(self, buffer):
-            return buffer.copy()
     A, B = np.ones((33, 24)), np.ones((24, 17))
     for guard in (None, 0):
-        gemm = GuardedGemm(Host(), inst, A, B, guard=guard)
+        gemm = GuardedGemm(HostBuffers(), inst, A, B, guard=guard)
         planned = launch.plan(inst, gemm.role_values())
         a = planned.tensor_maps[0]
         assert a.buffer.base is gemm.A.device or a.buffer is gemm.A.device
@@ -179,3 +182,29 @@ def test_a_plain_kernel_plans_as_before_no_cluster_no_tensor_map():
     inst = spec.instances()[0]
     planned = launch.plan(inst, {"A": 1, "B": 2, "C": 3, "M": 8, "N": 8, "K": 8})
     assert planned.cluster is None and planned.tensor_maps == () and not planned.extended
+
+
+FP8_CHANGES = (('args = ["M", "N", "K", "alpha", "tensor_map_A", "tensor_map_B", "beta", "C"]',
+                'args = ["M", "N", "K", "tensor_map_A", "tensor_map_B", "scale_A", "scale_B", "D"]'),
+               ('dtypes = ["float16", "bfloat16"]', 'dtypes = ["e4m3e4m3bf16"]\nscales = { A = "tensor", B = "tensor" }'),
+               ("BK = [64]", "BK = [128]"), ("K % 8 == 0", "K % 16 == 0"))
+
+
+def test_an_e4m3_operands_tensor_map_counts_bytes_and_its_matrix_starts_16_byte_aligned(write):
+    # 1-byte elements: a 128-element box row is the 128-byte swizzle's span, rows are K bytes apart
+    (inst,) = catalog.load(write(HOPPER, *FP8_CHANGES))[0].instances()
+    with pytest.raises(catalog.CatalogError, match="inner extent is 256 bytes, more than the 128B swizzle's span; "
+                                                   "at most 128 elements"):
+        catalog.load(write(HOPPER, *FP8_CHANGES[:2], ("BK = [64]", "BK = [256]")))
+
+    A, B = np.ones((33, 48)), np.ones((48, 17))
+    for guard in (None, 0):
+        gemm = GuardedGemm(HostBuffers(), inst, A, B, guard=guard)
+        a, b = launch.plan(inst, gemm.role_values()).tensor_maps
+        assert (a.dtype, a.itemsize, a.dims, a.stride_bytes, a.box) == ("float8_e4m3fn", 1, (48, 33), 48, (128, 64))
+        assert (b.dims, b.stride_bytes, b.box) == ((48, 17), 48, (128, 128))
+        offset = a.buffer.__array_interface__["data"][0] - gemm.A.device.__array_interface__["data"][0]
+        assert offset == gemm.A.guard and offset % 16 == 0
+    with pytest.raises(launch.LaunchError, match="row stride 40 bytes \\(lda 40 x 1 bytes\\) is not a multiple of 16; "
+                                                 "claim shapes with K % 16 == 0"):
+        launch.plan(inst, {"M": 16, "N": 16, "K": 40, "A": "a", "B": "b", "D": "d", "scale_A": "s", "scale_B": "t"})

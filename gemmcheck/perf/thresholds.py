@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import operand_types
 
 BUILTIN_THRESHOLDS = Path(__file__).resolve().parents[2] / "suites" / "performance" / "thresholds.toml"
 
@@ -250,8 +251,9 @@ def _threshold(path, index: int, entry) -> Threshold:
     for key in ("kernel", "dtype", "baseline", "measured", "config"):
         if key in entry and not isinstance(entry[key], str):
             fail(f"'{key}' must be a string, got {entry[key]!r}")
-    if entry["dtype"] not in dt.DTYPES:
-        fail(f"unknown dtype {entry['dtype']!r}; known: {', '.join(dt.DTYPES)}")
+    if operand_types.combination(entry["dtype"]) is None:   # one type, or a type per operand ("e4m3e4m3bf16")
+        fail(f"unknown dtype {entry['dtype']!r}; known: {', '.join(dt.DTYPES)}, or a combination such as "
+             "'e4m3e4m3bf16'")
     if "tile" in entry and (type(entry["tile"]) is not int or entry["tile"] < 1):
         fail(f"'tile' must be a positive integer, got {entry['tile']!r}")
     target = entry.get("target", False)
