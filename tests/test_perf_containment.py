@@ -44,6 +44,16 @@ def test_the_sized_probe_loses_the_first_size_that_crashes_or_hangs_and_every_la
     assert "no progress for 3.0 s" in lost[(hangs.id, 8)].message   # the child's own timeout
 
 
+def test_the_sized_probe_launches_a_kernel_with_a_type_per_operand_a_separate_d_and_scales():
+    """The probe's plain launch gives a kernel its operands in their own types, its separate D
+    and its scale factors (before, it asked the instance for one dtype, and every mixed-type
+    kernel of the performance suite errored on an H200 instead of being timed)."""
+    specs = {s.name: s for s in catalog.load(ROOT / "kernels" / "catalog.toml")}
+    halves = catalog.Instance(specs["mixed_f16_f32"], "f16f16f32", 16)
+    fp8 = catalog.Instance(specs["mixed_fp8_tensor_scaled"], "e4m3e4m3bf16", 16)
+    assert probe.probe_sizes({halves: {32}, fp8: {32}}, "cpu-sim", timeout=10.0) == {}
+
+
 THRESHOLDS = """
 [timing]
 tiles = [16, 32]

@@ -543,14 +543,30 @@ def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C, D=None, sc
             "alpha": 1, "beta": 0}
 
 
-def plain_operands(backend: Backend, dtype: dt.DType, M: int, N: int, K: int, seed: int = 0) -> tuple:
-    """(A, B, C) as plain device buffers of `dtype`'s bits, for a launch watched only for a
-    fault or a hang (the isolated probe at the performance suite's sizes): A and B hold finite
-    values in (-1, 1), a pool of PLAIN_POOL draws repeated to their size (drawing 2 x 67M values
-    for 8192^2 would cost the probe seconds a size), C the poison bits."""
-    pool = dt.to_bits(dt.round_draws(np.random.default_rng(seed).uniform(-1, 1, PLAIN_POOL), dtype), dtype)
-    return (backend.to_device(np.resize(pool, M * K)), backend.to_device(np.resize(pool[::-1], K * N)),
-            backend.to_device(np.full(M * N, dtype.poison_bits, dtype=dtype.storage)))
+def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int, seed: int = 0) -> tuple:
+    """(A, B, C, D, scales) as plain device buffers in `instance`'s operand types, for a launch
+    watched only for a fault or a hang (the isolated probe at the performance suite's sizes): A
+    and B hold finite values in (-1, 1), a pool of PLAIN_POOL draws repeated to their size
+    (drawing 2 x 67M values for 8192^2 would cost the probe seconds a size), C (and D, for a
+    kernel that writes a separate D) the poison bits, each scale factor 1 (a number for a scale
+    taken by value)."""
+    types = instance.types
+    draws = np.random.default_rng(seed).uniform(-1, 1, PLAIN_POOL)
+
+    def pool(d: dt.DType, n: int, reverse: bool = False):
+        bits = dt.to_bits(dt.round_draws(draws[::-1] if reverse else draws, d), d)
+        return backend.to_device(np.resize(bits, n))
+
+    def poisoned(d: dt.DType):
+        return backend.to_device(np.full(M * N, d.poison_bits, dtype=d.storage))
+
+    D = poisoned(types.D) if "D" in instance.spec.roles else None
+    scales = {}
+    for scale in types.scales:
+        shape = scale.shape(*((M, K) if scale.operand == "A" else (K, N)))
+        scales[scale.role] = (1.0 if launch.by_value(instance, scale.role) else
+                              backend.to_device(dt.to_bits(np.ones(shape), scale.type).reshape(-1)))
+    return pool(types.A, M * K), pool(types.B, K * N, reverse=True), poisoned(types.C), D, scales
 
 
 def plain_launch(backend: Backend, instance: Instance, M: int, N: int, K: int, operands) -> None:

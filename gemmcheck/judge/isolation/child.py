@@ -53,7 +53,7 @@ def child_main(job_path: str, outdir: str) -> int:
     _say("READY", json.dumps(marks))
     unbuilt = set()   # instantiations that did not compile: their other steps are not run
     primed = set()    # instantiations launched in this child (hazards.observe's prime)
-    plain = {}        # (dtype, M, N, K) -> the plain steps' operands, made once a shape
+    plain = {}        # (kernel, dtype, M, N, K) -> the plain steps' operands, made once a shape
     for step in steps:
         if step.instance_key in unbuilt:
             continue
@@ -62,10 +62,10 @@ def child_main(job_path: str, outdir: str) -> int:
         _say("LAUNCH", str(step.id))
         try:
             if step.plain:
-                shape = (step.dtype, step.M, step.N, step.K)
+                shape = (instance.spec.name, step.dtype, step.M, step.N, step.K)   # (its roles: D, scales)
                 if shape not in plain:
                     plain.clear()   # one shape's at a time: 8192^2 float64 operands are 1.5 GB
-                    plain[shape] = harness.plain_operands(backend, instance.dt, step.M, step.N, step.K)
+                    plain[shape] = harness.plain_operands(backend, instance, step.M, step.N, step.K)
                 harness.plain_launch(backend, instance, step.M, step.N, step.K, plain[shape])
                 _say("DONE", str(step.id))
                 continue
