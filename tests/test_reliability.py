@@ -216,6 +216,21 @@ def test_refuse_lost_raises_without_launching_after_a_hang():
     assert not issubclass(KernelLaunchError, KernelHang)
 
 
+def test_a_refused_launch_names_the_problem_that_was_lost_so_its_verdict_does():
+    """(On an H200 a kernel lost in the isolated probe on M19xN17xK21 had its verdict "crash at
+    launch": the refusal did not carry the probe's problem.)"""
+    class Config:
+        stash = pytest.Stash()
+
+    inst = next(iter(catalog.load(BAD)[0].instances()))
+    lost = KernelLaunchError("in the isolated probe on M19xN17xK21: misaligned address")
+    lost.problem = "M19xN17xK21"
+    containment.lose(Config, inst, lost, "t::x")
+    with pytest.raises(KernelLaunchError) as refused:
+        containment.refuse_lost(Config, inst)
+    assert containment.unfinished_verdict(inst, refused.value, "t::y").problem == "M19xN17xK21"
+
+
 def test_a_probe_that_saw_a_crash_or_hang_makes_the_first_test_fail_with_it(pytester, monkeypatch):
     # The probe runs only on the GPU backend; here it is forced on, with cpu-sim in the child.
     monkeypatch.setattr(build_plugin, "_needs_probe", lambda config: True)

@@ -70,7 +70,10 @@ def refuse_lost(config: pytest.Config, instance: Instance) -> None:
     lost = containment(config).lost.get(instance.id)
     if lost is not None:
         error = {"hang": KernelHang, COMPILE_ERROR: KernelCompileError}.get(lost.status, KernelLaunchError)
-        raise error(f"{instance.id}: not launched again: {lost.message}")
+        refused = error(f"{instance.id}: not launched again: {lost.message}")
+        if lost.problem:    # the shape that showed it, for the verdict (not the refusal's "launch")
+            refused.problem = lost.problem
+        raise refused
 
 
 def lose(config: pytest.Config, instance: Instance, exc: BaseException, test: str) -> Lost:

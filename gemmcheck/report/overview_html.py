@@ -254,23 +254,28 @@ def performance_section(overview) -> str:
                "not measured in this run (suites/performance times kernels on a GPU)")
         return f'<h2 id="gco-performance">Performance</h2><p class="gco-note">{_e(why)}</p>'
     dtype_of = {r["instance"]: r.get("dtype") for r in overview.rows}
-    cublas = perf.get("cublas", {})
+    ceilings = perf.get("cublas", {})   # the library's GEMM per combination and size (named by "ceiling")
     rows = []
     for key, data in sorted((perf.get("kernels") or {}).items()):
         instance, _, size = key.rpartition("-N")
+        peak = data.get("unit_peak_tflops")
+        unit = f"{data['unit']} {peak:.1f}" if data.get("unit") and peak else (data.get("unit") or "")
         if data.get("tflops") is None:
-            cells = (_e(instance), _e(size), "wrong on its first launch", "", "")
+            cells = (_e(instance), _e(size), "wrong on its first launch", "", "", _e(data.get("ceiling") or ""), "", _e(unit))
         else:
-            base = data.get("interleaved_cublas_tflops") or cublas.get(f"{dtype_of.get(instance)}-N{size}", {}).get("tflops")
+            base = data.get("interleaved_cublas_tflops") or ceilings.get(f"{dtype_of.get(instance)}-N{size}", {}).get("tflops")
             refused = data.get("impossible") or data.get("last_check_nans") or (data.get("last_check_ratio") or 0) > 1
             cells = (_e(instance), _e(size), "refused" if refused else f"{data['tflops']:.2f}",
-                     f"{100 * (data.get('noise') or 0):.2f}%", f"{100 * data['tflops'] / base:.1f}" if base else "n/a")
-        rows.append("<tr>" + "".join(_cell(c, numeric=n > 0) for n, c in enumerate(cells)) + "</tr>")
-    for key, data in sorted(cublas.items()):
-        rows.append(f'<tr><td>cuBLAS {_e(key.rpartition("-N")[0])}</td><td class="gco-num">{_e(key.rpartition("-N")[2])}'
+                     f"{100 * (data.get('noise') or 0):.2f}%", f"{100 * data['tflops'] / base:.1f}" if base else "n/a",
+                     _e(data.get("ceiling") or "cuBLAS"), f"{100 * data['tflops'] / peak:.1f}" if peak else "n/a", _e(unit))
+        rows.append("<tr>" + "".join(_cell(c, numeric=n in (1, 2, 3, 4, 6)) for n, c in enumerate(cells)) + "</tr>")
+    for key, data in sorted(ceilings.items()):
+        label = data.get("ceiling") or f"cuBLAS {key.rpartition('-N')[0]}"
+        rows.append(f'<tr><td>{_e(label)}</td><td class="gco-num">{_e(key.rpartition("-N")[2])}'
                     f'</td><td class="gco-num">{data["tflops"]:.2f}</td><td class="gco-num">'
-                    f'{100 * (data.get("noise") or 0):.2f}%</td><td class="gco-num">100.0</td></tr>')
-    head = ("instantiation", "N", "TFLOP/s", "noise", "% cuBLAS")
+                    f'{100 * (data.get("noise") or 0):.2f}%</td><td class="gco-num">100.0</td><td></td><td></td><td></td></tr>')
+    head = ("instantiation", "N", "TFLOP/s", "noise", "% ceiling", "ceiling (the vendor library's GEMM)",
+            "% unit peak", "unit (peak TFLOP/s)")
     images = "".join(f'<p class="gco-note">{_e(name)}</p><img alt="{_e(name)}" '
                      f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
                      for name, png in overview.rooflines)
