@@ -7,7 +7,11 @@ values are already exactly representable in the dtype: what the kernel reads
 is what the reference uses.
 
 A problem computes C = alpha * A @ B + beta * C0 (BLAS's GEMM; alpha, beta
-default to 1 and 0). Its `dtype` is a type for every operand
+default to 1 and 0). A strided-batched problem (``batch`` > 1) is `batch` such products of one
+shape, each product's operands from a seed of its own (product 0's are the unbatched problem's),
+stacked along the rows: A is (batch M) x K, B (batch K) x N, C0 and C (batch M) x N, product b's
+at rows b M .. (b + 1) M (b K for B). An operand named in ``broadcast`` (stride 0) is product 0's
+in every product. Its `dtype` is a type for every operand
 (gemmcheck.contract.operand_types: ``"float16"``, or ``"f16f16f32"``, or a record with scale
 factors): A, B and C0 are made in their own types, and a kernel with scale factors gets them
 from ``scale_operands()`` (D = alpha (sA A)(sB B) + beta C0). With beta = 0 there is no C0 and the kernel must not read
@@ -181,6 +185,8 @@ class Problem:
     seed: int = 0
     alpha: float = 1
     beta: float = 0
+    batch: int = 1                  # products in one launch (a strided batch)
+    broadcast: str = ""             # the operands every product shares (stride 0): "", "A", "B"
 
     def __post_init__(self):
         for name in ("M", "N", "K"):
@@ -190,6 +196,13 @@ class Problem:
                                  f"(0 is BLAS's empty problem: M or N = 0 computes nothing, K = 0 gives beta C0)")
         types = operand_types.coerce(self.dtype)
         object.__setattr__(self, "dtype", types.spelling)
+        if type(self.batch) is not int or self.batch < 1:
+            raise ValueError(f"Problem: batch={self.batch!r} must be an integer >= 1 (1: one product)")
+        if self.broadcast not in BROADCASTS:
+            raise ValueError(f"Problem: broadcast={self.broadcast!r}; choose from {', '.join(map(repr, BROADCASTS))}")
+        if self.batch > 1 and types.scales:
+            raise ValueError(f"Problem: batch={self.batch} with scale factors ({types.name}) is not modelled; "
+                             f"use batch=1")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")
         if self.values == "special" and 0 in (self.M, self.N, self.K):
@@ -214,8 +227,14 @@ class Problem:
 
     @property
     def id(self) -> str:
-        """The shape, as test ids show it: ``M33xN17xK65``."""
-        return f"M{self.M}xN{self.N}xK{self.K}"
+        """The shape, as test ids show it: ``M33xN17xK65``, ``M33xN17xK65-batch3-broadcastB``."""
+        batch = f"-batch{self.batch}" if self.batch > 1 else ""
+        return f"M{self.M}xN{self.N}xK{self.K}{batch}" + (f"-broadcast{self.broadcast}" if self.broadcast else "")
+
+    def flops(self) -> int:
+        """Floating-point operations of the whole launch: 2 M N K per product, times batch (what
+        the performance layer divides by the time)."""
+        return 2 * self.M * self.N * self.K * self.batch
 
     @property
     def scaled(self) -> bool:
@@ -232,6 +251,11 @@ class Problem:
         """Everything that makes the inputs: ``float16 normal M33xN17xK65 alpha 2 beta -1 seed 7``."""
         scaling = f" alpha {self.alpha:g} beta {self.beta:g}" if self.scaled else ""
         return f"{self.dtype} {self.values} {self.id}{scaling} seed {self.seed}"
+
+    @property
+    def batching(self) -> dict:
+        """How the harness lays the problem out: GuardedGemm's `batch` and `broadcast`."""
+        return {"batch": self.batch, "broadcast": self.broadcast}
 
     @property
     def types(self) -> operand_types.OperandTypes:
@@ -252,8 +276,10 @@ class Problem:
 
     def __repr__(self) -> str:
         scaling = f", alpha={self.alpha!r}, beta={self.beta!r}" if self.scaled else ""
+        batch = (f", batch={self.batch}" if self.batch > 1 else "") + \
+            (f", broadcast={self.broadcast!r}" if self.broadcast else "")
         return (f"Problem(M={self.M}, N={self.N}, K={self.K}, dtype={self.dtype!r}, "
-                f"values={self.values!r}, seed={self.seed}{scaling})")
+                f"values={self.values!r}, seed={self.seed}{scaling}{batch})")
 
     @timed("inputs")
     def operands(self) -> tuple[np.ndarray, ...]:
@@ -261,15 +287,29 @@ class Problem:
         in the dtype. One random stream per operand (C0 has its own fourth stream, so
         problems at (1, 0) keep the inputs they always had). A large problem's operands
         (SHARED_ELEMENTS) are made once and shared, read-only (_shared_operands)."""
-        if self.M * self.K + self.K * self.N >= SHARED_ELEMENTS:
+        if self.batch * (self.M * self.K + self.K * self.N) >= SHARED_ELEMENTS:
             return _shared_operands(self)
         return self.make_operands()
 
     def make_operands(self) -> tuple[np.ndarray, ...]:
         """operands(), made afresh and writable, never shared (the performance suite's input
-        sets hold gigabytes of their own at N = 8192 and release them)."""
-        streams = [np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(4)]
+        sets hold gigabytes of their own at N = 8192 and release them). A batch's products each
+        from a seed sequence of their own ((seed, b); product 0's is the seed's), a broadcast
+        operand product 0's in all, stacked along the rows."""
+        first = self._product_operands(np.random.SeedSequence(self.seed), {})
+        if self.batch == 1:
+            return first
+        shared = {name: X for name, X in zip("AB", first) if name in self.broadcast}
+        products = [first] + [self._product_operands(np.random.SeedSequence([self.seed, b]), shared)
+                              for b in range(1, self.batch)]
+        return tuple(np.concatenate(parts) for parts in zip(*products))
+
+    def _product_operands(self, sequence, shared: dict) -> tuple[np.ndarray, ...]:
+        """(A, B[, C0]) of one product from its seed sequence; `shared`: operands given (a
+        broadcast one), which C0 is then chosen against."""
+        streams = [np.random.default_rng(s) for s in sequence.spawn(4)]
         A, B = GENERATORS[_kind(self)](self, *streams[:3])
+        A, B = shared.get("A", A), shared.get("B", B)
         if not self.reads_C:
             return A, B
         return A, B, _initial_C(self, A, B, streams[3])
@@ -303,7 +343,7 @@ class Problem:
         if self.values != "exact":
             raise ValueError(f"{self!r}: exact_product is defined for values='exact' only")
         A, B, *C0 = self.operands()
-        P = int(self.alpha) * (A.astype(np.int64) @ B.astype(np.int64))
+        P = int(self.alpha) * batched_matmul(A.astype(np.int64), B.astype(np.int64), self.batch)
         return P + int(self.beta) * C0[0].astype(np.int64) if C0 else P
 
     def expected_bits(self) -> np.ndarray:
@@ -312,6 +352,24 @@ class Problem:
         if types.scales:
             raise ValueError(f"{self!r}: expected_bits is defined for kernels without scale factors")
         return dt.to_bits(self.exact_product().astype(np.float64), types.D, saturate=types.saturate)
+
+
+BROADCASTS = ("", "A", "B")   # Problem.broadcast: no operand, or A or B shared by every product
+
+
+def batched_matmul(A, B, batch: int):
+    """The products of a batch stacked along the rows (Problem's layout): A (batch M) x K times
+    B (batch K) x N, product by product, as (batch M) x N; A @ B for batch 1."""
+    if batch == 1:
+        return A @ B
+    (rows, K), N = A.shape, B.shape[1]
+    return (A.reshape(batch, rows // batch, K) @ B.reshape(batch, K, N)).reshape(rows, N)
+
+
+def product_rows(X, b: int, batch: int):
+    """Product b's rows of a stacked operand or output (batched_matmul's layout)."""
+    rows = X.shape[0] // batch
+    return X[b * rows:(b + 1) * rows]
 
 
 # A and B elements from which a problem's operands are shared: every kernel of a dtype is checked

@@ -277,9 +277,14 @@ class Instance:
     def supports(self, M: int, N: int, K: int) -> bool:
         return self.spec.supports(M, N, K, params=self.params)
 
-    def launch_shape(self, M: int, N: int, K: int):
-        """(grid, block) for a problem, from the kernel's geometry."""
-        grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K})
+    @property
+    def batched(self) -> bool:
+        """Whether the kernel runs a strided batch of products in one launch (takes `batch`)."""
+        return "batch" in self.spec.roles
+
+    def launch_shape(self, M: int, N: int, K: int, batch: int = 1):
+        """(grid, block) for a problem (of `batch` products), from the kernel's geometry."""
+        grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K, "batch": batch})
         return grid, block
 
 

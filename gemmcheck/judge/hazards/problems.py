@@ -32,6 +32,8 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     A ragged shape the instantiation does not claim moves to the nearest claimed one that
     is still ragged in M or N; other shapes it does not claim are left out. A TILE below
     ALL_RACE_SIZES_MIN_TILE gets the first race size only (see there).
+    A strided-batched kernel (one that takes `batch`) gets each problem as EXPOSING_BATCH
+    products: a stride, or a batch index, wrong shows only past the first product.
     """
     T = instance.tile
     if T < ALL_RACE_SIZES_MIN_TILE:
@@ -51,7 +53,8 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
                 or not instance.supports(M, N, K)):
             continue
         seen.add((M, N, K))
-        out.append((purpose, Problem(M, N, K, instance.types, "exact", seed=len(out) + 1)))
+        out.append((purpose, Problem(M, N, K, instance.types, "exact", seed=len(out) + 1,
+                                     batch=EXPOSING_BATCH if instance.batched else 1)))
     return out
 
 
@@ -81,6 +84,7 @@ def _ragged_as_claimed(instance: Instance, M: int, N: int, K: int) -> tuple[int,
 
 
 RAGGED = ("ragged edges", "large ragged")
+EXPOSING_BATCH = 3   # products of a batched kernel's exposing problems: a first, a middle and a last
 SCALE_BLOCKS = "scale blocks"
 SMALL_PURPOSES = ("ragged edges", "tile-aligned")  # cheap enough for compute-sanitizer
 K_ZERO = "K = 0"

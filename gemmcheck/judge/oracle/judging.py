@@ -19,9 +19,16 @@ correct result can hold them: ``judge`` checks the premise (exact: the
 expected bits differ from C0's and not both are zeros; bound: |C_ref - C0|
 exceeds the bound) and raises UnchangedElements otherwise
 (gemmcheck.problems.problem chooses C0 so that it holds).
+
+A strided batch's run (Run.batch > 1) is judged product by product, each exactly as one product
+is (its own premise, reference and bound: K terms, never batch K), each finding naming its
+batch; what the launch changed outside the output (a gap between two products' matrices
+included) is reported once.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -34,7 +41,7 @@ from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
 from gemmcheck.phases import timed
 from gemmcheck.problems.harness import never_written
-from gemmcheck.problems.problem import scaled_operands
+from gemmcheck.problems.problem import product_rows, scaled_operands
 from gemmcheck.verdict import Defect, Finding
 
 
@@ -69,6 +76,9 @@ def reference_of(run, A: np.ndarray, B: np.ndarray):
     """exact_reference of the problem `run` was launched on (its alpha, beta, C0 and scale
     factors), for judge(reference=) when many runs of that problem are judged; on the array
     module judge uses for that shape (gemmcheck.arrays.module_for)."""
+    if getattr(run, "batch", 1) > 1:
+        return np.concatenate([arrays.to_host(reference_of(product_run(run, b), *_product_operands(A, B, b, run.batch)))
+                               for b in range(run.batch)])
     alpha, beta, C0 = _scaling(run)
     types = run.instance.types
     xp = arrays.module_for(run.M, run.N, run.K)
@@ -91,7 +101,11 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     of one problem (the kill matrix's repeated launches): computed once, not per run.
     Large problems are judged on the GPU when the session's backend is the GPU (the same
     judgement: gemmcheck.arrays); the Judgement's arrays are numpy either way.
+    A strided batch's run: A, B (and `reference`) its products' stacked by rows, judged product
+    by product (_judge_batch).
     """
+    if getattr(run, "batch", 1) > 1:
+        return _judge_batch(run, A, B, exact=exact, problem=problem, reference=reference)
     inst = run.instance
     alpha, beta, C0 = _scaling(run)
     types = inst.types            # every operand's type, read once: the rest reads this record
@@ -245,6 +259,38 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
                      float(error_map.max()) if error_map.size else 0.0, host(error_map),
                      host(C), host(expected), host(bound), host(failing), host(unwritten),
                      reproduction(problem), run)
+
+
+def product_run(run, b: int):
+    """Product b of a strided batch's run as a run of one product: its rows of the output, of
+    unwritten and of C0; nothing outside the output (the batch's run reports that once)."""
+    def rows(X):
+        return None if X is None else product_rows(X, b, run.batch)
+    return replace(run, C_bits=rows(run.C_bits), unwritten=rows(run.unwritten), C0=rows(run.C0),
+                   guard_damage={}, inputs_changed={}, batch=1)
+
+
+def _product_operands(A, B, b: int, batch: int):
+    return product_rows(A, b, batch), product_rows(B, b, batch)
+
+
+def _judge_batch(run, A, B, *, exact: bool, problem, reference) -> Judgement:
+    """One Judgement of a batch's products, each judged on its own: findings named by batch,
+    the arrays stacked by rows, what changed outside the output once."""
+    batch = run.batch
+    parts = [judge(product_run(run, b), *_product_operands(A, B, b, batch), exact=exact, problem=problem,
+                   reference=None if reference is None else product_rows(reference, b, batch))
+             for b in range(batch)]
+    findings = [replace(f, summary=f"batch {b}: {f.summary}", details={**f.details, "batch": b})
+                for b, part in enumerate(parts) for f in part.findings]
+    findings += outside_the_output(run)
+
+    def stacked(name):
+        return np.concatenate([getattr(part, name) for part in parts])
+    first = parts[0]
+    return Judgement(run.instance, first.problem, batch * run.M, run.N, run.K, exact, first.bound_text, findings,
+                     max(part.ratio for part in parts), stacked("error_map"), stacked("C"), stacked("expected"),
+                     stacked("bound"), stacked("failing"), stacked("unwritten"), first.reproduction, run)
 
 
 def _check_every_element_changes(inst, d: dt.DType, C0, ref, bound, finite_e, want) -> None:
