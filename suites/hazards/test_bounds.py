@@ -74,6 +74,10 @@ def test_addresssanitizer_sees_the_declared_out_of_bounds_read_of_an_operand(mat
 @pytest.mark.simulator
 def test_addresssanitizer_sees_the_declared_out_of_bounds_write_of_c(matrix_row):
     found = matrix_row.plain.found(detector=Detector.ASAN, defect=Defect.OUT_OF_BOUNDS_WRITE)
+    if not found and matrix_row.instance.batched and matrix_row.plain.found(defect=Defect.OUT_OF_BOUNDS_WRITE):
+        pytest.skip("a strided batch's exact-size buffers hold its products back to back: a product written "
+                    "into its neighbour's place stays inside C's allocation, where AddressSanitizer sees nothing "
+                    "(the guard bands' gap between products showed it)")
     assert found, matrix_row.plain.diagnosis.explanation
     assert found[0].details["buffer"] == "C", found[0].summary
 
