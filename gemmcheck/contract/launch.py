@@ -32,14 +32,16 @@ Dim3 = tuple[int, int, int]
 
 OPERAND_ROLES = ("A", "B", "C", "D")        # matrices: D, when listed, is the output and C only read
 SCALE_ROLES = ("scale_A", "scale_B")       # scale factors: a pointer, or a per-tensor value
-POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES
+EPILOGUE_POINTER_ROLES = ("bias", "residual")   # a fused epilogue's inputs (gemmcheck.contract.epilogue)
+POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES
 # A strided batch: `batch` products in one launch, operand X of product b at X + b * stride_X
 # (a stride of 0 broadcasts one matrix to every product); the geometry may name `batch`.
 BATCH_ROLES = ("batch", "stride_A", "stride_B", "stride_C", "stride_D")
 INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd") + BATCH_ROLES
-SCALAR_ROLES = ("alpha", "beta")
+SCALAR_ROLES = ("alpha", "beta", "output_scale")
 TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B or C, passed by value
-ROLES = POINTER_ROLES + INT_ROLES + SCALAR_ROLES + TENSOR_MAP_ROLES
+ROLES = OPERAND_ROLES + SCALE_ROLES + INT_ROLES + ("alpha", "beta") + TENSOR_MAP_ROLES + \
+    EPILOGUE_POINTER_ROLES + ("output_scale",)
 DIMENSIONS = ("M", "N", "K")
 GEOMETRY_NAMES = DIMENSIONS + ("batch",)   # what grid, block and shared_bytes may name besides parameters
 

@@ -284,6 +284,7 @@ class Run:
     scales: dict = field(default_factory=dict)   # "scale_A"/"scale_B" -> float64 scale matrix given
     output: str = "C"                     # the buffer the result was read from: "C", or "D" (C_bits holds it)
     batch: int = 1                        # products launched (C_bits, unwritten, C0: theirs stacked by rows)
+    epilogue: dict = field(default_factory=dict)  # a fused epilogue's bias, residual (float64), output_scale
 
     @property
     def C(self) -> np.ndarray:
@@ -299,7 +300,7 @@ class GuardedGemm:
                  C0: np.ndarray | None = None, *, alpha=1, beta=0, leading_dimensions: str = "tight",
                  guard_bits: int | None = None, poison_bits: int | None = None,
                  guard: int | None = None, c_fill: str = "default", scales: dict | None = None,
-                 in_place: bool = False, batch: int = 1, broadcast: str = ""):
+                 in_place: bool = False, batch: int = 1, broadcast: str = "", epilogue: dict | None = None):
         """`C0`: the initial C, read by the kernel when beta != 0 (required then, refused
         otherwise). `leading_dimensions`: 'tight' (ld == width) or 'padded' (ld > width;
         only for kernels that take lda/ldb/ldc). `guard` elements of guard band on each
@@ -313,7 +314,9 @@ class GuardedGemm:
         none gets the exact kind's at seed 0. `in_place`: D is C's buffer (d_aliases_c).
         `batch`: products in the launch (A, B and C0 theirs stacked by rows; a kernel that takes
         no `batch` runs one), `broadcast`: the operands ("A", "B") every product shares, stored
-        once with stride 0."""
+        once with stride 0. `epilogue`: a fused epilogue's inputs by role
+        (Problem.epilogue_operands; a kernel given none gets the exact kind's at seed 0), the
+        bias and residual in guarded buffers of their own, inputs like A and B."""
         if batch != 1 and "batch" not in instance.spec.roles:
             raise ValueError(f"{instance.id}: batch={batch}: the kernel takes no batch role (one product a launch)")
         if any(name not in "AB" for name in broadcast) or any(
@@ -394,9 +397,17 @@ class GuardedGemm:
                 scales if scales is not None else Problem(M, N, K, types).scale_operands()).items()}
         self.scale_buffers = [guarded_as(s.role, dt.to_bits(self.scales[s.role], s.type), s.type, layout=s.major)
                               for s in types.scales if not launch.by_value(instance, s.role)]
+        self.epilogue = {}
+        if types.epilogue.roles:
+            self.epilogue = dict(epilogue if epilogue is not None else Problem(M, N, K, types).epilogue_operands())
+        self.epilogue_buffers = [
+            guarded_as(role, dt.to_bits(np.asarray(self.epilogue[role], dtype=np.float64).reshape(shape), types.of(role)),
+                       types.of(role))
+            for role, shape in (("bias", (1, -1)), ("residual", (M, N))) if role in self.epilogue]
         out_buffer = self.D if self.output == "D" else self.C
         self.initial_C_bits = out_buffer.matrix(out_buffer.bits).copy()
-        self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers]
+        self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers,
+                       *self.epilogue_buffers]
         for buf in self.buffers:
             buf.device = backend.to_device(buf.bits)
             # the output is reset from its pristine copy before every run; a large input is
@@ -408,8 +419,10 @@ class GuardedGemm:
 
     @property
     def buffers(self) -> list[GuardedBuffer]:
-        """Every guarded buffer of the launch: A, B, C, D (when the kernel writes one), scales."""
-        return [self.A, self.B, self.C, *([self.D] if self.D is not None else []), *self.scale_buffers]
+        """Every guarded buffer of the launch: A, B, C, D (when the kernel writes one), scales, a
+        fused epilogue's bias and residual."""
+        return [self.A, self.B, self.C, *([self.D] if self.D is not None else []), *self.scale_buffers,
+                *self.epilogue_buffers]
 
     @property
     def out(self) -> GuardedBuffer:
@@ -423,8 +436,9 @@ class GuardedGemm:
         them already: 1.7 s for a 4097 x 4160 normal pair), alpha, beta and scale factors."""
         operands = problem.operands() if operands is None else operands
         scales = problem.scale_operands() if instance.types.scales else None
+        epilogue = problem.epilogue_operands() if instance.types.epilogue.roles else None
         return cls(backend, instance, *operands, alpha=problem.alpha, beta=problem.beta, scales=scales,
-                   **problem.batching, **kw)
+                   epilogue=epilogue, **problem.batching, **kw)
 
     @property
     def operands_text(self) -> str:
@@ -452,6 +466,8 @@ class GuardedGemm:
         if self.in_place:
             views["D"] = self.C.inner()
         by_value = {role: float(v.reshape(-1)[0]) for role, v in self.scales.items() if role not in views}
+        if "output_scale" in self.epilogue:
+            by_value["output_scale"] = self.epilogue["output_scale"]
         return {**views, **by_value, "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
                 "alpha": self.alpha, "beta": self.beta, **(self.batch_strides if self.instance.batched else {})}
 
@@ -498,7 +514,7 @@ class GuardedGemm:
         return Run(self.instance, self.M, self.N, self.K, self.grid, self.block,
                    c_bits, unwritten, damage, changed,
                    self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text,
-                   launched, self.c_fill, self.scales, self.output, self.batch)
+                   launched, self.c_fill, self.scales, self.output, self.batch, self.epilogue)
 
     def _read_C(self, confirm: bool = True):
         """(the output's bits, unwritten, guard elements changed) after a launch, read-only; an

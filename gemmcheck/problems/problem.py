@@ -56,6 +56,7 @@ import numpy as np
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import operand_types
+from gemmcheck.contract.epilogue import OUTPUT_SCALE as EPILOGUE_OUTPUT_SCALE
 from gemmcheck.phases import timed
 
 VALUE_KINDS = ("exact", "normal", "uniform", "wide", "special")
@@ -116,9 +117,12 @@ def exact_range(dtype, K: int, alpha=1, beta=0) -> int:
     is bounded by the input types' own range (127 for int8, 255 for uint8). A kernel that
     declares a saturating output conversion is bounded by its accumulator only: results past
     the output's range are judged as the largest finite value (and _exact makes one).
+
+    A fused epilogue's bias and residual (integers in [-r, r] too) are two more terms of
+    magnitude r, counted as beta is; relu and the output scale (1/2) only shrink a value.
     """
     types = operand_types.coerce(dtype)
-    alpha, beta = abs(_integer("alpha", alpha)), abs(_integer("beta", beta))
+    alpha, beta = abs(_integer("alpha", alpha)), abs(_integer("beta", beta)) + types.epilogue.added_terms
     if K < 0:
         raise ValueError(f"K={K} must be >= 0")
     acc, n = types.accumulator, len(types.scales)
@@ -200,9 +204,9 @@ class Problem:
             raise ValueError(f"Problem: batch={self.batch!r} must be an integer >= 1 (1: one product)")
         if self.broadcast not in BROADCASTS:
             raise ValueError(f"Problem: broadcast={self.broadcast!r}; choose from {', '.join(map(repr, BROADCASTS))}")
-        if self.batch > 1 and types.scales:
-            raise ValueError(f"Problem: batch={self.batch} with scale factors ({types.name}) is not modelled; "
-                             f"use batch=1")
+        if self.batch > 1 and (types.scales or types.epilogue.spelling):
+            raise ValueError(f"Problem: batch={self.batch} with scale factors or a fused epilogue ({types.spelling}) "
+                             f"is not modelled; use batch=1")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")
         if self.values == "special" and 0 in (self.M, self.N, self.K):
@@ -338,6 +342,32 @@ class Problem:
             out["scale_B"] = out["scale_A"].copy()   # (1/2, 2) or (2, 1/2): now (1/2, 1/2) or (2, 2)
         return out
 
+    def epilogue_operands(self) -> dict:
+        """A fused epilogue's inputs by role (none for a kernel without one): the bias (a vector
+        of M or N values, in its type), the residual (M x N, C's type), as float64 values of
+        their types, and the output scale (epilogue.OUTPUT_SCALE). Exact kinds: integers in
+        [-r, r] (exact_range counts them); random kinds: N(0, 1). Streams of their own (the
+        seventh and eighth), so A, B, C0 and the scale factors stay what they were."""
+        epilogue, types = self.types.epilogue, self.types
+        if not epilogue.roles:
+            return {}
+        if self.batch > 1:
+            raise ValueError(f"{self!r}: a fused epilogue with a batch is not modelled")
+        streams = np.random.SeedSequence(self.seed).spawn(8)
+        r = exact_range(types, self.K, self.alpha, self.beta) if self.exact else 0
+
+        def draw(stream, shape, d):
+            rng = np.random.default_rng(stream)
+            return _integers(rng, shape, r, d) if self.exact else dt.round_draws(rng.standard_normal(shape), d)
+        out = {}
+        if epilogue.bias:
+            out["bias"] = draw(streams[6], self.M if epilogue.bias == "row" else self.N, types.of("bias"))
+        if epilogue.residual:
+            out["residual"] = draw(streams[7], (self.M, self.N), types.of("residual"))
+        if epilogue.output_scale:
+            out["output_scale"] = EPILOGUE_OUTPUT_SCALE
+        return out
+
     def exact_product(self) -> np.ndarray:
         """The exact result alpha A @ B + beta C0 of the ``exact`` kind's integers, as int64."""
         if self.values != "exact":
@@ -451,7 +481,11 @@ def _wide(p: Problem, rng_a, rng_b, rng_extra):
 
 def special_values_missing(types) -> str | None:
     """Why the ``special`` kind cannot be made in these input types (None: it can): it puts
-    +-Inf and NaN in A and B."""
+    +-Inf and NaN in A and B (whose path through a fused epilogue's activation IEEE does not
+    fix: relu as fmaxf(x, 0) turns NaN into 0)."""
+    if types.epilogue.spelling:
+        return (f"a fused epilogue ({types.epilogue.describe()}): what its activation makes of NaN and Inf "
+                "is the kernel's choice; judged on the other kinds")
     missing = [d.name for d in (types.A, types.B) if not d.has_inf]
     if missing:
         return (f"{' and '.join(dict.fromkeys(missing))} hold no Inf (the special kind puts +-Inf and NaN in A "

@@ -335,8 +335,13 @@ class CpuSimBackend(Backend):
         for scale in types.scales:
             rows, cols = (M, K) if scale.operand == "A" else (K, N)
             contents[scale.role] = dt.to_bits(np.ones(scale.shape(rows, cols)), scale.type)
+        epilogue = types.epilogue
+        if epilogue.bias:
+            contents["bias"] = np.zeros(M if epilogue.bias == "row" else N, dtype=types.of("bias").storage)
+        if epilogue.residual:
+            contents["residual"] = np.zeros((M, N), dtype=types.of("residual").storage)
         buffers = [contents[name] for name in slots]
-        values = {**dict.fromkeys(slots), "M": M, "N": N, "K": K, "alpha": 1, "beta": 0,
+        values = {**dict.fromkeys(slots), "M": M, "N": N, "K": K, "alpha": 1, "beta": 0, "output_scale": 1.0,
                   **{s.role: 1.0 for s in types.scales if s.role not in slots},
                   **tight_leading_dimensions(instance.spec.layouts, M, N, K), **tight_batch_strides(M, N, K, batch)}
         planned = plan(instance, values)

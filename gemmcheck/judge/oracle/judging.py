@@ -34,8 +34,8 @@ import numpy as np
 
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.judge.oracle.bound import Bound, _ratio
-from gemmcheck.judge.oracle.exactness import _scaled, exact_reference
+from gemmcheck.judge.oracle.bound import Bound, _ratio, epilogue_bound
+from gemmcheck.judge.oracle.exactness import InexactProblem, _scaled, exact_reference
 from gemmcheck.judge.oracle.judgement import Judgement, _tile_of, reproduction
 from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
@@ -131,6 +131,13 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         raise ValueError(f"{inst.id}: the run has no {', '.join(missing)}; the kernel takes scale factors")
     label = getattr(problem, "label", None) or (str(problem) if problem is not None else f"M{M}xN{N}xK{K} {types.name}")
     A, B, unscaled = _multiplied(run, types, A, B)
+    epilogue, epilogue_values = types.epilogue, getattr(run, "epilogue", {})
+    missing = [role for role in epilogue.roles if role not in epilogue_values]
+    if missing:
+        raise ValueError(f"{inst.id}: the run has no {', '.join(missing)}; the kernel fuses an epilogue")
+    # an activation whose value is not exact in floating point: the exact kinds' inputs judged by the bound
+    exact = exact and not epilogue.transcendental
+    fused = f"; {epilogue.describe()}" if epilogue.spelling else ""
 
     C_bits = xp.asarray(run.C_bits)
     C = dt.from_bits(C_bits, out).astype(xp.float64)
@@ -142,17 +149,25 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     scaled = " with its scale factors" if types.scales else ""
     if exact:
         ref = exact_reference(A, B, types, alpha, beta, C0, unscaled) if reference is None else xp.asarray(reference)
+        ref = _fused(ref, epilogue, epilogue_values, types, inst)
         bound = xp.zeros((M, N))
         saturating = ", saturated to its finite range" if types.saturate else ""
         bound_text = (f"exact: the exact result{scaling}{scaled} rounded once to {out.name}{saturating}, bit for "
-                      f"bit (+0.0 and -0.0 equal), every partial sum exact in {types.accumulator.name}")
+                      f"bit (+0.0 and -0.0 equal), every partial sum exact in {types.accumulator.name}{fused}")
     else:
         b = Bound.for_types(types, K, alpha, beta)
         finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
         ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
-        bound = b.evaluate(b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B),
-                                       None if C0 is None else xp.abs(C0)), ref, xp)
-        bound_text = b.describe()
+        Q_hat = b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B), None if C0 is None else xp.abs(C0))
+        if epilogue.spelling:
+            z_ref = epilogue.pre_activation(ref, epilogue_values)
+            Q_hat = Q_hat + xp.abs(z_ref - ref)   # |bias|, along its axis
+            ref = epilogue.apply(ref, epilogue_values)
+            bound = epilogue_bound(b, epilogue, epilogue_values, Q_hat, z_ref, ref, xp)
+        else:
+            bound = b.evaluate(Q_hat, ref, xp)
+        bound_text = b.describe() + (f"{fused}: the activation's Lipschitz constant and its own evaluation error "
+                                     f"counted (gemmcheck.contract.epilogue)" if fused else "")
     if exact:
         # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer, or
         # NaN in a type without Inf (float8_e4m3fn), or the largest finite value when the
@@ -259,6 +274,21 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
                      float(error_map.max()) if error_map.size else 0.0, host(error_map),
                      host(C), host(expected), host(bound), host(failing), host(unwritten),
                      reproduction(problem), run)
+
+
+def _fused(ref, epilogue, values: dict, types, inst):
+    """The exact reference with a fused epilogue applied (no transcendental activation: every
+    step exact, checked: the bias and residual sums stay exact in the accumulator)."""
+    if not epilogue.spelling:
+        return ref
+    xp = arrays.module_of(ref)
+    z = epilogue.pre_activation(ref, values)
+    largest = float(xp.abs(z).max()) + (float(xp.abs(xp.asarray(values["residual"])).max()) if epilogue.residual
+                                         else 0.0) if z.size else 0.0
+    if largest > types.accumulator.exact_limit:
+        raise InexactProblem(f"{inst.id}: the epilogue's sums reach {largest:g}, past what "
+                             f"{types.accumulator.name} holds exactly; use exact=False")
+    return epilogue.apply(ref, values)
 
 
 def product_run(run, b: int):
