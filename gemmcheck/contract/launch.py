@@ -45,7 +45,7 @@ INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd") + BATCH_ROLES + ("groups
 SCALAR_ROLES = ("alpha", "beta", "output_scale")
 TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B or C, passed by value
 ROLES = OPERAND_ROLES + SCALE_ROLES + INT_ROLES + ("alpha", "beta") + TENSOR_MAP_ROLES + \
-    EPILOGUE_POINTER_ROLES + ("output_scale",) + ("groups",) + GROUP_POINTER_ROLES
+    EPILOGUE_POINTER_ROLES + ("output_scale",) + GROUP_POINTER_ROLES
 DIMENSIONS = ("M", "N", "K")
 GEOMETRY_NAMES = DIMENSIONS + ("batch", "groups")   # what grid, block and shared_bytes may name besides parameters
 
