@@ -3,24 +3,24 @@
 import numpy as np
 import pytest
 
-from gemmcheck.backends.cpu_sim import CpuSimBackend
-from gemmcheck.contract.catalog import load
 from gemmcheck.judge.oracle import judge
 from gemmcheck.problems.harness import GuardedGemm, run_problem
 from gemmcheck.problems.problem import Problem, product_rows, stacked_matmul
 from gemmcheck.verdict import Defect
+from simulator import first_instances, simulator
 
 CATALOG = "examples/batched/catalog.toml"
 
 
 @pytest.fixture(scope="module")
 def kernels():
-    return {spec.name: spec.instances()[0] for spec in load(CATALOG)}
+    return first_instances(CATALOG)
 
 
 @pytest.fixture(scope="module")
 def backend():
-    return CpuSimBackend()
+    with simulator() as running:
+        yield running
 
 
 def test_product_zero_of_a_batch_is_the_unbatched_problem_and_the_others_differ():

@@ -3,23 +3,23 @@
 import numpy as np
 import pytest
 
-from gemmcheck.backends.cpu_sim import CpuSimBackend
-from gemmcheck.contract.catalog import load
 from gemmcheck.judge.oracle import judge
 from gemmcheck.problems.harness import GuardedGemm, run_problem
 from gemmcheck.problems.problem import Problem, split_rows, stacked_matmul
+from simulator import first_instances, simulator
 
 CATALOG = "examples/grouped/catalog.toml"
 
 
 @pytest.fixture(scope="module")
 def kernels():
-    return {spec.name: spec.instances()[0] for spec in load(CATALOG)}
+    return first_instances(CATALOG)
 
 
 @pytest.fixture(scope="module")
 def backend():
-    return CpuSimBackend()
+    with simulator() as running:
+        yield running
 
 
 def test_groups_stack_their_own_rows_and_count_their_flops():
