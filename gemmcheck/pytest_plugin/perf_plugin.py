@@ -178,6 +178,10 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
         return (f"{instance.id} has a type per operand ({instance.types.describe()}): its ceilings (the vendor "
                 "library's GEMM of the same combination, the tensor-core peak of its types) are not measured "
                 "yet; the correctness and hazards suites judge it")
+    if instance is not None and instance.grouped:
+        return (f"{instance.id} is a grouped GEMM ({instance.grouped} groups): its offsets or counts and its "
+                "ceiling (the vendor library's grouped GEMM, or the batched one of the same work) are not part "
+                "of the timed launch yet; the correctness and hazards suites judge it")
     if instance is not None and instance.types.epilogue.roles:
         return (f"{instance.id} fuses an epilogue ({instance.types.epilogue.describe()}): its inputs and its ceiling "
                 "(the vendor library's fused epilogue) are not part of the timed launch yet; the correctness and "
