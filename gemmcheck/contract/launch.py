@@ -32,12 +32,22 @@ Dim3 = tuple[int, int, int]
 
 OPERAND_ROLES = ("A", "B", "C", "D")        # matrices: D, when listed, is the output and C only read
 SCALE_ROLES = ("scale_A", "scale_B")       # scale factors: a pointer, or a per-tensor value
-POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES
-INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd")
-SCALAR_ROLES = ("alpha", "beta")
+EPILOGUE_POINTER_ROLES = ("bias", "residual")   # a fused epilogue's inputs (gemmcheck.contract.epilogue)
+# A grouped GEMM: `groups` products, group g's rows of A and C at group_offsets[g] ..
+# group_offsets[g + 1] (contiguous), or the first group_counts[g] rows of its slot of M (masked);
+# both int32 arrays. B of group g at B + g * stride_B.
+GROUP_POINTER_ROLES = ("group_offsets", "group_counts")
+POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES + GROUP_POINTER_ROLES
+# A strided batch: `batch` products in one launch, operand X of product b at X + b * stride_X
+# (a stride of 0 broadcasts one matrix to every product); the geometry may name `batch`.
+BATCH_ROLES = ("batch", "stride_A", "stride_B", "stride_C", "stride_D")
+INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd") + BATCH_ROLES + ("groups",)
+SCALAR_ROLES = ("alpha", "beta", "output_scale")
 TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B or C, passed by value
-ROLES = POINTER_ROLES + INT_ROLES + SCALAR_ROLES + TENSOR_MAP_ROLES
+ROLES = OPERAND_ROLES + SCALE_ROLES + INT_ROLES + ("alpha", "beta") + TENSOR_MAP_ROLES + \
+    EPILOGUE_POINTER_ROLES + ("output_scale",) + GROUP_POINTER_ROLES
 DIMENSIONS = ("M", "N", "K")
+GEOMETRY_NAMES = DIMENSIONS + ("batch", "groups")   # what grid, block and shared_bytes may name besides parameters
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
@@ -269,6 +279,11 @@ def tight_leading_dimensions(layouts: Mapping[str, str], M: int, N: int, K: int)
             for name, (rows, cols) in shapes.items()}
 
 
+def tight_batch_strides(M: int, N: int, K: int, batch: int = 1) -> dict[str, int]:
+    """batch and stride_A ... stride_D of `batch` tight products stored back to back."""
+    return {"batch": batch, "stride_A": M * K, "stride_B": K * N, "stride_C": M * N, "stride_D": M * N}
+
+
 def missing_operands(roles) -> list[str]:
     """The operands a kernel taking `roles` lacks: A and B, and C or D (the output; a kernel
     with D only reads C, or takes none); a tensor map of an operand stands for its pointer."""
@@ -421,7 +436,8 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
 
     `values` maps roles to values: "A", "B", "C", "D", "scale_A", "scale_B" (device buffers; a
     scale a kernel takes by value, a number), "M", "N", "K", "lda", "ldb", "ldc" (ints),
-    "alpha", "beta" (numbers). M, N and K are always
+    "alpha", "beta" (numbers), "batch" and "stride_A" ... "stride_D" (ints: a strided batch;
+    batch 1 where none is given, for the geometry). M, N and K are always
     needed (the geometry uses them); other roles only when the kernel lists them. A
     tensor map role needs its operand's buffer (and uses its leading dimension when given).
     """
@@ -431,7 +447,8 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
     if missing:
         raise LaunchError(f"{instance.id}: no value for {', '.join(dict.fromkeys(missing))}; "
                           f"the kernel takes {', '.join(map(str, spec.roles))}")
-    env = {**instance.params, **{d: int(values[d]) for d in DIMENSIONS}}
+    env = {**instance.params, **{d: int(values[d]) for d in DIMENSIONS}, "batch": int(values.get("batch", 1)),
+           "groups": int(values.get("groups", 1))}
     cluster = None
     try:
         grid, block, shared = spec.geometry.evaluate(env)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import epilogue as epilogues
 
 OPERANDS = ("A", "B", "C", "D")
 SCALED = ("A", "B")                 # the operands a scale factor may apply to
@@ -131,6 +132,7 @@ class OperandTypes:
     scalar: dt.DType                    # alpha and beta
     scales: tuple[Scale, ...] = ()
     saturate: bool = False              # the output conversion saturates to the finite range
+    epilogue: epilogues.Epilogue = epilogues.NONE   # a fused epilogue (bias, activation, ...)
 
     def __post_init__(self):
         inputs = (self.A, self.B)
@@ -152,6 +154,9 @@ class OperandTypes:
         for scale in self.scales:
             if scale.operand not in SCALED:
                 raise TypesError(f"{self.name}: scale factors apply to A or B, not {scale.operand}")
+        if self.epilogue != epilogues.NONE and (self.accumulator.is_integer or self.scales or self.saturate):
+            raise TypesError(f"{self.name}: a fused epilogue is judged on floating-point GEMMs without scale "
+                             "factors or a saturating output")
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -159,6 +164,12 @@ class OperandTypes:
         """The element type behind a pointer role: an operand's, or a scale's."""
         if role in OPERANDS:
             return getattr(self, role)
+        if role == "bias":
+            return self.epilogue.bias_type or self.D
+        if role == "residual":
+            return self.C
+        if role in ("group_offsets", "group_counts"):
+            return dt.get("int32")
         scale = self.scale(role.removeprefix("scale_"))
         if scale is None:
             raise KeyError(f"{self.name} has no {role}")
@@ -196,6 +207,7 @@ class OperandTypes:
                  if getattr(self, key) != getattr(plain, key)]
         extra += [f"{s.role}={s.spelling}" for s in self.scales]
         extra += ["saturate"] if self.saturate else []
+        extra += [f"epilogue={self.epilogue.spelling}"] if self.epilogue.spelling else []
         return " ".join([self.name, *extra])
 
     def __repr__(self) -> str:
@@ -208,6 +220,8 @@ class OperandTypes:
         parts += [s.describe() for s in self.scales]
         if self.saturate:
             parts.append("output saturating")
+        if self.epilogue.spelling:
+            parts.append(self.epilogue.describe())
         return ", ".join(parts)
 
 
@@ -254,32 +268,38 @@ def of(spelling: str) -> OperandTypes:
                          f"A, B and the output (C and D) or A, B, C, D in short names ({', '.join(_SHORT)}), "
                          "e.g. 'f16f16f32', 's8s8s32', 'e4m3e4m3bf16'")
     types = dict(zip(OPERANDS, listed))
-    scales, saturate = [], False
+    scales, saturate, epilogue = [], False, epilogues.NONE
     for field in fields:
         key, _, value = field.partition("=")
         if key == "saturate" and not value:
             saturate = True
+        elif key == "epilogue" and value:
+            try:
+                epilogue = epilogues.parse(value)
+            except (epilogues.EpilogueError, ValueError) as exc:
+                raise TypesError(str(exc)) from None
         elif key in (*OPERANDS, "accumulator", "scalar") and value:
             types[key] = _element(value, key)
         elif key in ("scale_A", "scale_B") and value:
             scales.append(parse_scale(key[-1], value))
         else:
             raise TypesError(f"{spelling!r}: cannot read {field!r}; fields are A=, B=, C=, D=, accumulator=, "
-                             "scalar=, scale_A=, scale_B= and saturate")
+                             "scalar=, scale_A=, scale_B=, epilogue= and saturate")
     accumulator = types.pop("accumulator", None) or default_accumulator(*(types[r] for r in OPERANDS))
     scalar = types.pop("scalar", None) or accumulator
     return OperandTypes(name, types["A"], types["B"], types["C"], types["D"], accumulator, scalar,
-                        tuple(sorted(scales, key=lambda s: s.operand)), saturate)
+                        tuple(sorted(scales, key=lambda s: s.operand)), saturate, epilogue)
 
 
 def resolve(name: str, *, accumulator: str | None = None, scalar: str | None = None, scales=(),
-            saturate: bool = False) -> OperandTypes:
+            saturate: bool = False, epilogue: epilogues.Epilogue = epilogues.NONE) -> OperandTypes:
     """The record of one `dtypes` entry of a catalog with the entry's own fields."""
     fields = [name]
     fields += [f"accumulator={accumulator}"] if accumulator else []
     fields += [f"scalar={scalar}"] if scalar else []
     fields += [f"scale_{s.operand}={s.spelling}" for s in scales]
     fields += ["saturate"] if saturate else []
+    fields += [f"epilogue={epilogue.spelling}"] if epilogue.spelling else []
     return of(" ".join(fields))
 
 

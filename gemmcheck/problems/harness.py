@@ -40,6 +40,18 @@ launch error; BLAS returns at once) and C is left as it was; K == 0 launches
 as usual and a correct kernel writes beta C0 (zeros at beta == 0). An empty
 operand keeps a leading dimension of at least 1, as BLAS requires.
 
+A strided batch (``batch`` > 1, for a kernel that takes the role ``batch``): every operand holds
+its products one after another, stride_X = its matrix's span plus a gap of guard pattern as long
+as a guard band, so a product that strays into its neighbour's place writes a gap first, named
+with both batch indices ("C's guards between batch 0 and batch 1"); an operand every product
+shares (``broadcast``) is stored once and passed with stride 0. The operands and the output are
+stacked along the rows (gemmcheck.problems.problem: product b's rows b M .. (b + 1) M).
+A grouped GEMM (a kernel that takes group_offsets or group_counts) is laid out alike: B one
+K x N block per group (a guard band apart where the kernel takes stride_B), A and C the groups'
+rows one after another with their offsets, or in masked slots of M rows with their counts,
+whose rows past a group's count hold the guard pattern in the output (a write there named with
+its group) and ones in A. A kernel given one product runs batch 1, or one group of every row.
+
 A GuardedGemm is built once per problem (initialize) and launched as often
 as a detector needs (run); each run returns a Run with what it saw.
 """
@@ -55,11 +67,13 @@ from gemmcheck.contract import launch
 from gemmcheck.backends import Backend, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.phases import timed
-from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem, scaling_id
+from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem, product_rows, scaling_id
 
 MIN_GUARD = 1024
 LEADING_DIMENSIONS = ("tight", "padded")
 LD_ROLES = {"A": "lda", "B": "ldb", "C": "ldc", "D": "ldd"}
+OPERAND_NAMES = ("A", "B", "C", "D")
+STRIDE_ROLES = {"A": "stride_A", "B": "stride_B", "C": "stride_C", "D": "stride_D"}
 C_FILLS = ("default", "poison", "finite")   # what C holds before a launch at beta == 0
 
 
@@ -140,6 +154,10 @@ class GuardedBuffer:
     pristine: object = None   # the backend's copy of the buffer as uploaded, never launched on
     layout: str = "row"
     ld: int = 0               # elements from one line to the next; 0: tight
+    copies: int = 1           # matrices stored one after another (a strided batch's products)
+    batch_stride: int = 0     # elements from one stored matrix's first element to the next's
+    valid: tuple = ()         # rows that count in each stored matrix (masked groups); (): all
+    unit: str = "batch"       # what a stored matrix is called in a damage's place: "batch", "group"
 
     def __post_init__(self):
         self.ld = self.ld or max(self.width, 1)   # BLAS: ld >= max(1, width), also for an empty matrix
@@ -161,8 +179,8 @@ class GuardedBuffer:
 
     @property
     def span(self) -> int:
-        """Elements from the matrix's first element to the end of its last line."""
-        return self.lines * self.ld
+        """Elements from the (first) matrix's first element to the end of the last one's last line."""
+        return (self.copies - 1) * self.batch_stride + self.lines * self.ld
 
     def inner(self):
         """The device view of the matrix itself (what the kernel gets a pointer to)."""
@@ -174,15 +192,65 @@ class GuardedBuffer:
         return flat[self.guard:self.guard + self.span].reshape(self.lines, self.ld)
 
     def matrix(self, flat: np.ndarray) -> np.ndarray:
-        """The rows x cols matrix of a flat host array of this layout (a view)."""
+        """The rows x cols matrix of a flat host array of this layout (a view); a batch's
+        matrices stacked along the rows ((copies rows) x cols, a copy)."""
+        if self.valid:
+            return np.concatenate([m[:v] for m, v in zip(self.matrices(flat), self.valid)])
+        if self.copies > 1:
+            return self.matrices(flat).reshape(self.copies * self.rows, self.cols)
         lines = self._stored(flat)[:, :self.width]
         return lines if self.layout == "row" else lines.T
 
+    def matrices(self, flat: np.ndarray) -> np.ndarray:
+        """copies x rows x cols: every stored matrix of a flat host array (a view, writable)."""
+        item = flat.itemsize
+        lines = np.lib.stride_tricks.as_strided(
+            flat[self.guard:], shape=(self.copies, self.lines, self.width),
+            strides=(self.batch_stride * item, self.ld * item, item))
+        return lines if self.layout == "row" else lines.transpose(0, 2, 1)
+
+    def fill(self, flat: np.ndarray, values) -> None:
+        """Write `values` (rows x cols, a batch's stacked along the rows, or one value) into `flat`."""
+        values = np.asarray(values)
+        if self.valid:
+            edges = np.cumsum((0, *self.valid))
+            for m, v, start in zip(self.matrices(flat), self.valid, edges):
+                m[:v] = values if values.ndim == 0 else values[start:start + v]
+            return
+        self.matrices(flat)[...] = values if values.ndim == 0 else values.reshape(self.copies, self.rows, self.cols)
+
     def guard_cells(self, flat: np.ndarray) -> np.ndarray:
-        """Every element that must keep the guard pattern: both bands and the padding."""
+        """Every element that must keep the guard pattern: both bands, the padding, the gaps
+        between a batch's matrices."""
+        if self.copies > 1 or self.valid:
+            return flat[self._guard_mask(len(flat))]
         g = self.guard
         padding = self._stored(flat)[:, self.width:].reshape(-1)
         return np.concatenate([flat[:g], padding, flat[g + self.span:]])
+
+    def _guard_mask(self, length: int) -> np.ndarray:
+        mask = np.ones(length, dtype=bool)
+        self.fill(mask, False)
+        return mask
+
+    def damage(self, now: np.ndarray) -> dict[str, int]:
+        """Guard elements `now` changed from the buffer as uploaded, by where: the buffer's name
+        for its bands and padding, and (a batch) "C, between batch b and batch b + 1" for the
+        gap between two products' matrices, where a product that strays into its neighbour's
+        place writes first."""
+        if self.copies == 1 and not self.valid:
+            return {self.name: int(np.count_nonzero(self.guard_cells(now) != self.guard_cells(self.bits)))}
+        changed = (now != self.bits) & self._guard_mask(len(now))
+        out, in_gaps = {}, 0
+        for b in range(self.copies):
+            # past product b's counted rows (a masked group's tail) up to the next one's start
+            start = self.guard + b * self.batch_stride + (self.valid[b] if self.valid else self.lines) * self.ld
+            end = self.guard + (b + 1) * self.batch_stride if b + 1 < self.copies else self.guard + self.span
+            n = int(np.count_nonzero(changed[start:end]))
+            if n:
+                out[gap_name(self.name, b, self.unit)] = n
+                in_gaps += n
+        return {self.name: int(np.count_nonzero(changed)) - in_gaps, **out}
 
     def split(self, flat: np.ndarray):
         """(front guard, matrix, back guard) of a flat host array of this layout."""
@@ -190,13 +258,32 @@ class GuardedBuffer:
         return flat[:g], self.matrix(flat), flat[g + self.span:]
 
 
+def gap_name(name: str, b: int, unit: str = "batch") -> str:
+    """How a guard damage count names the place after product b's rows (oracle.outside): the
+    gap between a batch's products, or a masked group's tail rows."""
+    if unit == "group":
+        return f"{name}, in group {b}'s masked rows"
+    return f"{name}, between {unit} {b} and {unit} {b + 1}"
+
+
 def guarded(name: str, matrix_bits: np.ndarray, guard: int, guard_bits: int, *,
-            layout: str = "row", ld: int = 0) -> GuardedBuffer:
-    rows, cols = matrix_bits.shape
+            layout: str = "row", ld: int = 0, copies: int = 1, valid: tuple = (), slot_rows: int = 0,
+            unit: str = "batch", gap: int | None = None) -> GuardedBuffer:
+    """`matrix_bits` (a batch's `copies` matrices stacked along the rows) between guard bands;
+    a batch's matrices a guard band apart. Masked groups: `copies` slots of `slot_rows` rows, the
+    first valid[g] of slot g holding group g's rows of `matrix_bits`, the rest guard pattern.
+    `gap`: elements between stored matrices (default a guard band; 0 where the kernel computes
+    the next one's place itself, as a grouped kernel's g * M * K)."""
+    rows = slot_rows or matrix_bits.shape[0] // copies
+    cols = matrix_bits.shape[1]
+    if valid and layout != "row":
+        raise ValueError(f"{name}: masked groups are laid out row-major")
     buf = GuardedBuffer(name, rows, cols, guard, np.empty(0, dtype=matrix_bits.dtype),
-                        layout=layout, ld=ld)
+                        layout=layout, ld=ld, copies=copies, valid=tuple(valid), unit=unit)
+    if copies > 1:
+        buf.batch_stride = buf.lines * buf.ld + (guard if gap is None else gap)
     buf.bits = np.full(guard + buf.span + guard, guard_bits, dtype=matrix_bits.dtype)
-    buf.matrix(buf.bits)[...] = matrix_bits
+    buf.fill(buf.bits, matrix_bits)
     return buf
 
 
@@ -223,6 +310,16 @@ class Run:
     c_fill: str = "poison"                # what C held before the launch at beta == 0: "poison" or "finite"
     scales: dict = field(default_factory=dict)   # "scale_A"/"scale_B" -> float64 scale matrix given
     output: str = "C"                     # the buffer the result was read from: "C", or "D" (C_bits holds it)
+    batch: int = 1                        # products launched (C_bits, unwritten, C0: theirs stacked by rows)
+    epilogue: dict = field(default_factory=dict)  # a fused epilogue's bias, residual (float64), output_scale
+    groups: tuple = ()                    # a grouped GEMM's rows per group (C_bits: theirs stacked by rows)
+
+    @property
+    def products(self) -> tuple[str, tuple[int, ...]]:
+        """("group", rows per group), ("batch", M per product), or ("", (M,)) for one product."""
+        if self.groups and (len(self.groups) > 1 or self.groups[0] != self.M):
+            return "group", self.groups
+        return ("batch", (self.M,) * self.batch) if self.batch > 1 else ("", (self.M,))
 
     @property
     def C(self) -> np.ndarray:
@@ -238,7 +335,8 @@ class GuardedGemm:
                  C0: np.ndarray | None = None, *, alpha=1, beta=0, leading_dimensions: str = "tight",
                  guard_bits: int | None = None, poison_bits: int | None = None,
                  guard: int | None = None, c_fill: str = "default", scales: dict | None = None,
-                 in_place: bool = False):
+                 in_place: bool = False, batch: int = 1, broadcast: str = "", epilogue: dict | None = None,
+                 groups: tuple = (), masked: int = 0):
         """`C0`: the initial C, read by the kernel when beta != 0 (required then, refused
         otherwise). `leading_dimensions`: 'tight' (ld == width) or 'padded' (ld > width;
         only for kernels that take lda/ldb/ldc). `guard` elements of guard band on each
@@ -249,9 +347,35 @@ class GuardedGemm:
         reads_c_at_beta_zero, else poison. `guard_bits`, `poison_bits`: one pattern for every
         buffer's guards, and the output's poison, instead of each type's own. `scales`: the
         scale factors by role (Problem.scale_operands); a kernel that takes them and is given
-        none gets the exact kind's at seed 0. `in_place`: D is C's buffer (d_aliases_c)."""
-        M, K = A.shape
-        K2, N = B.shape
+        none gets the exact kind's at seed 0. `in_place`: D is C's buffer (d_aliases_c).
+        `batch`: products in the launch (A, B and C0 theirs stacked by rows; a kernel that takes
+        no `batch` runs one), `broadcast`: the operands ("A", "B") every product shares, stored
+        once with stride 0. `epilogue`: a fused epilogue's inputs by role
+        (Problem.epilogue_operands; a kernel given none gets the exact kind's at seed 0), the
+        bias and residual in guarded buffers of their own, inputs like A and B. `groups`: a grouped
+        GEMM's rows per group (A and C0 theirs stacked, B one K x N block per group, a guard band
+        apart), their rows contiguous (the kernel's M their sum, an offsets array) or in `masked`
+        slots of that many rows each (the kernel's M; a counts array; the rows past a group's
+        count: the guard pattern in the output, ones in A)."""
+        if groups and not instance.grouped:
+            raise ValueError(f"{instance.id}: groups={tuple(groups)!r}: the kernel takes no group_offsets or "
+                             f"group_counts (one product a launch)")
+        if groups and (masked > 0) != (instance.grouped == "masked"):
+            raise ValueError(f"{instance.id}: a {instance.grouped} grouped kernel given masked={masked}")
+        if instance.grouped and not groups:   # one group of every row: a plain GEMM, as batch 1 is
+            groups, masked = (A.shape[0],), A.shape[0] if instance.grouped == "masked" else 0
+        if batch != 1 and "batch" not in instance.spec.roles:
+            raise ValueError(f"{instance.id}: batch={batch}: the kernel takes no batch role (one product a launch)")
+        if any(name not in "AB" for name in broadcast) or any(
+                not np.array_equal(product_rows(X, b, batch), product_rows(X, 0, batch), equal_nan=True)
+                for name, X in (("A", A), ("B", B)) if name in broadcast for b in range(batch)):
+            raise ValueError(f"{instance.id}: broadcast={broadcast!r}: only A or B, the same matrix in every "
+                             f"product (Problem.operands() makes them so)")
+        self.batch, self.broadcast, self.groups = batch, broadcast, tuple(groups)
+        products = len(groups) or batch
+        stacked_rows = sum(groups) if groups else A.shape[0]
+        M = (masked or stacked_rows) if groups else A.shape[0] // batch
+        K, (K2, N) = A.shape[1], (B.shape[0] // products, B.shape[1])
         spec = instance.spec
         roles = spec.roles
         types = instance.types
@@ -262,8 +386,10 @@ class GuardedGemm:
         if (beta != 0) != (C0 is not None):
             raise ValueError(f"{instance.id}: beta={beta!r} with C0 {'given' if C0 is not None else 'missing'};"
                              f" pass C0 exactly when beta != 0 (Problem.operands() gives it)")
-        if C0 is not None and np.shape(C0) != (M, N):
-            raise ValueError(f"{instance.id}: C0 is {np.shape(C0)}, expected ({M}, {N})")
+        if stacked_rows != A.shape[0] or products * K2 != B.shape[0] or (groups and not batch == 1):
+            raise ValueError(f"{instance.id}: A {A.shape} and B {B.shape} are not {products} products stacked by rows")
+        if C0 is not None and np.shape(C0) != (stacked_rows, N):
+            raise ValueError(f"{instance.id}: C0 is {np.shape(C0)}, expected ({stacked_rows}, {N})")
         if c_fill not in C_FILLS:
             raise ValueError(f"c_fill={c_fill!r}; use one of {C_FILLS}")
         if leading_dimensions not in LEADING_DIMENSIONS:
@@ -297,20 +423,39 @@ class GuardedGemm:
         if self.C0 is not None:
             initial_C = dt.to_bits(self.C0, types.C)
         elif c_fill == "finite":
-            initial_C = dt.to_bits(finite_garbage(M, N, types.C), types.C)
+            initial_C = dt.to_bits(finite_garbage(stacked_rows, N, types.C), types.C)
         else:
-            initial_C = np.full((M, N), self.poison_bits if self.output == "C" else types.C.poison_bits,
+            initial_C = np.full((stacked_rows, N), self.poison_bits if self.output == "C" else types.C.poison_bits,
                                 dtype=types.C.storage)
 
         def guarded_as(name, bits, d, **kw):
-            return guarded(name, bits, g, d.guard_bits if guard_bits is None else guard_bits, **kw)
+            place = {}
+            # a grouped kernel computes the next group's place itself (g * K * N, g * M * K) unless
+            # it takes stride_B: then a guard band lies between two groups' B
+            if groups and name == "B":
+                place = dict(copies=len(groups), unit="group", gap=None if "stride_B" in roles else 0)
+            elif groups and masked and name in ("A", "C", "D"):
+                place = dict(copies=len(groups), slot_rows=M, valid=self.groups, unit="group", gap=0)
+            elif batch > 1 and name in OPERAND_NAMES:
+                if name in broadcast:
+                    bits = bits[:bits.shape[0] // batch]
+                else:
+                    place = dict(copies=batch)
+            return guarded(name, bits, g, d.guard_bits if guard_bits is None else guard_bits, **place, **kw)
 
         self.A = guarded_as("A", dt.to_bits(A, types.A), types.A, layout=layouts["A"], ld=lds["A"])
+        if self.A.valid:
+            # A's masked rows hold ones, not the guard pattern: a tail computed from them is a finite
+            # value where C's masked rows hold the guard (a NaN guard's payload, carried through the
+            # sum, would write the guard's own bits back, and zero guards zeros)
+            one = dt.to_bits(np.ones(1), types.A)[0]
+            for slot, counted in zip(self.A.matrices(self.A.bits), self.A.valid):
+                slot[counted:] = one
         self.B = guarded_as("B", dt.to_bits(B, types.B), types.B, layout=layouts["B"], ld=lds["B"])
         self.C = guarded_as("C", initial_C, types.C, layout=layouts["C"], ld=lds["C"])
         self.D = None
         if self.output == "D":
-            self.D = guarded_as("D", np.full((M, N), self.poison_bits, dtype=out.storage), out,
+            self.D = guarded_as("D", np.full((stacked_rows, N), self.poison_bits, dtype=out.storage), out,
                                 layout=layouts["D"], ld=lds["D"])
         self.scales = {}
         if types.scales:
@@ -318,22 +463,37 @@ class GuardedGemm:
                 scales if scales is not None else Problem(M, N, K, types).scale_operands()).items()}
         self.scale_buffers = [guarded_as(s.role, dt.to_bits(self.scales[s.role], s.type), s.type, layout=s.major)
                               for s in types.scales if not launch.by_value(instance, s.role)]
+        self.epilogue = {}
+        if types.epilogue.roles:
+            self.epilogue = dict(epilogue if epilogue is not None else Problem(M, N, K, types).epilogue_operands())
+        self.epilogue_buffers = [
+            guarded_as(role, dt.to_bits(np.asarray(self.epilogue[role], dtype=np.float64).reshape(shape), types.of(role)),
+                       types.of(role))
+            for role, shape in (("bias", (1, -1)), ("residual", (M, N))) if role in self.epilogue]
+        self.group_buffers = []
+        if groups:
+            role = "group_counts" if masked else "group_offsets"
+            table = np.array(self.groups if masked else np.cumsum((0, *self.groups)), dtype=np.float64)
+            self.group_buffers = [guarded_as(role, dt.to_bits(table.reshape(1, -1), types.of(role)), types.of(role))]
         out_buffer = self.D if self.output == "D" else self.C
         self.initial_C_bits = out_buffer.matrix(out_buffer.bits).copy()
-        self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers]
+        self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers,
+                       *self.epilogue_buffers, *self.group_buffers]
         for buf in self.buffers:
             buf.device = backend.to_device(buf.bits)
             # the output is reset from its pristine copy before every run; a large input is
             # compared with its own after every run (a small one is read back: _on_device)
             if buf is out_buffer or _on_device(buf):
                 buf.pristine = backend.copy(buf.device)
-        self.grid, self.block = instance.launch_shape(M, N, K)
+        self.grid, self.block = instance.launch_shape(M, N, K, batch, len(groups) or 1)
         self._last_C = None   # (device buffer, what was read from it) of the last run
 
     @property
     def buffers(self) -> list[GuardedBuffer]:
-        """Every guarded buffer of the launch: A, B, C, D (when the kernel writes one), scales."""
-        return [self.A, self.B, self.C, *([self.D] if self.D is not None else []), *self.scale_buffers]
+        """Every guarded buffer of the launch: A, B, C, D (when the kernel writes one), scales, a
+        fused epilogue's bias and residual."""
+        return [self.A, self.B, self.C, *([self.D] if self.D is not None else []), *self.scale_buffers,
+                *self.epilogue_buffers, *self.group_buffers]
 
     @property
     def out(self) -> GuardedBuffer:
@@ -347,7 +507,9 @@ class GuardedGemm:
         them already: 1.7 s for a 4097 x 4160 normal pair), alpha, beta and scale factors."""
         operands = problem.operands() if operands is None else operands
         scales = problem.scale_operands() if instance.types.scales else None
-        return cls(backend, instance, *operands, alpha=problem.alpha, beta=problem.beta, scales=scales, **kw)
+        epilogue = problem.epilogue_operands() if instance.types.epilogue.roles else None
+        return cls(backend, instance, *operands, alpha=problem.alpha, beta=problem.beta, scales=scales,
+                   epilogue=epilogue, **problem.batching, **kw)
 
     @property
     def operands_text(self) -> str:
@@ -369,13 +531,27 @@ class GuardedGemm:
     def role_values(self) -> dict:
         """Every role's value: device views of A, B, C, D and the scale factors (a scale the
         kernel takes by value as its number); M, N, K and the leading dimensions as ints; alpha
-        and beta as Python numbers. gemmcheck.contract.launch.plan picks the kernel's."""
+        and beta as Python numbers; a batched kernel's batch and strides. gemmcheck.contract.launch.plan
+        picks the kernel's."""
         views = {buf.name: buf.inner() for buf in self.buffers}
         if self.in_place:
             views["D"] = self.C.inner()
         by_value = {role: float(v.reshape(-1)[0]) for role, v in self.scales.items() if role not in views}
+        if "output_scale" in self.epilogue:
+            by_value["output_scale"] = self.epilogue["output_scale"]
         return {**views, **by_value, "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
-                "alpha": self.alpha, "beta": self.beta}
+                "alpha": self.alpha, "beta": self.beta, **(self.batch_strides if self.instance.batched else {}),
+                **({"groups": len(self.groups), "stride_B": self.B.batch_stride or self.B.span} if self.groups else {})}
+
+    @property
+    def batch_strides(self) -> dict[str, int]:
+        """batch and stride_A ... stride_D: the elements from one product's matrix to the next
+        (0 for a broadcast operand; one matrix's span at batch 1, as a caller passes it)."""
+        strides = {STRIDE_ROLES[b.name]: b.batch_stride if b.copies > 1 else (0 if b.name in self.broadcast else b.span)
+                   for b in self.buffers if b.name in STRIDE_ROLES}
+        if self.in_place:
+            strides["stride_D"] = strides["stride_C"]
+        return {"batch": self.batch, **strides}
 
     @timed("harness")   # the launch and the copies back are "launch" (phases are exclusive)
     def run(self) -> Run:
@@ -397,7 +573,7 @@ class GuardedGemm:
         except KernelLaunchError as exc:   # the confirming launch's (_never_written)
             name_the_problem(exc, self.M, self.N, self.K)
             raise
-        damage, changed = {self.out.name: c_damage}, {}
+        damage, changed = dict(c_damage), {}
         for buf in self.inputs:
             # A large one is compared where it lives and copied back only when changed: at the
             # nightly's 2048^2 race launches each is up to 32 MB, read back ten times a row.
@@ -405,12 +581,12 @@ class GuardedGemm:
                 damage[buf.name] = changed[buf.name] = 0
                 continue
             now = self.backend.to_host(buf.device)
-            damage[buf.name] = int(np.count_nonzero(buf.guard_cells(now) != buf.guard_cells(buf.bits)))
+            damage.update(buf.damage(now))
             changed[buf.name] = int(np.count_nonzero(buf.matrix(now) != buf.matrix(buf.bits)))
         return Run(self.instance, self.M, self.N, self.K, self.grid, self.block,
                    c_bits, unwritten, damage, changed,
                    self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text,
-                   launched, self.c_fill, self.scales, self.output)
+                   launched, self.c_fill, self.scales, self.output, self.batch, self.epilogue, self.groups)
 
     def _read_C(self, confirm: bool = True):
         """(the output's bits, unwritten, guard elements changed) after a launch, read-only; an
@@ -432,7 +608,7 @@ class GuardedGemm:
                 unwritten &= self._never_written()
             for X in (c_bits, unwritten):
                 X.setflags(write=False)   # shared by every run that left the same bits
-            read = c_bits, unwritten, int(np.count_nonzero(out.guard_cells(c_flat) != out.guard_cells(out.bits)))
+            read = c_bits, unwritten, out.damage(c_flat)
         self._last_C = out.device, read
         return read
 
@@ -452,7 +628,7 @@ class GuardedGemm:
         out = self.out
         second = confirming_poison(self.instance.types.D, self.poison_bits, self.guard_bits)
         flat = out.bits.copy()
-        out.matrix(flat)[...] = second
+        out.fill(flat, second)
         kept, out.device = out.device, self.backend.to_device(flat)
         try:
             self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
@@ -540,7 +716,7 @@ def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C, D=None, sc
     performance suite launches, and the isolated probe at its sizes."""
     return {"A": A, "B": B, "C": C, **({"D": D} if D is not None else {}), **(scales or {}),
             "M": M, "N": N, "K": K, **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K),
-            "alpha": 1, "beta": 0}
+            "alpha": 1, "beta": 0, **launch.tight_batch_strides(M, N, K)}
 
 
 def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int, seed: int = 0) -> tuple:

@@ -7,7 +7,18 @@ values are already exactly representable in the dtype: what the kernel reads
 is what the reference uses.
 
 A problem computes C = alpha * A @ B + beta * C0 (BLAS's GEMM; alpha, beta
-default to 1 and 0). Its `dtype` is a type for every operand
+default to 1 and 0). A strided-batched problem (``batch`` > 1) is `batch` such products of one
+shape, each product's operands from a seed of its own (product 0's are the unbatched problem's),
+stacked along the rows: A is (batch M) x K, B (batch K) x N, C0 and C (batch M) x N, product b's
+at rows b M .. (b + 1) M (b K for B). An operand named in ``broadcast`` (stride 0) is product 0's
+in every product.
+
+A grouped problem (``groups``: the rows of each group, a mixture-of-experts layer's tokens per
+expert) is one product per group of its own rows of A and C against its own B (K x N): groups
+may be empty or of one row. Contiguous (``masked`` false): the groups' rows follow one another,
+M is their sum, and the kernel finds them through an offsets array (G + 1 prefix sums); masked:
+each group has a slot of M rows of which the first groups[g] count, the rest is never to be read
+or written. A, C0 and C are stacked by the groups' rows (the counted ones), B by group. Its `dtype` is a type for every operand
 (gemmcheck.contract.operand_types: ``"float16"``, or ``"f16f16f32"``, or a record with scale
 factors): A, B and C0 are made in their own types, and a kernel with scale factors gets them
 from ``scale_operands()`` (D = alpha (sA A)(sB B) + beta C0). With beta = 0 there is no C0 and the kernel must not read
@@ -45,13 +56,14 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import operand_types
+from gemmcheck.contract.epilogue import OUTPUT_SCALE as EPILOGUE_OUTPUT_SCALE
 from gemmcheck.phases import timed
 
 VALUE_KINDS = ("exact", "normal", "uniform", "wide", "special")
@@ -112,9 +124,12 @@ def exact_range(dtype, K: int, alpha=1, beta=0) -> int:
     is bounded by the input types' own range (127 for int8, 255 for uint8). A kernel that
     declares a saturating output conversion is bounded by its accumulator only: results past
     the output's range are judged as the largest finite value (and _exact makes one).
+
+    A fused epilogue's bias and residual (integers in [-r, r] too) are two more terms of
+    magnitude r, counted as beta is; relu and the output scale (1/2) only shrink a value.
     """
     types = operand_types.coerce(dtype)
-    alpha, beta = abs(_integer("alpha", alpha)), abs(_integer("beta", beta))
+    alpha, beta = abs(_integer("alpha", alpha)), abs(_integer("beta", beta)) + types.epilogue.added_terms
     if K < 0:
         raise ValueError(f"K={K} must be >= 0")
     acc, n = types.accumulator, len(types.scales)
@@ -181,6 +196,10 @@ class Problem:
     seed: int = 0
     alpha: float = 1
     beta: float = 0
+    batch: int = 1                  # products in one launch (a strided batch)
+    broadcast: str = ""             # the operands every product shares (stride 0): "", "A", "B"
+    groups: tuple = ()              # a grouped GEMM's rows per group (empty: not grouped)
+    masked: bool = False            # groups in slots of M rows, the rows past groups[g] masked
 
     def __post_init__(self):
         for name in ("M", "N", "K"):
@@ -190,6 +209,26 @@ class Problem:
                                  f"(0 is BLAS's empty problem: M or N = 0 computes nothing, K = 0 gives beta C0)")
         types = operand_types.coerce(self.dtype)
         object.__setattr__(self, "dtype", types.spelling)
+        if type(self.batch) is not int or self.batch < 1:
+            raise ValueError(f"Problem: batch={self.batch!r} must be an integer >= 1 (1: one product)")
+        if self.broadcast not in BROADCASTS:
+            raise ValueError(f"Problem: broadcast={self.broadcast!r}; choose from {', '.join(map(repr, BROADCASTS))}")
+        if self.groups or self.masked:
+            object.__setattr__(self, "groups", tuple(self.groups))
+            if not self.groups or any(type(g) is not int or g < 0 for g in self.groups):
+                raise ValueError(f"Problem: groups={self.groups!r} must be rows per group, integers >= 0, "
+                                 f"at least one group")
+            if self.masked and max(self.groups) > self.M:
+                raise ValueError(f"Problem: masked groups {self.groups!r} hold at most M={self.M} rows each")
+            if not self.masked and sum(self.groups) != self.M:
+                raise ValueError(f"Problem: groups {self.groups!r} of contiguous rows sum to {sum(self.groups)}, "
+                                 f"not M={self.M}; M is the total of the groups' rows")
+            if self.batch > 1 or types.scales or types.epilogue.spelling or self.values == "special":
+                raise ValueError(f"Problem: groups with a batch, scale factors, an epilogue or the special kind "
+                                 f"are not modelled; give groups alone")
+        if self.batch > 1 and (types.scales or types.epilogue.spelling):
+            raise ValueError(f"Problem: batch={self.batch} with scale factors or a fused epilogue ({types.spelling}) "
+                             f"is not modelled; use batch=1")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")
         if self.values == "special" and 0 in (self.M, self.N, self.K):
@@ -214,8 +253,26 @@ class Problem:
 
     @property
     def id(self) -> str:
-        """The shape, as test ids show it: ``M33xN17xK65``."""
-        return f"M{self.M}xN{self.N}xK{self.K}"
+        """The shape, as test ids show it: ``M33xN17xK65``, ``M33xN17xK65-batch3-broadcastB``."""
+        batch = f"-batch{self.batch}" if self.batch > 1 else ""
+        groups = ("-masked" if self.masked else "") + \
+            (f"-groups{'_'.join(map(str, self.groups))}" if self.groups else "")
+        return f"M{self.M}xN{self.N}xK{self.K}{batch}" + (f"-broadcast{self.broadcast}" if self.broadcast else "") \
+            + groups
+
+    def flops(self) -> int:
+        """Floating-point operations of the whole launch: 2 M N K per product, times batch; a
+        grouped problem's 2 N K per counted row, summed over its groups (what the performance
+        layer divides by the time)."""
+        if self.groups:
+            return 2 * sum(self.groups) * self.N * self.K
+        return 2 * self.M * self.N * self.K * self.batch
+
+    @property
+    def rows_per_product(self) -> tuple[int, ...]:
+        """The rows of A and C of each product, in the order they are stacked: M once, M per
+        product of a batch, each group's (counted) rows."""
+        return self.groups or (self.M,) * self.batch
 
     @property
     def scaled(self) -> bool:
@@ -232,6 +289,13 @@ class Problem:
         """Everything that makes the inputs: ``float16 normal M33xN17xK65 alpha 2 beta -1 seed 7``."""
         scaling = f" alpha {self.alpha:g} beta {self.beta:g}" if self.scaled else ""
         return f"{self.dtype} {self.values} {self.id}{scaling} seed {self.seed}"
+
+    @property
+    def batching(self) -> dict:
+        """How the harness lays the problem out: GuardedGemm's `batch`, `broadcast`, `groups` and
+        `masked` (a masked group's slot rows, M; 0 for contiguous groups)."""
+        return {"batch": self.batch, "broadcast": self.broadcast, "groups": self.groups,
+                "masked": self.M if self.masked else 0}
 
     @property
     def types(self) -> operand_types.OperandTypes:
@@ -252,8 +316,11 @@ class Problem:
 
     def __repr__(self) -> str:
         scaling = f", alpha={self.alpha!r}, beta={self.beta!r}" if self.scaled else ""
+        batch = (f", batch={self.batch}" if self.batch > 1 else "") + \
+            (f", broadcast={self.broadcast!r}" if self.broadcast else "") + \
+            (f", groups={self.groups!r}" if self.groups else "") + (", masked=True" if self.masked else "")
         return (f"Problem(M={self.M}, N={self.N}, K={self.K}, dtype={self.dtype!r}, "
-                f"values={self.values!r}, seed={self.seed}{scaling})")
+                f"values={self.values!r}, seed={self.seed}{scaling}{batch})")
 
     @timed("inputs")
     def operands(self) -> tuple[np.ndarray, ...]:
@@ -261,15 +328,33 @@ class Problem:
         in the dtype. One random stream per operand (C0 has its own fourth stream, so
         problems at (1, 0) keep the inputs they always had). A large problem's operands
         (SHARED_ELEMENTS) are made once and shared, read-only (_shared_operands)."""
-        if self.M * self.K + self.K * self.N >= SHARED_ELEMENTS:
+        if len(self.rows_per_product) * (self.M * self.K + self.K * self.N) >= SHARED_ELEMENTS:
             return _shared_operands(self)
         return self.make_operands()
 
     def make_operands(self) -> tuple[np.ndarray, ...]:
         """operands(), made afresh and writable, never shared (the performance suite's input
-        sets hold gigabytes of their own at N = 8192 and release them)."""
-        streams = [np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(4)]
+        sets hold gigabytes of their own at N = 8192 and release them). A batch's products each
+        from a seed sequence of their own ((seed, b); product 0's is the seed's), a broadcast
+        operand product 0's in all, stacked along the rows."""
+        if self.groups:
+            groups = [replace(self, M=rows, groups=(), masked=False)._product_operands(
+                np.random.SeedSequence([self.seed, g]), {}) for g, rows in enumerate(self.groups)]
+            return tuple(np.concatenate(parts) for parts in zip(*groups))
+        first = self._product_operands(np.random.SeedSequence(self.seed), {})
+        if self.batch == 1:
+            return first
+        shared = {name: X for name, X in zip("AB", first) if name in self.broadcast}
+        products = [first] + [self._product_operands(np.random.SeedSequence([self.seed, b]), shared)
+                              for b in range(1, self.batch)]
+        return tuple(np.concatenate(parts) for parts in zip(*products))
+
+    def _product_operands(self, sequence, shared: dict) -> tuple[np.ndarray, ...]:
+        """(A, B[, C0]) of one product from its seed sequence; `shared`: operands given (a
+        broadcast one), which C0 is then chosen against."""
+        streams = [np.random.default_rng(s) for s in sequence.spawn(4)]
         A, B = GENERATORS[_kind(self)](self, *streams[:3])
+        A, B = shared.get("A", A), shared.get("B", B)
         if not self.reads_C:
             return A, B
         return A, B, _initial_C(self, A, B, streams[3])
@@ -298,12 +383,38 @@ class Problem:
             out["scale_B"] = out["scale_A"].copy()   # (1/2, 2) or (2, 1/2): now (1/2, 1/2) or (2, 2)
         return out
 
+    def epilogue_operands(self) -> dict:
+        """A fused epilogue's inputs by role (none for a kernel without one): the bias (a vector
+        of M or N values, in its type), the residual (M x N, C's type), as float64 values of
+        their types, and the output scale (epilogue.OUTPUT_SCALE). Exact kinds: integers in
+        [-r, r] (exact_range counts them); random kinds: N(0, 1). Streams of their own (the
+        seventh and eighth), so A, B, C0 and the scale factors stay what they were."""
+        epilogue, types = self.types.epilogue, self.types
+        if not epilogue.roles:
+            return {}
+        if self.batch > 1:
+            raise ValueError(f"{self!r}: a fused epilogue with a batch is not modelled")
+        streams = np.random.SeedSequence(self.seed).spawn(8)
+        r = exact_range(types, self.K, self.alpha, self.beta) if self.exact else 0
+
+        def draw(stream, shape, d):
+            rng = np.random.default_rng(stream)
+            return _integers(rng, shape, r, d) if self.exact else dt.round_draws(rng.standard_normal(shape), d)
+        out = {}
+        if epilogue.bias:
+            out["bias"] = draw(streams[6], self.M if epilogue.bias == "row" else self.N, types.of("bias"))
+        if epilogue.residual:
+            out["residual"] = draw(streams[7], (self.M, self.N), types.of("residual"))
+        if epilogue.output_scale:
+            out["output_scale"] = EPILOGUE_OUTPUT_SCALE
+        return out
+
     def exact_product(self) -> np.ndarray:
         """The exact result alpha A @ B + beta C0 of the ``exact`` kind's integers, as int64."""
         if self.values != "exact":
             raise ValueError(f"{self!r}: exact_product is defined for values='exact' only")
         A, B, *C0 = self.operands()
-        P = int(self.alpha) * (A.astype(np.int64) @ B.astype(np.int64))
+        P = int(self.alpha) * stacked_matmul(A.astype(np.int64), B.astype(np.int64), self.rows_per_product)
         return P + int(self.beta) * C0[0].astype(np.int64) if C0 else P
 
     def expected_bits(self) -> np.ndarray:
@@ -312,6 +423,30 @@ class Problem:
         if types.scales:
             raise ValueError(f"{self!r}: expected_bits is defined for kernels without scale factors")
         return dt.to_bits(self.exact_product().astype(np.float64), types.D, saturate=types.saturate)
+
+
+BROADCASTS = ("", "A", "B")   # Problem.broadcast: no operand, or A or B shared by every product
+
+
+def stacked_matmul(A, B, rows: tuple[int, ...]):
+    """The products of a batch or of groups stacked along the rows (Problem's layout): A's rows
+    split by `rows` (each product's), B's into len(rows) equal blocks of K, product by product."""
+    if len(rows) == 1:
+        return A @ B
+    K = B.shape[0] // len(rows)
+    return np.concatenate([a @ B[p * K:(p + 1) * K] for p, a in enumerate(split_rows(A, rows))])
+
+
+def split_rows(X, rows: tuple[int, ...]) -> list:
+    """X's rows split into consecutive pieces of `rows` each (a stacked operand's products)."""
+    edges = np.cumsum((0, *rows))
+    return [X[edges[p]:edges[p + 1]] for p in range(len(rows))]
+
+
+def product_rows(X, b: int, batch: int):
+    """Product b's rows of a batch's stacked operand or output (batch equal pieces)."""
+    rows = X.shape[0] // batch
+    return X[b * rows:(b + 1) * rows]
 
 
 # A and B elements from which a problem's operands are shared: every kernel of a dtype is checked
@@ -393,7 +528,11 @@ def _wide(p: Problem, rng_a, rng_b, rng_extra):
 
 def special_values_missing(types) -> str | None:
     """Why the ``special`` kind cannot be made in these input types (None: it can): it puts
-    +-Inf and NaN in A and B."""
+    +-Inf and NaN in A and B (whose path through a fused epilogue's activation IEEE does not
+    fix: relu as fmaxf(x, 0) turns NaN into 0)."""
+    if types.epilogue.spelling:
+        return (f"a fused epilogue ({types.epilogue.describe()}): what its activation makes of NaN and Inf "
+                "is the kernel's choice; judged on the other kinds")
     missing = [d.name for d in (types.A, types.B) if not d.has_inf]
     if missing:
         return (f"{' and '.join(dict.fromkeys(missing))} hold no Inf (the special kind puts +-Inf and NaN in A "

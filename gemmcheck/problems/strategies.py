@@ -12,7 +12,9 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from gemmcheck.problems.problem import DEFAULT_SCALING, VALUE_KINDS, Problem
+from dataclasses import replace
+
+from gemmcheck.problems.problem import BROADCASTS, DEFAULT_SCALING, VALUE_KINDS, Problem
 
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 37, 61, 67, 97, 127, 131, 257, 509, 521, 1021, 1031, 2039, 4093, 4099)
 MAX_SEED = 2 ** 32 - 1
@@ -120,3 +122,46 @@ def problems(*, instance, values=VALUE_KINDS, min_dim: int = 1, max_dim: int,
         seeds(),
         st.sampled_from(tuple(scalings)),
     )
+
+
+def batched_problems(*, instance, values=VALUE_KINDS, min_dim: int = 1, max_dim: int, max_batch: int,
+                     scalings=(DEFAULT_SCALING,), broadcasts=BROADCASTS) -> st.SearchStrategy[Problem]:
+    """Return a strategy for strided-batched Problems `instance` declares it supports.
+
+    instance, values, min_dim, max_dim, scalings: as for `problems`.
+    max_batch: the largest product count (from 1).
+    broadcasts: the operands shared by every product (stride 0) to draw from ("", "A", "B").
+    Shrinks toward one product, no broadcast, and `problems`' small shapes.
+    """
+    _check_int("max_batch", max_batch)
+    if isinstance(broadcasts, str) or not broadcasts or any(b not in BROADCASTS for b in broadcasts):
+        raise InvalidArgument(f"broadcasts={broadcasts!r} must be a non-empty sequence of {BROADCASTS}")
+    return st.builds(lambda problem, batch, broadcast: replace(problem, batch=batch, broadcast=broadcast),
+                     problems(instance=instance, values=values, min_dim=min_dim, max_dim=max_dim,
+                              scalings=scalings),
+                     st.integers(1, max_batch), st.sampled_from(tuple(broadcasts)))
+
+
+def grouped_problems(*, instance, values=VALUE_KINDS, min_dim: int = 1, max_dim: int, max_groups: int,
+                     masked: bool = False) -> st.SearchStrategy[Problem]:
+    """Return a strategy for grouped Problems (a mixture-of-experts layer's groups) `instance`
+    declares it supports.
+
+    instance, values, min_dim, max_dim: as for `problems` (M: the total rows, or a masked slot's).
+    max_groups: the most groups (from 1); groups may be empty or of one row.
+    masked: slots of M rows each holding a group's count (else contiguous rows summing to M).
+    Shrinks toward one group holding every row and `problems`' small shapes.
+    """
+    _check_int("max_groups", max_groups)
+
+    def grouped(problem, data_sizes):
+        if masked:
+            sizes = tuple(min(s, problem.M) for s in data_sizes)
+        else:   # cut M's rows into len(data_sizes) groups at sorted points
+            cuts = sorted(min(s, problem.M) for s in data_sizes[1:])
+            edges = (0, *cuts, problem.M)
+            sizes = tuple(b - a for a, b in zip(edges, edges[1:]))
+        return replace(problem, groups=sizes, masked=masked)
+    return st.builds(grouped, problems(instance=instance, values=tuple(v for v in values if v != "special"),
+                                       min_dim=min_dim, max_dim=max_dim),
+                     st.lists(st.integers(0, max_dim), min_size=1, max_size=max_groups))

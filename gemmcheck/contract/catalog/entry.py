@@ -8,7 +8,7 @@ import re
 import string
 from pathlib import Path
 
-from gemmcheck.contract import cuda_source, launch, operand_types, parameters
+from gemmcheck.contract import cuda_source, epilogue, launch, operand_types, parameters
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract.catalog import hopper
 from gemmcheck.contract.catalog.instantiations import _check_instantiations, _geometry, _in_configs, _parameters
@@ -272,6 +272,18 @@ def _type_fields(entry, roles, fail) -> dict:
                 f"args lists {role}; say in scales.{operand} how they apply (\"tensor\", \"row\", \"col\" or "
                 "{ block = [1, 128] })"))
     out["scales"] = tuple(scales)
+    if "epilogue" in entry:
+        try:
+            out["epilogue"] = epilogue.from_table(entry["epilogue"])
+        except epilogue.EpilogueError as exc:
+            fail(f"epilogue: {exc}")
+    declared = out["epilogue"].roles if "epilogue" in out else ()
+    for role in epilogue.ROLES:
+        if (role in declared) != (role in roles):
+            fail(f"the role {role} and epilogue go together: " + (
+                f"epilogue declares it, but args lists no {role}" if role in declared else
+                f"args lists {role}; declare it in epilogue = {{ ... }} (bias = \"row\" or \"col\", residual = true, "
+                "output_scale = true)"))
     return out
 
 

@@ -111,7 +111,7 @@ def _check_instantiations(spec: KernelSpec, fail) -> None:
     """Every instantiation names only known symbols, and its block and shared memory fit a GPU."""
     for config, values in spec.assignments():
         where = f"{config or ', '.join(f'{k} {v}' for k, v in values.items())}"
-        known = {*values, *launch.DIMENSIONS}
+        known = {*values, *launch.GEOMETRY_NAMES}
         for what, exprs in (("grid", spec.geometry.grid), ("block", spec.geometry.block),
                             ("shared_bytes", (spec.geometry.shared_bytes,)),
                             ("shapes", (spec._scope,) if spec._scope else ())):
@@ -122,12 +122,12 @@ def _check_instantiations(spec: KernelSpec, fail) -> None:
                          f"{', '.join(expr.unknown(known))}")
                 if expr.unknown(known):
                     fail(f"{what}: {expr.text!r} names {', '.join(expr.unknown(known))}, which is not "
-                         f"M, N, K or a parameter ({', '.join(sorted(values))}) at {where}")
+                         f"M, N, K, batch, groups or a parameter ({', '.join(sorted(values))}) at {where}")
         try:
-            block = spec.geometry.block_dims({**values, "M": 1, "N": 1, "K": 1}) \
-                if not spec.geometry.block[0].names & set(launch.DIMENSIONS) else None
-            shared = spec.geometry.shared_bytes.integer({**values, "M": 1, "N": 1, "K": 1}) \
-                if not spec.geometry.shared_bytes.names & set(launch.DIMENSIONS) else 0
+            block = spec.geometry.block_dims({**values, "M": 1, "N": 1, "K": 1, "batch": 1, "groups": 1}) \
+                if not spec.geometry.block[0].names & set(launch.GEOMETRY_NAMES) else None
+            shared = spec.geometry.shared_bytes.integer({**values, "M": 1, "N": 1, "K": 1, "batch": 1, "groups": 1}) \
+                if not spec.geometry.shared_bytes.names & set(launch.GEOMETRY_NAMES) else 0
         except launch.ExpressionError as exc:
             fail(f"at {where}: {exc}")
         if block is not None:

@@ -55,6 +55,7 @@ class KernelSpec:
     accumulator: str | None = None        # the accumulator's type for every dtype (None: each one's own)
     scalar: str | None = None             # the type of alpha and beta (None: the accumulator's)
     scales: tuple = ()                    # operand_types.Scale of A and/or B
+    epilogue: object = None               # gemmcheck.contract.epilogue.Epilogue (None: none)
     tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C" -> tensor_map.TensorMapSpec
     cluster: tuple | None = None          # thread-block cluster dimensions: expressions, x first
     arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
@@ -79,7 +80,8 @@ class KernelSpec:
         set_("_scope", None if self.shapes in SHAPES else launch.Expression(self.shapes))
         # every operand's type, per dtypes entry: resolved once, read by everything downstream
         set_("types", {name: operand_types.resolve(name, accumulator=self.accumulator, scalar=self.scalar,
-                                                   scales=self.scales, saturate=self.saturates_output)
+                                                   scales=self.scales, saturate=self.saturates_output,
+                                                   **({"epilogue": self.epilogue} if self.epilogue else {}))
                        for name in self.dtypes})
         if self.geometry.shared_bytes.text.strip() != "0" or self.unsimulated_features:
             set_("gpu_only", True)   # cpu-sim models neither dynamic (extern) shared memory nor Hopper's TMA
@@ -277,9 +279,21 @@ class Instance:
     def supports(self, M: int, N: int, K: int) -> bool:
         return self.spec.supports(M, N, K, params=self.params)
 
-    def launch_shape(self, M: int, N: int, K: int):
-        """(grid, block) for a problem, from the kernel's geometry."""
-        grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K})
+    @property
+    def grouped(self) -> str:
+        """"contiguous" or "masked" for a grouped GEMM (it takes group_offsets or group_counts), else ""."""
+        roles = self.spec.roles
+        return "contiguous" if "group_offsets" in roles else "masked" if "group_counts" in roles else ""
+
+    @property
+    def batched(self) -> bool:
+        """Whether the kernel runs a strided batch of products in one launch (takes `batch`)."""
+        return "batch" in self.spec.roles
+
+    def launch_shape(self, M: int, N: int, K: int, batch: int = 1, groups: int = 1):
+        """(grid, block) for a problem (of `batch` products, or `groups`), from the kernel's geometry."""
+        grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K, "batch": batch,
+                                                      "groups": groups})
         return grid, block
 
 

@@ -49,6 +49,7 @@ _FIELDS = {
     "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs", "include_dirs", "defines",
     "tensor_maps", "cluster", "arch", "compiler", "sources", "accumulator", "scalar", "scales",
     *("reads_c_at_beta_zero", "deterministic", "saturates_output", "d_aliases_c"),   # declared conventions (CONVENTIONS)
+    "epilogue",                                    # a fused epilogue (gemmcheck.contract.epilogue)
     "resources",                                   # a claim on ptxas's report (RESOURCE_CLAIMS)
 }
 # Conventions a kernel may declare, each a boolean field with its default (BLAS's rule) and

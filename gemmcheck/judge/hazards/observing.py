@@ -66,16 +66,17 @@ def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: 
     (wrong_values); in the hazards suite alone the first was right and the second differed,
     read as a race (H200, the nightly's hazards suite on its own)."""
     A, B = operands(problem)
+    batching = problem.batching
     obs = Observation(instance, problem, purpose)
     if prime:   # buffers of its own: what the launch does to A and B stays out of the observation
-        GuardedGemm(backend, instance, A, B).run()
-    gemms = {"runs": GuardedGemm(backend, instance, A, B)}
+        GuardedGemm(backend, instance, A, B, **batching).run()
+    gemms = {"runs": GuardedGemm(backend, instance, A, B, **batching)}
     if control:
-        gemms["control"] = GuardedGemm(backend, instance, A, B, guard_bits=CONTROL_GUARD_BITS)
+        gemms["control"] = GuardedGemm(backend, instance, A, B, **batching, guard_bits=CONTROL_GUARD_BITS)
     for kind in launch_order(repeats, control):
         getattr(obs, kind).append(gemms[kind].run())
     if watches_c_reads(instance, purpose):
-        obs.finite_c.append(GuardedGemm(backend, instance, A, B, c_fill="finite").run())
+        obs.finite_c.append(GuardedGemm(backend, instance, A, B, **batching, c_fill="finite").run())
     return obs
 
 
@@ -113,12 +114,13 @@ def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats:
     from gemmcheck import backends
 
     A, B = operands(problem)
+    batching = problem.batching
     obs = Observation(instance, problem, purpose)
     with backend.using_schedules(schedules):
         for kind in launch_order(repeats, control):
             kw = {"guard_bits": CONTROL_GUARD_BITS} if kind == "control" else {}
             try:
-                run = GuardedGemm(backend, instance, A, B, **kw).run()
+                run = GuardedGemm(backend, instance, A, B, **batching, **kw).run()
             except (backends.KernelLaunchError, backends.KernelCompileError) as exc:
                 report = backend.last_launch_report
                 if report is not None and not isinstance(exc, backends.KernelCompileError):
@@ -128,9 +130,10 @@ def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats:
             obs.reports.append(backend.last_launch_report)
             getattr(obs, kind).append(run)
         if watches_c_reads(instance, purpose):
-            obs.finite_c.append(GuardedGemm(backend, instance, A, B, c_fill="finite").run())
+            obs.finite_c.append(GuardedGemm(backend, instance, A, B, **batching, c_fill="finite").run())
     if address_check and backends.offers(backend, backends.ChecksAddresses):
-        obs.address = backend.address_check(instance, A, B)
+        obs.address = backend.address_check(instance, A, B, batch=problem.batch, groups=problem.groups,
+                                            masked=problem.M if problem.masked else 0)
     return obs
 
 

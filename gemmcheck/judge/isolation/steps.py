@@ -32,6 +32,13 @@ class Step:
     # One plain launch (harness.plain_launch), watched only for a crash or a hang; nothing
     # comes back (the isolated probe at the performance suite's sizes)
     plain: bool = False
+    batch: int = 1              # a strided batch's products (Problem.batch)
+    broadcast: str = ""
+    groups: tuple = ()          # a grouped GEMM's rows per group (Problem.groups)
+    masked: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "groups", tuple(self.groups))   # a list, as JSON gives it back
 
     @property
     def instance_key(self) -> tuple:
@@ -47,7 +54,7 @@ class Step:
     def of(cls, id, instance, problem, *, purpose="", repeats=2, control=True, plain=False) -> "Step":
         step = cls(id, str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile,
                    problem.M, problem.N, problem.K, problem.seed, purpose, repeats, control, instance.config,
-                   plain)
+                   plain, problem.batch, problem.broadcast, problem.groups, problem.masked)
         _SPECS.setdefault((step.catalog, step.kernel), instance.spec)   # see _spec
         return step
 
@@ -55,7 +62,8 @@ class Step:
     def problem(self):
         from gemmcheck.problems.problem import Problem
 
-        return Problem(self.M, self.N, self.K, _instance(self).types, "exact", self.seed)
+        return Problem(self.M, self.N, self.K, _instance(self).types, "exact", self.seed,
+                       batch=self.batch, broadcast=self.broadcast, groups=tuple(self.groups), masked=self.masked)
 
 
 @dataclass

@@ -102,10 +102,11 @@ def gamma(K: int, u: float) -> float:
     return K * u / (1 - K * u)
 
 
-def roundings(K: int, alpha=1, beta=0, scaled: int = 0) -> int:
+def roundings(K: int, alpha=1, beta=0, scaled: int = 0, added: int = 0) -> int:
     """n: the most roundings any term of alpha (sA A)(sB B) + beta C0 goes through (see above);
-    `scaled`: how many of A and B carry scale factors."""
-    return K + (alpha != 1) + (beta != 0) + scaled
+    `scaled`: how many of A and B carry scale factors; `added`: terms added after (a fused
+    epilogue's bias: one more addition on every term's path)."""
+    return K + (alpha != 1) + (beta != 0) + scaled + added
 
 
 def output_roundoff(types) -> tuple[float, float]:
@@ -139,6 +140,7 @@ class Bound:
     accumulator: str = "float32"
     scaled: int = 0                  # how many of A and B carry scale factors
     u_in: float = 0.0                # the larger input conversion's roundoff (tf32), 0 for none
+    added: int = 0                   # terms added after the sum (a fused epilogue's bias)
 
     @classmethod
     def for_types(cls, types, K: int, alpha=1, beta=0) -> "Bound":
@@ -147,11 +149,12 @@ class Bound:
         u_acc = types.accumulator.unit_roundoff
         u_out, eta_out = output_roundoff(types)
         scaled = len(types.scales)
-        n = roundings(K, alpha, beta, scaled)
+        added = bool(types.epilogue.bias)
+        n = roundings(K, alpha, beta, scaled, added)
         u_a, u_b = types.A.conversion_roundoff, types.B.conversion_roundoff
         gamma_acc = (1 + gamma(n, u_acc)) * (1 + u_a) * (1 + u_b) - 1 if (u_a or u_b) else gamma(n, u_acc)
         return cls(K, types.name, u_acc, u_out, eta_out, gamma_acc, gamma(n, U64), alpha, beta,
-                   types.accumulator.name, scaled, max(u_a, u_b))
+                   types.accumulator.name, scaled, max(u_a, u_b), added)
 
     for_dtype = for_types   # a one-type kernel's DType resolves to its record
 
@@ -175,15 +178,25 @@ class Bound:
                f"eta_out = {self.eta_out:.3g}" if self.u_out else f"u_out = 0 (accumulates in {acc})")
         extra = (f", {self.scaled} scaled operand(s)" if self.scaled else "") + \
             (f", inputs converted with u_in = 2^{math.log2(self.u_in):.0f}" if self.u_in else "")
-        if (self.alpha, self.beta) == (1, 0) and not self.scaled:
+        if (self.alpha, self.beta) == (1, 0) and not self.scaled and not self.added:
             return (f"|C - C_ref| <= (gamma_K(u_acc) + gamma_K(u_64))(1 + u_out)/(1 - gamma_K(u_64)) (|A||B|) "
                     f"+ u_out |C_ref| + eta_out; K = {self.K}, u_acc = {u_acc} ({acc}), "
                     f"gamma_K(u_acc) = {self.gamma_acc:.3g}, {out}{extra}")
-        n = roundings(self.K, self.alpha, self.beta, self.scaled)
+        n = roundings(self.K, self.alpha, self.beta, self.scaled, self.added)
         return (f"|C - C_ref| <= (gamma_n(u_acc) + gamma_n(u_64))(1 + u_out)/(1 - gamma_n(u_64)) "
                 f"(|alpha||A||B| + |beta||C0|) + u_out |C_ref| + eta_out; alpha = {self.alpha:g}, "
                 f"beta = {self.beta:g}, K = {self.K}, n = {n}, u_acc = {u_acc} ({acc}), "
                 f"gamma_n(u_acc) = {self.gamma_acc:.3g}, {out}{extra}")
+
+
+def epilogue_bound(b: Bound, epilogue, values: dict, Q_hat, z_ref, out_ref, xp):
+    """The bound of a fused epilogue's D (gemmcheck.contract.epilogue): |z - z_ref| <= the
+    coefficient times Q_hat (Q_hat with |bias| in it, z = alpha A B + beta C + bias), carried
+    through the activation, residual add and output scale (Epilogue.propagate, with the float64
+    reference's own evaluation error as a few u_64 more), then D's own rounding."""
+    error_z = b.coefficient * Q_hat
+    before_store = epilogue.propagate(error_z, z_ref, values, b.u_acc + 4 * U64)
+    return (before_store + b.u_out * (xp.abs(out_ref) + before_store) + b.eta_out) * (1 + 8 * U64)
 
 
 def bound_ratio(xp, got, ref, absprod, dtype, K: int, alpha=1, beta=0, abs_C0=None):

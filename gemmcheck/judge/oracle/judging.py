@@ -19,22 +19,29 @@ correct result can hold them: ``judge`` checks the premise (exact: the
 expected bits differ from C0's and not both are zeros; bound: |C_ref - C0|
 exceeds the bound) and raises UnchangedElements otherwise
 (gemmcheck.problems.problem chooses C0 so that it holds).
+
+A strided batch's run (Run.batch > 1), or a grouped GEMM's (Run.groups), is judged product by
+product, each exactly as one product is (its own premise, reference and bound: K terms, never
+batch K), each finding naming its batch or group; what the launch changed outside the output (a
+gap between two products' matrices, a masked group's rows, included) is reported once.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.judge.oracle.bound import Bound, _ratio
-from gemmcheck.judge.oracle.exactness import _scaled, exact_reference
+from gemmcheck.judge.oracle.bound import Bound, _ratio, epilogue_bound
+from gemmcheck.judge.oracle.exactness import InexactProblem, _scaled, exact_reference
 from gemmcheck.judge.oracle.judgement import Judgement, _tile_of, reproduction
 from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
 from gemmcheck.phases import timed
 from gemmcheck.problems.harness import never_written
-from gemmcheck.problems.problem import scaled_operands
+from gemmcheck.problems.problem import scaled_operands, split_rows
 from gemmcheck.verdict import Defect, Finding
 
 
@@ -69,6 +76,9 @@ def reference_of(run, A: np.ndarray, B: np.ndarray):
     """exact_reference of the problem `run` was launched on (its alpha, beta, C0 and scale
     factors), for judge(reference=) when many runs of that problem are judged; on the array
     module judge uses for that shape (gemmcheck.arrays.module_for)."""
+    if _products(run):
+        return np.concatenate([arrays.to_host(reference_of(product_run(run, p), *operands))
+                               for p, operands in enumerate(_product_operands(run, A, B))])
     alpha, beta, C0 = _scaling(run)
     types = run.instance.types
     xp = arrays.module_for(run.M, run.N, run.K)
@@ -91,7 +101,11 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     of one problem (the kill matrix's repeated launches): computed once, not per run.
     Large problems are judged on the GPU when the session's backend is the GPU (the same
     judgement: gemmcheck.arrays); the Judgement's arrays are numpy either way.
+    A strided batch's run: A, B (and `reference`) its products' stacked by rows, judged product
+    by product (_judge_batch).
     """
+    if _products(run):
+        return _judge_products(run, A, B, exact=exact, problem=problem, reference=reference)
     inst = run.instance
     alpha, beta, C0 = _scaling(run)
     types = inst.types            # every operand's type, read once: the rest reads this record
@@ -117,6 +131,13 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         raise ValueError(f"{inst.id}: the run has no {', '.join(missing)}; the kernel takes scale factors")
     label = getattr(problem, "label", None) or (str(problem) if problem is not None else f"M{M}xN{N}xK{K} {types.name}")
     A, B, unscaled = _multiplied(run, types, A, B)
+    epilogue, epilogue_values = types.epilogue, getattr(run, "epilogue", {})
+    missing = [role for role in epilogue.roles if role not in epilogue_values]
+    if missing:
+        raise ValueError(f"{inst.id}: the run has no {', '.join(missing)}; the kernel fuses an epilogue")
+    # an activation whose value is not exact in floating point: the exact kinds' inputs judged by the bound
+    exact = exact and not epilogue.transcendental
+    fused = f"; {epilogue.describe()}" if epilogue.spelling else ""
 
     C_bits = xp.asarray(run.C_bits)
     C = dt.from_bits(C_bits, out).astype(xp.float64)
@@ -128,17 +149,25 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     scaled = " with its scale factors" if types.scales else ""
     if exact:
         ref = exact_reference(A, B, types, alpha, beta, C0, unscaled) if reference is None else xp.asarray(reference)
+        ref = _fused(ref, epilogue, epilogue_values, types, inst)
         bound = xp.zeros((M, N))
         saturating = ", saturated to its finite range" if types.saturate else ""
         bound_text = (f"exact: the exact result{scaling}{scaled} rounded once to {out.name}{saturating}, bit for "
-                      f"bit (+0.0 and -0.0 equal), every partial sum exact in {types.accumulator.name}")
+                      f"bit (+0.0 and -0.0 equal), every partial sum exact in {types.accumulator.name}{fused}")
     else:
         b = Bound.for_types(types, K, alpha, beta)
         finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
         ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
-        bound = b.evaluate(b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B),
-                                       None if C0 is None else xp.abs(C0)), ref, xp)
-        bound_text = b.describe()
+        Q_hat = b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B), None if C0 is None else xp.abs(C0))
+        if epilogue.spelling:
+            z_ref = epilogue.pre_activation(ref, epilogue_values)
+            Q_hat = Q_hat + xp.abs(z_ref - ref)   # |bias|, along its axis
+            ref = epilogue.apply(ref, epilogue_values)
+            bound = epilogue_bound(b, epilogue, epilogue_values, Q_hat, z_ref, ref, xp)
+        else:
+            bound = b.evaluate(Q_hat, ref, xp)
+        bound_text = b.describe() + (f"{fused}: the activation's Lipschitz constant and its own evaluation error "
+                                     f"counted (gemmcheck.contract.epilogue)" if fused else "")
     if exact:
         # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer, or
         # NaN in a type without Inf (float8_e4m3fn), or the largest finite value when the
@@ -245,6 +274,64 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
                      float(error_map.max()) if error_map.size else 0.0, host(error_map),
                      host(C), host(expected), host(bound), host(failing), host(unwritten),
                      reproduction(problem), run)
+
+
+def _fused(ref, epilogue, values: dict, types, inst):
+    """The exact reference with a fused epilogue applied (no transcendental activation: every
+    step exact, checked: the bias and residual sums stay exact in the accumulator)."""
+    if not epilogue.spelling:
+        return ref
+    xp = arrays.module_of(ref)
+    z = epilogue.pre_activation(ref, values)
+    largest = float(xp.abs(z).max()) + (float(xp.abs(xp.asarray(values["residual"])).max()) if epilogue.residual
+                                         else 0.0) if z.size else 0.0
+    if largest > types.accumulator.exact_limit:
+        raise InexactProblem(f"{inst.id}: the epilogue's sums reach {largest:g}, past what "
+                             f"{types.accumulator.name} holds exactly; use exact=False")
+    return epilogue.apply(ref, values)
+
+
+def _products(run) -> bool:
+    """Whether `run` launched several products (a strided batch, groups), judged one by one."""
+    products = getattr(run, "products", None)
+    return products is not None and products[0] != ""
+
+
+def product_run(run, p: int):
+    """Product p of a batch's or groups' run as a run of one product: its rows of the output, of
+    unwritten and of C0; nothing outside the output (the whole run reports that once)."""
+    rows = run.products[1]
+
+    def part(X):
+        return None if X is None else split_rows(X, rows)[p]
+    return replace(run, M=rows[p], C_bits=part(run.C_bits), unwritten=part(run.unwritten), C0=part(run.C0),
+                   guard_damage={}, inputs_changed={}, batch=1, groups=())
+
+
+def _product_operands(run, A, B) -> list[tuple]:
+    """Each product's (A, B): A's rows split as the run's products, B in equal blocks of K."""
+    rows = run.products[1]
+    return list(zip(split_rows(A, rows), split_rows(B, (B.shape[0] // len(rows),) * len(rows))))
+
+
+def _judge_products(run, A, B, *, exact: bool, problem, reference) -> Judgement:
+    """One Judgement of a batch's or groups' products, each judged on its own (an empty group
+    has nothing to judge): findings named by batch or group index, the arrays stacked by rows,
+    what changed outside the output once."""
+    word, rows = run.products
+    parts = [judge(product_run(run, p), *operands, exact=exact, problem=problem,
+                   reference=None if reference is None else split_rows(reference, rows)[p])
+             for p, operands in enumerate(_product_operands(run, A, B))]
+    findings = [replace(f, summary=f"{word} {p}: {f.summary}", details={**f.details, word: p})
+                for p, part in enumerate(parts) for f in part.findings]
+    findings += outside_the_output(run)
+
+    def stacked(name):
+        return np.concatenate([getattr(part, name) for part in parts])
+    first = parts[0]
+    return Judgement(run.instance, first.problem, sum(rows), run.N, run.K, exact, first.bound_text, findings,
+                     max(part.ratio for part in parts), stacked("error_map"), stacked("C"), stacked("expected"),
+                     stacked("bound"), stacked("failing"), stacked("unwritten"), first.reproduction, run)
 
 
 def _check_every_element_changes(inst, d: dt.DType, C0, ref, bound, finite_e, want) -> None:

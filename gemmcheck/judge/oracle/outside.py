@@ -16,7 +16,7 @@ from gemmcheck.verdict.detectors import Detector
 def out_of_bounds_write(guard_damage: dict[str, int]) -> list[Finding]:
     """OUT_OF_BOUNDS_WRITE when a guard band (or padding) of A, B or C changed."""
     return _counted(Defect.OUT_OF_BOUNDS_WRITE, Detector.GUARD_BANDS, "guard_damage", guard_damage,
-                    "the kernel wrote outside its output: ", "{n} in {name}'s guards")
+                    "the kernel wrote outside its output: ", "{n} in {name}'s guards{place}")
 
 
 def input_mutation(inputs_changed: dict[str, int]) -> list[Finding]:
@@ -31,7 +31,10 @@ def _counted(defect: Defect, detector: Detector, key: str, counts: dict[str, int
     hit = {name: n for name, n in sorted(counts.items()) if n}
     if not hit:
         return []
-    text = ", ".join(each.format(n=n, name=name) for name, n in hit.items())
+    # a strided batch's gap is named "C, between batch 0 and batch 1" (harness.gap_name)
+    text = ", ".join(each.format(n=n, name=name.split(", ")[0],
+                                 place=" " + name.split(", ", 1)[1] if ", " in name else "")
+                     for name, n in hit.items())
     return [Finding(defect, detector, head + text, sum(hit.values()), None, {key: hit})]
 
 

@@ -1,0 +1,88 @@
+// Strided-batched GEMM, the way it is usually published: cuBLAS's gemmStridedBatched argument
+// order (sizes, alpha, each operand with its batch stride, beta, C, the batch count), one
+// TILE x TILE block per output tile of one product, the product's index from blockIdx.z.
+//
+//   C_b = alpha * A_b * B_b + beta * C_b,  X_b = X + b * strideX,  b = 0 .. batch - 1
+//
+// Row-major and tight within a product (lda = K, ldb = N, ldc = N); a stride of 0 gives every
+// product the same matrix (a broadcast). C is read only when beta != 0 (BLAS).
+// Launch: grid (ceil(N / TILE), ceil(M / TILE), batch), block (TILE, TILE).
+
+#include <cuda_fp16.h>
+
+template <typename T> struct accumulator { using type = T; };
+template <> struct accumulator<__half> { using type = float; };
+
+// One product's tile: the hardened tiled kernel (zero-filled guarded loads, guarded store).
+template <typename T, int TILE>
+__device__ __forceinline__ void gemm_tile(int row, int col, int M, int N, int K, T alpha,
+                                          const T *A, const T *B, T beta, T *C)
+{
+    using acc_t = typename accumulator<T>::type;
+    __shared__ T As[TILE][TILE];
+    __shared__ T Bs[TILE][TILE];
+    acc_t sum = acc_t(0);
+    for (int t = 0; t < (K + TILE - 1) / TILE; t++)
+    {
+        int aCol = t * TILE + threadIdx.x;
+        int bRow = t * TILE + threadIdx.y;
+        As[threadIdx.y][threadIdx.x] = (row < M && aCol < K) ? A[row * K + aCol] : T(0.0f);
+        Bs[threadIdx.y][threadIdx.x] = (bRow < K && col < N) ? B[bRow * N + col] : T(0.0f);
+        __syncthreads();
+        for (int k = 0; k < TILE; k++)
+            sum += acc_t(As[threadIdx.y][k]) * acc_t(Bs[k][threadIdx.x]);
+        __syncthreads();
+    }
+    if (row < M && col < N)
+    {
+        acc_t out = acc_t(alpha) * sum;
+        if (acc_t(beta) != acc_t(0))
+            out += acc_t(beta) * acc_t(C[row * N + col]);
+        C[row * N + col] = T(out);
+    }
+}
+
+template <typename T, int TILE>
+__global__ void gemm_strided_batched(int M, int N, int K, T alpha,
+                                     const T *A, long long strideA,
+                                     const T *B, long long strideB, T beta,
+                                     T *C, long long strideC, int batch)
+{
+    int b = blockIdx.z;
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    gemm_tile<T, TILE>(row, col, M, N, K, alpha, A + b * strideA, B + b * strideB, beta, C + b * strideC);
+}
+
+// Broken twin: C's product offset computed as if the products were packed (b * M * N), ignoring
+// strideC. Right at batch 1 and wherever the caller's C is packed; with a padded stride,
+// product b writes short of its place, into the space after product b - 1.
+template <typename T, int TILE>
+__global__ void broken_batched_c_stride_packed(int M, int N, int K, T alpha,
+                                               const T *A, long long strideA,
+                                               const T *B, long long strideB, T beta,
+                                               T *C, long long strideC, int batch)
+{
+    int b = blockIdx.z;
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    gemm_tile<T, TILE>(row, col, M, N, K, alpha, A + b * strideA, B + b * strideB, beta,
+                       C + (long long)b * M * N);
+}
+
+// Broken twin: the product's index read from blockIdx.x (and the column tile from blockIdx.z),
+// guarded as published kernels guard it (b < batch). Right where the grid's x and z extents
+// agree; elsewhere products past ceil(N / TILE), or columns past batch * TILE, are never written.
+template <typename T, int TILE>
+__global__ void broken_batched_index_from_x(int M, int N, int K, T alpha,
+                                            const T *A, long long strideA,
+                                            const T *B, long long strideB, T beta,
+                                            T *C, long long strideC, int batch)
+{
+    int b = blockIdx.x;
+    if (b >= batch)
+        return;
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.z * TILE + threadIdx.x;
+    gemm_tile<T, TILE>(row, col, M, N, K, alpha, A + b * strideA, B + b * strideB, beta, C + b * strideC);
+}

@@ -1,0 +1,87 @@
+"""Strided batches: problems, guarded layout, per-product judging, and the twins caught (cpu-sim)."""
+
+import numpy as np
+import pytest
+
+from gemmcheck.judge.oracle import judge
+from gemmcheck.problems.harness import GuardedGemm, run_problem
+from gemmcheck.problems.problem import Problem, product_rows, stacked_matmul
+from gemmcheck.verdict import Defect
+from simulator import first_instances, simulator
+
+CATALOG = "examples/batched/catalog.toml"
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return first_instances(CATALOG)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    with simulator() as running:
+        yield running
+
+
+def test_product_zero_of_a_batch_is_the_unbatched_problem_and_the_others_differ():
+    one = Problem(5, 6, 7, "float32", "exact", 3).operands()
+    batch = Problem(5, 6, 7, "float32", "exact", 3, batch=3).operands()
+    for X, Xs in zip(one, batch):
+        assert np.array_equal(product_rows(Xs, 0, 3), X)
+        assert not np.array_equal(product_rows(Xs, 1, 3), X)
+
+
+def test_a_broadcast_operand_is_product_zeros_in_every_product_and_c0_still_changes():
+    A, B, C0 = Problem(5, 6, 7, "float32", "exact", 3, alpha=2, beta=-1, batch=4, broadcast="B").operands()
+    assert all(np.array_equal(product_rows(B, b, 4), product_rows(B, 0, 4)) for b in range(4))
+    assert not np.array_equal(product_rows(A, 1, 4), product_rows(A, 0, 4))
+    assert (2 * stacked_matmul(A, B, (5,) * 4) - C0 != C0).all()
+
+
+def test_flops_count_every_product():
+    assert Problem(4, 5, 6, "float32", batch=7).flops() == 2 * 4 * 5 * 6 * 7
+
+
+@pytest.mark.parametrize("bad", [dict(batch=0), dict(batch=2, broadcast="C")])
+def test_a_bad_batch_is_refused_naming_the_field(bad):
+    with pytest.raises(ValueError, match="batch|broadcast"):
+        Problem(4, 4, 4, "float32", **bad)
+
+
+def test_strides_leave_a_guard_band_between_products_and_zero_for_a_broadcast(kernels, backend):
+    instance = kernels["gemm_strided_batched"]
+    problem = Problem(5, 6, 7, "float32", "exact", 1, batch=3, broadcast="A")
+    gemm = GuardedGemm.for_problem(backend, instance, problem)
+    values = gemm.role_values()
+    assert values["batch"] == 3 and values["stride_A"] == 0
+    assert values["stride_B"] == 7 * 6 + gemm.B.guard and values["stride_C"] == 5 * 6 + gemm.C.guard
+    assert gemm.grid[2] == 3
+    assert (gemm.C.guard_cells(gemm.C.bits) == gemm.C.bits[0]).all()   # bands and gaps: the guard pattern
+
+
+def test_a_correct_batched_kernel_is_right_in_every_product(kernels, backend):
+    problem = Problem(9, 7, 13, "float32", "exact", 2, batch=3)
+    judgement = judge(run_problem(backend, kernels["gemm_strided_batched"], problem), *problem.operands()[:2],
+                      exact=True, problem=problem)
+    assert judgement.ok, judgement.message()
+    assert judgement.C.shape == (27, 7)
+
+
+def test_a_product_written_into_the_gap_is_an_out_of_bounds_write_naming_both_batches(kernels, backend):
+    problem = Problem(9, 7, 13, "float32", "exact", 2, batch=3)
+    judgement = judge(run_problem(backend, kernels["broken_batched_c_stride_packed"], problem),
+                      *problem.operands()[:2], exact=True, problem=problem)
+    oob = [f for f in judgement.findings if f.defect == Defect.OUT_OF_BOUNDS_WRITE]
+    assert oob and "C's guards between batch 0 and batch 1" in oob[0].summary, judgement.message()
+    assert any(f.summary.startswith("batch 2: ") and f.details["batch"] == 2 for f in judgement.findings)
+    # batch 1 (one product, the strides of one matrix) hides the defect: what the batched problems are for
+    one = Problem(9, 7, 13, "float32", "exact", 2)
+    assert judge(run_problem(backend, kernels["broken_batched_c_stride_packed"], one), *one.operands()[:2],
+                 exact=True, problem=one).ok
+
+
+def test_a_product_never_launched_is_unwritten_in_its_batch(kernels, backend):
+    problem = Problem(33, 17, 20, "float32", "exact", 2, batch=3)   # grid x 2: product 2 never runs
+    judgement = judge(run_problem(backend, kernels["broken_batched_index_from_x"], problem),
+                      *problem.operands()[:2], exact=True, problem=problem)
+    assert [(f.defect, f.details["batch"]) for f in judgement.findings] == [(Defect.UNWRITTEN_OUTPUT, 2)]
