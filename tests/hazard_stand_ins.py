@@ -206,6 +206,34 @@ def unbuildable_backend():
     return NumpyBackend({"good": correct_product, "unbuildable": does_not_build})
 
 
+class DeadlineBackend(NumpyBackend):
+    """Stops a launch that outlives hang_timeout_s (KernelHang), as the GPU backend's wait does."""
+
+    def launch(self, instance, launch):
+        from gemmcheck.backends import KernelHang
+
+        start = time.monotonic()
+        super().launch(instance, launch)
+        if time.monotonic() - start > self.hang_timeout_s:
+            raise KernelHang(f"{instance.id}: did not finish within {self.hang_timeout_s:g} s")
+
+
+def takes_half_a_second(instance, grid, block, A, B, C, M, N, K):
+    """A correct kernel whose launch is slow (as any launch is under a compute-sanitizer tool)."""
+    time.sleep(0.5)
+    correct_product(instance, grid, block, A, B, C, M, N, K)
+
+
+def takes_three_seconds(instance, grid, block, A, B, C, M, N, K):
+    time.sleep(3)
+
+
+def deadline_backend():
+    """`shared` is a slow correct kernel and `stuck` one that outlives any timeout a test gives,
+    timed as the GPU backend times a launch."""
+    return DeadlineBackend({"shared": takes_half_a_second, "stuck": takes_three_seconds})
+
+
 def shared_backend():
     """Two catalog kernels over one function (`shared`), as the sanitizer run test needs."""
     return NumpyBackend({"shared": correct_product})

@@ -283,15 +283,16 @@ def test_draft_names_a_header_it_cannot_open_and_takes_include_dirs(tmp_path):
 
 def test_durations_follow_the_output_options(tmp_path):
     # (before: every run wrote reports/durations.json under the rootdir, whatever the options said)
+    # (The default file is read beside this run's own reports, not the repository's: other
+    # tests running the suites at the same time under xdist write the repository's.)
     beside = tmp_path / "reports" / "durations.json"
     mine = tmp_path / "mine.json"
-    shared = ROOT / "reports" / "durations.json"
-    before = shared.stat().st_mtime_ns if shared.exists() else None
     out = run_suites(tmp_path, "cstdint", "suites/compile")
     assert out.returncode == 0 and "suites/compile/test_resources.py" in "".join(json.loads(beside.read_text())["durations"])
+    before = beside.stat().st_mtime_ns
     out = run_suites(tmp_path, "cstdint", "suites/compile", f"--gemm-durations={mine}")
     assert out.returncode == 0 and json.loads(mine.read_text())["durations"]
-    assert (shared.stat().st_mtime_ns if shared.exists() else None) == before
+    assert beside.stat().st_mtime_ns == before
     bad = run_suites(tmp_path, "cstdint", "suites/compile", "--gemm-durations=/proc/nope/d.json")
     assert bad.returncode == 4 and said(bad)[0] == ("ERROR: --gemm-durations /proc/nope/d.json: cannot write "
                                                     "there (No such file or directory); give a writable path")

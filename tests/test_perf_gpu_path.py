@@ -287,6 +287,25 @@ def test_under_the_convention_an_unwritten_element_is_still_refused(timer_for):
         perf.timed_rate(session, declaring_it(instance()), N)
 
 
+def test_a_cublas_sample_after_the_kernels_last_one_cannot_hide_its_wrong_output(timer_for, monkeypatch):
+    # cuBLAS, noisy, samples on after the kernel's series has settled, over every input set: the
+    # product it computes must not land in the output the kernel's last check reads.
+    session, gpu = timer_for("zeros")
+    calls = []
+
+    def noisy_matmul(A, B, out):
+        calls.append(1)
+        gpu.log.append("cublas")
+        out[...] = A @ B
+        gpu.now += 2 * N**3 / (25e12 if len(calls) % 2 else 50.5e12)
+
+    monkeypatch.setattr(sys.modules["cupy"], "matmul", noisy_matmul)
+    with pytest.raises(perf.WrongOutput, match="wrong on its last timed launch"):
+        perf.timed_rate(session, instance(), N)
+    row = session.rows[(instance().id, N)]
+    assert len(row.cublas.times) > len(row.measurement.times) + 3   # cuBLAS went on over every set
+
+
 def test_every_sample_starts_from_a_poisoned_output(timer_for, monkeypatch):
     session, _ = timer_for("honest")
     poisoned = []
@@ -294,8 +313,9 @@ def test_every_sample_starts_from_a_poisoned_output(timer_for, monkeypatch):
     monkeypatch.setattr(perf.InputSets, "poison", lambda self, i, **kw: (poisoned.append(i), original(self, i, **kw)))
     perf.timed_rate(session, instance(), N)
     m = session.rows[(instance().id, N)]
-    # first check + warm-up (2 rounds of 2) + every timed sample of both series
-    assert len(poisoned) == 1 + 4 + len(m.measurement.times) + len(m.cublas.times)
+    # first check + the kernel's warm-up (2 rounds) + its every timed sample; cuBLAS writes
+    # outputs of its own, poisoned by nobody
+    assert len(poisoned) == 1 + 2 + len(m.measurement.times)
     assert poisoned[0] == 3 and set(poisoned[1:]) == {0, 1, 2}   # the check set is never timed
     assert dt.get("float32").poison_bits not in session.timer.inputs("float32", N).sets[poisoned[-1]][2]
 

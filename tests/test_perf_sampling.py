@@ -236,11 +236,13 @@ def test_summary_table_shows_the_timing_evidence_and_an_honest_model_roof():
     assert naive_row["% of model roof"] == perf_roofline_exceeded()
     assert naive_row["SM MHz"] == "1980" and naive_row["samples"] == "5 (-2 throttled)"
     assert naive_row["cold caches"] == "rotating 2 input sets" and naive_row["stop"] == "converged"
-    assert naive_row["% cuBLAS"] == "12.2" and naive_row["noise"] == "0.00%"
+    assert naive_row["% ceiling"] == "12.2" and naive_row["ceiling"] == "cuBLAS float32"
+    assert naive_row["unit (peak TFLOP/s)"] == "FP32 SIMT 66.9" and naive_row["% unit peak"] == "9.2"
+    assert naive_row["noise"] == "0.00%"
     assert by_kernel[cheat.id]["TFLOP/s"] == "refused"
     assert "wrong on last launch" in by_kernel[cheat.id]["% of model roof"]
     for r in rows:
-        for column in ("% cuBLAS", "% FP32 peak", "% of model roof"):
+        for column in ("% ceiling", "% unit peak", "% of model roof"):
             cell = dict(zip(header, r))[column]
             assert not (cell[:1].isdigit() and float(cell) > 100 and column == "% of model roof"), r
     text = "\n".join(foot)

@@ -166,6 +166,31 @@ def test_a_tool_run_attributes_reports_to_the_right_kernel(tmp_path, monkeypatch
     assert all(o.status == "ok" for o in run.outcomes.values())
 
 
+def test_a_launch_is_a_hang_under_a_tool_only_after_the_tools_own_timeout(tmp_path, monkeypatch):
+    """A tool slows every launch: on an H200 memcheck and racecheck kept 1024-thread launches the
+    plain run finishes in milliseconds past the 10 s hang timeout. Under a tool a launch is the
+    kernel's hang only after TOOL_SLOWDOWN times --gemm-hang-timeout: a slow launch is judged by
+    what the tool says of it, one that never returns is still a hang."""
+    (tmp_path / "k.cu").write_text("template <typename T, int TILE> __global__ void shared();\n"
+                                   "template <typename T, int TILE> __global__ void stuck();\n")
+    path = tmp_path / "catalog.toml"
+    path.write_text(CATALOG.format(name="slow", expect="correct")
+                    + CATALOG.format(name="stuck", expect="hang").replace('entry = "shared"', 'entry = "stuck"'))
+    tool = fake_sanitizer(tmp_path, {}, monkeypatch)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    slow, stuck = [catalog.Instance(s, "float32", 4) for s in catalog.load(path)]
+    plain_timeout = 0.25     # the launch takes 0.5 s: a hang without a tool, not under one
+    assert 0.5 + 0.5 < sanitizer.hang_timeout_under_tool(plain_timeout) < 3
+    plan = [(i, [next((p, q) for p, q in hazards.exposing_problems(i, race_sizes=()) if p in hazards.SMALL_PURPOSES)])
+            for i in (slow, stuck)]
+    run = sanitizer.run("racecheck", plan, exe=str(tool), backend="hazard_stand_ins:deadline_backend",
+                        hang_timeout_s=plain_timeout)
+    assert run.findings(slow) == []
+    assert {o.status for o in run.outcomes_of(slow).values()} == {"ok"}
+    (hang,) = run.findings(stuck)
+    assert hang.defect == Defect.HANG and hang.summary.startswith("under racecheck: ")
+
+
 # -- a launch that fails after the tool reported an access -------------------------------------
 
 def test_memcheck_reports_the_access_and_keeps_the_launch_failure_after_it_apart():

@@ -486,3 +486,9 @@ def _matching(code: str, open_at: int, open_char: str, close_char: str) -> int:
             if depth == 0:
                 return j
     return len(code) - 1
+
+
+def without_comments(text: str) -> str:
+    """`text` with comments blanked and string literals kept (same length and lines): inline
+    PTX lives in strings."""
+    return _TOKEN.sub(lambda m: _blank(m) if m.group(0)[0] == "/" else m.group(0), text)

@@ -54,6 +54,18 @@ FLOODS = {"memcheck": frozenset({Defect.OUT_OF_BOUNDS_READ.value, Defect.OUT_OF_
 _UNPRINTED = re.compile(r"ERROR SUMMARY: (\d+) errors? were not printed")
 MISSING = "needs compute-sanitizer on PATH; not found"
 STEP_TIMEOUT_S = 120.0
+# A tool slows a kernel by one to two orders of magnitude, more when it records an error per
+# thread and access: a launch is the kernel's hang under a tool only after this many times the
+# plain hang timeout (--gemm-hang-timeout). On an H200, in a nightly run with 8 workers sharing
+# the GPU, memcheck over broken_unguarded_loads-float32-TILE32 (1024 threads reading out of
+# bounds) and racecheck over broken_no_sync_after_load-bfloat16-TILE32 outlived 10 s on
+# M65 N33 K129, launches the plain run finishes in milliseconds.
+TOOL_SLOWDOWN = 6.0
+
+
+def hang_timeout_under_tool(hang_timeout_s: float) -> float:
+    """How long a launch may take under a tool before it is the kernel's hang."""
+    return hang_timeout_s * TOOL_SLOWDOWN
 MIN_PADDING = 64 * 1024
 
 _PREFIX = re.compile(r"^=+ ?")
@@ -344,8 +356,9 @@ def _maybe_unprinted(child, instances) -> set[str]:
 
 @timed("sanitizer")
 def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
-        step_timeout: float = STEP_TIMEOUT_S) -> ToolRun:
-    """Run `tool` over `plan` ([(instance, [(purpose, problem)])]) in as few children as it allows."""
+        hang_timeout_s: float = 10.0) -> ToolRun:
+    """Run `tool` over `plan` ([(instance, [(purpose, problem)])]) in as few children as it
+    allows; a launch is a hang after hang_timeout_under_tool(hang_timeout_s)."""
     from gemmcheck.problems import harness
     from gemmcheck.judge import isolation
 
@@ -365,7 +378,8 @@ def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
     for group in _groups(steps, instances):
         got, children = isolation.run_steps(group, backend=backend, exact_allocations=True,
                                             prefix=command(tool, exe=exe, padding=padding),
-                                            step_timeout=step_timeout)
+                                            hang_timeout_s=hang_timeout_under_tool(hang_timeout_s),
+                                            step_timeout=max(STEP_TIMEOUT_S, hang_timeout_under_tool(hang_timeout_s) + 30))
         outcomes.update(got)
         by_name = {}
         for s in group:

@@ -7,7 +7,9 @@ One module per job; this package re-exports their public names
 - sampling     when to stop (noise <= 0.5 %, caps), which samples count (SM clock), interleaving
 - inputs       Problem-generated input sets, rotated so caches stay cold
 - measurement  Measurement (times, clocks, stop reason), the output check (the oracle's bound)
-- gpu          GpuTimer: kernels interleaved with cuBLAS, the copy bandwidth (CuPy)
+- gpu          GpuTimer: kernels interleaved with their ceiling, the copy bandwidth (CuPy)
+- library      cuBLASLt's GEMM of a combination of operand types (nvmath-python): a mixed kernel's ceiling
+- units        the unit a kernel computes on (tensor cores or FP32 SIMT) and its peak
 - session      PerfSession, timed_rate (first + last launch checked, impossible times refused), judge
 - clock        DeviceClock: pytest-benchmark stats from device-event times
 - summary      the table, perf.json and the roofline PNG

@@ -7,7 +7,9 @@ launch, a CUDA event; then the SM clock (NVML). A kernel and cuBLAS on the
 same shape are sampled in turn (gemmcheck.perf.sampling) until the noise
 rule stops them; the output of the kernel's *last* timed launch is checked
 against the float64 reference, so a kernel correct once and wrong on repeats
-fails. cuBLAS runs with TF32 off (see TF32).
+fails. cuBLAS runs with TF32 off (see TF32). A kernel with a type per operand is sampled in
+turn with cuBLASLt's GEMM of its combination instead (gemmcheck.perf.library), on the same
+buffers.
 
 Kernels launch through the catalog (``_launch``: one small function, the only
 place perf builds a kernel's arguments); nothing here names a kernel.
@@ -22,13 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gemmcheck.backends import device
-from gemmcheck.perf import roofline
+from gemmcheck.perf import library, roofline
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import launch as launching
+from gemmcheck.contract import operand_types
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import plan
 from gemmcheck.problems.harness import plain_values
 from gemmcheck.perf import sampling
-from gemmcheck.perf.inputs import InputSets
+from gemmcheck.perf.inputs import InputSets, n_input_sets
 from gemmcheck.perf.measurement import Check, Measurement, check_output
 from gemmcheck.perf.thresholds import Timing
 
@@ -41,8 +45,8 @@ class Timed:
     """A kernel timed interleaved with cuBLAS on the same shape and input sets."""
 
     kernel: Measurement
-    cublas: Measurement | None
-    cublas_error: str | None       # why there is no cuBLAS series (e.g. no matmul for the dtype)
+    cublas: Measurement | None     # the ceiling: cuBLAS (one type), cuBLASLt's GEMM (mixed types)
+    cublas_error: str | None       # why there is no ceiling series (e.g. no matmul for the dtype)
     last: Check                    # the output of the kernel's last timed launch
 
 
@@ -72,7 +76,7 @@ def hold_kernel(cupy):
 def output_check(cupy, sets: InputSets, index: int) -> Check:
     """Set ``index``'s C against its float64 reference (what every timed output is judged by)."""
     ref, absprod = sets.reference(index)
-    return check_output(cupy, sets.result(index), ref, absprod, sets.dtype, sets.size)
+    return check_output(cupy, sets.result(index), ref, absprod, sets.types, sets.size)
 
 
 class GpuTimer:
@@ -98,43 +102,75 @@ class GpuTimer:
 
     # Inputs -----------------------------------------------------------------------------------
 
-    def inputs(self, dtype_name: str, size: int, layouts=None) -> InputSets:
-        """Input sets for one dtype and size, laid out as the kernel reads them (cuBLAS times
-        the same buffers: the same work whatever the layout), drawn on the host; a turn uploads
-        them."""
+    def inputs(self, dtype_name: str, size: int, layouts=None, **kinds) -> InputSets:
+        """Input sets for one dtype (or combination of operand types) and size, laid out as the
+        kernel reads them (the ceiling times the same buffers: the same work whatever the
+        layout), drawn on the host; a turn uploads them. `kinds`: InputSets' separate_d and
+        scales_by_value."""
         layouts = {o: l for o, l in (layouts or {}).items() if l != "row"}
-        key = (dtype_name, size, tuple(sorted(layouts.items())))
+        key = (dtype_name, size, tuple(sorted(layouts.items())), tuple(sorted(kinds.items())))
         if key not in self._inputs:
-            self._inputs[key] = InputSets(self.cupy, dt.get(dtype_name), size, self.device.l2_bytes,
-                                          seed=self.SEED + 1000 * size + list(dt.DTYPES).index(dtype_name),
-                                          layouts=layouts)
+            types = operand_types.coerce(dtype_name)
+            self._inputs[key] = InputSets(self.cupy, types, size, self.device.l2_bytes,
+                                          seed=self.SEED + 1000 * size + _seed_offset(types),
+                                          layouts=layouts, **kinds)
         return self._inputs[key]
+
+    def inputs_of(self, instance: Instance, size: int) -> InputSets:
+        """`instance`'s input sets: its types, layouts, output (D or C) and scale factors."""
+        if instance.types.uniform:
+            return self.inputs(instance.dtype, size, instance.spec.layouts)
+        by_value = tuple(sorted(s.role for s in instance.types.scales if launching.by_value(instance, s.role)))
+        return self.inputs(instance.types.spelling, size, instance.spec.layouts,
+                           separate_d="D" in instance.spec.roles, scales_by_value=by_value)
 
     # One launch -------------------------------------------------------------------------------
 
-    def _plan(self, instance: Instance, size: int, A, B, C):
+    def _plan(self, instance: Instance, size: int, sets: InputSets, index: int):
         """The one place perf plans a catalog kernel's launch: the one launch path (launch.plan)
-        with the plain launch's values (harness.plain_values: what the sized probe launched)."""
-        return plan(instance, plain_values(instance, size, size, size, A, B, C))
+        with the plain launch's values (harness.plain_values: what the sized probe launched) on
+        set `index` (its output is D for a kernel that writes a separate D, C then only read)."""
+        A, B, out = sets.sets[index]
+        C, D = (sets.C_read, out) if sets.output == "D" else (out, None)
+        scales = sets.scales[index] if sets.scales else None
+        return plan(instance, plain_values(instance, size, size, size, A, B, C, D, scales))
 
-    def _launch(self, instance: Instance, size: int, A, B, C) -> None:
+    def _launch(self, instance: Instance, size: int, sets: InputSets, index: int) -> None:
         """Queued without a wait (backend.enqueue), so back-to-back samples measure the kernel alone."""
-        self.backend.enqueue(instance, self._plan(instance, size, A, B, C))
+        self.backend.enqueue(instance, self._plan(instance, size, sets, index))
 
-    def _cublas_launcher(self, sets: InputSets):
+    def _cublas_launcher(self, sets: InputSets, own_outputs: bool = False):
+        """launch(index): cupy.matmul on set `index`; into outputs of its own with `own_outputs`
+        (sampled in turn with a kernel: a cuBLAS sample after the kernel's last one must not
+        write the output that last check reads, the right product over a wrong one)."""
         views = [tuple(sets.as_values(x) for x in s) for s in sets.sets]
+        if own_outputs:
+            views = [(A, B, self.cupy.empty_like(C)) for A, B, C in views]
 
         def launch(index: int) -> None:
             A, B, C = views[index]
             self.cupy.matmul(A, B, out=C)
         return launch
 
+    def _library_launcher(self, sets: InputSets, types) -> tuple:
+        """(launch(index), label) of cuBLASLt's GEMM for `types` on the sets' A and B, or (None,
+        why not) when the library has none near it here. It writes outputs of its own, one a
+        set: its TN product is not the kernel's, and a library sample taken after the kernel's
+        last one must not overwrite the output that last check reads."""
+        size = sets.size
+        gemm, label = library.planned(types, size, size, size)
+        if gemm is None:
+            return None, label
+        outputs = [self.cupy.empty_like(out) for _, _, out in sets.sets]
+        return (lambda index: gemm.launch(sets.sets[index][0], sets.sets[index][1], outputs[index])), label
+
     # Sampling ---------------------------------------------------------------------------------
 
-    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False, finish=None):
+    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False, finish=None, poison: bool = True):
         """A sampler for gemmcheck.perf.sampling: next set, poison its C (finite_C: see
-        InputSets.poison), time one launch. `finish(end)` waits for the sample's end event (a
-        catalog kernel's: with the hang timeout, _finish); by default, synchronize()."""
+        InputSets.poison; not for a ceiling writing outputs of its own, `poison` False), time one
+        launch. `finish(end)` waits for the sample's end event (a catalog kernel's: with the hang
+        timeout, _finish); by default, synchronize()."""
         cp = self.cupy
         start, end = cp.cuda.Event(), cp.cuda.Event()
         finish = finish or (lambda event: event.synchronize())
@@ -143,7 +179,8 @@ class GpuTimer:
 
         def take() -> sampling.Sample:
             index = next(cycle)
-            sets.poison(index, finite=finite_C)
+            if poison:
+                sets.poison(index, finite=finite_C)
             hold((1,), (1,), (np.uint64(HOLD_NS),))   # the stream stays busy while the host enqueues the rest
             start.record()
             launch(index)
@@ -195,23 +232,24 @@ class GpuTimer:
                                            min_clock_ratio=self.timing.min_clock_ratio)
 
     def check(self, instance: Instance, size: int, index: int | None = None, finite_C: bool | None = None) -> Check:
-        """Launch once on set ``index`` (default: the check set, never timed), C poisoned first
-        (finite garbage with ``finite_C``; by default for a kernel that declares
+        """Launch once on set ``index`` (default: the check set, never timed), its output poisoned
+        first (finite garbage with ``finite_C``; by default for a kernel that declares
         reads_c_at_beta_zero), and compare with the float64 reference."""
-        sets = self.inputs(instance.dtype, size, instance.spec.layouts)
+        sets = self.inputs_of(instance, size)
         index = sets.check_set if index is None else index
         finite_C = instance.spec.reads_c_at_beta_zero if finite_C is None else finite_C
         with self.turn():
             sets.upload().poison(index, finite=finite_C)
             # waited for with the hang timeout; a crash or hang is the backend's KernelLaunchError
-            self.backend.launch(instance, self._plan(instance, size, *sets.sets[index]))
+            self.backend.launch(instance, self._plan(instance, size, sets, index))
             return output_check(self.cupy, sets, index)
 
     def timed(self, instance: Instance, size: int, min_samples: int) -> Timed:
-        """The kernel and cuBLAS (same dtype, shape and input sets) sampled in turn."""
-        sets = self.inputs(instance.dtype, size, instance.spec.layouts)
+        """The kernel and its ceiling (cuBLAS for one type, cuBLASLt's GEMM of its combination
+        for mixed types; same shape and input sets) sampled in turn."""
+        sets = self.inputs_of(instance, size)
         with self.turn(), self._watching(instance, size):
-            sampled, cublas_error = self._sample_with_cublas(instance, size, sets.upload(), min_samples)
+            sampled, cublas_error, label = self._sample_with_cublas(instance, size, sets.upload(), min_samples)
             self.cupy.cuda.Device().synchronize()
             last = output_check(self.cupy, sets, sampled.series["kernel"].last.set_index)
         flops = roofline.gemm_flops(size, size, size)
@@ -220,27 +258,35 @@ class GpuTimer:
         kernel = Measurement.from_series(series["kernel"], size, sampled.stop, flops=flops,
                                          n_sets=sets.n_sets, reference_mhz=ref, label=instance.id)
         base = (Measurement.from_series(series["cublas"], size, sampled.stop, flops=flops, n_sets=sets.n_sets,
-                                        reference_mhz=ref, label=f"cublas-{instance.dtype}")
+                                        reference_mhz=ref, label=label)
                 if "cublas" in series else None)
         return Timed(kernel, base, cublas_error, last)
 
     def _sample_with_cublas(self, instance: Instance, size: int, sets: InputSets, min_samples: int):
-        """(In a turn.) (the kernel and cuBLAS sampled in turn, why cuBLAS is not among them or None)."""
+        """(In a turn.) (the kernel and its ceiling sampled in turn, why the ceiling is not among
+        them or None, the ceiling's label)."""
         cycle = itertools.cycle(range(sets.n_sets))
         samplers = {}
         cublas_error = None
+        label = f"cublas-{instance.dtype}"
         try:
-            cublas = self._cublas_launcher(sets)
+            if instance.types.uniform:
+                cublas = self._cublas_launcher(sets, own_outputs=True)
+            else:
+                cublas, label = self._library_launcher(sets, instance.types)
+                if cublas is None:
+                    raise LookupError(label)
             with self._tf32_off():
-                cublas(sets.check_set)     # does cupy.matmul take this dtype at all?
-            samplers["cublas"] = self._sampler(sets, cublas, cycle)
+                cublas(sets.check_set)     # does the library take this dtype at all?
+            samplers["cublas"] = self._sampler(sets, cublas, cycle, poison=False)
         except Exception as exc:  # e.g. a CuPy without this dtype in matmul
-            cublas_error = f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
-        samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, *sets.sets[i]), cycle,
+            cublas_error = (f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
+                            if instance.types.uniform else f"no library ceiling: {exc}")
+        samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, sets, i), cycle,
                                            finite_C=instance.spec.reads_c_at_beta_zero,
                                            finish=self._finish(instance, size))
         with self._tf32_off():
-            return self._sample(samplers, min_samples), cublas_error
+            return self._sample(samplers, min_samples), cublas_error, label
 
     def cublas(self, dtype_name: str, size: int, min_samples: int) -> Measurement:
         """cupy.matmul alone on the same dtype and shape, TF32 off (see TF32)."""
@@ -253,6 +299,45 @@ class GpuTimer:
         return Measurement.from_series(sampled.series[f"cublas-{dtype_name}"], size, sampled.stop,
                                        flops=roofline.gemm_flops(size, size, size), n_sets=sets.n_sets,
                                        reference_mhz=self.clock.reference_mhz)
+
+    def library(self, types, M: int, N: int, K: int, min_samples: int, batch: int = 1) -> Measurement:
+        """cuBLASLt's GEMM for `types` (gemmcheck.perf.library) alone on M x N x K (`batch` of
+        them, strided), on buffers of finite values rotated so caches stay cold; its label names
+        the GEMM timed (the nearest the library has, when it lacks the combination).
+        library.NoAlgorithm when it has none near it here."""
+        cp = self.cupy
+        with self.turn():
+            gemm, label = library.planned(types, M, N, K, batch)
+            if gemm is None:
+                raise library.NoAlgorithm(label)
+            g = gemm.gemm
+            set_bytes = batch * (M * K * dt.get(g.a).itemsize + K * N * dt.get(g.b).itemsize
+                                 + M * N * dt.get(g.d).itemsize)
+            n_sets = n_input_sets(set_bytes, self.device.l2_bytes)
+            rng = np.random.default_rng(self.SEED)
+            buffers = [tuple(_finite_bits(cp, rng, g_type, count) for g_type, count in
+                             ((g.a, batch * M * K), (g.b, batch * K * N), (g.d, batch * M * N)))
+                       for _ in range(n_sets)]
+            cycle = itertools.cycle(range(n_sets))
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            hold = self._hold_kernel()
+
+            def take() -> sampling.Sample:
+                index = next(cycle)
+                hold((1,), (1,), (np.uint64(HOLD_NS),))
+                start.record()
+                gemm.launch(*buffers[index])
+                end.record()
+                end.synchronize()
+                return sampling.Sample(cp.cuda.get_elapsed_time(start, end) / 1e3, self.clock.now_mhz(), index)
+
+            try:
+                sampled = self._sample({label: take}, min_samples)
+            finally:
+                del buffers
+        return Measurement.from_series(sampled.series[label], M, sampled.stop,
+                                       flops=batch * roofline.gemm_flops(M, N, K), n_sets=n_sets,
+                                       reference_mhz=self.clock.reference_mhz, label=label)
 
     def copy(self, min_samples: int) -> Measurement:
         """Device-to-device copy of a buffer 16 x L2 (at least 256 MiB): read + write bytes / time."""
@@ -299,3 +384,20 @@ class GpuTimer:
             finally:
                 linalg.set_compute_type(f32, previous)
         return pinned()
+
+
+def _seed_offset(types) -> int:
+    """A one-type kernel's inputs keep the seed they always had (its dtype's place in DTYPES);
+    a combination's is past them, from its spelling."""
+    if types.uniform and types.A.name in dt.DTYPES:
+        return list(dt.DTYPES).index(types.A.name)
+    return len(dt.DTYPES) + sum(types.spelling.encode()) % 97
+
+
+def _finite_bits(cupy, rng, type_name: str, count: int):
+    """`count` elements of `type_name` on the device holding finite values in (-1, 1) (integers:
+    small ones), as raw bits: a pool of draws repeated (drawing each element would cost seconds)."""
+    d = dt.get(type_name)
+    pool = rng.integers(-3, 4, 4096).astype(np.float64) if d.is_integer else rng.uniform(-1, 1, 4096)
+    bits = dt.to_bits(dt.round_draws(pool, d), d)
+    return cupy.asarray(np.resize(bits, count))

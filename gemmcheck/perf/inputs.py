@@ -9,6 +9,11 @@ of one set (``n_input_sets``), so no launch finds its operands cached. One more
 set (``check_set``), never timed, is the one the first launch is checked on: the
 last timed launch always runs on other inputs, so a kernel that replays its
 first result cannot pass both checks.
+
+A kernel with a type per operand (gemmcheck.contract.operand_types) gets A and B in their
+types, its output (D when it writes a separate D, else C) in the output type, a C it only reads
+(poison: at beta = 0 it must not be read), and each set its scale factors (the Problem's,
+[1/2, 2)): a device buffer each, or a number for a kernel that takes the scale by value.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import operand_types
 from gemmcheck.phases import phase
-from gemmcheck.problems.problem import Problem
+from gemmcheck.problems.problem import Problem, scaled_operands
 
 VALUES = "uniform"   # U(-1, 1) rounded to the dtype: judged against the oracle's bound
 
@@ -39,35 +45,59 @@ class InputSets:
     puts them on the device (a worker that shares its GPU uploads in its turn, and draws the
     values beside the others)."""
 
-    def __init__(self, xp, dtype: dt.DType, size: int, l2_bytes: int, seed: int, layouts=None) -> None:
-        """`layouts`: the kernel's {"A"|"B"|"C": "row"|"col"}; a column-major operand's buffer
-        holds its transpose's rows (what column-major means), so the product judged is A @ B."""
-        self.xp, self.dtype, self.size, self.seed = xp, dtype, size, seed
-        self.layouts = {o: (layouts or {}).get(o, "row") for o in "ABC"}
-        self.n_sets = n_input_sets(3 * size * size * dtype.itemsize, l2_bytes)
+    def __init__(self, xp, dtype, size: int, l2_bytes: int, seed: int, layouts=None, separate_d: bool = False,
+                 scales_by_value=()) -> None:
+        """`dtype`: a DType, or the kernel's operand types (an OperandTypes or its spelling).
+        `layouts`: the kernel's {"A"|"B"|"C"|"D": "row"|"col"}; a column-major operand's buffer
+        holds its transpose's rows (what column-major means), so the product judged is A @ B.
+        `separate_d`: the kernel writes D and only reads C. `scales_by_value`: the scale roles
+        it takes as numbers."""
+        self.xp, self.size, self.seed = xp, size, seed
+        self.types = operand_types.coerce(dtype)
+        self.dtype = self.types.D             # the output's type: what is poisoned, read and judged
+        self.output = "D" if separate_d else "C"
+        self.layouts = {o: (layouts or {}).get(o, "row") for o in "ABCD"}
+        self.scales_by_value = frozenset(scales_by_value)
+        t = self.types
+        self.n_sets = n_input_sets(size * size * (t.A.itemsize + t.B.itemsize + t.D.itemsize), l2_bytes)
         self.check_set = self.n_sets          # the extra set, outside the rotation
-        self.problems = [Problem(size, size, size, dtype.name, VALUES, seed + i) for i in range(self.n_sets + 1)]
+        self.problems = [Problem(size, size, size, t.spelling, VALUES, seed + i) for i in range(self.n_sets + 1)]
         self.sets = []
+        self.C_read = None                    # the C a kernel with a separate D reads (never, at beta = 0)
+        self.scales: list[dict] = []          # each set's scale roles' values (device buffers or numbers)
         self._operands64 = _operands_side_by_side(self.problems)
+        self._scales64 = [p.scale_operands() for p in self.problems]
         self._references: dict[int, tuple] = {}
         self._finite_C = None
 
     def upload(self) -> "InputSets":
         """The sets on the device (once)."""
         if not self.sets:
-            size, xp = self.size, self.xp
-            self.sets = [(self._upload(A, "A"), self._upload(B, "B"), xp.zeros((size, size), dtype=self.dtype.storage))
+            size, xp, t = self.size, self.xp, self.types
+            self.sets = [(self._upload(A, "A", t.A), self._upload(B, "B", t.B),
+                          xp.zeros((size, size), dtype=self.dtype.storage))
                          for A, B in self._operands64]
+            if self.output == "D":
+                self.C_read = xp.full((size, size), t.C.poison_bits, dtype=t.C.storage)
+            self.scales = [{s.role: self._scale(s, values[s.role]) for s in t.scales} for values in self._scales64]
         return self
 
-    def _upload(self, X, operand: str):
+    def _upload(self, X, operand: str, d: dt.DType):
         stored = X if self.layouts[operand] == "row" else X.T
-        return self.xp.asarray(dt.to_bits(np.ascontiguousarray(stored), self.dtype))
+        return self.xp.asarray(dt.to_bits(np.ascontiguousarray(stored), d))
+
+    def _scale(self, scale: operand_types.Scale, values):
+        """A scale's factors as the kernel takes them: its number, or a buffer of its type's bits
+        in its storage order."""
+        if scale.role in self.scales_by_value:
+            return float(values.reshape(-1)[0])
+        stored = values if scale.major == "row" else values.T
+        return self.xp.asarray(dt.to_bits(np.ascontiguousarray(stored), scale.type))
 
     def result(self, index: int):
-        """Set ``index``'s C as float64 values, rows of C (whatever the kernel's layout of C)."""
-        C = self.to_float64(self.sets[index][2])
-        return C if self.layouts["C"] == "row" else C.T
+        """Set ``index``'s output as float64 values, rows of it (whatever the kernel's layout)."""
+        out = self.to_float64(self.sets[index][2])
+        return out if self.layouts[self.output] == "row" else out.T
 
     def poison(self, index: int, *, finite: bool = False) -> None:
         """Fill set ``index``'s C so an element the launch does not write shows: the poison bits,
@@ -93,10 +123,11 @@ class InputSets:
         return bits.view(self.dtype.numpy)
 
     def reference(self, index: int = 0):
-        """(C_ref, |A||B|) for set ``index``, in float64 on ``xp``; computed once per set."""
+        """(C_ref, |sA A||sB B|) for set ``index``, in float64 on ``xp``; computed once per set."""
         if index not in self._references:
             xp = self.xp
             A, B = (xp.asarray(x) for x in self._operands64[index])
+            A, B = scaled_operands(self.types, A, B, self._scales64[index])
             self._references[index] = (A @ B, xp.abs(A) @ xp.abs(B))
         return self._references[index]
 

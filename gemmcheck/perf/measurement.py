@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gemmcheck.contract import dtypes as dt
 from gemmcheck.perf import roofline
 from gemmcheck.perf import sampling
 
@@ -80,8 +79,9 @@ class Check:
         return self.nans == 0 and self.worst_ratio <= 1.0
 
 
-def check_output(xp, got, ref, absprod, dtype: dt.DType, K: int) -> Check:
+def check_output(xp, got, ref, absprod, dtype, K: int) -> Check:
     """Compare a kernel's output (as float64) with the float64 reference, on any array module.
+    `dtype`: the kernel's DType, or its operand types (an OperandTypes) for a mixed kernel.
 
     The bound is the correctness oracle's (gemmcheck.judge.oracle.Bound: forward error
     of the accumulation, the output rounding, and the float64 reference's own

@@ -42,16 +42,20 @@ FP32_LANES_PER_SM = {
 }
 
 
-# The highest dense FLOP rate per SM per clock any unit reaches for inputs of a dtype
-# (tensor cores included: TF32 for float32, FP64 tensor cores for float64), from
-# NVIDIA's architecture whitepapers (V100, A100, H100 dense rates / SMs / boost clock).
-# A time faster than this allows is impossible. Unknown pairs give None: no compute
-# bound is claimed there, only the memory one.
-PEAK_FLOP_PER_CLOCK_PER_SM = {
-    (7, 0): {"float64": 64, "float32": 128, "float16": 1024},
-    (8, 0): {"float64": 128, "float32": 1024, "float16": 2048, "bfloat16": 2048},
-    (9, 0): {"float64": 256, "float32": 2048, "float16": 4096, "bfloat16": 4096},
+# Dense tensor-core operations per SM per clock (one multiply-add counts 2), by compute
+# capability and input kind: NVIDIA's architecture whitepapers (Tesla V100, A100 and H100
+# Tensor Core GPU Architecture: the dense TFLOP/s or TOPS of the SXM part / its SMs / its boost
+# clock: H100 SXM 989.4 TFLOP/s float16 = 132 x 4096 x 1.83 GHz). Sparse rates are never used.
+# A pair the table lacks gives None: its peak is shown as unknown, never guessed.
+TENSOR_FLOP_PER_CLOCK_PER_SM = {
+    (7, 0): {"float16": 1024},
+    (8, 0): {"float64": 128, "tf32": 1024, "float16": 2048, "bfloat16": 2048, "int8": 4096},
+    (9, 0): {"float64": 256, "tf32": 2048, "float16": 4096, "bfloat16": 4096, "float8": 8192, "int8": 8192},
 }
+# The tensor-core input kind of each element type (float32 data reaches tensor cores as TF32).
+TENSOR_KIND = {"float64": "float64", "float32": "tf32", "tf32": "tf32", "float16": "float16",
+               "bfloat16": "bfloat16", "float8_e4m3fn": "float8", "float8_e5m2": "float8",
+               "int8": "int8", "uint8": "int8"}
 IMPOSSIBLE_SLACK = 0.10   # clocks and bandwidth are read, not exact: refuse only 10 % past a bound
 
 
@@ -74,16 +78,40 @@ def fp32_peak_tflops(sm_count: int, clock_hz: float, capability: tuple[int, int]
     return sm_count * lanes * 2 * clock_hz / 1e12
 
 
-def peak_tflops(sm_count: int, clock_hz: float, capability: tuple[int, int], dtype: str) -> float | None:
-    """The highest rate any unit of the device reaches for this dtype (tensor cores included),
-    or None when the table does not know the pair."""
-    per_clock = PEAK_FLOP_PER_CLOCK_PER_SM.get(tuple(capability), {}).get(dtype)
+def tensor_kind(input_type: str) -> str | None:
+    """The tensor-core input kind of an A (or B) element type: "float16", "tf32", "float8", ..."""
+    return TENSOR_KIND.get(input_type)
+
+
+def tensor_peak_tflops(sm_count: int, clock_hz: float, capability: tuple[int, int], input_type: str) -> float | None:
+    """The dense tensor-core peak for inputs of this element type: SMs x the table's operations
+    per SM per clock x clock; None when the table does not know the pair."""
+    per_clock = TENSOR_FLOP_PER_CLOCK_PER_SM.get(tuple(capability), {}).get(tensor_kind(input_type))
     return None if per_clock is None else sm_count * per_clock * clock_hz / 1e12
+
+
+def peak_tflops(sm_count: int, clock_hz: float, capability: tuple[int, int], dtype: str) -> float | None:
+    """The highest rate any unit of the device reaches for inputs of this element type: its
+    tensor-core peak, or for float32 the FP32 SIMT peak where that is higher (a card without
+    TF32). None for a capability the tensor-core table lacks: its tensor cores may be faster
+    than any number known here. A time faster than this allows is impossible."""
+    if tuple(capability) not in TENSOR_FLOP_PER_CLOCK_PER_SM:
+        return None
+    known = [p for p in (tensor_peak_tflops(sm_count, clock_hz, capability, dtype),
+                         fp32_peak_tflops(sm_count, clock_hz, capability) if dtype == "float32" else None)
+             if p is not None]
+    return max(known) if known else None
 
 
 def min_bytes(M: int, N: int, K: int, itemsize: int) -> int:
     """The least a GEMM with beta = 0 must move: read A and B once, write C once."""
     return (M * K + K * N + M * N) * itemsize
+
+
+def operand_bytes(M: int, N: int, K: int, *, a: int, b: int, out: int, scales: int = 0) -> int:
+    """The same least traffic with an element size per operand (bytes of A's, B's and the
+    output's elements) and `scales` bytes of scale factors: a GEMM of mixed operand types."""
+    return M * K * a + K * N * b + M * N * out + scales
 
 
 def impossible(seconds: float, *, flops: float, nbytes: float, peak_tflops: float | None,

@@ -9,11 +9,13 @@ or ImpossibleTime with the evidence.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from gemmcheck.backends import KernelHang, KernelLaunchError
 from gemmcheck.containment.lost import status_of
 from gemmcheck.perf import roofline
+from gemmcheck.contract import operand_types
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.problems.harness import name_the_problem
 from gemmcheck.backends.device import DeviceProperties
@@ -78,7 +80,7 @@ class Row:
     instance: Instance | None = None
     check: Check | None = None               # the first launch's output
     last: Check | None = None                # the last timed launch's output
-    cublas: Measurement | None = None        # cuBLAS sampled in turn with this kernel
+    cublas: Measurement | None = None        # its ceiling (cuBLAS, or cuBLASLt's GEMM) sampled in turn with it
     impossible: str | None = None            # why the time is faster than the roofline allows
     dram_bytes: float | None = None          # measured by ncu (--gemm-ncu), one cold launch
     dram_note: str = ""                      # why there is no measured point
@@ -99,6 +101,7 @@ class PerfSession:
     rows: dict[tuple[str, int], Row] = field(default_factory=dict)
     _cublas: dict[tuple[str, int], Measurement | str] = field(default_factory=dict)
     _copy: Measurement | None = None
+    _library: dict[tuple, Measurement | str] = field(default_factory=dict)   # library_ceiling's
     ncu: str | None = None         # ncu's path when the measured roofline point is wanted (--gemm-ncu)
     # (Instance.id, N) -> what the sized probe found there (gemmcheck.containment's Lost: status,
     # message, problem): a row that crashed or hung in the isolated child, never launched here
@@ -135,7 +138,7 @@ class PerfSession:
             return Row(None, instance, check)
         with phase("timing"):   # sampling in turn with cuBLAS (its input sets: "inputs")
             timed = self.timer.timed(instance, size, self.repeats)
-        self._pool_cublas(instance.dtype, size, timed.cublas, timed.cublas_error)
+        self._pool_cublas(ceiling_key(instance), size, timed.cublas, timed.cublas_error)
         row = Row(timed.kernel, instance, check, timed.last, timed.cublas,
                   self._impossible(instance, size, timed.kernel))
         if self.ncu and row.last.ok and not row.impossible:
@@ -145,13 +148,13 @@ class PerfSession:
     def _impossible(self, instance: Instance, size: int, m: Measurement) -> str | None:
         d = self.device
         return roofline.impossible(
-            m.median, flops=roofline.gemm_flops(size, size, size),
-            nbytes=roofline.min_bytes(size, size, size, instance.dt.itemsize),
-            peak_tflops=roofline.peak_tflops(d.sm_count, d.clock_hz, d.capability, instance.dtype),
+            m.median, flops=roofline.gemm_flops(size, size, size), nbytes=min_bytes(instance, size),
+            peak_tflops=roofline.peak_tflops(d.sm_count, d.clock_hz, d.capability, instance.types.A.name),
             bandwidth_tbs=self.copy().bandwidth_tbs)
 
     def _pool_cublas(self, dtype: str, size: int, m: Measurement | None, error: str | None) -> None:
-        """Every cuBLAS sample of a dtype and size, over all the kernels it was interleaved with."""
+        """Every ceiling sample of a dtype (ceiling_key) and size, over all the kernels it was
+        interleaved with."""
         key = (dtype, size)
         old = self._cublas.get(key)
         if m is None:
@@ -175,6 +178,32 @@ class PerfSession:
                 self._cublas[key] = f"cupy.matmul has no {dtype_name} here ({type(exc).__name__}: {exc})"
         return self._cublas[key]
 
+    def ceiling(self, instance: Instance, size: int) -> Measurement | str:
+        """`instance`'s ceiling at N = size: the series sampled in turn with it, else the pooled
+        one of its dtype (one type: cuBLAS, timed alone if need be) or of its combination
+        (cuBLASLt's GEMM); or why there is none (a string)."""
+        row = self.rows.get((instance.id, size))
+        if row is not None and row.cublas is not None:
+            return row.cublas
+        if instance.types.uniform:
+            return self.cublas(instance.dtype, size)
+        return self._cublas.get((ceiling_key(instance), size), f"{instance.id} was not timed at N={size}")
+
+    def library_ceiling(self, types, M: int, N: int, K: int, batch: int = 1) -> Measurement | str:
+        """The vendor library's GEMM for these operand types (an OperandTypes, a spelling such as
+        ``"e4m3e4m3bf16 scale_A=tensor scale_B=tensor"``, or a dtype name) on M x N x K (`batch`
+        of them), timed once per session: its Measurement, whose label names the GEMM timed
+        (the nearest one the library has, when it lacks the combination), or why there is none
+        (a string). What a kernel of those types at that shape is compared with."""
+        key = (operand_types.coerce(types).spelling, M, N, K, batch)
+        if key not in self._library:
+            try:
+                with phase("timing"):
+                    self._library[key] = self.timer.library(types, M, N, K, self.repeats, batch=batch)
+            except Exception as exc:   # library.NoAlgorithm, or nvmath-python not installed
+                self._library[key] = f"no library ceiling for {key[0]}: {type(exc).__name__}: {exc}"
+        return self._library[key]
+
     def copy(self) -> Measurement:
         if self._copy is None:
             with phase("timing"):
@@ -190,6 +219,21 @@ class PerfSession:
 
     def cublas_missing(self) -> dict[tuple[str, int], str]:
         return {k: v for k, v in self._cublas.items() if isinstance(v, str)}
+
+
+def ceiling_key(instance: Instance) -> str:
+    """What a kernel's ceiling series is pooled under: its dtype (one type: cuBLAS of it), or
+    its operand types' full spelling (two fp8 kernels of one name with other scales have other
+    library GEMMs)."""
+    return instance.dtype if instance.types.uniform else instance.types.spelling
+
+
+def min_bytes(instance: Instance, size: int) -> int:
+    """The least an N x N x N launch of `instance` moves: A, B and its output once, each in its
+    own type, and its scale factors."""
+    t = instance.types
+    scales = sum(s.type.itemsize * math.prod(s.shape(size, size)) for s in t.scales)
+    return roofline.operand_bytes(size, size, size, a=t.A.itemsize, b=t.B.itemsize, out=t.D.itemsize, scales=scales)
 
 
 def refusal(instance: Instance, lost) -> KernelLaunchError:

@@ -5,6 +5,11 @@ seed's DRAM-only intensity model (no cache reuse counted), which a kernel can
 exceed; past it the table says so in words, never as a percentage over 100.
 The bounds a kernel cannot exceed (the device peak for its dtype, the copy
 bandwidth) are enforced as impossibility checks (gemmcheck.perf.roofline.impossible).
+
+Each kernel is a share of two numbers of its own: its ceiling (cuBLAS of its dtype, or for a
+type per operand cuBLASLt's GEMM of its combination, named in the "ceiling" column, the nearest
+library GEMM where the library lacks it) and the peak of the unit it computes on (FP32 SIMT, or
+the dense tensor-core peak of its input type: gemmcheck.perf.units), named in the "unit" column.
 """
 
 from __future__ import annotations
@@ -12,25 +17,32 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gemmcheck.perf import roofline
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.perf import roofline, units
 from gemmcheck.perf.gpu import HOLD_NS, TF32
 from gemmcheck.perf.measurement import Measurement
 from gemmcheck.perf.sampling import CONVERGED
-from gemmcheck.perf.session import PerfSession, Row
+from gemmcheck.perf.session import PerfSession, Row, ceiling_key
 from gemmcheck.tables import format_table
 
-HEADER = ("kernel", "N", "TFLOP/s", "noise", "samples", "stop", "SM MHz", "cold caches", "% cuBLAS",
-          "% FP32 peak", "model FLOP/B", "model roof", "% of model roof", "DRAM FLOP/B (ncu)")
+HEADER = ("kernel", "N", "TFLOP/s", "noise", "samples", "stop", "SM MHz", "cold caches", "% ceiling", "ceiling",
+          "% unit peak", "unit (peak TFLOP/s)", "model FLOP/B", "model roof", "% of model roof", "DRAM FLOP/B (ncu)")
 
 
 def model_intensity(instance) -> float:
     """The seed's DRAM-only intensity of an instantiation: from its BM x BN block tile when its
     parameters name both (the ladder's register-blocked kernels), else from its TILE and policy."""
     p = instance.params
+    itemsize = input_itemsize(instance)
     if "BM" in p and "BN" in p:
-        return roofline.block_tile_intensity(p["BM"], p["BN"], instance.dt.itemsize)
-    return roofline.model_intensity(instance.spec.policy, instance.tile, instance.spec.shared_tiles,
-                                    instance.dt.itemsize)
+        return roofline.block_tile_intensity(p["BM"], p["BN"], itemsize)
+    return roofline.model_intensity(instance.spec.policy, instance.tile, instance.spec.shared_tiles, itemsize)
+
+
+def input_itemsize(instance) -> float:
+    """The bytes of an input element the model counts: A's and B's mean (one type: its size)."""
+    t = instance.types
+    return (t.A.itemsize + t.B.itemsize) / 2
 
 
 def _intensity(row: Row) -> float:
@@ -57,8 +69,8 @@ def best_lines(session: PerfSession) -> list[str]:
     cublas = session.cublas_measurements()
     for (kernel, dtype, size), (label, row) in sorted(best_rows(session).items(), key=lambda kv: (kv[0][2], kv[0])):
         inst, m = row.instance, row.measurement
-        base = row.cublas or cublas.get((dtype, size))
-        share = f", {100 * m.tflops / base.tflops:.1f}% of cuBLAS {dtype}" if base else ""
+        base = row.cublas or cublas.get((ceiling_key(inst), size))
+        share = f", {100 * m.tflops / base.tflops:.1f}% of {ceiling_name(ceiling_key(inst), base)}" if base else ""
         which = f"{inst.variant}, " if inst.variant else ""
         lines.append(f"best {kernel} {dtype} N={size}: {which}{m.tflops:.2f} TFLOP/s{share}")
     return lines
@@ -74,29 +86,43 @@ def _measured_intensity(row: Row, size: int) -> float | None:
     return roofline.gemm_flops(size, size, size) / row.dram_bytes if row.dram_bytes else None
 
 
+def ceiling_name(key: str, m: Measurement) -> str:
+    """How the table names the ceiling series pooled under `key` (session.ceiling_key): ``cuBLAS
+    float32`` for a dtype, else cuBLASLt's GEMM as its measurement is labelled."""
+    return f"cuBLAS {key}" if key in dt.DTYPES else m.label
+
+
 def _kernel_row(session: PerfSession, label: str, size: int, row: Row) -> tuple[str, ...]:
     m = row.measurement
     if row.failure is not None:   # not timed: its launch crashed or hung (here, or in the sized probe)
-        return (label, str(size), row.status, *["-"] * 9, _first_line(row.failure), "-")
+        return (label, str(size), row.status, *["-"] * 11, _first_line(row.failure), "-")
     if m is None:
-        return (label, str(size), "wrong", *["-"] * 9,
+        return (label, str(size), "wrong", *["-"] * 11,
                 f"first launch: {row.check.worst_ratio:.3g} x bound, {row.check.nans} NaN", "-")
     if row.last is not None and not row.last.ok:
         verdict = f"wrong on last launch: {row.last.worst_ratio:.3g} x bound, {row.last.nans} NaN"
-        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 4, verdict, "-")
+        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 6, verdict, "-")
     if row.impossible:
-        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 4, "impossible: beats the roofline",
+        return (label, str(size), "refused", *_timing_cells(m)[1:], *["-"] * 6, "impossible: beats the roofline",
                 "-")
-    cublas = row.cublas or session.cublas_measurements().get((row.instance.dtype, size))
-    pct_cublas = f"{100 * m.tflops / cublas.tflops:.1f}" if cublas else "n/a"
-    peak = session.device.fp32_peak_tflops
+    cublas = row.cublas or session.cublas_measurements().get((ceiling_key(row.instance), size))
+    ceiling = (f"{100 * m.tflops / cublas.tflops:.1f}", ceiling_name(ceiling_key(row.instance), cublas)) if cublas else (
+        "n/a", session.cublas_missing().get((ceiling_key(row.instance), size), "not measured"))
+    unit = units.unit_of(row.instance, session.device)
     intensity = _intensity(row)
-    roof = session.roof()
+    roof = _roof(session, unit)
     model = (f"{roof.attainable(intensity):.1f}", roofline.model_roof_cell(m.tflops, roof.attainable(intensity))) \
         if roof else ("-", "-")
     measured = _measured_intensity(row, size)
-    return (label, str(size), *_timing_cells(m), pct_cublas, f"{100 * m.tflops / peak:.1f}" if peak else "n/a",
+    return (label, str(size), *_timing_cells(m), *ceiling,
+            f"{100 * m.tflops / unit.peak_tflops:.1f}" if unit.peak_tflops else "n/a", unit.label,
             f"{intensity:g}", *model, f"{measured:.1f}" if measured else "-")
+
+
+def _roof(session: PerfSession, unit: units.Unit) -> roofline.Roof | None:
+    """The model roof under the unit's peak (the copy bandwidth's slope, the unit's ceiling)."""
+    roof = session.roof()
+    return roofline.Roof(unit.peak_tflops, roof.bandwidth_tbs) if roof and unit.peak_tflops else None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -111,10 +137,8 @@ def summary_rows(session: PerfSession) -> tuple[tuple[str, ...], list[tuple[str,
     """(header, rows, footer lines) for what was measured."""
     rows = [_kernel_row(session, label, size, row)
             for (label, size), row in sorted(session.rows.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
-    peak = session.device.fp32_peak_tflops
     for (dtype, size), m in sorted(session.cublas_measurements().items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        rows.append((f"cuBLAS {dtype}", str(size), *_timing_cells(m), "100.0",
-                     f"{100 * m.tflops / peak:.1f}" if peak else "n/a", "-", "-", "-", "-"))
+        rows.append((ceiling_name(dtype, m), str(size), *_timing_cells(m), "100.0", "-", "-", "-", "-", "-", "-", "-"))
     return HEADER, rows, footer(session)
 
 
@@ -127,9 +151,15 @@ def footer(session: PerfSession) -> list[str]:
                      f"{session._copy.size / 2**20:.0f} MiB buffer)")
     roof = session.roof()
     if roof:
-        lines.append(f"model roof: the seed's DRAM-only intensity model (no cache reuse counted) under the "
-                     f"copy bandwidth and the FP32 peak, ridge {roof.ridge:.1f} FLOP/B; a kernel above it "
-                     f"shows '{roofline.MODEL_EXCEEDED}'")
+        lines.append(f"model roof: the seed's DRAM-only intensity model (no cache reuse counted) with input "
+                     f"elements of their own size, under the copy bandwidth and the peak of the kernel's unit (FP32 SIMT: "
+                     f"ridge {roof.ridge:.1f} FLOP/B); a kernel above it shows '{roofline.MODEL_EXCEEDED}'")
+    lines.append("ceiling: cuBLAS of the kernel's dtype (cupy.matmul), or for a type per operand cuBLASLt's GEMM "
+                 "of its combination (nvmath-python's bindings, TN layout, scale factors of 1), sampled in turn "
+                 "with it; '(nearest library GEMM: ...)' names what differs where the library lacks the combination")
+    lines.append("unit: FP32 SIMT (SMs x FP32 lanes x 2 x clock), or for a kernel whose code names a tensor-core "
+                 "instruction (wmma::mma_sync, mma.sync, wgmma.mma_async, tcgen05.mma) the dense tensor-core peak "
+                 "of its input type (SMs x FLOP per SM per clock from NVIDIA's architecture whitepapers x clock)")
     clock = getattr(session.timer, "clock", None)
     reference = getattr(clock, "reference_mhz", None)
     lines.append("SM MHz: median NVML SM clock over the kept samples; "
@@ -153,7 +183,7 @@ def footer(session: PerfSession) -> list[str]:
     else:
         lines.append("DRAM FLOP/B (ncu): not measured (pass --gemm-ncu with ncu on PATH)")
     for (dtype, size), why in sorted(session.cublas_missing().items()):
-        lines.append(f"cuBLAS {dtype} N={size}: not measured: {why}")
+        lines.append(f"ceiling of {dtype} N={size}: not measured: {why}")
     return lines
 
 
@@ -170,7 +200,7 @@ def roofline_png(session: PerfSession) -> bytes | None:
         return None
     measured = [roofline.Point(f"{label} N{size} (ncu)", _measured_intensity(row, size), row.measurement.tflops)
                 for (label, size), row in sorted(session.rows.items()) if _measured_intensity(row, size)]
-    ceilings = {f"cuBLAS {d} N{s}": m.tflops for (d, s), m in session.cublas_measurements().items()}
+    ceilings = {f"{ceiling_name(d, m)} N{s}": m.tflops for (d, s), m in session.cublas_measurements().items()}
     roof = session.roof()
     return roofline.plot(points, peak_tflops=session.device.fp32_peak_tflops,
                          bandwidth_tbs=roof.bandwidth_tbs if roof else None, ceilings=ceilings,
@@ -195,6 +225,9 @@ def document(session: PerfSession) -> dict:
             out.update(last_check_ratio=r.last.worst_ratio, last_check_nans=r.last.nans)
         if r.cublas is not None:
             out["interleaved_cublas_tflops"] = r.cublas.tflops
+            out["ceiling"] = ceiling_name(ceiling_key(r.instance), r.cublas)
+        unit = units.unit_of(r.instance, session.device)
+        out.update(unit=unit.name, unit_peak_tflops=unit.peak_tflops)
         out["impossible"] = r.impossible
         out["dram_bytes_ncu"] = r.dram_bytes
         if r.dram_note:
@@ -205,7 +238,8 @@ def document(session: PerfSession) -> dict:
         "device": session.device.describe(),
         "tf32": TF32,
         "copy_tbs": session._copy.bandwidth_tbs if session._copy else None,
-        "cublas": {f"{d}-N{s}": _measurement_json(m) for (d, s), m in session.cublas_measurements().items()},
+        "cublas": {f"{d}-N{s}": {**_measurement_json(m), "ceiling": ceiling_name(d, m)}
+                   for (d, s), m in session.cublas_measurements().items()},
         "kernels": {f"{label}-N{size}": kernel(r) for (label, size), r in session.rows.items()},
     }
 

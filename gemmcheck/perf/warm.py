@@ -35,12 +35,12 @@ LABEL = "perf-warm"  # the child's tool in --gemm-phases' record of children
 def compile_judging(cupy, kinds, size: int = SIZE) -> None:
     """Run the performance suite's judging path once per (dtype, {operand: layout}) in `kinds`
     on tiny input sets, and compile its hold kernel: what the timed tests would compile."""
-    from gemmcheck.contract import dtypes as dt
+    from gemmcheck.contract import operand_types
     from gemmcheck.perf import gpu
     from gemmcheck.perf.inputs import InputSets
 
     for dtype_name, layouts in kinds:
-        sets = InputSets(cupy, dt.get(dtype_name), size, 0, seed=0, layouts=dict(layouts)).upload()
+        sets = InputSets(cupy, operand_types.coerce(dtype_name), size, 0, seed=0, layouts=dict(layouts)).upload()
         sets.poison(sets.check_set)
         gpu.output_check(cupy, sets, sets.check_set)
     gpu.hold_kernel(cupy).compile()
@@ -53,9 +53,8 @@ def kinds_of(instances) -> list[tuple[str, tuple]]:
     row-major always (cuBLAS float32 is timed alone, for the TF32 check)."""
     kinds = {("float32", ())}
     for i in instances:
-        if not i.types.uniform:
-            continue   # not timed yet (perf_plugin's skip reason)
-        kinds.add((i.dtype, tuple(sorted((o, l) for o, l in i.spec.layouts.items() if l != "row"))))
+        name = i.dtype if i.types.uniform else i.types.spelling
+        kinds.add((name, tuple(sorted((o, l) for o, l in i.spec.layouts.items() if l != "row"))))
     return sorted(kinds)
 
 

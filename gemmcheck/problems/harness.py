@@ -638,12 +638,13 @@ def problem_label(M: int, N: int, K: int) -> str:
 PLAIN_POOL = 4099   # values drawn for a plain launch's A and B, repeated to their size
 
 
-def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C) -> dict:
-    """Every role's value for a plain launch: A, B, C as given, tight leading dimensions, alpha
-    1 and beta 0. How the performance suite launches, and the isolated probe at its sizes."""
-    return {"A": A, "B": B, "C": C, "M": M, "N": N, "K": K,
-            **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K), "alpha": 1, "beta": 0,
-            **launch.tight_batch_strides(M, N, K)}
+def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C, D=None, scales=None) -> dict:
+    """Every role's value for a plain launch: A, B, C (and D, the scale factors: buffers or
+    numbers, by role) as given, tight leading dimensions, alpha 1 and beta 0. How the
+    performance suite launches, and the isolated probe at its sizes."""
+    return {"A": A, "B": B, "C": C, **({"D": D} if D is not None else {}), **(scales or {}),
+            "M": M, "N": N, "K": K, **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K),
+            "alpha": 1, "beta": 0, **launch.tight_batch_strides(M, N, K)}
 
 
 def plain_operands(backend: Backend, dtype: dt.DType, M: int, N: int, K: int, seed: int = 0) -> tuple:

@@ -12,7 +12,7 @@ writes reports/performance/ (summary.txt, perf.json, roofline.png).
 import pytest
 
 from gemmcheck import perf
-from gemmcheck.perf import selection, summary
+from gemmcheck.perf import selection, summary, units
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 @pytest.mark.gpu
@@ -50,18 +50,21 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
     rate = perf.timed_rate(perf_session, perf_instance, perf_size)
     row = perf_session.rows[(perf_instance.id, perf_size)]
     measured = row.measurement
-    cublas = row.cublas or perf_session.cublas(perf_instance.dtype, perf_size)   # sampled in turn with it
-    peak = perf_session.device.fp32_peak_tflops
+    cublas = perf_session.ceiling(perf_instance, perf_size)   # sampled in turn with it
+    unit = units.unit_of(perf_instance, perf_session.device)
+    peak = unit.peak_tflops
     intensity = summary.model_intensity(perf_instance)
     extra = {"tflops": round(rate, 3), "N": perf_size, "dtype": perf_instance.dtype,
              "tile": perf_instance.declared_tile, "config": perf_instance.config,
              "spread": round(measured.spread, 4), "input_sets": measured.n_sets,
              "model_flop_per_byte": intensity, "device": perf_session.device.name}
     if isinstance(cublas, perf.Measurement):
+        extra["ceiling"] = cublas.label
         extra["cublas_tflops"] = round(cublas.tflops, 3)
         extra["ratio_to_cublas"] = round(rate / cublas.tflops, 4)
+    extra["unit"] = unit.name
     if peak:
-        extra["ratio_to_fp32_peak"] = round(rate / peak, 4)
+        extra["ratio_to_unit_peak"] = round(rate / peak, 4)
     if measured.clock_mhz is not None:
         extra["sm_clock_mhz"] = round(measured.clock_mhz)
     extra.update(noise=round(measured.noise, 5), stop=measured.stop, dropped_throttled=measured.dropped)
@@ -75,6 +78,38 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
         f"after {len(measured.times)} samples "
         f"({measured.stop}; median {measured.median * 1e3:.3f} ms); is something else using the GPU? "
         f"card: {perf_session.device.describe()}")
+
+
+@pytest.mark.gpu
+@pytest.mark.perf
+@pytest.mark.instances.with_args(lambda i: not i.types.uniform)
+def test_a_mixed_kernel_is_compared_with_the_library_gemm_of_its_combination(perf_instance, perf_size, perf_session):
+    # A type per operand: the ceiling is cuBLASLt's GEMM of those types (or the nearest it has,
+    # named), sampled in turn with the kernel; never cuBLAS of another type, never missing.
+    if not perf_instance.supports(perf_size, perf_size, perf_size):
+        pytest.skip(f"{perf_instance.id} does not support N={perf_size}")
+    perf.timed_rate(perf_session, perf_instance, perf_size)
+    ceiling = perf_session.ceiling(perf_instance, perf_size)
+    assert isinstance(ceiling, perf.Measurement), (
+        f"{perf_instance.id} ({perf_instance.types.describe()}) at N={perf_size} has no library ceiling: {ceiling}; "
+        f"card: {perf_session.device.describe()}")
+    assert ceiling.label.startswith("cuBLASLt "), ceiling.label
+
+
+@pytest.mark.gpu
+@pytest.mark.perf
+def test_a_kernel_is_never_faster_than_the_peak_of_its_unit(perf_instance, perf_size, perf_session):
+    # The unit's peak is a bound: a tensor-core kernel above its tensor-core peak (or a SIMT one
+    # above the FP32 peak) means the unit was read wrong, from its code or the peak table.
+    if not perf_instance.supports(perf_size, perf_size, perf_size):
+        pytest.skip(f"{perf_instance.id} does not support N={perf_size}")
+    rate = perf.timed_rate(perf_session, perf_instance, perf_size)
+    unit = units.unit_of(perf_instance, perf_session.device)
+    if unit.peak_tflops is None:
+        pytest.skip(f"{perf_instance.id}: {unit.why}")
+    assert rate <= 1.05 * unit.peak_tflops, (
+        f"{perf_instance.id} at N={perf_size}: {rate:.1f} TFLOP/s is above the {unit.name} peak "
+        f"{unit.peak_tflops:.1f} TFLOP/s ({unit.why}); card: {perf_session.device.describe()}")
 
 
 @pytest.mark.gpu

@@ -252,7 +252,8 @@ class RowChildren:
         this host, not of a kernel: isolation.IsolationError, a ToolFailure); a second failure
         is raised. Not retried once closing: close() killed it."""
         return retry_once(
-            lambda: sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe, backend=self.settings.backend_name),
+            lambda: sanitizer.run(tool, plan, exe=self.settings.sanitizer_exe, backend=self.settings.backend_name,
+                                  hang_timeout_s=self.settings.hang_timeout),
             stop=self._closing)
 
     @staticmethod
