@@ -216,8 +216,8 @@ def mixed_timer(monkeypatch):
     class FakeLt:   # cuBLASLt's GEMM: 600 TFLOP/s on the fake clock (noisy: 600 and 300 by turns)
         launches = 0
 
-        def __init__(self, gemm):
-            self.gemm = gemm
+        def __init__(self, gemm, M=N, N_=N):
+            self.gemm, self.m, self.n = gemm, M, N_
 
         def launch(self, A, B, D):
             assert A.dtype == np.uint8 and B.dtype == np.uint8 and D.dtype == np.uint16   # raw bits
@@ -229,7 +229,7 @@ def mixed_timer(monkeypatch):
     def plan(types, M, N_, K, batch=1):
         [gemm] = library.library_gemms(types)
         planned.append((gemm.name, M, N_, K, batch))
-        return FakeLt(gemm), gemm.label
+        return FakeLt(gemm, M, N_), gemm.label_for(batch)
 
     monkeypatch.setattr(library, "planned", plan)
 
@@ -286,7 +286,7 @@ def test_a_mixed_kernel_that_leaves_a_scale_out_is_refused_before_timing(mixed_t
 def test_the_ceiling_of_any_shape_is_one_call_named_by_its_library_gemm(mixed_timer):
     session, gpu, planned = mixed_timer("honest")
     m = session.library_ceiling("e4m3e4m3bf16 scale_A=tensor scale_B=tensor", 128, 64, 32, batch=2)
-    assert m.label == "cuBLASLt e4m3e4m3bf16 scale_A=tensor scale_B=tensor"
+    assert m.label == "cuBLASLt e4m3e4m3bf16 scale_A=tensor scale_B=tensor strided-batched x2"
     assert planned == [("e4m3e4m3bf16 scale_A=tensor scale_B=tensor", 128, 64, 32, 2)]
     assert m.flops == 2 * 2 * 128 * 64 * 32 and m.tflops > 0
     assert session.library_ceiling(operand_types.of("e4m3e4m3bf16 scale_A=tensor scale_B=tensor"),
