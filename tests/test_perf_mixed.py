@@ -313,25 +313,29 @@ def _fake_cupy():
     return cp
 
 
-@pytest.mark.parametrize("types", ["e4m3e4m3bf16 scale_A=1x128 scale_B=128x128", "s8s8s32", "tf32", "float64",
-                                   "e4m3e4m3e4m3 scale_A=tensor scale_B=tensor saturate"])
-def test_a_library_gemm_is_described_to_cublaslt_with_the_bindings_own_names(types, monkeypatch):
-    nvmath = pytest.importorskip("nvmath", reason="needs nvmath-python (pyproject's dependency)")
+def fake_cublaslt(monkeypatch) -> list:
+    """nvmath-python's cuBLASLt bindings with their library calls recorded, not made (and CuPy
+    faked): the list of (call, arguments) they receive."""
+    pytest.importorskip("nvmath", reason="needs nvmath-python (pyproject's dependency)")
     import ctypes
 
-    from nvmath.bindings import cublas, cublasLt
+    from nvmath.bindings import cublasLt
 
     calls = []
 
     def record(name, result=None):
         return lambda *args: calls.append((name, args)) or result
 
+    def setter(name):   # (object, attribute, pointer, size, the value's bytes as passed)
+        return lambda *args: calls.append((name, (*args, ctypes.string_at(args[2], args[3]))))
+
     def heuristic(handle, desc, a, b, c, d, preference, requested, results, found):
         ctypes.c_int32.from_address(found).value = 1
         calls.append(("heuristic", (a, b, c, d)))
 
-    for name in ("matmul_desc_set_attribute", "matrix_layout_set_attribute", "matmul_preference_set_attribute",
-                 "matmul_preference_destroy", "matmul"):
+    for name in ("matmul_desc_set_attribute", "matrix_layout_set_attribute", "matmul_preference_set_attribute"):
+        monkeypatch.setattr(cublasLt, name, setter(name))
+    for name in ("matmul_preference_destroy", "matmul"):
         monkeypatch.setattr(cublasLt, name, record(name))
     monkeypatch.setattr(cublasLt, "create", record("create", 1))
     monkeypatch.setattr(cublasLt, "matmul_desc_create", record("matmul_desc_create", 2))
@@ -341,6 +345,15 @@ def test_a_library_gemm_is_described_to_cublaslt_with_the_bindings_own_names(typ
     monkeypatch.setattr(cublasLt, "matmul_algo_get_heuristic", heuristic)
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     library._handle.cache_clear()
+    return calls
+
+
+@pytest.mark.parametrize("types", ["e4m3e4m3bf16 scale_A=1x128 scale_B=128x128", "s8s8s32", "tf32", "float64",
+                                   "e4m3e4m3e4m3 scale_A=tensor scale_B=tensor saturate"])
+def test_a_library_gemm_is_described_to_cublaslt_with_the_bindings_own_names(types, monkeypatch):
+    calls = fake_cublaslt(monkeypatch)
+    import nvmath
+    from nvmath.bindings import cublas, cublasLt
 
     gemm = library.library_gemms(types)[0]
     lt = library.LtGemm(gemm, 256, 128, 512, batch=2)
