@@ -7,7 +7,11 @@ them), the draft reads what the source says:
   ``B``, ``C``, ``lda``, ``ldb``, ``ldc`` in the common spellings: ``int m``,
   ``const float *A``, ``float* __restrict__ matC``, ``d_A``, ``A_ptr`` ...); an output named
   ``d``, ``D`` or ``out`` beside a ``c`` is the separate output D; scale factors named
-  ``scale_a``, ``a_scale``, ``sfa`` (and B's) are scale_A and scale_B;
+  ``scale_a``, ``a_scale``, ``sfa`` (and B's) are scale_A and scale_B; a strided batch's
+  ``batch`` / ``batch_count`` and ``stride_a`` / ``strideA`` / ``lda_batch`` (and B's, C's, D's),
+  a fused epilogue's ``bias``, ``residual`` and ``out_scale``, a grouped GEMM's ``groups`` /
+  ``num_experts``, ``group_offsets`` / ``expert_offsets`` and ``group_counts`` / ``masked_m``
+  (with an ``epilogue`` TODO for what the epilogue does);
 - the dtype from the pointers' element types: one name when A, B and the output share it
   (``float16``), else the combination of A, B and the output (``f16f16f32``: half A and B, a
   float C and D; ``e4m3e4m3bf16``, ``s8s8s32``); template parameters as params (values from
@@ -52,7 +56,23 @@ _SCALE_NAMES = {f"{form}": f"scale_{o.upper()}" for o in "ab" for form in (
 _INT_NAMES = {"m": "M", "n": "N", "k": "K", "lda": "lda", "ldb": "ldb", "ldc": "ldc", "ldd": "ldd",
               "ld_a": "lda", "ld_b": "ldb", "ld_c": "ldc", "ld_d": "ldd", "rows": "M", "cols": "N", "width": "N",
               "m_ld": "M", "n_ld": "N", "k_ld": "K"}
-_SCALAR_NAMES = {"alpha": "alpha", "beta": "beta"}
+_INT_NAMES.update({name: "batch" for name in ("batch", "batch_count", "batchcount", "batch_size", "batchsize",
+                                              "num_batches", "nbatch", "batches")})
+_INT_NAMES.update({name: f"stride_{o.upper()}" for o in "abcd" for name in (
+    f"stride_{o}", f"stride{o}", f"{o}_stride", f"ld{o}_batch", f"batch_stride_{o}", f"batchstride{o}",
+    f"{o}_batch_stride", f"stride_{o}_batch")})
+_INT_NAMES.update({name: "groups" for name in ("groups", "num_groups", "group_count", "num_experts", "experts",
+                                               "num_expert", "n_experts", "problem_count", "num_problems")})
+# a fused epilogue's and a grouped GEMM's arrays, by their common names
+_POINTER_NAMES.update({"bias": "bias", "biases": "bias", "residual": "residual", "resid": "residual",
+                       "skip": "residual", **{name: "group_offsets" for name in (
+                           "group_offsets", "expert_offsets", "offsets", "seg_offsets", "segment_offsets",
+                           "problem_offsets", "m_offsets", "expert_offset", "group_offset")},
+                       **{name: "group_counts" for name in (
+                           "group_counts", "masked_m", "expert_counts", "tokens_per_expert", "counts",
+                           "group_sizes", "m_per_group", "num_tokens_per_expert")}})
+_SCALAR_NAMES = {"alpha": "alpha", "beta": "beta", "output_scale": "output_scale", "out_scale": "output_scale",
+                 "scale_out": "output_scale", "scale_d": "output_scale", "d_scale": "output_scale"}
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|unsigned|signed)\b")
 _CV = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b")
 
@@ -316,7 +336,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         d.add("tile", _toml(tile), "the parameter that is the tile edge (shape generators use it)")
 
     # launch geometry: the file's own launch, else a guess
-    known = {*all_params, *launch.DIMENSIONS}
+    known = {*all_params, *launch.GEOMETRY_NAMES}
     grid = block = None
     if kernel_launches:
         call = kernel_launches[0]
@@ -340,6 +360,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
             guess_grid = ["ceil(N / 32)", "ceil(M / 32)"]
         most = split_top_level(bounds["args"])[0] if bounds else None
         guess_block = [int(most) if most.isdigit() else most] if most else ([tile, tile] if tile else [32, 32])
+        # a batch's products, or a grouped GEMM's groups, usually along z
+        guess_grid += [z for z in ("batch", "groups") if z in roles][:1]
         d.add("grid", _toml(guess_grid), "TODO: grid: blocks in x, y (, z) over M, N, K and the parameters "
               "(a guess)", *seen)
         d.add("block", _toml(guess_block), "TODO: block: threads in x, y (, z) (a guess)", *hint)
@@ -419,6 +441,15 @@ def _draft_types(roles: list, params: list[Param], dtypes: list[str]) -> list[tu
             + (f"; {', '.join(by_value)} taken by value: that is certain), " if by_value else "), ")
             + "\"row\" (one per row), \"col\" (one per column), or { block = [1, 128] } (rows x columns of the "
             "operand each covers; major = \"col\" when the scale matrix is stored transposed)"]))
+    fused = [r for r in roles if r in ("bias", "residual", "output_scale")]
+    if fused:
+        out.append(("epilogue", None, [
+            f"TODO: epilogue: the kernel takes {', '.join(fused)}: say what it fuses, in this order (the "
+            "reference's): bias = \"row\" (bias[i]) or \"col\" (bias[j]) and bias_type when not D's; activation = "
+            "\"relu\", \"gelu_tanh\", \"gelu_erf\" or \"silu\"; residual = true; output_scale = true, e.g.",
+            "epilogue = { " + ", ".join(
+                {"bias": 'bias = "row"', "residual": "residual = true", "output_scale": "output_scale = true"}[r]
+                for r in fused) + ', activation = "relu" }']))
     if {"C", "D"} <= set(roles):
         out.append(("d_aliases_c", None, ["TODO: D is written, C only read (at beta != 0); if callers may pass "
                                           "D == C (an in-place update), say so:", "d_aliases_c = true"]))
@@ -505,7 +536,7 @@ def _host_names(call: Launch, tparams, host: str) -> dict[str, str]:
             names[arg.strip()] = name
     for word in set(re.findall(r"\b[A-Za-z_]\w*\b", " ".join((call.grid or []) + (call.block or [])))):
         role = _INT_NAMES.get(normalized(word)) or _INT_NAMES.get(word.lower())
-        if role in launch.DIMENSIONS and word not in names:
+        if role in launch.GEOMETRY_NAMES and word not in names:
             names[word] = role
     return names
 

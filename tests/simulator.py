@@ -33,3 +33,10 @@ def exact_inputs(M, N, K, seed=0):
     B = rng.integers(-4, 5, (K, N)).astype(np.float64)
     A[0, 0] = B[0, 0] = 3  # never all zero
     return A, B
+
+
+def first_instances(catalog) -> dict:
+    """Each kernel of an examples catalog by name: its first instantiation."""
+    from gemmcheck.contract.catalog import load
+
+    return {spec.name: spec.instances()[0] for spec in load(catalog)}

@@ -3,24 +3,24 @@
 import numpy as np
 import pytest
 
-from gemmcheck.backends.cpu_sim import CpuSimBackend
-from gemmcheck.contract.catalog import load
 from gemmcheck.judge.oracle import judge
 from gemmcheck.problems.harness import GuardedGemm, run_problem
-from gemmcheck.problems.problem import Problem, batched_matmul, product_rows
+from gemmcheck.problems.problem import Problem, product_rows, stacked_matmul
 from gemmcheck.verdict import Defect
+from simulator import first_instances, simulator
 
 CATALOG = "examples/batched/catalog.toml"
 
 
 @pytest.fixture(scope="module")
 def kernels():
-    return {spec.name: spec.instances()[0] for spec in load(CATALOG)}
+    return first_instances(CATALOG)
 
 
 @pytest.fixture(scope="module")
 def backend():
-    return CpuSimBackend()
+    with simulator() as running:
+        yield running
 
 
 def test_product_zero_of_a_batch_is_the_unbatched_problem_and_the_others_differ():
@@ -35,7 +35,7 @@ def test_a_broadcast_operand_is_product_zeros_in_every_product_and_c0_still_chan
     A, B, C0 = Problem(5, 6, 7, "float32", "exact", 3, alpha=2, beta=-1, batch=4, broadcast="B").operands()
     assert all(np.array_equal(product_rows(B, b, 4), product_rows(B, 0, 4)) for b in range(4))
     assert not np.array_equal(product_rows(A, 1, 4), product_rows(A, 0, 4))
-    assert (2 * batched_matmul(A, B, 4) - C0 != C0).all()
+    assert (2 * stacked_matmul(A, B, (5,) * 4) - C0 != C0).all()
 
 
 def test_flops_count_every_product():

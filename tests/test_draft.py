@@ -213,3 +213,24 @@ def test_the_vendor_style_tensor_core_sample_drafts_a_separate_d_and_its_types(t
     (entry, _) = drafted(ROOT / "examples" / "mixed" / "wmma_sample.cu", tmp_path)
     assert entry["args"] == ["A", "B", "C", "D", "M", "N", "K", "alpha", "beta"]   # c beside d: d is D
     assert entry["dtypes"] == ["f16f16f32"]                                          # half A, B; float C, D
+
+
+def test_batched_epilogue_and_grouped_signatures_read_by_their_common_names(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "__global__ void bmm(const float *A, long long strideA, const float *B, long long ldb_batch, float *C,\n"
+        "                    long long stride_c, int M, int N, int K, int batch_count) {}\n"
+        "__global__ void fused(const float *A, const float *B, const float *bias, const float *residual,\n"
+        "                      float *D, int M, int N, int K, float out_scale) {}\n"
+        "__global__ void moe(const float *A, const float *B, float *C, const int *expert_offsets,\n"
+        "                    int M, int N, int K, int num_experts) {}\n"
+        "__global__ void masked(const float *A, const float *B, float *C, const int *masked_m,\n"
+        "                       int M, int N, int K, int num_groups) {}\n")
+    entries = {e["name"]: e for e in drafted(source, tmp_path)}
+    assert entries["bmm"]["args"] == ["A", "stride_A", "B", "stride_B", "C", "stride_C", "M", "N", "K", "batch"]
+    assert entries["bmm"]["grid"][2] == "batch"                # the products along z
+    assert entries["fused"]["args"] == ["A", "B", "bias", "residual", "D", "M", "N", "K", "output_scale"]
+    assert "TODO: epilogue:" in draft.draft_source(source, tmp_path)
+    assert entries["moe"]["args"] == ["A", "B", "C", "group_offsets", "M", "N", "K", "groups"]
+    assert entries["masked"]["args"] == ["A", "B", "C", "group_counts", "M", "N", "K", "groups"]
+    assert entries["moe"]["grid"][2] == "groups"

@@ -3,20 +3,20 @@
 import numpy as np
 import pytest
 
-from gemmcheck.backends.cpu_sim import CpuSimBackend
 from gemmcheck.contract import epilogue as ep
 from gemmcheck.contract import operand_types
 from gemmcheck.contract.catalog import CatalogError, load
 from gemmcheck.judge.oracle import judge
 from gemmcheck.problems.harness import run_problem
 from gemmcheck.problems.problem import Problem, exact_range
+from simulator import first_instances, simulator
 
 CATALOG = "examples/epilogue/catalog.toml"
 
 
 @pytest.fixture(scope="module")
 def kernels():
-    return {spec.name: spec.instances()[0] for spec in load(CATALOG)}
+    return first_instances(CATALOG)
 
 
 def test_an_epilogue_survives_its_spelling_in_the_problem():
@@ -59,14 +59,14 @@ def test_a_catalog_epilogue_needs_its_roles(tmp_path):
 
 
 def test_gelu_on_exact_inputs_is_judged_by_the_bound_and_the_twins_are_caught(kernels):
-    backend = CpuSimBackend()
-    problem = Problem(33, 17, 65, kernels["gemm_bias_gelu_tanh_residual"].types, "exact", 1, alpha=2, beta=-1)
-    judgement = judge(run_problem(backend, kernels["gemm_bias_gelu_tanh_residual"], problem),
-                      *problem.operands()[:2], exact=True, problem=problem)
-    assert judgement.ok and not judgement.exact and "Lipschitz" in judgement.bound_text, judgement.message()
-    for twin in ("broken_bias_on_wrong_axis", "broken_activation_before_alpha_beta",
-                 "broken_splitk_bias_in_every_slice"):
-        problem = Problem(33, 17, 65, kernels[twin].types, "normal", 2)
-        judgement = judge(run_problem(backend, kernels[twin], problem), *problem.operands()[:2], exact=False,
-                          problem=problem)
-        assert not judgement.ok and judgement.ratio > 10, twin
+    with simulator() as backend:
+        problem = Problem(33, 17, 65, kernels["gemm_bias_gelu_tanh_residual"].types, "exact", 1, alpha=2, beta=-1)
+        judgement = judge(run_problem(backend, kernels["gemm_bias_gelu_tanh_residual"], problem),
+                          *problem.operands()[:2], exact=True, problem=problem)
+        assert judgement.ok and not judgement.exact and "Lipschitz" in judgement.bound_text, judgement.message()
+        for twin in ("broken_bias_on_wrong_axis", "broken_activation_before_alpha_beta",
+                     "broken_splitk_bias_in_every_slice"):
+            problem = Problem(33, 17, 65, kernels[twin].types, "normal", 2)
+            judgement = judge(run_problem(backend, kernels[twin], problem), *problem.operands()[:2], exact=False,
+                              problem=problem)
+            assert not judgement.ok and judgement.ratio > 10, twin

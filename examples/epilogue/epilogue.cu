@@ -45,23 +45,35 @@ __device__ __forceinline__ float tile_sum(const T *A, const T *B, int row, int c
     return sum;
 }
 
-// D = out_scale * (act(alpha A B + beta C + bias[row]) + residual): a bias per row of D.
-// Launch: grid (ceil(N / TILE), ceil(M / TILE)), block (TILE, TILE).
-template <typename T, int TILE, int ACT>
-__global__ void gemm_bias_act_residual(int M, int N, int K, float alpha, const T *A, const T *B, float beta,
-                                       const T *C, T *D, const T *bias, const T *residual, float out_scale)
+// What the broken twins get wrong (NO_FLAW: nothing).
+enum EpilogueFlaw { NO_FLAW = 0, BIAS_ON_COLUMN = 1, ACTIVATION_FIRST = 2 };
+
+template <typename T, int TILE, int ACT, int FLAW>
+__device__ __forceinline__ void bias_act_residual(int M, int N, int K, float alpha, const T *A, const T *B,
+                                                  float beta, const T *C, T *D, const T *bias,
+                                                  const T *residual, float out_scale)
 {
     int row = blockIdx.y * TILE + threadIdx.y;
     int col = blockIdx.x * TILE + threadIdx.x;
     float sum = tile_sum<T, TILE>(A, B, row, col, M, N, K);
     if (row < M && col < N)
     {
-        float z = alpha * sum;
+        float z = alpha * (FLAW == ACTIVATION_FIRST ? activate<ACT>(sum) : sum);
         if (beta != 0.0f)
             z += beta * float(C[row * N + col]);
-        z += float(bias[row]);
-        D[row * N + col] = T(out_scale * (activate<ACT>(z) + float(residual[row * N + col])));
+        z += float(bias[FLAW == BIAS_ON_COLUMN ? col : row]);
+        float y = FLAW == ACTIVATION_FIRST ? z : activate<ACT>(z);
+        D[row * N + col] = T(out_scale * (y + float(residual[row * N + col])));
     }
+}
+
+// D = out_scale * (act(alpha A B + beta C + bias[row]) + residual): a bias per row of D.
+// Launch: grid (ceil(N / TILE), ceil(M / TILE)), block (TILE, TILE).
+template <typename T, int TILE, int ACT>
+__global__ void gemm_bias_act_residual(int M, int N, int K, float alpha, const T *A, const T *B, float beta,
+                                       const T *C, T *D, const T *bias, const T *residual, float out_scale)
+{
+    bias_act_residual<T, TILE, ACT, NO_FLAW>(M, N, K, alpha, A, B, beta, C, D, bias, residual, out_scale);
 }
 
 // Broken twin: the bias read along the wrong axis, bias[col] (a per-column bias's index).
@@ -69,17 +81,7 @@ template <typename T, int TILE, int ACT>
 __global__ void broken_bias_on_wrong_axis(int M, int N, int K, float alpha, const T *A, const T *B, float beta,
                                           const T *C, T *D, const T *bias, const T *residual, float out_scale)
 {
-    int row = blockIdx.y * TILE + threadIdx.y;
-    int col = blockIdx.x * TILE + threadIdx.x;
-    float sum = tile_sum<T, TILE>(A, B, row, col, M, N, K);
-    if (row < M && col < N)
-    {
-        float z = alpha * sum;
-        if (beta != 0.0f)
-            z += beta * float(C[row * N + col]);
-        z += float(bias[col]);
-        D[row * N + col] = T(out_scale * (activate<ACT>(z) + float(residual[row * N + col])));
-    }
+    bias_act_residual<T, TILE, ACT, BIAS_ON_COLUMN>(M, N, K, alpha, A, B, beta, C, D, bias, residual, out_scale);
 }
 
 // Broken twin: the activation applied to the sum before alpha, beta C and the bias.
@@ -88,17 +90,7 @@ __global__ void broken_activation_before_alpha_beta(int M, int N, int K, float a
                                                     float beta, const T *C, T *D, const T *bias,
                                                     const T *residual, float out_scale)
 {
-    int row = blockIdx.y * TILE + threadIdx.y;
-    int col = blockIdx.x * TILE + threadIdx.x;
-    float sum = tile_sum<T, TILE>(A, B, row, col, M, N, K);
-    if (row < M && col < N)
-    {
-        float z = alpha * activate<ACT>(sum);
-        if (beta != 0.0f)
-            z += beta * float(C[row * N + col]);
-        z += float(bias[row]);
-        D[row * N + col] = T(out_scale * (z + float(residual[row * N + col])));
-    }
+    bias_act_residual<T, TILE, ACT, ACTIVATION_FIRST>(M, N, K, alpha, A, B, beta, C, D, bias, residual, out_scale);
 }
 
 // The common "bias + GELU" kernel of a Linear layer: one thread per element of D, D = gelu(A B +

@@ -193,7 +193,8 @@ class ReportsLaunches(Protocol):
 class ChecksAddresses(Protocol):
     """Launches once on exact-size buffers under an address checker (AddressSanitizer)."""
 
-    def address_check(self, instance: Instance, A: np.ndarray, B: np.ndarray, *, batch: int = 1) -> Any: ...
+    def address_check(self, instance: Instance, A: np.ndarray, B: np.ndarray, *, batch: int = 1, groups: tuple = (),
+                      masked: int = 0) -> Any: ...
 
 
 @runtime_checkable

@@ -33,17 +33,21 @@ Dim3 = tuple[int, int, int]
 OPERAND_ROLES = ("A", "B", "C", "D")        # matrices: D, when listed, is the output and C only read
 SCALE_ROLES = ("scale_A", "scale_B")       # scale factors: a pointer, or a per-tensor value
 EPILOGUE_POINTER_ROLES = ("bias", "residual")   # a fused epilogue's inputs (gemmcheck.contract.epilogue)
-POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES
+# A grouped GEMM: `groups` products, group g's rows of A and C at group_offsets[g] ..
+# group_offsets[g + 1] (contiguous), or the first group_counts[g] rows of its slot of M (masked);
+# both int32 arrays. B of group g at B + g * stride_B.
+GROUP_POINTER_ROLES = ("group_offsets", "group_counts")
+POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES + GROUP_POINTER_ROLES
 # A strided batch: `batch` products in one launch, operand X of product b at X + b * stride_X
 # (a stride of 0 broadcasts one matrix to every product); the geometry may name `batch`.
 BATCH_ROLES = ("batch", "stride_A", "stride_B", "stride_C", "stride_D")
-INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd") + BATCH_ROLES
+INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd") + BATCH_ROLES + ("groups",)
 SCALAR_ROLES = ("alpha", "beta", "output_scale")
 TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B or C, passed by value
 ROLES = OPERAND_ROLES + SCALE_ROLES + INT_ROLES + ("alpha", "beta") + TENSOR_MAP_ROLES + \
-    EPILOGUE_POINTER_ROLES + ("output_scale",)
+    EPILOGUE_POINTER_ROLES + ("output_scale",) + GROUP_POINTER_ROLES
 DIMENSIONS = ("M", "N", "K")
-GEOMETRY_NAMES = DIMENSIONS + ("batch",)   # what grid, block and shared_bytes may name besides parameters
+GEOMETRY_NAMES = DIMENSIONS + ("batch", "groups")   # what grid, block and shared_bytes may name besides parameters
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
@@ -443,7 +447,8 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
     if missing:
         raise LaunchError(f"{instance.id}: no value for {', '.join(dict.fromkeys(missing))}; "
                           f"the kernel takes {', '.join(map(str, spec.roles))}")
-    env = {**instance.params, **{d: int(values[d]) for d in DIMENSIONS}, "batch": int(values.get("batch", 1))}
+    env = {**instance.params, **{d: int(values[d]) for d in DIMENSIONS}, "batch": int(values.get("batch", 1)),
+           "groups": int(values.get("groups", 1))}
     cluster = None
     try:
         grid, block, shared = spec.geometry.evaluate(env)

@@ -168,6 +168,8 @@ class OperandTypes:
             return self.epilogue.bias_type or self.D
         if role == "residual":
             return self.C
+        if role in ("group_offsets", "group_counts"):
+            return dt.get("int32")
         scale = self.scale(role.removeprefix("scale_"))
         if scale is None:
             raise KeyError(f"{self.name} has no {role}")

@@ -67,6 +67,7 @@ from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem, p
 MIN_GUARD = 1024
 LEADING_DIMENSIONS = ("tight", "padded")
 LD_ROLES = {"A": "lda", "B": "ldb", "C": "ldc", "D": "ldd"}
+OPERAND_NAMES = ("A", "B", "C", "D")
 STRIDE_ROLES = {"A": "stride_A", "B": "stride_B", "C": "stride_C", "D": "stride_D"}
 C_FILLS = ("default", "poison", "finite")   # what C holds before a launch at beta == 0
 
@@ -150,6 +151,8 @@ class GuardedBuffer:
     ld: int = 0               # elements from one line to the next; 0: tight
     copies: int = 1           # matrices stored one after another (a strided batch's products)
     batch_stride: int = 0     # elements from one stored matrix's first element to the next's
+    valid: tuple = ()         # rows that count in each stored matrix (masked groups); (): all
+    unit: str = "batch"       # what a stored matrix is called in a damage's place: "batch", "group"
 
     def __post_init__(self):
         self.ld = self.ld or max(self.width, 1)   # BLAS: ld >= max(1, width), also for an empty matrix
@@ -186,6 +189,8 @@ class GuardedBuffer:
     def matrix(self, flat: np.ndarray) -> np.ndarray:
         """The rows x cols matrix of a flat host array of this layout (a view); a batch's
         matrices stacked along the rows ((copies rows) x cols, a copy)."""
+        if self.valid:
+            return np.concatenate([m[:v] for m, v in zip(self.matrices(flat), self.valid)])
         if self.copies > 1:
             return self.matrices(flat).reshape(self.copies * self.rows, self.cols)
         lines = self._stored(flat)[:, :self.width]
@@ -202,12 +207,17 @@ class GuardedBuffer:
     def fill(self, flat: np.ndarray, values) -> None:
         """Write `values` (rows x cols, a batch's stacked along the rows, or one value) into `flat`."""
         values = np.asarray(values)
+        if self.valid:
+            edges = np.cumsum((0, *self.valid))
+            for m, v, start in zip(self.matrices(flat), self.valid, edges):
+                m[:v] = values if values.ndim == 0 else values[start:start + v]
+            return
         self.matrices(flat)[...] = values if values.ndim == 0 else values.reshape(self.copies, self.rows, self.cols)
 
     def guard_cells(self, flat: np.ndarray) -> np.ndarray:
         """Every element that must keep the guard pattern: both bands, the padding, the gaps
         between a batch's matrices."""
-        if self.copies > 1:
+        if self.copies > 1 or self.valid:
             return flat[self._guard_mask(len(flat))]
         g = self.guard
         padding = self._stored(flat)[:, self.width:].reshape(-1)
@@ -215,7 +225,7 @@ class GuardedBuffer:
 
     def _guard_mask(self, length: int) -> np.ndarray:
         mask = np.ones(length, dtype=bool)
-        self.matrices(mask)[...] = False
+        self.fill(mask, False)
         return mask
 
     def damage(self, now: np.ndarray) -> dict[str, int]:
@@ -223,15 +233,17 @@ class GuardedBuffer:
         for its bands and padding, and (a batch) "C, between batch b and batch b + 1" for the
         gap between two products' matrices, where a product that strays into its neighbour's
         place writes first."""
-        if self.copies == 1:
+        if self.copies == 1 and not self.valid:
             return {self.name: int(np.count_nonzero(self.guard_cells(now) != self.guard_cells(self.bits)))}
         changed = (now != self.bits) & self._guard_mask(len(now))
         out, in_gaps = {}, 0
-        for b in range(self.copies - 1):
-            start = self.guard + b * self.batch_stride + self.lines * self.ld
-            n = int(np.count_nonzero(changed[start:self.guard + (b + 1) * self.batch_stride]))
+        for b in range(self.copies):
+            # past product b's counted rows (a masked group's tail) up to the next one's start
+            start = self.guard + b * self.batch_stride + (self.valid[b] if self.valid else self.lines) * self.ld
+            end = self.guard + (b + 1) * self.batch_stride if b + 1 < self.copies else self.guard + self.span
+            n = int(np.count_nonzero(changed[start:end]))
             if n:
-                out[gap_name(self.name, b)] = n
+                out[gap_name(self.name, b, self.unit)] = n
                 in_gaps += n
         return {self.name: int(np.count_nonzero(changed)) - in_gaps, **out}
 
@@ -241,20 +253,30 @@ class GuardedBuffer:
         return flat[:g], self.matrix(flat), flat[g + self.span:]
 
 
-def gap_name(name: str, b: int) -> str:
-    """How a guard damage count names the gap after product b of a batch (oracle.outside)."""
-    return f"{name}, between batch {b} and batch {b + 1}"
+def gap_name(name: str, b: int, unit: str = "batch") -> str:
+    """How a guard damage count names the place after product b's rows (oracle.outside): the
+    gap between a batch's products, or a masked group's tail rows."""
+    if unit == "group":
+        return f"{name}, in group {b}'s masked rows"
+    return f"{name}, between {unit} {b} and {unit} {b + 1}"
 
 
 def guarded(name: str, matrix_bits: np.ndarray, guard: int, guard_bits: int, *,
-            layout: str = "row", ld: int = 0, copies: int = 1) -> GuardedBuffer:
+            layout: str = "row", ld: int = 0, copies: int = 1, valid: tuple = (), slot_rows: int = 0,
+            unit: str = "batch", gap: int | None = None) -> GuardedBuffer:
     """`matrix_bits` (a batch's `copies` matrices stacked along the rows) between guard bands;
-    a batch's matrices a guard band apart."""
-    rows, cols = matrix_bits.shape[0] // copies, matrix_bits.shape[1]
+    a batch's matrices a guard band apart. Masked groups: `copies` slots of `slot_rows` rows, the
+    first valid[g] of slot g holding group g's rows of `matrix_bits`, the rest guard pattern.
+    `gap`: elements between stored matrices (default a guard band; 0 where the kernel computes
+    the next one's place itself, as a grouped kernel's g * M * K)."""
+    rows = slot_rows or matrix_bits.shape[0] // copies
+    cols = matrix_bits.shape[1]
+    if valid and layout != "row":
+        raise ValueError(f"{name}: masked groups are laid out row-major")
     buf = GuardedBuffer(name, rows, cols, guard, np.empty(0, dtype=matrix_bits.dtype),
-                        layout=layout, ld=ld, copies=copies)
+                        layout=layout, ld=ld, copies=copies, valid=tuple(valid), unit=unit)
     if copies > 1:
-        buf.batch_stride = buf.lines * buf.ld + guard
+        buf.batch_stride = buf.lines * buf.ld + (guard if gap is None else gap)
     buf.bits = np.full(guard + buf.span + guard, guard_bits, dtype=matrix_bits.dtype)
     buf.fill(buf.bits, matrix_bits)
     return buf
@@ -285,6 +307,14 @@ class Run:
     output: str = "C"                     # the buffer the result was read from: "C", or "D" (C_bits holds it)
     batch: int = 1                        # products launched (C_bits, unwritten, C0: theirs stacked by rows)
     epilogue: dict = field(default_factory=dict)  # a fused epilogue's bias, residual (float64), output_scale
+    groups: tuple = ()                    # a grouped GEMM's rows per group (C_bits: theirs stacked by rows)
+
+    @property
+    def products(self) -> tuple[str, tuple[int, ...]]:
+        """("group", rows per group), ("batch", M per product), or ("", (M,)) for one product."""
+        if self.groups and (len(self.groups) > 1 or self.groups[0] != self.M):
+            return "group", self.groups
+        return ("batch", (self.M,) * self.batch) if self.batch > 1 else ("", (self.M,))
 
     @property
     def C(self) -> np.ndarray:
@@ -300,7 +330,8 @@ class GuardedGemm:
                  C0: np.ndarray | None = None, *, alpha=1, beta=0, leading_dimensions: str = "tight",
                  guard_bits: int | None = None, poison_bits: int | None = None,
                  guard: int | None = None, c_fill: str = "default", scales: dict | None = None,
-                 in_place: bool = False, batch: int = 1, broadcast: str = "", epilogue: dict | None = None):
+                 in_place: bool = False, batch: int = 1, broadcast: str = "", epilogue: dict | None = None,
+                 groups: tuple = (), masked: int = 0):
         """`C0`: the initial C, read by the kernel when beta != 0 (required then, refused
         otherwise). `leading_dimensions`: 'tight' (ld == width) or 'padded' (ld > width;
         only for kernels that take lda/ldb/ldc). `guard` elements of guard band on each
@@ -316,7 +347,18 @@ class GuardedGemm:
         no `batch` runs one), `broadcast`: the operands ("A", "B") every product shares, stored
         once with stride 0. `epilogue`: a fused epilogue's inputs by role
         (Problem.epilogue_operands; a kernel given none gets the exact kind's at seed 0), the
-        bias and residual in guarded buffers of their own, inputs like A and B."""
+        bias and residual in guarded buffers of their own, inputs like A and B. `groups`: a grouped
+        GEMM's rows per group (A and C0 theirs stacked, B one K x N block per group, a guard band
+        apart), their rows contiguous (the kernel's M their sum, an offsets array) or in `masked`
+        slots of that many rows each (the kernel's M; a counts array; the rows past a group's
+        count guard pattern, in A and in the output)."""
+        if groups and not instance.grouped:
+            raise ValueError(f"{instance.id}: groups={tuple(groups)!r}: the kernel takes no group_offsets or "
+                             f"group_counts (one product a launch)")
+        if groups and (masked > 0) != (instance.grouped == "masked"):
+            raise ValueError(f"{instance.id}: a {instance.grouped} grouped kernel given masked={masked}")
+        if instance.grouped and not groups:   # one group of every row: a plain GEMM, as batch 1 is
+            groups, masked = (A.shape[0],), A.shape[0] if instance.grouped == "masked" else 0
         if batch != 1 and "batch" not in instance.spec.roles:
             raise ValueError(f"{instance.id}: batch={batch}: the kernel takes no batch role (one product a launch)")
         if any(name not in "AB" for name in broadcast) or any(
@@ -324,9 +366,11 @@ class GuardedGemm:
                 for name, X in (("A", A), ("B", B)) if name in broadcast for b in range(batch)):
             raise ValueError(f"{instance.id}: broadcast={broadcast!r}: only A or B, the same matrix in every "
                              f"product (Problem.operands() makes them so)")
-        self.batch, self.broadcast = batch, broadcast
-        M, K = A.shape[0] // batch, A.shape[1]
-        K2, N = B.shape[0] // batch, B.shape[1]
+        self.batch, self.broadcast, self.groups = batch, broadcast, tuple(groups)
+        products = len(groups) or batch
+        stacked_rows = sum(groups) if groups else A.shape[0]
+        M = (masked or stacked_rows) if groups else A.shape[0] // batch
+        K, (K2, N) = A.shape[1], (B.shape[0] // products, B.shape[1])
         spec = instance.spec
         roles = spec.roles
         types = instance.types
@@ -337,10 +381,10 @@ class GuardedGemm:
         if (beta != 0) != (C0 is not None):
             raise ValueError(f"{instance.id}: beta={beta!r} with C0 {'given' if C0 is not None else 'missing'};"
                              f" pass C0 exactly when beta != 0 (Problem.operands() gives it)")
-        if batch * M != A.shape[0] or batch * K2 != B.shape[0]:
-            raise ValueError(f"{instance.id}: A {A.shape} and B {B.shape} are not {batch} products stacked by rows")
-        if C0 is not None and np.shape(C0) != (batch * M, N):
-            raise ValueError(f"{instance.id}: C0 is {np.shape(C0)}, expected ({batch * M}, {N})")
+        if stacked_rows != A.shape[0] or products * K2 != B.shape[0] or (groups and not batch == 1):
+            raise ValueError(f"{instance.id}: A {A.shape} and B {B.shape} are not {products} products stacked by rows")
+        if C0 is not None and np.shape(C0) != (stacked_rows, N):
+            raise ValueError(f"{instance.id}: C0 is {np.shape(C0)}, expected ({stacked_rows}, {N})")
         if c_fill not in C_FILLS:
             raise ValueError(f"c_fill={c_fill!r}; use one of {C_FILLS}")
         if leading_dimensions not in LEADING_DIMENSIONS:
@@ -374,22 +418,32 @@ class GuardedGemm:
         if self.C0 is not None:
             initial_C = dt.to_bits(self.C0, types.C)
         elif c_fill == "finite":
-            initial_C = dt.to_bits(finite_garbage(batch * M, N, types.C), types.C)
+            initial_C = dt.to_bits(finite_garbage(stacked_rows, N, types.C), types.C)
         else:
-            initial_C = np.full((batch * M, N), self.poison_bits if self.output == "C" else types.C.poison_bits,
+            initial_C = np.full((stacked_rows, N), self.poison_bits if self.output == "C" else types.C.poison_bits,
                                 dtype=types.C.storage)
 
         def guarded_as(name, bits, d, **kw):
-            copies = 1 if name in broadcast else batch
-            bits = bits[:bits.shape[0] // batch] if copies == 1 else bits
-            return guarded(name, bits, g, d.guard_bits if guard_bits is None else guard_bits, copies=copies, **kw)
+            place = {}
+            # a grouped kernel computes the next group's place itself (g * K * N, g * M * K) unless
+            # it takes stride_B: then a guard band lies between two groups' B
+            if groups and name == "B":
+                place = dict(copies=len(groups), unit="group", gap=None if "stride_B" in roles else 0)
+            elif groups and masked and name in ("A", "C", "D"):
+                place = dict(copies=len(groups), slot_rows=M, valid=self.groups, unit="group", gap=0)
+            elif batch > 1 and name in OPERAND_NAMES:
+                if name in broadcast:
+                    bits = bits[:bits.shape[0] // batch]
+                else:
+                    place = dict(copies=batch)
+            return guarded(name, bits, g, d.guard_bits if guard_bits is None else guard_bits, **place, **kw)
 
         self.A = guarded_as("A", dt.to_bits(A, types.A), types.A, layout=layouts["A"], ld=lds["A"])
         self.B = guarded_as("B", dt.to_bits(B, types.B), types.B, layout=layouts["B"], ld=lds["B"])
         self.C = guarded_as("C", initial_C, types.C, layout=layouts["C"], ld=lds["C"])
         self.D = None
         if self.output == "D":
-            self.D = guarded_as("D", np.full((batch * M, N), self.poison_bits, dtype=out.storage), out,
+            self.D = guarded_as("D", np.full((stacked_rows, N), self.poison_bits, dtype=out.storage), out,
                                 layout=layouts["D"], ld=lds["D"])
         self.scales = {}
         if types.scales:
@@ -404,17 +458,22 @@ class GuardedGemm:
             guarded_as(role, dt.to_bits(np.asarray(self.epilogue[role], dtype=np.float64).reshape(shape), types.of(role)),
                        types.of(role))
             for role, shape in (("bias", (1, -1)), ("residual", (M, N))) if role in self.epilogue]
+        self.group_buffers = []
+        if groups:
+            role = "group_counts" if masked else "group_offsets"
+            table = np.array(self.groups if masked else np.cumsum((0, *self.groups)), dtype=np.float64)
+            self.group_buffers = [guarded_as(role, dt.to_bits(table.reshape(1, -1), types.of(role)), types.of(role))]
         out_buffer = self.D if self.output == "D" else self.C
         self.initial_C_bits = out_buffer.matrix(out_buffer.bits).copy()
         self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers,
-                       *self.epilogue_buffers]
+                       *self.epilogue_buffers, *self.group_buffers]
         for buf in self.buffers:
             buf.device = backend.to_device(buf.bits)
             # the output is reset from its pristine copy before every run; a large input is
             # compared with its own after every run (a small one is read back: _on_device)
             if buf is out_buffer or _on_device(buf):
                 buf.pristine = backend.copy(buf.device)
-        self.grid, self.block = instance.launch_shape(M, N, K, batch)
+        self.grid, self.block = instance.launch_shape(M, N, K, batch, len(groups) or 1)
         self._last_C = None   # (device buffer, what was read from it) of the last run
 
     @property
@@ -422,7 +481,7 @@ class GuardedGemm:
         """Every guarded buffer of the launch: A, B, C, D (when the kernel writes one), scales, a
         fused epilogue's bias and residual."""
         return [self.A, self.B, self.C, *([self.D] if self.D is not None else []), *self.scale_buffers,
-                *self.epilogue_buffers]
+                *self.epilogue_buffers, *self.group_buffers]
 
     @property
     def out(self) -> GuardedBuffer:
@@ -469,7 +528,8 @@ class GuardedGemm:
         if "output_scale" in self.epilogue:
             by_value["output_scale"] = self.epilogue["output_scale"]
         return {**views, **by_value, "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
-                "alpha": self.alpha, "beta": self.beta, **(self.batch_strides if self.instance.batched else {})}
+                "alpha": self.alpha, "beta": self.beta, **(self.batch_strides if self.instance.batched else {}),
+                **({"groups": len(self.groups), "stride_B": self.B.batch_stride or self.B.span} if self.groups else {})}
 
     @property
     def batch_strides(self) -> dict[str, int]:
@@ -514,7 +574,7 @@ class GuardedGemm:
         return Run(self.instance, self.M, self.N, self.K, self.grid, self.block,
                    c_bits, unwritten, damage, changed,
                    self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text,
-                   launched, self.c_fill, self.scales, self.output, self.batch, self.epilogue)
+                   launched, self.c_fill, self.scales, self.output, self.batch, self.epilogue, self.groups)
 
     def _read_C(self, confirm: bool = True):
         """(the output's bits, unwritten, guard elements changed) after a launch, read-only; an

@@ -11,7 +11,14 @@ default to 1 and 0). A strided-batched problem (``batch`` > 1) is `batch` such p
 shape, each product's operands from a seed of its own (product 0's are the unbatched problem's),
 stacked along the rows: A is (batch M) x K, B (batch K) x N, C0 and C (batch M) x N, product b's
 at rows b M .. (b + 1) M (b K for B). An operand named in ``broadcast`` (stride 0) is product 0's
-in every product. Its `dtype` is a type for every operand
+in every product.
+
+A grouped problem (``groups``: the rows of each group, a mixture-of-experts layer's tokens per
+expert) is one product per group of its own rows of A and C against its own B (K x N): groups
+may be empty or of one row. Contiguous (``masked`` false): the groups' rows follow one another,
+M is their sum, and the kernel finds them through an offsets array (G + 1 prefix sums); masked:
+each group has a slot of M rows of which the first groups[g] count, the rest is never to be read
+or written. A, C0 and C are stacked by the groups' rows (the counted ones), B by group. Its `dtype` is a type for every operand
 (gemmcheck.contract.operand_types: ``"float16"``, or ``"f16f16f32"``, or a record with scale
 factors): A, B and C0 are made in their own types, and a kernel with scale factors gets them
 from ``scale_operands()`` (D = alpha (sA A)(sB B) + beta C0). With beta = 0 there is no C0 and the kernel must not read
@@ -49,7 +56,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -191,6 +198,8 @@ class Problem:
     beta: float = 0
     batch: int = 1                  # products in one launch (a strided batch)
     broadcast: str = ""             # the operands every product shares (stride 0): "", "A", "B"
+    groups: tuple = ()              # a grouped GEMM's rows per group (empty: not grouped)
+    masked: bool = False            # groups in slots of M rows, the rows past groups[g] masked
 
     def __post_init__(self):
         for name in ("M", "N", "K"):
@@ -204,6 +213,19 @@ class Problem:
             raise ValueError(f"Problem: batch={self.batch!r} must be an integer >= 1 (1: one product)")
         if self.broadcast not in BROADCASTS:
             raise ValueError(f"Problem: broadcast={self.broadcast!r}; choose from {', '.join(map(repr, BROADCASTS))}")
+        if self.groups or self.masked:
+            object.__setattr__(self, "groups", tuple(self.groups))
+            if not self.groups or any(type(g) is not int or g < 0 for g in self.groups):
+                raise ValueError(f"Problem: groups={self.groups!r} must be rows per group, integers >= 0, "
+                                 f"at least one group")
+            if self.masked and max(self.groups) > self.M:
+                raise ValueError(f"Problem: masked groups {self.groups!r} hold at most M={self.M} rows each")
+            if not self.masked and sum(self.groups) != self.M:
+                raise ValueError(f"Problem: groups {self.groups!r} of contiguous rows sum to {sum(self.groups)}, "
+                                 f"not M={self.M}; M is the total of the groups' rows")
+            if self.batch > 1 or types.scales or types.epilogue.spelling or self.values == "special":
+                raise ValueError(f"Problem: groups with a batch, scale factors, an epilogue or the special kind "
+                                 f"are not modelled; give groups alone")
         if self.batch > 1 and (types.scales or types.epilogue.spelling):
             raise ValueError(f"Problem: batch={self.batch} with scale factors or a fused epilogue ({types.spelling}) "
                              f"is not modelled; use batch=1")
@@ -233,12 +255,24 @@ class Problem:
     def id(self) -> str:
         """The shape, as test ids show it: ``M33xN17xK65``, ``M33xN17xK65-batch3-broadcastB``."""
         batch = f"-batch{self.batch}" if self.batch > 1 else ""
-        return f"M{self.M}xN{self.N}xK{self.K}{batch}" + (f"-broadcast{self.broadcast}" if self.broadcast else "")
+        groups = ("-masked" if self.masked else "") + \
+            (f"-groups{'_'.join(map(str, self.groups))}" if self.groups else "")
+        return f"M{self.M}xN{self.N}xK{self.K}{batch}" + (f"-broadcast{self.broadcast}" if self.broadcast else "") \
+            + groups
 
     def flops(self) -> int:
-        """Floating-point operations of the whole launch: 2 M N K per product, times batch (what
-        the performance layer divides by the time)."""
+        """Floating-point operations of the whole launch: 2 M N K per product, times batch; a
+        grouped problem's 2 N K per counted row, summed over its groups (what the performance
+        layer divides by the time)."""
+        if self.groups:
+            return 2 * sum(self.groups) * self.N * self.K
         return 2 * self.M * self.N * self.K * self.batch
+
+    @property
+    def rows_per_product(self) -> tuple[int, ...]:
+        """The rows of A and C of each product, in the order they are stacked: M once, M per
+        product of a batch, each group's (counted) rows."""
+        return self.groups or (self.M,) * self.batch
 
     @property
     def scaled(self) -> bool:
@@ -258,8 +292,10 @@ class Problem:
 
     @property
     def batching(self) -> dict:
-        """How the harness lays the problem out: GuardedGemm's `batch` and `broadcast`."""
-        return {"batch": self.batch, "broadcast": self.broadcast}
+        """How the harness lays the problem out: GuardedGemm's `batch`, `broadcast`, `groups` and
+        `masked` (a masked group's slot rows, M; 0 for contiguous groups)."""
+        return {"batch": self.batch, "broadcast": self.broadcast, "groups": self.groups,
+                "masked": self.M if self.masked else 0}
 
     @property
     def types(self) -> operand_types.OperandTypes:
@@ -281,7 +317,8 @@ class Problem:
     def __repr__(self) -> str:
         scaling = f", alpha={self.alpha!r}, beta={self.beta!r}" if self.scaled else ""
         batch = (f", batch={self.batch}" if self.batch > 1 else "") + \
-            (f", broadcast={self.broadcast!r}" if self.broadcast else "")
+            (f", broadcast={self.broadcast!r}" if self.broadcast else "") + \
+            (f", groups={self.groups!r}" if self.groups else "") + (", masked=True" if self.masked else "")
         return (f"Problem(M={self.M}, N={self.N}, K={self.K}, dtype={self.dtype!r}, "
                 f"values={self.values!r}, seed={self.seed}{scaling}{batch})")
 
@@ -291,7 +328,7 @@ class Problem:
         in the dtype. One random stream per operand (C0 has its own fourth stream, so
         problems at (1, 0) keep the inputs they always had). A large problem's operands
         (SHARED_ELEMENTS) are made once and shared, read-only (_shared_operands)."""
-        if self.batch * (self.M * self.K + self.K * self.N) >= SHARED_ELEMENTS:
+        if len(self.rows_per_product) * (self.M * self.K + self.K * self.N) >= SHARED_ELEMENTS:
             return _shared_operands(self)
         return self.make_operands()
 
@@ -300,6 +337,10 @@ class Problem:
         sets hold gigabytes of their own at N = 8192 and release them). A batch's products each
         from a seed sequence of their own ((seed, b); product 0's is the seed's), a broadcast
         operand product 0's in all, stacked along the rows."""
+        if self.groups:
+            groups = [replace(self, M=rows, groups=(), masked=False)._product_operands(
+                np.random.SeedSequence([self.seed, g]), {}) for g, rows in enumerate(self.groups)]
+            return tuple(np.concatenate(parts) for parts in zip(*groups))
         first = self._product_operands(np.random.SeedSequence(self.seed), {})
         if self.batch == 1:
             return first
@@ -373,7 +414,7 @@ class Problem:
         if self.values != "exact":
             raise ValueError(f"{self!r}: exact_product is defined for values='exact' only")
         A, B, *C0 = self.operands()
-        P = int(self.alpha) * batched_matmul(A.astype(np.int64), B.astype(np.int64), self.batch)
+        P = int(self.alpha) * stacked_matmul(A.astype(np.int64), B.astype(np.int64), self.rows_per_product)
         return P + int(self.beta) * C0[0].astype(np.int64) if C0 else P
 
     def expected_bits(self) -> np.ndarray:
@@ -387,17 +428,23 @@ class Problem:
 BROADCASTS = ("", "A", "B")   # Problem.broadcast: no operand, or A or B shared by every product
 
 
-def batched_matmul(A, B, batch: int):
-    """The products of a batch stacked along the rows (Problem's layout): A (batch M) x K times
-    B (batch K) x N, product by product, as (batch M) x N; A @ B for batch 1."""
-    if batch == 1:
+def stacked_matmul(A, B, rows: tuple[int, ...]):
+    """The products of a batch or of groups stacked along the rows (Problem's layout): A's rows
+    split by `rows` (each product's), B's into len(rows) equal blocks of K, product by product."""
+    if len(rows) == 1:
         return A @ B
-    (rows, K), N = A.shape, B.shape[1]
-    return (A.reshape(batch, rows // batch, K) @ B.reshape(batch, K, N)).reshape(rows, N)
+    K = B.shape[0] // len(rows)
+    return np.concatenate([a @ B[p * K:(p + 1) * K] for p, a in enumerate(split_rows(A, rows))])
+
+
+def split_rows(X, rows: tuple[int, ...]) -> list:
+    """X's rows split into consecutive pieces of `rows` each (a stacked operand's products)."""
+    edges = np.cumsum((0, *rows))
+    return [X[edges[p]:edges[p + 1]] for p in range(len(rows))]
 
 
 def product_rows(X, b: int, batch: int):
-    """Product b's rows of a stacked operand or output (batched_matmul's layout)."""
+    """Product b's rows of a batch's stacked operand or output (batch equal pieces)."""
     rows = X.shape[0] // batch
     return X[b * rows:(b + 1) * rows]
 

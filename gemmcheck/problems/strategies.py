@@ -140,3 +140,28 @@ def batched_problems(*, instance, values=VALUE_KINDS, min_dim: int = 1, max_dim:
                      problems(instance=instance, values=values, min_dim=min_dim, max_dim=max_dim,
                               scalings=scalings),
                      st.integers(1, max_batch), st.sampled_from(tuple(broadcasts)))
+
+
+def grouped_problems(*, instance, values=VALUE_KINDS, min_dim: int = 1, max_dim: int, max_groups: int,
+                     masked: bool = False) -> st.SearchStrategy[Problem]:
+    """Return a strategy for grouped Problems (a mixture-of-experts layer's groups) `instance`
+    declares it supports.
+
+    instance, values, min_dim, max_dim: as for `problems` (M: the total rows, or a masked slot's).
+    max_groups: the most groups (from 1); groups may be empty or of one row.
+    masked: slots of M rows each holding a group's count (else contiguous rows summing to M).
+    Shrinks toward one group holding every row and `problems`' small shapes.
+    """
+    _check_int("max_groups", max_groups)
+
+    def grouped(problem, data_sizes):
+        if masked:
+            sizes = tuple(min(s, problem.M) for s in data_sizes)
+        else:   # cut M's rows into len(data_sizes) groups at sorted points
+            cuts = sorted(min(s, problem.M) for s in data_sizes[1:])
+            edges = (0, *cuts, problem.M)
+            sizes = tuple(b - a for a, b in zip(edges, edges[1:]))
+        return replace(problem, groups=sizes, masked=masked)
+    return st.builds(grouped, problems(instance=instance, values=tuple(v for v in values if v != "special"),
+                                       min_dim=min_dim, max_dim=max_dim),
+                     st.lists(st.integers(0, max_dim), min_size=1, max_size=max_groups))

@@ -74,10 +74,15 @@ def test_addresssanitizer_sees_the_declared_out_of_bounds_read_of_an_operand(mat
 @pytest.mark.simulator
 def test_addresssanitizer_sees_the_declared_out_of_bounds_write_of_c(matrix_row):
     found = matrix_row.plain.found(detector=Detector.ASAN, defect=Defect.OUT_OF_BOUNDS_WRITE)
-    if not found and matrix_row.instance.batched and matrix_row.plain.found(defect=Defect.OUT_OF_BOUNDS_WRITE):
-        pytest.skip("a strided batch's exact-size buffers hold its products back to back: a product written "
-                    "into its neighbour's place stays inside C's allocation, where AddressSanitizer sees nothing "
-                    "(the guard bands' gap between products showed it)")
+    packed = matrix_row.instance.batched or matrix_row.instance.grouped == "masked"
+    if not found and packed and matrix_row.plain.found(defect=Defect.OUT_OF_BOUNDS_WRITE):
+        pytest.skip("a strided batch's (or masked groups') exact-size buffers hold its products back to back: a "
+                    "product written into its neighbour's place (or a masked row) stays inside C's allocation, "
+                    "where AddressSanitizer sees nothing (the guard bands between products showed it)")
+    read_first = matrix_row.plain.found(detector=Detector.ASAN, defect=Defect.OUT_OF_BOUNDS_READ)
+    if not found and read_first and matrix_row.plain.found(defect=Defect.OUT_OF_BOUNDS_WRITE):
+        pytest.skip(f"AddressSanitizer stops at its first report, a read past an operand before the write "
+                    f"({read_first[0].summary}); the guard bands showed the write")
     assert found, matrix_row.plain.diagnosis.explanation
     assert found[0].details["buffer"] == "C", found[0].summary
 

@@ -310,9 +310,11 @@ class CpuSimBackend(Backend):
     # -- AddressSanitizer ----------------------------------------------------------------
 
     def address_check(self, instance: Instance, A: np.ndarray, B: np.ndarray, *,
-                      timeout_s: float = 120.0, batch: int = 1) -> AddressReport:
+                      timeout_s: float = 120.0, batch: int = 1, groups: tuple = (),
+                      masked: int = 0) -> AddressReport:
         """One launch of an AddressSanitizer build on exact-size buffers, in a child process;
-        `batch` products stacked by rows (A, B) stored back to back."""
+        `batch` products stacked by rows (A, B) stored back to back; `groups` (rows per group,
+        in `masked` slots of that many rows, or contiguous) with their offsets or counts."""
         from gemmcheck.contract import dtypes as dt
 
         self._module(instance)
@@ -330,8 +332,19 @@ class CpuSimBackend(Backend):
         # exact-size buffers: A and B, C and D poisoned, scale factors of 1 (what is read where
         # is the question here, not the values)
         contents = {"A": dt.to_bits(A, types.A), "B": dt.to_bits(B, types.B)}
+        rows_out = batch * M
+        if instance.grouped and not groups:   # one group of every row
+            groups, masked = (A.shape[0],), A.shape[0] if instance.grouped == "masked" else 0
+        if groups:
+            M = masked or sum(groups)
+            K = B.shape[0] // len(groups)
+            rows_out = len(groups) * masked if masked else M
+            if masked:   # each group's slot of `masked` rows, the counted ones first
+                contents["A"] = np.zeros((rows_out, A.shape[1]), dtype=types.A.storage)
+            table = np.array(groups if masked else np.cumsum((0, *groups)), dtype=np.int32)
+            contents["group_counts" if masked else "group_offsets"] = table
         for role in ("C", "D"):
-            contents[role] = np.full((batch * M, N), types.of(role).poison_bits, dtype=types.of(role).storage)
+            contents[role] = np.full((rows_out, N), types.of(role).poison_bits, dtype=types.of(role).storage)
         for scale in types.scales:
             rows, cols = (M, K) if scale.operand == "A" else (K, N)
             contents[scale.role] = dt.to_bits(np.ones(scale.shape(rows, cols)), scale.type)
@@ -343,7 +356,8 @@ class CpuSimBackend(Backend):
         buffers = [contents[name] for name in slots]
         values = {**dict.fromkeys(slots), "M": M, "N": N, "K": K, "alpha": 1, "beta": 0, "output_scale": 1.0,
                   **{s.role: 1.0 for s in types.scales if s.role not in slots},
-                  **tight_leading_dimensions(instance.spec.layouts, M, N, K), **tight_batch_strides(M, N, K, batch)}
+                  **tight_leading_dimensions(instance.spec.layouts, M, N, K), **tight_batch_strides(M, N, K, batch),
+                  "groups": len(groups) or 1}
         planned = plan(instance, values)
         grid, block = planned.grid, planned.block
         arguments = build.argument_bytes(instance, planned.args)
@@ -366,7 +380,7 @@ class CpuSimBackend(Backend):
                 return AddressReport(instance.id, [], None, log, hung=True)
             C_bits = None
             if out.returncode == 0:
-                C_bits = np.fromfile(Path(tmp) / f"{output}.bin", dtype=types.of(output).storage).reshape(batch * M, N)
+                C_bits = np.fromfile(Path(tmp) / f"{output}.bin", dtype=types.of(output).storage).reshape(rows_out, N)
         return AddressReport(instance.id, parse_asan(out.stderr, slots), out.returncode, out.stderr, C_bits)
 
     def close(self) -> None:

@@ -122,11 +122,11 @@ def _check_instantiations(spec: KernelSpec, fail) -> None:
                          f"{', '.join(expr.unknown(known))}")
                 if expr.unknown(known):
                     fail(f"{what}: {expr.text!r} names {', '.join(expr.unknown(known))}, which is not "
-                         f"M, N, K, batch or a parameter ({', '.join(sorted(values))}) at {where}")
+                         f"M, N, K, batch, groups or a parameter ({', '.join(sorted(values))}) at {where}")
         try:
-            block = spec.geometry.block_dims({**values, "M": 1, "N": 1, "K": 1, "batch": 1}) \
+            block = spec.geometry.block_dims({**values, "M": 1, "N": 1, "K": 1, "batch": 1, "groups": 1}) \
                 if not spec.geometry.block[0].names & set(launch.GEOMETRY_NAMES) else None
-            shared = spec.geometry.shared_bytes.integer({**values, "M": 1, "N": 1, "K": 1, "batch": 1}) \
+            shared = spec.geometry.shared_bytes.integer({**values, "M": 1, "N": 1, "K": 1, "batch": 1, "groups": 1}) \
                 if not spec.geometry.shared_bytes.names & set(launch.GEOMETRY_NAMES) else 0
         except launch.ExpressionError as exc:
             fail(f"at {where}: {exc}")

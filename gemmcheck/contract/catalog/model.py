@@ -280,13 +280,20 @@ class Instance:
         return self.spec.supports(M, N, K, params=self.params)
 
     @property
+    def grouped(self) -> str:
+        """"contiguous" or "masked" for a grouped GEMM (it takes group_offsets or group_counts), else ""."""
+        roles = self.spec.roles
+        return "contiguous" if "group_offsets" in roles else "masked" if "group_counts" in roles else ""
+
+    @property
     def batched(self) -> bool:
         """Whether the kernel runs a strided batch of products in one launch (takes `batch`)."""
         return "batch" in self.spec.roles
 
-    def launch_shape(self, M: int, N: int, K: int, batch: int = 1):
-        """(grid, block) for a problem (of `batch` products), from the kernel's geometry."""
-        grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K, "batch": batch})
+    def launch_shape(self, M: int, N: int, K: int, batch: int = 1, groups: int = 1):
+        """(grid, block) for a problem (of `batch` products, or `groups`), from the kernel's geometry."""
+        grid, block, _ = self.spec.geometry.evaluate({**self.params, "M": M, "N": N, "K": K, "batch": batch,
+                                                      "groups": groups})
         return grid, block
 
 

@@ -132,7 +132,8 @@ def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats:
         if watches_c_reads(instance, purpose):
             obs.finite_c.append(GuardedGemm(backend, instance, A, B, **batching, c_fill="finite").run())
     if address_check and backends.offers(backend, backends.ChecksAddresses):
-        obs.address = backend.address_check(instance, A, B, batch=problem.batch)
+        obs.address = backend.address_check(instance, A, B, batch=problem.batch, groups=problem.groups,
+                                            masked=problem.M if problem.masked else 0)
     return obs
 
 

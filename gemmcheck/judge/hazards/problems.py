@@ -33,7 +33,8 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     is still ragged in M or N; other shapes it does not claim are left out. A TILE below
     ALL_RACE_SIZES_MIN_TILE gets the first race size only (see there).
     A strided-batched kernel (one that takes `batch`) gets each problem as EXPOSING_BATCH
-    products: a stride, or a batch index, wrong shows only past the first product.
+    products: a stride, or a batch index, wrong shows only past the first product. A grouped
+    kernel gets M's rows as ragged groups, one empty and one of a single row (exposing_groups).
     """
     T = instance.tile
     if T < ALL_RACE_SIZES_MIN_TILE:
@@ -54,7 +55,9 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
             continue
         seen.add((M, N, K))
         out.append((purpose, Problem(M, N, K, instance.types, "exact", seed=len(out) + 1,
-                                     batch=EXPOSING_BATCH if instance.batched else 1)))
+                                     batch=EXPOSING_BATCH if instance.batched else 1,
+                                     groups=exposing_groups(M) if instance.grouped else (),
+                                     masked=instance.grouped == "masked")))
     return out
 
 
@@ -81,6 +84,15 @@ def _ragged_as_claimed(instance: Instance, M: int, N: int, K: int) -> tuple[int,
     claimed = [((m != M) + (n != N), m * n * k, (m, n, k)) for m, n, k in claimed_roundings(instance, M, N, K)
                if m % T or n % T]
     return min(claimed)[2] if claimed else (0, 0, 0)
+
+
+def exposing_groups(M: int) -> tuple[int, ...]:
+    """M rows as four groups: ragged, empty, one row and the rest (fewer where M is small). The
+    same counts fit a masked kernel's slots of M rows, the first one full."""
+    if M < 3:
+        return (M, 0)
+    rest = M // 3
+    return (M - 1 - rest, 0, 1, rest)
 
 
 RAGGED = ("ragged edges", "large ragged")

@@ -34,6 +34,8 @@ class Step:
     plain: bool = False
     batch: int = 1              # a strided batch's products (Problem.batch)
     broadcast: str = ""
+    groups: tuple = ()          # a grouped GEMM's rows per group (Problem.groups)
+    masked: bool = False
 
     @property
     def instance_key(self) -> tuple:
@@ -49,7 +51,7 @@ class Step:
     def of(cls, id, instance, problem, *, purpose="", repeats=2, control=True, plain=False) -> "Step":
         step = cls(id, str(instance.spec.catalog), instance.spec.name, instance.dtype, instance.tile,
                    problem.M, problem.N, problem.K, problem.seed, purpose, repeats, control, instance.config,
-                   plain, problem.batch, problem.broadcast)
+                   plain, problem.batch, problem.broadcast, problem.groups, problem.masked)
         _SPECS.setdefault((step.catalog, step.kernel), instance.spec)   # see _spec
         return step
 
@@ -58,7 +60,7 @@ class Step:
         from gemmcheck.problems.problem import Problem
 
         return Problem(self.M, self.N, self.K, _instance(self).types, "exact", self.seed,
-                       batch=self.batch, broadcast=self.broadcast)
+                       batch=self.batch, broadcast=self.broadcast, groups=tuple(self.groups), masked=self.masked)
 
 
 @dataclass

@@ -30,7 +30,7 @@ def _save_runs(outdir: Path, step_id: int, obs) -> None:
                                    "unwritten": _write_array(blob, run.unwritten),
                                    "guard_damage": run.guard_damage,
                                    "inputs_changed": run.inputs_changed,
-                                   "launched": run.launched, "c_fill": run.c_fill, "output": run.output, "batch": run.batch,
+                                   "launched": run.launched, "c_fill": run.c_fill, "output": run.output, "batch": run.batch, "groups": list(run.groups),
                                    "epilogue": {role: _write_array(blob, np.asarray(v)) for role, v in run.epilogue.items()},
                                    "scales": {role: _write_array(blob, v) for role, v in run.scales.items()}})
     (outdir / f"step{step_id}.json").write_text(json.dumps(meta))
@@ -58,7 +58,7 @@ def _load_runs(outdir: Path, step: Step) -> dict:
     return {kind: [Run(instance, step.M, step.N, step.K, tuple(m["grid"]), tuple(m["block"]),
                        _read_array(data, m["C"]), _read_array(data, m["unwritten"]),
                        dict(m["guard_damage"]), dict(m["inputs_changed"]),
-                       launched=m["launched"], c_fill=m["c_fill"], output=m.get("output", "C"), batch=m.get("batch", 1),
+                       launched=m["launched"], c_fill=m["c_fill"], output=m.get("output", "C"), batch=m.get("batch", 1), groups=tuple(m.get("groups", ())),
                        epilogue={role: _epilogue_value(role, _read_array(data, w))
                                  for role, w in m.get("epilogue", {}).items()},
                        scales={role: _read_array(data, w) for role, w in m.get("scales", {}).items()})

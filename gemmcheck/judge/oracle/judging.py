@@ -20,10 +20,10 @@ expected bits differ from C0's and not both are zeros; bound: |C_ref - C0|
 exceeds the bound) and raises UnchangedElements otherwise
 (gemmcheck.problems.problem chooses C0 so that it holds).
 
-A strided batch's run (Run.batch > 1) is judged product by product, each exactly as one product
-is (its own premise, reference and bound: K terms, never batch K), each finding naming its
-batch; what the launch changed outside the output (a gap between two products' matrices
-included) is reported once.
+A strided batch's run (Run.batch > 1), or a grouped GEMM's (Run.groups), is judged product by
+product, each exactly as one product is (its own premise, reference and bound: K terms, never
+batch K), each finding naming its batch or group; what the launch changed outside the output (a
+gap between two products' matrices, a masked group's rows, included) is reported once.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from gemmcheck.judge.oracle.outside import outside_the_output
 from gemmcheck.judge.oracle.special_values import special_pattern
 from gemmcheck.phases import timed
 from gemmcheck.problems.harness import never_written
-from gemmcheck.problems.problem import product_rows, scaled_operands
+from gemmcheck.problems.problem import scaled_operands, split_rows
 from gemmcheck.verdict import Defect, Finding
 
 
@@ -76,9 +76,9 @@ def reference_of(run, A: np.ndarray, B: np.ndarray):
     """exact_reference of the problem `run` was launched on (its alpha, beta, C0 and scale
     factors), for judge(reference=) when many runs of that problem are judged; on the array
     module judge uses for that shape (gemmcheck.arrays.module_for)."""
-    if getattr(run, "batch", 1) > 1:
-        return np.concatenate([arrays.to_host(reference_of(product_run(run, b), *_product_operands(A, B, b, run.batch)))
-                               for b in range(run.batch)])
+    if _products(run):
+        return np.concatenate([arrays.to_host(reference_of(product_run(run, p), *operands))
+                               for p, operands in enumerate(_product_operands(run, A, B))])
     alpha, beta, C0 = _scaling(run)
     types = run.instance.types
     xp = arrays.module_for(run.M, run.N, run.K)
@@ -104,8 +104,8 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     A strided batch's run: A, B (and `reference`) its products' stacked by rows, judged product
     by product (_judge_batch).
     """
-    if getattr(run, "batch", 1) > 1:
-        return _judge_batch(run, A, B, exact=exact, problem=problem, reference=reference)
+    if _products(run):
+        return _judge_products(run, A, B, exact=exact, problem=problem, reference=reference)
     inst = run.instance
     alpha, beta, C0 = _scaling(run)
     types = inst.types            # every operand's type, read once: the rest reads this record
@@ -291,34 +291,45 @@ def _fused(ref, epilogue, values: dict, types, inst):
     return epilogue.apply(ref, values)
 
 
-def product_run(run, b: int):
-    """Product b of a strided batch's run as a run of one product: its rows of the output, of
-    unwritten and of C0; nothing outside the output (the batch's run reports that once)."""
-    def rows(X):
-        return None if X is None else product_rows(X, b, run.batch)
-    return replace(run, C_bits=rows(run.C_bits), unwritten=rows(run.unwritten), C0=rows(run.C0),
-                   guard_damage={}, inputs_changed={}, batch=1)
+def _products(run) -> bool:
+    """Whether `run` launched several products (a strided batch, groups), judged one by one."""
+    products = getattr(run, "products", None)
+    return products is not None and products[0] != ""
 
 
-def _product_operands(A, B, b: int, batch: int):
-    return product_rows(A, b, batch), product_rows(B, b, batch)
+def product_run(run, p: int):
+    """Product p of a batch's or groups' run as a run of one product: its rows of the output, of
+    unwritten and of C0; nothing outside the output (the whole run reports that once)."""
+    rows = run.products[1]
+
+    def part(X):
+        return None if X is None else split_rows(X, rows)[p]
+    return replace(run, M=rows[p], C_bits=part(run.C_bits), unwritten=part(run.unwritten), C0=part(run.C0),
+                   guard_damage={}, inputs_changed={}, batch=1, groups=())
 
 
-def _judge_batch(run, A, B, *, exact: bool, problem, reference) -> Judgement:
-    """One Judgement of a batch's products, each judged on its own: findings named by batch,
-    the arrays stacked by rows, what changed outside the output once."""
-    batch = run.batch
-    parts = [judge(product_run(run, b), *_product_operands(A, B, b, batch), exact=exact, problem=problem,
-                   reference=None if reference is None else product_rows(reference, b, batch))
-             for b in range(batch)]
-    findings = [replace(f, summary=f"batch {b}: {f.summary}", details={**f.details, "batch": b})
-                for b, part in enumerate(parts) for f in part.findings]
+def _product_operands(run, A, B) -> list[tuple]:
+    """Each product's (A, B): A's rows split as the run's products, B in equal blocks of K."""
+    rows = run.products[1]
+    return list(zip(split_rows(A, rows), split_rows(B, (B.shape[0] // len(rows),) * len(rows))))
+
+
+def _judge_products(run, A, B, *, exact: bool, problem, reference) -> Judgement:
+    """One Judgement of a batch's or groups' products, each judged on its own (an empty group
+    has nothing to judge): findings named by batch or group index, the arrays stacked by rows,
+    what changed outside the output once."""
+    word, rows = run.products
+    parts = [judge(product_run(run, p), *operands, exact=exact, problem=problem,
+                   reference=None if reference is None else split_rows(reference, rows)[p])
+             for p, operands in enumerate(_product_operands(run, A, B))]
+    findings = [replace(f, summary=f"{word} {p}: {f.summary}", details={**f.details, word: p})
+                for p, part in enumerate(parts) for f in part.findings]
     findings += outside_the_output(run)
 
     def stacked(name):
         return np.concatenate([getattr(part, name) for part in parts])
     first = parts[0]
-    return Judgement(run.instance, first.problem, batch * run.M, run.N, run.K, exact, first.bound_text, findings,
+    return Judgement(run.instance, first.problem, sum(rows), run.N, run.K, exact, first.bound_text, findings,
                      max(part.ratio for part in parts), stacked("error_map"), stacked("C"), stacked("expected"),
                      stacked("bound"), stacked("failing"), stacked("unwritten"), first.reproduction, run)
 
