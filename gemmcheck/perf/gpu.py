@@ -34,7 +34,7 @@ from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import plan
 from gemmcheck.problems.harness import plain_values
 from gemmcheck.perf import sampling
-from gemmcheck.perf.inputs import InputSets, n_input_sets
+from gemmcheck.perf.inputs import InputSets, n_input_sets, ragged_groups
 from gemmcheck.perf.measurement import Check, Measurement, check_output
 from gemmcheck.perf.thresholds import Timing
 
@@ -83,8 +83,10 @@ def output_check(cupy, sets: InputSets, index: int) -> Check:
 
 def by_cublas(instance: Instance) -> bool:
     """Whether a kernel's ceiling is cuBLAS of its dtype (cupy.matmul): one type, one product,
-    no fused epilogue. Else it is cuBLASLt's GEMM of its combination, batch and epilogue."""
-    return instance.types.uniform and "batch" not in instance.spec.roles and not instance.types.epilogue.roles
+    no fused epilogue. Else it is cuBLASLt's GEMM of its combination, batch and epilogue (a
+    grouped kernel's: the strided-batched GEMM of the same work)."""
+    return (instance.types.uniform and "batch" not in instance.spec.roles and not instance.grouped
+            and not instance.types.epilogue.roles)
 
 
 class GpuTimer:
@@ -130,9 +132,11 @@ class GpuTimer:
         if by_cublas(instance):
             return self.inputs(instance.dtype, size, instance.spec.layouts)
         by_value = tuple(sorted(s.role for s in instance.types.scales if launching.by_value(instance, s.role)))
+        products = self.timing.products(instance)
+        batching = ({"groups": ragged_groups(size, products), "masked": instance.grouped == "masked"}
+                    if instance.grouped else {"batch": products})
         return self.inputs(instance.types.spelling, size, instance.spec.layouts,
-                           separate_d="D" in instance.spec.roles, scales_by_value=by_value,
-                           batch=self.timing.products(instance))
+                           separate_d="D" in instance.spec.roles, scales_by_value=by_value, **batching)
 
     # One launch -------------------------------------------------------------------------------
 
@@ -146,6 +150,8 @@ class GpuTimer:
         values = plain_values(instance, size, size, size, A, B, C, D, scales)
         values.update(launching.tight_batch_strides(size, size, size, sets.batch))
         values.update(sets.epilogue[index] if sets.epilogue else {})
+        if sets.groups:   # all the groups' rows (contiguous) or a slot's (masked), the table
+            values.update({"M": sets.M, "groups": len(sets.groups), sets.group_role: sets.group_tables[index]})
         return plan(instance, values)
 
     def _launch(self, instance: Instance, size: int, sets: InputSets, index: int) -> None:
@@ -171,12 +177,14 @@ class GpuTimer:
         outputs of its own, one a set, in its own D type: its TN product is not the kernel's, and
         a library sample taken after the kernel's last one must not overwrite the output that
         last check reads."""
-        size = sets.size
-        gemm, label = library.planned(types, size, size, size, sets.batch)
+        size, products = sets.size, len(sets.rows)
+        gemm, label = library.planned(types, size, size, size, products)
         if gemm is None:
             return None, label
+        if sets.groups:
+            label += f" (the strided-batched GEMM of the same work: {library.NO_GROUPED})"
         d = dt.get(gemm.gemm.d)
-        outputs = [self.cupy.zeros((sets.batch * size, size), dtype=d.storage) for _ in sets.sets]
+        outputs = [self.cupy.zeros((products * size, size), dtype=d.storage) for _ in sets.sets]
         return (lambda index: gemm.launch(sets.sets[index][0], sets.sets[index][1], outputs[index])), label
 
     # Sampling ---------------------------------------------------------------------------------
@@ -267,7 +275,7 @@ class GpuTimer:
             sampled, cublas_error, label = self._sample_with_cublas(instance, size, sets.upload(), min_samples)
             self.cupy.cuda.Device().synchronize()
             last = output_check(self.cupy, sets, sampled.series["kernel"].last.set_index)
-        flops = sets.batch * roofline.gemm_flops(size, size, size)
+        flops = sets.flops
         ref = self.clock.reference_mhz
         series = sampled.series
         kernel = Measurement.from_series(series["kernel"], size, sampled.stop, flops=flops,

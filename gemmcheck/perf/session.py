@@ -226,10 +226,12 @@ def ceiling_key(instance: Instance) -> str:
     """What a kernel's ceiling series is pooled under: its dtype (cuBLAS of it: one type, one
     product, no epilogue), or its operand types' full spelling (two fp8 kernels of one name with
     other scales have other library GEMMs; an epilogue is part of it), ``batched`` for a strided
-    batch (the library's strided-batched GEMM)."""
+    batch (the library's strided-batched GEMM), ``grouped contiguous`` or ``grouped masked`` for
+    groups (that GEMM too, named as the ceiling of the same work)."""
     if by_cublas(instance):
         return instance.dtype
-    return instance.types.spelling + (" batched" if "batch" in instance.spec.roles else "")
+    kind = " batched" if "batch" in instance.spec.roles else f" grouped {instance.grouped}" if instance.grouped else ""
+    return instance.types.spelling + kind
 
 
 def min_bytes(instance: Instance, size: int, batch: int = 1) -> int:

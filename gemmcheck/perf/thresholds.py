@@ -45,12 +45,14 @@ class Timing:
     min_clock_ratio: float = 0.75  # drop samples below this fraction of the reference SM clock
     enough_seconds: float = 0.5   # a series with this much device time needs only nvbench's 10 samples
                                   # (nvbench's --min-time default)
-    batch: int = 8                # products in a strided-batched kernel's timed launch
+    batch: int = 8                # products in a strided-batched kernel's timed launch, groups in a grouped one's
 
     def products(self, instance) -> int:
         """How many products one timed launch of `instance` holds: `batch` for a kernel that
-        takes a strided batch (the role batch), else 1."""
-        return self.batch if "batch" in instance.spec.roles else 1
+        takes a strided batch (the role batch) or groups (group_offsets or group_counts: that
+        many groups, as many N x N x N products' work), else 1."""
+        roles = instance.spec.roles
+        return self.batch if {"batch", "group_offsets", "group_counts"} & set(roles) else 1
 
 
 @dataclass(frozen=True)

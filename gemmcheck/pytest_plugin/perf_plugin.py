@@ -156,12 +156,13 @@ def perf_units(config: pytest.Config) -> dict[str, str]:
 def pytest_gemm_sized_launches(config: pytest.Config, item: pytest.Item) -> list | None:
     """What a performance test launches here at N x N x N (the sized probe launches each once
     in an isolated child first): its instantiation at its size, or a claim's instantiation and
-    baseline kernels, or a refusal's instantiation. Not a kernel that fuses an epilogue: the
-    probe's plain launch (harness.plain_values) has no bias or residual to give it; its timed
-    launches are watched here (GpuTimer._watching)."""
+    baseline kernels, or a refusal's instantiation. Not a kernel that fuses an epilogue or takes
+    groups: the probe's plain launch (harness.plain_values) has no bias, residual or group table
+    to give it; its timed launches are watched here (GpuTimer._watching)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     if TIMED in params and SIZE in params:
-        return [] if params[TIMED].types.epilogue.roles else [(params[TIMED], params[SIZE])]
+        timed = params[TIMED]
+        return [] if timed.types.epilogue.roles or timed.grouped else [(timed, params[SIZE])]
     for name in (CLAIM, KILL):
         if name in params:
             case = params[name]
@@ -175,11 +176,6 @@ def pytest_gemm_sized_launches(config: pytest.Config, item: pytest.Item) -> list
 
 @pytest.hookimpl(trylast=True)   # a missing device (the core plugin's reason) says more
 def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | None:
-    instance = getattr(getattr(item, "callspec", None), "params", {}).get(TIMED)
-    if instance is not None and instance.grouped:
-        return (f"{instance.id} is a grouped GEMM ({instance.grouped} groups): its offsets or counts and its "
-                "ceiling (the vendor library's grouped GEMM, or the batched one of the same work) are not part "
-                "of the timed launch yet; the correctness and hazards suites judge it")
     if item.get_closest_marker("perf") and not gpus.can_time(config):
         return ("device timing needs the GPU to itself; this pytest-xdist worker shares its GPU with "
                 "another and was given no lock to take turns with it (gemmcheck's controller gives "
