@@ -316,3 +316,83 @@ def test_the_check_applies_the_epilogue_and_its_bound_fires_on_a_bias_on_the_wro
     wrong_axis = types.epilogue.activate(ref + values["bias"][None, :])
     assert not perf.check_output(np, wrong_axis, ref, absprod, types, 16, values).ok
     assert not perf.check_output(np, ref, ref, absprod, types, 16, values).ok   # the epilogue left out
+
+
+# -- grouped kernels: ragged groups against the batched GEMM of the same work -----------------------
+
+GROUPED = "examples/grouped/catalog.toml"
+
+
+def test_ragged_groups_hold_the_work_of_as_many_square_products():
+    assert perf.inputs.ragged_groups(64, 4) == (32, 96, 32, 96)
+    assert perf.inputs.ragged_groups(64, 3) == (32, 96, 64)
+    assert sum(perf.inputs.ragged_groups(33, 8)) == 8 * 33
+
+
+class GroupedBackend(Backend):
+    """The grouped examples on the fake GPU: contiguous groups by their offsets (honest, or a
+    group's end one row too far, the groups computed last to first so that row is the next
+    group's first, wrong), masked groups by their counts in slots of M rows."""
+
+    def enqueue(self, instance, planned):
+        by_role = dict(zip(instance.spec.roles, planned.args))
+        self.args.append(by_role)
+        M, N_, K, G = (int(by_role[d]) for d in ("M", "N", "K", "groups"))
+        t = instance.types
+        A = dt.from_bits(by_role["A"], t.A).astype(np.float64).reshape(-1, K)
+        B = dt.from_bits(by_role["B"], t.B).astype(np.float64).reshape(G, K, N_)
+        C = by_role["C"].reshape(-1, N_)
+        if instance.grouped == "masked":
+            counts = by_role["group_counts"].view(np.int32)
+            spans = [(g * M, g * M + counts[g]) for g in range(G)]
+        else:
+            offsets = by_role["group_offsets"].view(np.int32)
+            extra = 1 if self.behaviour == "offset_off_by_one" else 0
+            spans = [(offsets[g], min(offsets[g + 1] + extra, C.shape[0])) for g in range(G)]
+        for g in reversed(range(G)):
+            begin, end = spans[g]
+            C[begin:end] = dt.to_bits(A[begin:end] @ B[g], t.D)
+        self.gpu.log.append("kernel")
+        self.gpu.now += sum(2 * (e - b) * N_ * K for b, e in spans) / (KERNEL_TFLOPS * 1e12)
+
+    launch = enqueue
+
+
+@pytest.mark.parametrize("name, M", [("moe_grouped_gemm", 4 * N), ("moe_masked_gemm", 2 * N - N // 2)])
+def test_a_grouped_kernel_is_timed_on_ragged_groups_against_the_batched_gemm_of_the_same_work(name, M, timed):
+    session, gpu, planned, _ = timed("honest", batch=4)
+    backend = GroupedBackend(gpu, "honest")
+    session.timer.backend = backend
+    inst = instance_of(GROUPED, name)
+    rate = perf.timed_rate(session, inst, N)
+    row = session.rows[(inst.id, N)]
+    assert rate == pytest.approx(KERNEL_TFLOPS, rel=1e-6) and row.measurement.flops == 4 * 2 * N**3
+    assert planned == [("f32f32f32", N, N, N, 4)]
+    assert row.cublas.label == ("cuBLASLt f32f32f32 strided-batched x4 (the strided-batched GEMM of the same work: "
+                                f"{library.NO_GROUPED})")
+    launched = backend.args[-1]
+    assert (launched["M"], launched["groups"]) == (M, 4)
+    table = launched["group_counts" if inst.grouped == "masked" else "group_offsets"].view(np.int32)
+    expected = (16, 48, 16, 48) if inst.grouped == "masked" else (0, 16, 64, 80, 128)
+    assert tuple(table) == expected
+    assert perf_session.ceiling_key(inst) == f"float32 grouped {inst.grouped}"
+
+
+def test_a_grouped_kernel_whose_group_end_is_one_row_too_far_is_refused_before_timing(timed):
+    session, gpu, _, _ = timed("honest", batch=4)
+    session.timer.backend = GroupedBackend(gpu, "offset_off_by_one")
+    with pytest.raises(perf.WrongOutput, match="output fails the check before timing"):
+        perf.timed_rate(session, instance_of(GROUPED, "broken_grouped_offset_off_by_one"), N)
+    assert "cublasLt" not in gpu.log
+
+
+def test_masked_groups_sit_at_the_start_of_their_slots_and_only_their_rows_are_judged():
+    types = operand_types.coerce("float32")
+    sets = perf.InputSets(np, types, 8, 0, seed=2, groups=(4, 12, 0), masked=True).upload()
+    A, B, C = sets.sets[0]
+    assert A.shape == (36, 8) and B.shape == (24, 8) and C.shape == (36, 8) and sets.M == 12
+    assert not A[4:12].any() and A[:4].any() and not A[24:].any()      # the slots' tails and the empty group
+    ref, _ = sets.reference(0)
+    assert ref.shape == (16, 8)
+    C[...] = dt.to_bits(np.zeros((36, 8)), types.D)
+    assert sets.result(0).shape == (16, 8)
