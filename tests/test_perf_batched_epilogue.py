@@ -5,19 +5,17 @@ bindings, their library faked), and the timing path end to end on a fake GPU (nu
 a batched kernel timed on [timing] batch products, an epilogue kernel with its bias, residual
 and output scale, each judged before timing and refused when wrong."""
 
-import sys
 
 import numpy as np
 import pytest
 
 from gemmcheck import perf
-from gemmcheck.backends import device
 from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import operand_types
 from gemmcheck.perf import library, session as perf_session, summary
-from test_perf_gpu_path import Clock, FakeGpu
-from test_perf_mixed import _Buffer, fake_cublaslt
+from test_perf_gpu_path import fake_device
+from test_perf_mixed import MixedBackend, _Buffer, fake_cublaslt
 
 BATCHED = "examples/batched/catalog.toml"
 EPILOGUE = "examples/epilogue/catalog.toml"
@@ -122,15 +120,14 @@ def test_a_residual_is_read_as_beta_c_from_a_buffer_of_its_own(monkeypatch):
 
 # -- timed on a fake GPU -----------------------------------------------------------------------------
 
-class Backend:
+class Backend(MixedBackend):
     """The example kernels on the fake GPU, from their arguments by role: a strided batch
     (honest, or computing its first product only) and the bias + activation + residual epilogue
     (honest, or with its bias on the wrong axis)."""
 
-    name = "cupy"
-
     def __init__(self, gpu, behaviour):
-        self.gpu, self.behaviour, self.args = gpu, behaviour, []
+        super().__init__(gpu, behaviour)
+        self.args = []
 
     def enqueue(self, instance, planned):
         by_role = dict(zip(instance.spec.roles, planned.args))
@@ -156,21 +153,10 @@ class Backend:
 
     launch = enqueue
 
-    def wait(self, instance, grid, block, event, *, spin_s=0.0):
-        event.synchronize()
-
-    def launch_failure(self, instance, grid, block, exc):
-        return None
-
 
 @pytest.fixture
 def timed(monkeypatch):
-    gpu = FakeGpu()
-    for name, module in gpu.module().items():
-        monkeypatch.setitem(sys.modules, name, module)
-    props = device.DeviceProperties("Fake H200", (9, 0), 132, 1.98e9, 3 * N * N * 4)
-    monkeypatch.setattr(device, "properties", lambda device_id=0: props)
-    monkeypatch.setattr(device, "SmClock", Clock)
+    gpu = fake_device(monkeypatch, 3 * N * N * 4)
     planned = []
 
     class FakeLt:   # cuBLASLt at LIBRARY_TFLOPS on the fake clock, writing outputs of its own

@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 
 from gemmcheck import perf
-from gemmcheck.backends import device
 from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import operand_types
 from gemmcheck.perf import library, roofline, session as perf_session, summary, units
-from test_perf_gpu_path import Clock, FakeGpu
+from test_perf_gpu_path import fake_device
 
 H200 = perf.Device("NVIDIA H200", (9, 0), 132, 1.98e9, 60 * 2**20)
 MIXED = "examples/mixed/catalog.toml"
@@ -205,12 +204,7 @@ class MixedBackend:
 
 @pytest.fixture
 def mixed_timer(monkeypatch):
-    gpu = FakeGpu()
-    for name, module in gpu.module().items():
-        monkeypatch.setitem(sys.modules, name, module)
-    props = device.DeviceProperties("Fake H200", (9, 0), 132, 1.98e9, 3 * N * N)
-    monkeypatch.setattr(device, "properties", lambda device_id=0: props)
-    monkeypatch.setattr(device, "SmClock", Clock)
+    gpu = fake_device(monkeypatch, 3 * N * N)
     planned = []
 
     class FakeLt:   # cuBLASLt's GEMM: 600 TFLOP/s on the fake clock (noisy: 600 and 300 by turns)

@@ -179,6 +179,8 @@ class InputSets:
             return xp.concatenate([out[g * self.slot:g * self.slot + rows] for g, rows in enumerate(self.groups)])
         if self.layouts[self.output] == "row":
             return out
+        if self.batch == 1:
+            return out.T
         xp, cols = self.xp, out.shape[0] // self.batch   # each product stored as its transpose
         return xp.concatenate([out[b * cols:(b + 1) * cols].T for b in range(self.batch)])
 
