@@ -53,10 +53,10 @@ def test_masked_rows_hold_the_guard_pattern_and_a_write_there_is_named_by_group(
     gemm = GuardedGemm.for_problem(backend, kernels["moe_masked_gemm"], problem)
     assert gemm.A.copies == 3 and gemm.A.batch_stride == 5 * 3      # slots back to back, as the kernel computes
     assert gemm.C.guard_cells(gemm.C.bits).size == 2 * gemm.C.guard + (5 + 3) * 4
-    # K = 0: a masked row computed is 0, which the guard NaN is not (an A row of guard NaN would
-    # carry the guard's payload into C's guard, unchanged: the kill matrix's zero-guard launch sees that)
-    empty_k = Problem(5, 4, 0, "float32", "exact", 2, groups=(5, 0, 2), masked=True)
-    run = run_problem(backend, kernels["broken_masked_tail_computed"], empty_k)
+    # A's masked rows hold ones: a tail computed from them is finite, never the guard's bits
+    for guard_bits in (None, 0):
+        run = run_problem(backend, kernels["broken_masked_tail_computed"], problem, guard_bits=guard_bits)
+        assert run.guard_damage["C, in group 1's masked rows"] == 5 * 4, guard_bits
     assert run.guard_damage["C, in group 1's masked rows"] == 5 * 4
     assert run.guard_damage["C, in group 2's masked rows"] == 3 * 4
 
@@ -74,3 +74,20 @@ def test_a_group_end_one_row_too_far_writes_past_c(kernels, backend):
     run = run_problem(backend, kernels["broken_grouped_offset_off_by_one"], problem)
     assert run.guard_damage["C"] == 4          # the last group's extra row, past C
     assert not judge(run, *problem.operands()[:2], exact=True, problem=problem).ok
+
+
+@pytest.mark.parametrize("catalog, twin, declared", [
+    (CATALOG, "broken_masked_tail_computed", "out_of_bounds_write"),
+    ("examples/batched/catalog.toml", "broken_batched_c_stride_packed", "out_of_bounds_write"),
+    ("examples/epilogue/catalog.toml", "broken_bias_on_wrong_axis", "wrong_values"),
+])
+def test_runs_in_an_isolated_child_come_back_with_their_groups_batch_and_epilogue(catalog, twin, declared):
+    from gemmcheck.judge import hazards, isolation
+
+    instance = first_instances(catalog)[twin]
+    steps = [isolation.Step.of(n, instance, problem, purpose=purpose)
+             for n, (purpose, problem) in enumerate(hazards.exposing_problems(instance, ())) if n < 2]
+    outcomes, _ = isolation.run_steps(steps, backend="cpu-sim", step_timeout=120)
+    for outcome in outcomes.values():
+        observation = isolation.observation(outcome)
+        assert hazards.classify(hazards.detect(observation)).defect.value == declared

@@ -351,7 +351,7 @@ class GuardedGemm:
         GEMM's rows per group (A and C0 theirs stacked, B one K x N block per group, a guard band
         apart), their rows contiguous (the kernel's M their sum, an offsets array) or in `masked`
         slots of that many rows each (the kernel's M; a counts array; the rows past a group's
-        count guard pattern, in A and in the output)."""
+        count: the guard pattern in the output, ones in A)."""
         if groups and not instance.grouped:
             raise ValueError(f"{instance.id}: groups={tuple(groups)!r}: the kernel takes no group_offsets or "
                              f"group_counts (one product a launch)")
@@ -439,6 +439,13 @@ class GuardedGemm:
             return guarded(name, bits, g, d.guard_bits if guard_bits is None else guard_bits, **place, **kw)
 
         self.A = guarded_as("A", dt.to_bits(A, types.A), types.A, layout=layouts["A"], ld=lds["A"])
+        if self.A.valid:
+            # A's masked rows hold ones, not the guard pattern: a tail computed from them is a finite
+            # value where C's masked rows hold the guard (a NaN guard's payload, carried through the
+            # sum, would write the guard's own bits back, and zero guards zeros)
+            one = dt.to_bits(np.ones(1), types.A)[0]
+            for slot, counted in zip(self.A.matrices(self.A.bits), self.A.valid):
+                slot[counted:] = one
         self.B = guarded_as("B", dt.to_bits(B, types.B), types.B, layout=layouts["B"], ld=lds["B"])
         self.C = guarded_as("C", initial_C, types.C, layout=layouts["C"], ld=lds["C"])
         self.D = None

@@ -37,6 +37,9 @@ class Step:
     groups: tuple = ()          # a grouped GEMM's rows per group (Problem.groups)
     masked: bool = False
 
+    def __post_init__(self):
+        object.__setattr__(self, "groups", tuple(self.groups))   # a list, as JSON gives it back
+
     @property
     def instance_key(self) -> tuple:
         return (self.catalog, self.kernel, self.dtype, self.tile, self.config)

@@ -68,7 +68,7 @@ def _load_runs(outdir: Path, step: Step) -> dict:
 
 def _epilogue_value(role: str, array: np.ndarray):
     """A fused epilogue's value as the harness keeps it: the output scale a number, the rest arrays."""
-    return float(array) if role == "output_scale" else array
+    return float(array.reshape(-1)[0]) if role == "output_scale" else array
 
 
 def observation(outcome: StepOutcome):
