@@ -115,8 +115,8 @@ class GpuTimer:
     def inputs(self, dtype_name: str, size: int, layouts=None, **kinds) -> InputSets:
         """Input sets for one dtype (or combination of operand types) and size, laid out as the
         kernel reads them (the ceiling times the same buffers: the same work whatever the
-        layout), drawn on the host; a turn uploads them. `kinds`: InputSets' separate_d and
-        scales_by_value."""
+        layout), drawn on the host; a turn uploads them. `kinds`: InputSets' separate_d,
+        scales_by_value, batch, groups and masked."""
         layouts = {o: l for o, l in (layouts or {}).items() if l != "row"}
         key = (dtype_name, size, tuple(sorted(layouts.items())), tuple(sorted(kinds.items())))
         if key not in self._inputs:
