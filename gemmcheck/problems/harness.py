@@ -46,6 +46,11 @@ as a guard band, so a product that strays into its neighbour's place writes a ga
 with both batch indices ("C's guards between batch 0 and batch 1"); an operand every product
 shares (``broadcast``) is stored once and passed with stride 0. The operands and the output are
 stacked along the rows (gemmcheck.problems.problem: product b's rows b M .. (b + 1) M).
+A grouped GEMM (a kernel that takes group_offsets or group_counts) is laid out alike: B one
+K x N block per group (a guard band apart where the kernel takes stride_B), A and C the groups'
+rows one after another with their offsets, or in masked slots of M rows with their counts,
+whose rows past a group's count hold the guard pattern in the output (a write there named with
+its group) and ones in A. A kernel given one product runs batch 1, or one group of every row.
 
 A GuardedGemm is built once per problem (initialize) and launched as often
 as a detector needs (run); each run returns a Run with what it saw.

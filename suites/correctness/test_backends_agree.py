@@ -39,6 +39,9 @@ def test_gpu_and_cpu_simulator_give_identical_bits(backend, simulator, require_i
     if not backend.runs_on_cuda_device:
         pytest.skip(f"compares the GPU with the simulator; this run's backend is {backend.name}")
     require_in_scope(reference, *shape)
+    if reference.types.epilogue.transcendental:
+        pytest.skip(f"{reference.types.epilogue.activation} is not exact in floating point: each backend's "
+                    "library may round it its own way (both are held to the bound)")
     problem = Problem(*shape, reference.types, "exact", seed=7)
     A, B = problem.operands()
     runs = {"GPU": run_once(backend, reference, A, B), "CPU simulator": run_once(simulator, reference, A, B)}
