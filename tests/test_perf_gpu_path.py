@@ -148,15 +148,20 @@ class Clock:
         return 1980.0
 
 
-@pytest.fixture
-def timer_for(monkeypatch):
+def fake_device(monkeypatch, l2_bytes: int) -> FakeGpu:
+    """A FakeGpu standing in for CuPy, on a device with `l2_bytes` of L2 and a steady SM clock."""
     gpu = FakeGpu()
     for name, module in gpu.module().items():
         monkeypatch.setitem(sys.modules, name, module)
-    # L2 of one set: three sets rotate.
-    props = device.DeviceProperties("Fake H200", (9, 0), 132, 1.98e9, 3 * N * N * 4)
+    props = device.DeviceProperties("Fake H200", (9, 0), 132, 1.98e9, l2_bytes)
     monkeypatch.setattr(device, "properties", lambda device_id=0: props)
     monkeypatch.setattr(device, "SmClock", Clock)
+    return gpu
+
+
+@pytest.fixture
+def timer_for(monkeypatch):
+    gpu = fake_device(monkeypatch, 3 * N * N * 4)   # L2 of one set: three sets rotate
 
     def make(behaviour, turn=None):
         timer = perf.GpuTimer(Backend(gpu, behaviour), perf.Timing(warmup=2), turn=turn)

@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 
 from gemmcheck import perf
-from gemmcheck.backends import device
 from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import operand_types
 from gemmcheck.perf import library, roofline, session as perf_session, summary, units
-from test_perf_gpu_path import Clock, FakeGpu
+from test_perf_gpu_path import fake_device
 
 H200 = perf.Device("NVIDIA H200", (9, 0), 132, 1.98e9, 60 * 2**20)
 MIXED = "examples/mixed/catalog.toml"
@@ -205,19 +204,14 @@ class MixedBackend:
 
 @pytest.fixture
 def mixed_timer(monkeypatch):
-    gpu = FakeGpu()
-    for name, module in gpu.module().items():
-        monkeypatch.setitem(sys.modules, name, module)
-    props = device.DeviceProperties("Fake H200", (9, 0), 132, 1.98e9, 3 * N * N)
-    monkeypatch.setattr(device, "properties", lambda device_id=0: props)
-    monkeypatch.setattr(device, "SmClock", Clock)
+    gpu = fake_device(monkeypatch, 3 * N * N)
     planned = []
 
     class FakeLt:   # cuBLASLt's GEMM: 600 TFLOP/s on the fake clock (noisy: 600 and 300 by turns)
         launches = 0
 
-        def __init__(self, gemm):
-            self.gemm = gemm
+        def __init__(self, gemm, M=N, N_=N):
+            self.gemm, self.m, self.n = gemm, M, N_
 
         def launch(self, A, B, D):
             assert A.dtype == np.uint8 and B.dtype == np.uint8 and D.dtype == np.uint16   # raw bits
@@ -229,7 +223,7 @@ def mixed_timer(monkeypatch):
     def plan(types, M, N_, K, batch=1):
         [gemm] = library.library_gemms(types)
         planned.append((gemm.name, M, N_, K, batch))
-        return FakeLt(gemm), gemm.label
+        return FakeLt(gemm, M, N_), gemm.label_for(batch)
 
     monkeypatch.setattr(library, "planned", plan)
 
@@ -286,7 +280,7 @@ def test_a_mixed_kernel_that_leaves_a_scale_out_is_refused_before_timing(mixed_t
 def test_the_ceiling_of_any_shape_is_one_call_named_by_its_library_gemm(mixed_timer):
     session, gpu, planned = mixed_timer("honest")
     m = session.library_ceiling("e4m3e4m3bf16 scale_A=tensor scale_B=tensor", 128, 64, 32, batch=2)
-    assert m.label == "cuBLASLt e4m3e4m3bf16 scale_A=tensor scale_B=tensor"
+    assert m.label == "cuBLASLt e4m3e4m3bf16 scale_A=tensor scale_B=tensor strided-batched x2"
     assert planned == [("e4m3e4m3bf16 scale_A=tensor scale_B=tensor", 128, 64, 32, 2)]
     assert m.flops == 2 * 2 * 128 * 64 * 32 and m.tflops > 0
     assert session.library_ceiling(operand_types.of("e4m3e4m3bf16 scale_A=tensor scale_B=tensor"),
@@ -313,25 +307,29 @@ def _fake_cupy():
     return cp
 
 
-@pytest.mark.parametrize("types", ["e4m3e4m3bf16 scale_A=1x128 scale_B=128x128", "s8s8s32", "tf32", "float64",
-                                   "e4m3e4m3e4m3 scale_A=tensor scale_B=tensor saturate"])
-def test_a_library_gemm_is_described_to_cublaslt_with_the_bindings_own_names(types, monkeypatch):
-    nvmath = pytest.importorskip("nvmath", reason="needs nvmath-python (pyproject's dependency)")
+def fake_cublaslt(monkeypatch) -> list:
+    """nvmath-python's cuBLASLt bindings with their library calls recorded, not made (and CuPy
+    faked): the list of (call, arguments) they receive."""
+    pytest.importorskip("nvmath", reason="needs nvmath-python (pyproject's dependency)")
     import ctypes
 
-    from nvmath.bindings import cublas, cublasLt
+    from nvmath.bindings import cublasLt
 
     calls = []
 
     def record(name, result=None):
         return lambda *args: calls.append((name, args)) or result
 
+    def setter(name):   # (object, attribute, pointer, size, the value's bytes as passed)
+        return lambda *args: calls.append((name, (*args, ctypes.string_at(args[2], args[3]))))
+
     def heuristic(handle, desc, a, b, c, d, preference, requested, results, found):
         ctypes.c_int32.from_address(found).value = 1
         calls.append(("heuristic", (a, b, c, d)))
 
-    for name in ("matmul_desc_set_attribute", "matrix_layout_set_attribute", "matmul_preference_set_attribute",
-                 "matmul_preference_destroy", "matmul"):
+    for name in ("matmul_desc_set_attribute", "matrix_layout_set_attribute", "matmul_preference_set_attribute"):
+        monkeypatch.setattr(cublasLt, name, setter(name))
+    for name in ("matmul_preference_destroy", "matmul"):
         monkeypatch.setattr(cublasLt, name, record(name))
     monkeypatch.setattr(cublasLt, "create", record("create", 1))
     monkeypatch.setattr(cublasLt, "matmul_desc_create", record("matmul_desc_create", 2))
@@ -341,6 +339,15 @@ def test_a_library_gemm_is_described_to_cublaslt_with_the_bindings_own_names(typ
     monkeypatch.setattr(cublasLt, "matmul_algo_get_heuristic", heuristic)
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     library._handle.cache_clear()
+    return calls
+
+
+@pytest.mark.parametrize("types", ["e4m3e4m3bf16 scale_A=1x128 scale_B=128x128", "s8s8s32", "tf32", "float64",
+                                   "e4m3e4m3e4m3 scale_A=tensor scale_B=tensor saturate"])
+def test_a_library_gemm_is_described_to_cublaslt_with_the_bindings_own_names(types, monkeypatch):
+    calls = fake_cublaslt(monkeypatch)
+    import nvmath
+    from nvmath.bindings import cublas, cublasLt
 
     gemm = library.library_gemms(types)[0]
     lt = library.LtGemm(gemm, 256, 128, 512, batch=2)

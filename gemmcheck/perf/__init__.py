@@ -8,7 +8,8 @@ One module per job; this package re-exports their public names
 - inputs       Problem-generated input sets, rotated so caches stay cold
 - measurement  Measurement (times, clocks, stop reason), the output check (the oracle's bound)
 - gpu          GpuTimer: kernels interleaved with their ceiling, the copy bandwidth (CuPy)
-- library      cuBLASLt's GEMM of a combination of operand types (nvmath-python): a mixed kernel's ceiling
+- library      cuBLASLt's GEMM of a combination of operand types (nvmath-python), strided-batched or with
+               its fused epilogue: the ceiling of a mixed, batched, grouped or epilogue kernel
 - units        the unit a kernel computes on (tensor cores or FP32 SIMT) and its peak
 - session      PerfSession, timed_rate (first + last launch checked, impossible times refused), judge
 - clock        DeviceClock: pytest-benchmark stats from device-event times

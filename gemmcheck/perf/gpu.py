@@ -7,9 +7,11 @@ launch, a CUDA event; then the SM clock (NVML). A kernel and cuBLAS on the
 same shape are sampled in turn (gemmcheck.perf.sampling) until the noise
 rule stops them; the output of the kernel's *last* timed launch is checked
 against the float64 reference, so a kernel correct once and wrong on repeats
-fails. cuBLAS runs with TF32 off (see TF32). A kernel with a type per operand is sampled in
-turn with cuBLASLt's GEMM of its combination instead (gemmcheck.perf.library), on the same
-buffers.
+fails. cuBLAS runs with TF32 off (see TF32). A kernel with a type per operand, a strided batch
+or a fused epilogue is sampled in turn with cuBLASLt's GEMM of its combination instead
+(gemmcheck.perf.library: strided-batched with the same count, its fused epilogue), on the same
+A and B buffers. A strided-batched kernel is timed on [timing] batch products of N x N x N
+(tight strides), its FLOPs 2 N^3 x batch.
 
 Kernels launch through the catalog (``_launch``: one small function, the only
 place perf builds a kernel's arguments); nothing here names a kernel.
@@ -32,7 +34,7 @@ from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import plan
 from gemmcheck.problems.harness import plain_values
 from gemmcheck.perf import sampling
-from gemmcheck.perf.inputs import InputSets, n_input_sets
+from gemmcheck.perf.inputs import InputSets, n_input_sets, ragged_groups
 from gemmcheck.perf.measurement import Check, Measurement, check_output
 from gemmcheck.perf.thresholds import Timing
 
@@ -76,7 +78,15 @@ def hold_kernel(cupy):
 def output_check(cupy, sets: InputSets, index: int) -> Check:
     """Set ``index``'s C against its float64 reference (what every timed output is judged by)."""
     ref, absprod = sets.reference(index)
-    return check_output(cupy, sets.result(index), ref, absprod, sets.types, sets.size)
+    return check_output(cupy, sets.result(index), ref, absprod, sets.types, sets.size, sets.epilogue_values(index))
+
+
+def by_cublas(instance: Instance) -> bool:
+    """Whether a kernel's ceiling is cuBLAS of its dtype (cupy.matmul): one type, one product,
+    no fused epilogue. Else it is cuBLASLt's GEMM of its combination, batch and epilogue (a
+    grouped kernel's: the strided-batched GEMM of the same work)."""
+    return (instance.types.uniform and "batch" not in instance.spec.roles and not instance.grouped
+            and not instance.types.epilogue.roles)
 
 
 class GpuTimer:
@@ -105,8 +115,8 @@ class GpuTimer:
     def inputs(self, dtype_name: str, size: int, layouts=None, **kinds) -> InputSets:
         """Input sets for one dtype (or combination of operand types) and size, laid out as the
         kernel reads them (the ceiling times the same buffers: the same work whatever the
-        layout), drawn on the host; a turn uploads them. `kinds`: InputSets' separate_d and
-        scales_by_value."""
+        layout), drawn on the host; a turn uploads them. `kinds`: InputSets' separate_d,
+        scales_by_value, batch, groups and masked."""
         layouts = {o: l for o, l in (layouts or {}).items() if l != "row"}
         key = (dtype_name, size, tuple(sorted(layouts.items())), tuple(sorted(kinds.items())))
         if key not in self._inputs:
@@ -117,12 +127,16 @@ class GpuTimer:
         return self._inputs[key]
 
     def inputs_of(self, instance: Instance, size: int) -> InputSets:
-        """`instance`'s input sets: its types, layouts, output (D or C) and scale factors."""
-        if instance.types.uniform:
+        """`instance`'s input sets: its types, layouts, output (D or C), scale factors, epilogue
+        inputs and products (Timing.products)."""
+        if by_cublas(instance):
             return self.inputs(instance.dtype, size, instance.spec.layouts)
         by_value = tuple(sorted(s.role for s in instance.types.scales if launching.by_value(instance, s.role)))
+        products = self.timing.products(instance)
+        batching = ({"groups": ragged_groups(size, products), "masked": instance.grouped == "masked"}
+                    if instance.grouped else {"batch": products})
         return self.inputs(instance.types.spelling, size, instance.spec.layouts,
-                           separate_d="D" in instance.spec.roles, scales_by_value=by_value)
+                           separate_d="D" in instance.spec.roles, scales_by_value=by_value, **batching)
 
     # One launch -------------------------------------------------------------------------------
 
@@ -133,7 +147,12 @@ class GpuTimer:
         A, B, out = sets.sets[index]
         C, D = (sets.C_read, out) if sets.output == "D" else (out, None)
         scales = sets.scales[index] if sets.scales else None
-        return plan(instance, plain_values(instance, size, size, size, A, B, C, D, scales))
+        values = plain_values(instance, size, size, size, A, B, C, D, scales)
+        values.update(launching.tight_batch_strides(size, size, size, sets.batch))
+        values.update(sets.epilogue[index] if sets.epilogue else {})
+        if sets.groups:   # all the groups' rows (contiguous) or a slot's (masked), the table
+            values.update({"M": sets.M, "groups": len(sets.groups), sets.group_role: sets.group_tables[index]})
+        return plan(instance, values)
 
     def _launch(self, instance: Instance, size: int, sets: InputSets, index: int) -> None:
         """Queued without a wait (backend.enqueue), so back-to-back samples measure the kernel alone."""
@@ -153,15 +172,19 @@ class GpuTimer:
         return launch
 
     def _library_launcher(self, sets: InputSets, types) -> tuple:
-        """(launch(index), label) of cuBLASLt's GEMM for `types` on the sets' A and B, or (None,
-        why not) when the library has none near it here. It writes outputs of its own, one a
-        set: its TN product is not the kernel's, and a library sample taken after the kernel's
-        last one must not overwrite the output that last check reads."""
-        size = sets.size
-        gemm, label = library.planned(types, size, size, size)
+        """(launch(index), label) of cuBLASLt's GEMM for `types` (the sets' batch of them) on the
+        sets' A and B, or (None, why not) when the library has none near it here. It writes
+        outputs of its own, one a set, in its own D type: its TN product is not the kernel's, and
+        a library sample taken after the kernel's last one must not overwrite the output that
+        last check reads."""
+        size, products = sets.size, len(sets.rows)
+        gemm, label = library.planned(types, size, size, size, products)
         if gemm is None:
             return None, label
-        outputs = [self.cupy.empty_like(out) for _, _, out in sets.sets]
+        if sets.groups:
+            label += f" (the strided-batched GEMM of the same work: {library.NO_GROUPED})"
+        d = dt.get(gemm.gemm.d)
+        outputs = [self.cupy.zeros((products * size, size), dtype=d.storage) for _ in sets.sets]
         return (lambda index: gemm.launch(sets.sets[index][0], sets.sets[index][1], outputs[index])), label
 
     # Sampling ---------------------------------------------------------------------------------
@@ -252,7 +275,7 @@ class GpuTimer:
             sampled, cublas_error, label = self._sample_with_cublas(instance, size, sets.upload(), min_samples)
             self.cupy.cuda.Device().synchronize()
             last = output_check(self.cupy, sets, sampled.series["kernel"].last.set_index)
-        flops = roofline.gemm_flops(size, size, size)
+        flops = sets.flops
         ref = self.clock.reference_mhz
         series = sampled.series
         kernel = Measurement.from_series(series["kernel"], size, sampled.stop, flops=flops,
@@ -270,7 +293,7 @@ class GpuTimer:
         cublas_error = None
         label = f"cublas-{instance.dtype}"
         try:
-            if instance.types.uniform:
+            if by_cublas(instance):
                 cublas = self._cublas_launcher(sets, own_outputs=True)
             else:
                 cublas, label = self._library_launcher(sets, instance.types)
@@ -281,7 +304,7 @@ class GpuTimer:
             samplers["cublas"] = self._sampler(sets, cublas, cycle, poison=False)
         except Exception as exc:  # e.g. a CuPy without this dtype in matmul
             cublas_error = (f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
-                            if instance.types.uniform else f"no library ceiling: {exc}")
+                            if by_cublas(instance) else f"no library ceiling: {exc}")
         samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, sets, i), cycle,
                                            finite_C=instance.spec.reads_c_at_beta_zero,
                                            finish=self._finish(instance, size))
@@ -310,13 +333,13 @@ class GpuTimer:
             gemm, label = library.planned(types, M, N, K, batch)
             if gemm is None:
                 raise library.NoAlgorithm(label)
-            g = gemm.gemm
-            set_bytes = batch * (M * K * dt.get(g.a).itemsize + K * N * dt.get(g.b).itemsize
-                                 + M * N * dt.get(g.d).itemsize)
+            g, m, n = gemm.gemm, gemm.m, gemm.n   # (N, M) for a product computed transposed
+            set_bytes = batch * (m * K * dt.get(g.a).itemsize + K * n * dt.get(g.b).itemsize
+                                 + m * n * dt.get(g.d).itemsize)
             n_sets = n_input_sets(set_bytes, self.device.l2_bytes)
             rng = np.random.default_rng(self.SEED)
             buffers = [tuple(_finite_bits(cp, rng, g_type, count) for g_type, count in
-                             ((g.a, batch * M * K), (g.b, batch * K * N), (g.d, batch * M * N)))
+                             ((g.a, batch * m * K), (g.b, batch * K * n), (g.d, batch * m * n)))
                        for _ in range(n_sets)]
             cycle = itertools.cycle(range(n_sets))
             start, end = cp.cuda.Event(), cp.cuda.Event()

@@ -14,6 +14,19 @@ A kernel with a type per operand (gemmcheck.contract.operand_types) gets A and B
 types, its output (D when it writes a separate D, else C) in the output type, a C it only reads
 (poison: at beta = 0 it must not be read), and each set its scale factors (the Problem's,
 [1/2, 2)): a device buffer each, or a number for a kernel that takes the scale by value.
+
+A strided-batched kernel's sets hold `batch` products each (``Problem(..., batch=batch)``:
+product b's operands from a seed of its own, stacked along the rows, tight strides: product b of
+X at X + b * its matrix's elements); the reference is product by product. A kernel with a fused
+epilogue gets each set's bias and residual (the Problem's epilogue_operands, device buffers of
+their types) and its output scale; its reference is the epilogue applied to A B, its bound the
+correctness oracle's epilogue bound.
+
+A grouped kernel's sets hold ragged groups (``ragged_groups``: half and one and a half times N
+rows by turns, N x N x N on average) of one problem (``Problem(..., groups=...)``): contiguous,
+the groups' rows one after another and an offsets table (G + 1 prefix sums); masked, each group
+in a slot of the largest group's rows, its first rows counted (a counts table), the rest zeros
+a correct kernel never reads. Grouped kernels are timed row-major.
 """
 
 from __future__ import annotations
@@ -26,7 +39,7 @@ import numpy as np
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import operand_types
 from gemmcheck.phases import phase
-from gemmcheck.problems.problem import Problem, scaled_operands
+from gemmcheck.problems.problem import Problem, product_rows, scaled_operands, split_rows, stacked_matmul
 
 VALUES = "uniform"   # U(-1, 1) rounded to the dtype: judged against the oracle's bound
 
@@ -38,6 +51,14 @@ def n_input_sets(set_bytes: int, l2_bytes: int, *, factor: int = 2) -> int:
     return max(2, 1 + math.ceil(factor * l2_bytes / set_bytes))
 
 
+def ragged_groups(size: int, groups: int) -> tuple[int, ...]:
+    """Rows per group of a grouped kernel's timed launch: size // 2 and the rest of 2 size by
+    turns (an odd last group: size), so `groups` groups hold groups x size rows, the work of as
+    many N x N x N products (the batched ceiling's)."""
+    pair = (size // 2, 2 * size - size // 2)
+    return tuple(pair[g % 2] for g in range(groups - groups % 2)) + ((size,) if groups % 2 else ())
+
+
 class InputSets:
     """Rotating (A, B, C) sets for one dtype and size on the array module ``xp`` (CuPy, or numpy
     in tests): ``sets[:n_sets]`` rotate, ``sets[check_set]`` is for the first check. Buffers hold
@@ -46,27 +67,42 @@ class InputSets:
     values beside the others)."""
 
     def __init__(self, xp, dtype, size: int, l2_bytes: int, seed: int, layouts=None, separate_d: bool = False,
-                 scales_by_value=()) -> None:
+                 scales_by_value=(), batch: int = 1, groups: tuple = (), masked: bool = False) -> None:
         """`dtype`: a DType, or the kernel's operand types (an OperandTypes or its spelling).
         `layouts`: the kernel's {"A"|"B"|"C"|"D": "row"|"col"}; a column-major operand's buffer
         holds its transpose's rows (what column-major means), so the product judged is A @ B.
         `separate_d`: the kernel writes D and only reads C. `scales_by_value`: the scale roles
-        it takes as numbers."""
-        self.xp, self.size, self.seed = xp, size, seed
+        it takes as numbers. `batch`: products per set (a strided batch). `groups`: rows per
+        group (a grouped kernel), `masked`: in slots of the largest group's rows."""
+        self.xp, self.size, self.seed, self.batch = xp, size, seed, batch
+        self.groups, self.masked = tuple(groups), masked
+        self.rows = self.groups or (size,) * batch      # each product's counted rows, stacked
+        self.slot = max(self.groups) if masked else 0   # a masked group's rows in the buffers (M)
+        # the kernel's M: a product's rows, all the groups' (contiguous) or a slot's (masked)
+        self.M = self.slot or (sum(self.groups) if self.groups else size)
         self.types = operand_types.coerce(dtype)
         self.dtype = self.types.D             # the output's type: what is poisoned, read and judged
         self.output = "D" if separate_d else "C"
         self.layouts = {o: (layouts or {}).get(o, "row") for o in "ABCD"}
+        if self.groups and set(self.layouts.values()) != {"row"}:
+            raise ValueError(f"grouped kernels are timed row-major, not with the layouts {self.layouts}")
         self.scales_by_value = frozenset(scales_by_value)
         t = self.types
-        self.n_sets = n_input_sets(size * size * (t.A.itemsize + t.B.itemsize + t.D.itemsize), l2_bytes)
+        residual = t.C.itemsize if t.epilogue.residual else 0
+        rows = sum(self.rows)
+        self.n_sets = n_input_sets(rows * size * (t.A.itemsize + t.D.itemsize + residual)
+                                   + len(self.rows) * size * size * t.B.itemsize, l2_bytes)
         self.check_set = self.n_sets          # the extra set, outside the rotation
-        self.problems = [Problem(size, size, size, t.spelling, VALUES, seed + i) for i in range(self.n_sets + 1)]
+        self.problems = [Problem(self.M, size, size, t.spelling, VALUES, seed + i, batch=batch, groups=self.groups,
+                                 masked=masked) for i in range(self.n_sets + 1)]
+        self.group_tables = []                # each set's offsets or counts (device int32), grouped kernels
         self.sets = []
         self.C_read = None                    # the C a kernel with a separate D reads (never, at beta = 0)
         self.scales: list[dict] = []          # each set's scale roles' values (device buffers or numbers)
         self._operands64 = _operands_side_by_side(self.problems)
         self._scales64 = [p.scale_operands() for p in self.problems]
+        self._epilogue64 = [p.epilogue_operands() for p in self.problems]
+        self.epilogue: list[dict] = []        # each set's epilogue roles' values (device buffers or numbers)
         self._references: dict[int, tuple] = {}
         self._finite_C = None
 
@@ -74,17 +110,57 @@ class InputSets:
         """The sets on the device (once)."""
         if not self.sets:
             size, xp, t = self.size, self.xp, self.types
+            rows = len(self.rows) * self.slot or sum(self.rows)   # the output's rows in its buffer
             self.sets = [(self._upload(A, "A", t.A), self._upload(B, "B", t.B),
-                          xp.zeros((size, size), dtype=self.dtype.storage))
+                          xp.zeros((rows, size), dtype=self.dtype.storage))
                          for A, B in self._operands64]
+            if self.groups:
+                role = self.group_role
+                table = self.groups if self.masked else np.cumsum((0, *self.groups))
+                self.group_tables = [xp.asarray(dt.to_bits(np.asarray(table, np.float64), t.of(role)))] * len(self.sets)
             if self.output == "D":
-                self.C_read = xp.full((size, size), t.C.poison_bits, dtype=t.C.storage)
+                self.C_read = xp.full((rows, size), t.C.poison_bits, dtype=t.C.storage)
             self.scales = [{s.role: self._scale(s, values[s.role]) for s in t.scales} for values in self._scales64]
+            self.epilogue = [{role: self._epilogue_input(role, value) for role, value in values.items()}
+                             for values in self._epilogue64]
         return self
 
+    @property
+    def group_role(self) -> str:
+        """The role of a grouped kernel's table: group_counts (masked) or group_offsets."""
+        return "group_counts" if self.masked else "group_offsets"
+
+    @property
+    def flops(self) -> int:
+        """The work of one launch: 2 N K per counted row of every product."""
+        return 2 * sum(self.rows) * self.size * self.size
+
     def _upload(self, X, operand: str, d: dt.DType):
-        stored = X if self.layouts[operand] == "row" else X.T
-        return self.xp.asarray(dt.to_bits(np.ascontiguousarray(stored), d))
+        stored = self._stored(X, self.layouts[operand])
+        if self.masked and operand == "A":   # each group's rows at the start of its slot
+            stored = self._slotted(stored)
+        return self.xp.asarray(dt.to_bits(stored, d))
+
+    def _slotted(self, X):
+        """A stacked operand of masked groups in slots of `slot` rows (zeros past a group's rows)."""
+        out = np.zeros((len(self.groups) * self.slot, X.shape[1]))
+        for g, part in enumerate(split_rows(X, self.groups)):
+            out[g * self.slot:g * self.slot + len(part)] = part
+        return out
+
+    def _stored(self, X, layout: str):
+        """Rows of products as stored: each product transposed for a column-major operand (its
+        buffer holds the transpose's rows), products one after another."""
+        if layout == "row":
+            return np.ascontiguousarray(X)
+        return np.ascontiguousarray(np.concatenate([product_rows(X, b, self.batch).T for b in range(self.batch)]))
+
+    def _epilogue_input(self, role: str, value):
+        """An epilogue role as the kernel takes it: the output scale's number, a buffer of the
+        bias's or residual's bits (row-major, as the correctness harness passes them)."""
+        if role == "output_scale":
+            return float(value)
+        return self.xp.asarray(dt.to_bits(np.ascontiguousarray(value), self.types.of(role)))
 
     def _scale(self, scale: operand_types.Scale, values):
         """A scale's factors as the kernel takes them: its number, or a buffer of its type's bits
@@ -95,9 +171,18 @@ class InputSets:
         return self.xp.asarray(dt.to_bits(np.ascontiguousarray(stored), scale.type))
 
     def result(self, index: int):
-        """Set ``index``'s output as float64 values, rows of it (whatever the kernel's layout)."""
+        """Set ``index``'s output as float64 values, rows of it (whatever the kernel's layout;
+        a batch's products stacked along the rows)."""
         out = self.to_float64(self.sets[index][2])
-        return out if self.layouts[self.output] == "row" else out.T
+        if self.masked:   # each group's counted rows of its slot
+            xp = self.xp
+            return xp.concatenate([out[g * self.slot:g * self.slot + rows] for g, rows in enumerate(self.groups)])
+        if self.layouts[self.output] == "row":
+            return out
+        if self.batch == 1:
+            return out.T
+        xp, cols = self.xp, out.shape[0] // self.batch   # each product stored as its transpose
+        return xp.concatenate([out[b * cols:(b + 1) * cols].T for b in range(self.batch)])
 
     def poison(self, index: int, *, finite: bool = False) -> None:
         """Fill set ``index``'s C so an element the launch does not write shows: the poison bits,
@@ -110,7 +195,7 @@ class InputSets:
         if self._finite_C is None:   # made once a size: drawing it per sample would cost seconds
             from gemmcheck.problems.harness import finite_garbage
 
-            garbage = finite_garbage(self.size, self.size, self.dtype)
+            garbage = finite_garbage(self.sets[index][2].shape[0], self.size, self.dtype)
             self._finite_C = self.xp.asarray(dt.to_bits(garbage, self.dtype))
         C[...] = self._finite_C
 
@@ -123,13 +208,19 @@ class InputSets:
         return bits.view(self.dtype.numpy)
 
     def reference(self, index: int = 0):
-        """(C_ref, |sA A||sB B|) for set ``index``, in float64 on ``xp``; computed once per set."""
+        """(A B, |sA A||sB B|) for set ``index``, in float64 on ``xp``, product by product;
+        computed once per set (a fused epilogue is applied to it by the check:
+        epilogue_values)."""
         if index not in self._references:
             xp = self.xp
             A, B = (xp.asarray(x) for x in self._operands64[index])
             A, B = scaled_operands(self.types, A, B, self._scales64[index])
-            self._references[index] = (A @ B, xp.abs(A) @ xp.abs(B))
+            self._references[index] = (stacked_matmul(A, B, self.rows), stacked_matmul(xp.abs(A), xp.abs(B), self.rows))
         return self._references[index]
+
+    def epilogue_values(self, index: int) -> dict:
+        """Set ``index``'s epilogue inputs as float64 values by role (empty without an epilogue)."""
+        return self._epilogue64[index]
 
 
 def _operands_side_by_side(problems) -> list:

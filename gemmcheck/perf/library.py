@@ -16,6 +16,14 @@ The work (2MNK) and the bytes are the kernel's, whatever its own layouts.
 128 x 128 block scales into bf16, fp16, fp32 or fp8, int8 -> int32, TF32 math for float32,
 the one-type GEMMs), then the nearest it has, each named with what differs. The first the
 library finds an algorithm for on this device is the ceiling; the table names it.
+
+A strided batch is one cuBLASLt GEMM with a batch count and tight strides in its matrix layouts
+(BATCH_COUNT, STRIDED_BATCH_OFFSET). A fused epilogue is cuBLASLt's where it has one (BIAS,
+RELU_BIAS, GELU_BIAS: GELU in its tanh form), its bias one per row of cuBLASLt's column-major D:
+a kernel's bias per row of D is the library's bias along M; a bias per column, the product
+computed transposed (D^T = B^T A^T, ``transposed``: the same work, the bias along N). What the
+library has not (SiLU, GELU's erf form, a residual added after the activation, an output scale)
+is named: GELU's tanh form stands for the other activations, beta C (C read) for the residual.
 """
 
 from __future__ import annotations
@@ -26,9 +34,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.contract import epilogue as epilogues
 from gemmcheck.contract import operand_types
 
 VENDOR = "cuBLASLt"
+# Why a grouped kernel's ceiling is the strided-batched GEMM of the same work.
+NO_GROUPED = ("no grouped GEMM of the library is relied on for sm_90 (nvmath-python 1.0's bindings reach cuBLAS's "
+              "pointer-array cublasGemmGroupedBatchedEx and cuBLASLt's grouped layouts, neither timed here)")
 WORKSPACE_BYTES = 32 * 2**20
 HEURISTIC_CANDIDATES = 8
 
@@ -53,19 +65,31 @@ class LibraryGemm:
     compute: str                                  # cublas.ComputeType's name: COMPUTE_32F, ...
     scales: tuple[tuple[str, str], ...] = ()      # (("A", "SCALAR_32F"), ("B", "BLK128x128_32F"))
     nearest: str = ""                             # what differs from the kernel's combination ("": none)
+    epilogue: str = ""                            # cublasLtEpilogue_t's name: BIAS, RELU_BIAS, ... ("": none)
+    transposed: bool = False                      # D^T = B^T A^T: the bias along the kernel's N
+    reads_c: bool = False                         # beta = 1, C read (standing for a residual's read)
 
     @property
     def name(self) -> str:
-        """``e4m3e4m3bf16 scale_A=tensor scale_B=tensor``, ``tf32tf32f32``, ``s8s8s32``."""
+        """``e4m3e4m3bf16 scale_A=tensor scale_B=tensor``, ``tf32tf32f32``, ``s8s8s32``,
+        ``f32f32f32 epilogue=RELU_BIAS (bias per column: D^T) beta=1``."""
         short = "".join(dt.get(t).short for t in (self.a, self.b, self.d))
         extra = [f"C={self.c}"] if self.c != self.d else []
         extra += [f"scale_{o}={SCALE_WORDS[m]}" for o, m in self.scales]
+        extra += [f"epilogue={self.epilogue}"] if self.epilogue else []
+        extra += ["(bias per column: D^T)"] if self.transposed else []
+        extra += ["beta=1"] if self.reads_c else []
         return " ".join([short, *extra])
 
     @property
     def label(self) -> str:
         """How the table names it: ``cuBLASLt e4m3e4m3bf16 ...``, then ``(nearest: ...)``."""
-        return f"{VENDOR} {self.name}" + (f" (nearest library GEMM: {self.nearest})" if self.nearest else "")
+        return self.label_for(1)
+
+    def label_for(self, batch: int) -> str:
+        """The label of `batch` of it strided: ``cuBLASLt f16f16f16 strided-batched x8``."""
+        batched = f" strided-batched x{batch}" if batch > 1 else ""
+        return f"{VENDOR} {self.name}{batched}" + (f" (nearest library GEMM: {self.nearest})" if self.nearest else "")
 
     @property
     def scale_type(self) -> str:
@@ -89,6 +113,11 @@ def library_gemms(types) -> list[LibraryGemm]:
     (``nearest`` empty) when cuBLASLt can express it, then the nearest it has. Empty when none
     comes near (an operand type the library does not take)."""
     t = operand_types.coerce(types)
+    if t.epilogue != epilogues.NONE:   # its fused epilogue, else the GEMM alone
+        plain = library_gemms(replace(t, epilogue=epilogues.NONE))
+        fused = [with_epilogue(g, t.epilogue, t) for g in plain]
+        why = "the GEMM alone, no epilogue (the library found no algorithm for its fused epilogue on this device)"
+        return fused + [replace(g, nearest="; ".join(filter(None, [g.nearest, why]))) for g in plain]
     A, B, C, D, acc = t.A.name, t.B.name, t.C.name, t.D.name, t.accumulator.name
     if A in FP8 and B in FP8:
         return _fp8(t, A, B, D)
@@ -116,6 +145,29 @@ def library_gemms(types) -> list[LibraryGemm]:
         return [LibraryGemm(A, A, A, A, "COMPUTE_64F" if A == "float64" else "COMPUTE_32F",
                             nearest=_c_note(C, D))]
     return []
+
+
+# cuBLASLt's epilogue by activation (and "_BIAS" with a bias); SiLU and GELU's erf form, which
+# it lacks, as its GELU (tanh form): one transcendental per element as theirs.
+LIBRARY_ACTIVATION = {"": "", "relu": "RELU", "gelu_tanh": "GELU", "gelu_erf": "GELU", "silu": "GELU"}
+
+
+def with_epilogue(gemm: LibraryGemm, epilogue: epilogues.Epilogue, types) -> LibraryGemm:
+    """`gemm` with cuBLASLt's fused epilogue nearest to `epilogue`, each difference named."""
+    act = LIBRARY_ACTIVATION[epilogue.activation]
+    name = "_".join(filter(None, [act, "BIAS" if epilogue.bias else ""]))
+    notes = [gemm.nearest] if gemm.nearest else []
+    if epilogue.activation in ("gelu_erf", "silu"):
+        notes.append(f"GELU's tanh form for {epilogue.activation}: cuBLASLt has no {epilogue.activation} epilogue")
+    bias_type = operand_types.coerce(types).of("bias").name if epilogue.bias else gemm.d
+    if bias_type != gemm.d:
+        notes.append(f"a bias in {gemm.d}: cuBLASLt's bias here is D's type, not {bias_type}")
+    if epilogue.residual:
+        notes.append("the residual read as beta C: cuBLASLt adds no residual after the activation")
+    if epilogue.output_scale:
+        notes.append("no output scale: cuBLASLt's epilogue has none after the activation")
+    return replace(gemm, epilogue=name, transposed=epilogue.bias == "col", reads_c=epilogue.residual,
+                   nearest="; ".join(notes))
 
 
 def _c_note(C: str, D: str) -> str:
@@ -175,7 +227,8 @@ class LtGemm:
     """One planned cuBLASLt GEMM of M x N x K (`batch` of them, strided) on the current device:
     descriptors and the heuristic's best algorithm made once, `launch(A, B, D)` on CuPy arrays
     of raw bits, enqueued on the current stream. NoAlgorithm when the library has
-    none for it here."""
+    none for it here. cuBLASLt's own m x n is N x M for a ``transposed`` GEMM (a bias per
+    column): A's buffer then holds its N x K operand, B's its K x M."""
 
     def __init__(self, gemm: LibraryGemm, M: int, N: int, K: int, batch: int = 1) -> None:
         import cupy
@@ -183,6 +236,8 @@ class LtGemm:
         from nvmath.bindings import cublas, cublasLt
 
         self.gemm, self.cupy, self.lt = gemm, cupy, cublasLt
+        M, N = (N, M) if gemm.transposed else (M, N)
+        self.m, self.n = M, N
         self._dt = lambda name: int(getattr(nvmath.CudaDataType, name))
         attr = cublasLt.MatmulDescAttribute
         try:
@@ -200,11 +255,14 @@ class LtGemm:
                           np.int32(getattr(cublasLt.MatmulMatrixScale, mode)))
                 self._set(cublasLt.matmul_desc_set_attribute, self.desc, getattr(attr, f"{operand}_SCALE_POINTER"),
                           np.int64(self.scales[operand].data.ptr))
+            if gemm.epilogue:
+                self._fuse(gemm, M, batch)
             self.layouts = [self._layout(gemm.a, K, M, K, batch), self._layout(gemm.b, K, N, K, batch),
                             self._layout(gemm.c, M, N, M, batch), self._layout(gemm.d, M, N, M, batch)]
-            # an fp8 D takes a C of another type: a buffer of its own, never read (beta = 0)
+            # an fp8 D takes a C of another type: a buffer of its own, never read (beta = 0); a
+            # residual's stand-in is read (beta = 1) from a buffer of its own
             self.c_buffer = (cupy.zeros(M * N * batch * dt.get(gemm.c).itemsize, cupy.uint8)
-                             if gemm.c != gemm.d else None)
+                             if gemm.c != gemm.d or gemm.reads_c else None)
             self.workspace = cupy.empty(WORKSPACE_BYTES, cupy.uint8)
             self.algorithm = self._plan()
         except NoAlgorithm:
@@ -212,7 +270,18 @@ class LtGemm:
         except Exception as exc:   # cuBLASLtError: a description the library rejects
             raise NoAlgorithm(f"{VENDOR} rejected {gemm.name}: {type(exc).__name__}: {exc}") from None
         scalar = {"CUDA_R_64F": np.float64, "CUDA_R_32I": np.int32}.get(gemm.scale_type, np.float32)
-        self.alpha, self.beta = np.ones(1, scalar), np.zeros(1, scalar)
+        self.alpha, self.beta = np.ones(1, scalar), (np.ones if gemm.reads_c else np.zeros)(1, scalar)
+
+    def _fuse(self, gemm: LibraryGemm, M: int, batch: int) -> None:
+        """The epilogue, and its bias: M zeros of D's type per product (kept alive with this object)."""
+        attr = self.lt.MatmulDescAttribute
+        self._set(self.lt.matmul_desc_set_attribute, self.desc, attr.EPILOGUE,
+                  np.uint32(getattr(self.lt.Epilogue, gemm.epilogue)))
+        if "BIAS" in gemm.epilogue:
+            self.bias = self.cupy.zeros(M * batch * dt.get(gemm.d).itemsize, self.cupy.uint8)
+            self._set(self.lt.matmul_desc_set_attribute, self.desc, attr.BIAS_POINTER, np.int64(self.bias.data.ptr))
+            if batch > 1:
+                self._set(self.lt.matmul_desc_set_attribute, self.desc, attr.BIAS_BATCH_STRIDE, np.int64(M))
 
     @staticmethod
     def _set(setter, obj, attribute, value) -> None:
@@ -264,7 +333,7 @@ def planned(types, M: int, N: int, K: int, batch: int = 1) -> tuple[LtGemm | Non
     refused = []
     for gemm in candidates:
         try:
-            return LtGemm(gemm, M, N, K, batch), gemm.label
+            return LtGemm(gemm, M, N, K, batch), gemm.label_for(batch)
         except NoAlgorithm as exc:
             refused.append(str(exc))
     return None, "; ".join(refused)

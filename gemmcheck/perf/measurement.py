@@ -79,17 +79,30 @@ class Check:
         return self.nans == 0 and self.worst_ratio <= 1.0
 
 
-def check_output(xp, got, ref, absprod, dtype, K: int) -> Check:
+def check_output(xp, got, ref, absprod, dtype, K: int, epilogue_values=None) -> Check:
     """Compare a kernel's output (as float64) with the float64 reference, on any array module.
     `dtype`: the kernel's DType, or its operand types (an OperandTypes) for a mixed kernel.
+    `ref`: A B; with a fused epilogue (the types'), its inputs `epilogue_values` (by role) are
+    applied to it here.
 
     The bound is the correctness oracle's (gemmcheck.judge.oracle.Bound: forward error
     of the accumulation, the output rounding, and the float64 reference's own
-    error), defined there only; a NaN anywhere counts as an unbounded error.
+    error; epilogue_bound for an epilogue), defined there only; a NaN anywhere counts as an
+    unbounded error.
     """
+    from gemmcheck.contract import operand_types
     from gemmcheck.judge.oracle import Bound
+    from gemmcheck.judge.oracle.bound import epilogue_bound
 
-    bound = Bound.for_dtype(dtype, K).evaluate(absprod, ref)   # numpy ufuncs dispatch to CuPy
+    b = Bound.for_dtype(dtype, K)
+    epilogue = operand_types.coerce(dtype).epilogue
+    if epilogue.spelling:
+        z_ref = epilogue.pre_activation(ref, epilogue_values)
+        Q_hat = absprod + xp.abs(z_ref - ref)   # |bias|, along its axis
+        ref = epilogue.apply(ref, epilogue_values)
+        bound = epilogue_bound(b, epilogue, epilogue_values, Q_hat, z_ref, ref, xp)
+    else:
+        bound = b.evaluate(absprod, ref)   # numpy ufuncs dispatch to CuPy
     nan = xp.isnan(got)
     ratio = xp.where(nan, xp.inf, xp.abs(got - ref) / bound).ravel()
     worst = int(xp.argmax(ratio))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from gemmcheck.backends import KernelHang, KernelLaunchError
 from gemmcheck.containment.lost import status_of
 from gemmcheck.perf import roofline
+from gemmcheck.perf.gpu import by_cublas
 from gemmcheck.contract import operand_types
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.problems.harness import name_the_problem
@@ -146,9 +147,9 @@ class PerfSession:
         return row
 
     def _impossible(self, instance: Instance, size: int, m: Measurement) -> str | None:
-        d = self.device
+        d, batch = self.device, self.timer.timing.products(instance)
         return roofline.impossible(
-            m.median, flops=roofline.gemm_flops(size, size, size), nbytes=min_bytes(instance, size),
+            m.median, flops=batch * roofline.gemm_flops(size, size, size), nbytes=min_bytes(instance, size, batch),
             peak_tflops=roofline.peak_tflops(d.sm_count, d.clock_hz, d.capability, instance.types.A.name),
             bandwidth_tbs=self.copy().bandwidth_tbs)
 
@@ -185,7 +186,7 @@ class PerfSession:
         row = self.rows.get((instance.id, size))
         if row is not None and row.cublas is not None:
             return row.cublas
-        if instance.types.uniform:
+        if by_cublas(instance):
             return self.cublas(instance.dtype, size)
         return self._cublas.get((ceiling_key(instance), size), f"{instance.id} was not timed at N={size}")
 
@@ -222,18 +223,27 @@ class PerfSession:
 
 
 def ceiling_key(instance: Instance) -> str:
-    """What a kernel's ceiling series is pooled under: its dtype (one type: cuBLAS of it), or
-    its operand types' full spelling (two fp8 kernels of one name with other scales have other
-    library GEMMs)."""
-    return instance.dtype if instance.types.uniform else instance.types.spelling
+    """What a kernel's ceiling series is pooled under: its dtype (cuBLAS of it: one type, one
+    product, no epilogue), or its operand types' full spelling (two fp8 kernels of one name with
+    other scales have other library GEMMs; an epilogue is part of it), ``batched`` for a strided
+    batch (the library's strided-batched GEMM), ``grouped contiguous`` or ``grouped masked`` for
+    groups (that GEMM too, named as the ceiling of the same work)."""
+    if by_cublas(instance):
+        return instance.dtype
+    kind = " batched" if "batch" in instance.spec.roles else f" grouped {instance.grouped}" if instance.grouped else ""
+    return instance.types.spelling + kind
 
 
-def min_bytes(instance: Instance, size: int) -> int:
-    """The least an N x N x N launch of `instance` moves: A, B and its output once, each in its
-    own type, and its scale factors."""
+def min_bytes(instance: Instance, size: int, batch: int = 1) -> int:
+    """The least an N x N x N launch of `instance` (`batch` products) moves: A, B and its
+    output once, each in its own type, its scale factors, and a fused epilogue's bias and
+    residual."""
     t = instance.types
     scales = sum(s.type.itemsize * math.prod(s.shape(size, size)) for s in t.scales)
-    return roofline.operand_bytes(size, size, size, a=t.A.itemsize, b=t.B.itemsize, out=t.D.itemsize, scales=scales)
+    epilogue = (t.of("bias").itemsize * size if t.epilogue.bias else 0) + \
+        (t.of("residual").itemsize * size * size if t.epilogue.residual else 0)
+    return batch * roofline.operand_bytes(size, size, size, a=t.A.itemsize, b=t.B.itemsize, out=t.D.itemsize,
+                                          scales=scales + epilogue)
 
 
 def refusal(instance: Instance, lost) -> KernelLaunchError:

@@ -210,7 +210,8 @@ def roofline_png(session: PerfSession) -> bytes | None:
 def _measurement_json(m: Measurement) -> dict:
     return {"tflops": m.tflops, "median_s": m.median, "noise": m.noise, "spread": m.spread,
             "samples": len(m.times), "dropped_throttled": m.dropped, "stop": m.stop,
-            "sm_clock_mhz": m.clock_mhz, "reference_clock_mhz": m.reference_mhz, "n_sets": m.n_sets}
+            "sm_clock_mhz": m.clock_mhz, "reference_clock_mhz": m.reference_mhz, "n_sets": m.n_sets,
+            "flops": m.flops}
 
 
 def document(session: PerfSession) -> dict:

@@ -46,6 +46,14 @@ class Timing:
     min_clock_ratio: float = 0.75  # drop samples below this fraction of the reference SM clock
     enough_seconds: float = 0.5   # a series with this much device time needs only nvbench's 10 samples
                                   # (nvbench's --min-time default)
+    batch: int = 8                # products in a strided-batched kernel's timed launch, groups in a grouped one's
+
+    def products(self, instance) -> int:
+        """How many products one timed launch of `instance` holds: `batch` for a kernel that
+        takes a strided batch (the role batch) or groups (group_offsets or group_counts: that
+        many groups, as many N x N x N products' work), else 1."""
+        roles = instance.spec.roles
+        return self.batch if {"batch", "group_offsets", "group_counts"} & set(roles) else 1
 
 
 @dataclass(frozen=True)
@@ -130,7 +138,7 @@ def _subject(kernel: str, dtype: str, config: str | None, tile: int | None) -> s
 
 
 _TIMING_FIELDS = {"tiles", "warmup", "max_seconds", "max_spread", "max_noise", "max_samples",
-                  "min_clock_ratio", "enough_seconds"}
+                  "min_clock_ratio", "enough_seconds", "batch"}
 _THRESHOLD_FIELDS = {"kernel", "dtype", "tile", "config", "baseline", "baseline_tile", "at_least",
                      "min_size", "max_size", "measured", "target"}
 
@@ -219,8 +227,12 @@ def _timing(path, table) -> Timing:
     max_samples = table.get("max_samples", default.max_samples)
     if type(max_samples) is not int or max_samples < 2:
         raise ThresholdError(f"{path}: [timing]: 'max_samples' must be an integer >= 2, got {max_samples!r}")
+    batch = table.get("batch", default.batch)
+    if type(batch) is not int or batch < 2:
+        raise ThresholdError(f"{path}: [timing]: 'batch' must be an integer >= 2 (a strided batch of one product "
+                             f"is not a batch), got {batch!r}")
     return Timing(tuple(tiles), warmup, float(max_seconds), numbers["max_spread"], numbers["max_noise"],
-                  max_samples, float(ratio), numbers["enough_seconds"])
+                  max_samples, float(ratio), numbers["enough_seconds"], batch)
 
 
 def _positive_number(value) -> bool:

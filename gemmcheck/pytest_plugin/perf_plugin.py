@@ -156,10 +156,13 @@ def perf_units(config: pytest.Config) -> dict[str, str]:
 def pytest_gemm_sized_launches(config: pytest.Config, item: pytest.Item) -> list | None:
     """What a performance test launches here at N x N x N (the sized probe launches each once
     in an isolated child first): its instantiation at its size, or a claim's instantiation and
-    baseline kernels, or a refusal's instantiation."""
+    baseline kernels, or a refusal's instantiation. Not a kernel that fuses an epilogue or takes
+    groups: the probe's plain launch (harness.plain_values) has no bias, residual or group table
+    to give it; its timed launches are watched here (GpuTimer._watching)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     if TIMED in params and SIZE in params:
-        return [(params[TIMED], params[SIZE])]
+        timed = params[TIMED]
+        return [] if timed.types.epilogue.roles or timed.grouped else [(timed, params[SIZE])]
     for name in (CLAIM, KILL):
         if name in params:
             case = params[name]

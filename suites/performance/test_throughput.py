@@ -57,7 +57,8 @@ def test_throughput(perf_instance, perf_size, perf_session, perf_timing, record_
     extra = {"tflops": round(rate, 3), "N": perf_size, "dtype": perf_instance.dtype,
              "tile": perf_instance.declared_tile, "config": perf_instance.config,
              "spread": round(measured.spread, 4), "input_sets": measured.n_sets,
-             "model_flop_per_byte": intensity, "device": perf_session.device.name}
+             "model_flop_per_byte": intensity, "device": perf_session.device.name,
+             "products": perf_session.timer.timing.products(perf_instance)}
     if isinstance(cublas, perf.Measurement):
         extra["ceiling"] = cublas.label
         extra["cublas_tflops"] = round(cublas.tflops, 3)
@@ -94,6 +95,44 @@ def test_a_mixed_kernel_is_compared_with_the_library_gemm_of_its_combination(per
         f"{perf_instance.id} ({perf_instance.types.describe()}) at N={perf_size} has no library ceiling: {ceiling}; "
         f"card: {perf_session.device.describe()}")
     assert ceiling.label.startswith("cuBLASLt "), ceiling.label
+
+
+@pytest.mark.gpu
+@pytest.mark.perf
+@pytest.mark.instances.with_args(lambda i: i.batched or bool(i.grouped))
+def test_a_batched_or_grouped_kernel_is_compared_with_the_library_strided_batched_gemm_of_its_work(
+        perf_instance, perf_size, perf_session):
+    # A strided batch of [timing] batch products (or as many ragged groups, the same work): the
+    # ceiling is cuBLASLt's strided-batched GEMM of that count, sampled in turn with it, its
+    # FLOPs the kernel's (2 N^3 per product); never one product's.
+    if not perf_instance.supports(perf_size, perf_size, perf_size):
+        pytest.skip(f"{perf_instance.id} does not support N={perf_size}")
+    perf.timed_rate(perf_session, perf_instance, perf_size)
+    products = perf_session.timer.timing.products(perf_instance)
+    kernel = perf_session.rows[(perf_instance.id, perf_size)].measurement
+    ceiling = perf_session.ceiling(perf_instance, perf_size)
+    assert isinstance(ceiling, perf.Measurement), (
+        f"{perf_instance.id} at N={perf_size} has no library ceiling: {ceiling}; card: {perf_session.device.describe()}")
+    assert f"strided-batched x{products}" in ceiling.label, ceiling.label
+    assert ceiling.flops == kernel.flops == products * 2 * perf_size**3, (ceiling.flops, kernel.flops)
+
+
+@pytest.mark.gpu
+@pytest.mark.perf
+@pytest.mark.instances.with_args(lambda i: bool(i.types.epilogue.roles))
+def test_an_epilogue_kernel_is_compared_with_the_library_fused_epilogue_nearest_its_own(
+        perf_instance, perf_size, perf_session):
+    # Timed with its bias, residual and output scale; the ceiling is cuBLASLt's GEMM with its
+    # fused epilogue (BIAS, RELU_BIAS, GELU_BIAS), what it lacks named in the label.
+    if not perf_instance.supports(perf_size, perf_size, perf_size):
+        pytest.skip(f"{perf_instance.id} does not support N={perf_size}")
+    perf.timed_rate(perf_session, perf_instance, perf_size)
+    ceiling = perf_session.ceiling(perf_instance, perf_size)
+    assert isinstance(ceiling, perf.Measurement), (
+        f"{perf_instance.id} at N={perf_size} has no library ceiling: {ceiling}; card: {perf_session.device.describe()}")
+    assert " epilogue=" in ceiling.label, (
+        f"{perf_instance.id}: cuBLASLt ran no fused epilogue for {perf_instance.types.epilogue.describe()}: "
+        f"{ceiling.label}; card: {perf_session.device.describe()}")
 
 
 @pytest.mark.gpu
