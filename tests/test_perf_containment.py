@@ -54,6 +54,25 @@ def test_the_sized_probe_launches_a_kernel_with_a_type_per_operand_a_separate_d_
     assert probe.probe_sizes({halves: {32}, fp8: {32}}, "cpu-sim", timeout=10.0) == {}
 
 
+def test_the_sized_probe_launches_batches_groups_and_epilogues_as_the_performance_suite_times_them():
+    """A strided batch's products, a grouped kernel's ragged groups (contiguous and masked, with
+    their table) and a fused epilogue's bias and residual: the probe launches what the timed
+    launch holds (before, it skipped epilogue and grouped kernels, whose timed launches then ran
+    unprobed in the timing process, and launched a batched kernel as one product)."""
+    from gemmcheck.perf.inputs import ragged_groups
+
+    specs = {s.name: s for path in ("batched", "grouped", "epilogue")
+             for s in catalog.load(ROOT / "examples" / path / "catalog.toml")}
+    batched, grouped, masked, epilogue = (next(iter(specs[n].instances())) for n in (
+        "gemm_strided_batched", "moe_grouped_gemm", "moe_masked_gemm", "gemm_bias_gelu_tanh_residual"))
+    launches = {batched: {32: 8}, grouped: {32: 8}, masked: {32: 8}, epilogue: {32: 1}}
+    steps = {s.kernel: s for s in probe.sized_probe_steps(launches)}
+    assert steps["gemm_strided_batched"].batch == 8 and steps["gemm_strided_batched"].M == 32
+    assert steps["moe_grouped_gemm"].groups == ragged_groups(32, 8) and steps["moe_grouped_gemm"].M == 8 * 32
+    assert steps["moe_masked_gemm"].masked and steps["moe_masked_gemm"].M == max(ragged_groups(32, 8))
+    assert probe.probe_sizes(launches, "cpu-sim", timeout=20.0) == {}
+
+
 THRESHOLDS = """
 [timing]
 tiles = [16, 32]
@@ -165,7 +184,7 @@ def test_the_perf_suite_asks_the_sized_probe_for_its_rows_and_claims(monkeypatch
     def item(**params):
         return SimpleNamespace(callspec=SimpleNamespace(params=params))
     asked = perf_plugin.pytest_gemm_sized_launches
-    assert asked(config, item(perf_instance=good16, perf_size=4096)) == [(good16, 4096)]
+    assert asked(config, item(perf_instance=good16, perf_size=4096)) == [(good16, 4096, 1)]   # one product a launch
     claim = selection.Case(parsed.thresholds[0], 2048)   # the kernel, and its baseline's timed TILEs
     assert asked(config, item(perf_claim=claim)) == [(faulting, 2048), (good8, 2048), (good16, 2048)]
     assert asked(config, item(n=1)) is None

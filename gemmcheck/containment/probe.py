@@ -40,17 +40,25 @@ def probe_steps(instances) -> list:
 
 
 def sized_probe_steps(launches) -> list:
-    """One plain launch per (instantiation, N) of `launches` ({Instance: sizes}), at N x N x N
-    where it claims it: every instantiation's sizes smallest first (a crash or hang leaves its
-    larger ones not run), grouped by dtype and size (their operands are made once)."""
+    """One plain launch per (instantiation, N) of `launches` ({Instance: sizes}, or {Instance:
+    {size: products}} for launches of several products: a strided batch or groups, as the
+    performance suite times them, perf.inputs.timed_products), at N x N x N where it claims it:
+    every instantiation's sizes smallest first (a crash or hang leaves its larger ones not
+    run), grouped by dtype and size (their operands are made once)."""
     from gemmcheck.judge import isolation
+    from gemmcheck.perf.inputs import kernel_M, timed_products
     from gemmcheck.problems.problem import Problem
 
-    todo = sorted(((n, inst.dtype, inst.id, inst) for inst, sizes in launches.items() for n in set(sizes)
-                   if inst.supports(n, n, n)), key=lambda t: t[:3])
-    return [isolation.Step.of(i, inst, Problem(n, n, n, inst.types, "uniform", PROBE_SEED),
-                              purpose="sized probe", repeats=1, control=False, plain=True)
-            for i, (n, _, _, inst) in enumerate(todo)]
+    def problem(inst, n: int, products: int):
+        held = timed_products(inst, n, products) if products > 1 else {}
+        return Problem(kernel_M(n, **held), n, n, inst.types, "uniform", PROBE_SEED, **held)
+
+    todo = sorted(((n, inst.dtype, inst.id, inst, sizes.get(n, 1) if isinstance(sizes, dict) else 1)
+                   for inst, sizes in launches.items() for n in set(sizes) if inst.supports(n, n, n)),
+                  key=lambda t: t[:3])
+    return [isolation.Step.of(i, inst, problem(inst, n, products), purpose="sized probe", repeats=1,
+                              control=False, plain=True)
+            for i, (n, _, _, inst, products) in enumerate(todo)]
 
 
 def probe_sizes(launches, backend_name: str, timeout: float,

@@ -34,7 +34,7 @@ from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import plan
 from gemmcheck.problems.harness import plain_values
 from gemmcheck.perf import sampling
-from gemmcheck.perf.inputs import InputSets, n_input_sets, ragged_groups
+from gemmcheck.perf.inputs import InputSets, n_input_sets, ragged_groups, timed_products
 from gemmcheck.perf.measurement import Check, Measurement, check_output
 from gemmcheck.perf.thresholds import Timing
 
@@ -133,8 +133,7 @@ class GpuTimer:
             return self.inputs(instance.dtype, size, instance.spec.layouts)
         by_value = tuple(sorted(s.role for s in instance.types.scales if launching.by_value(instance, s.role)))
         products = self.timing.products(instance)
-        batching = ({"groups": ragged_groups(size, products), "masked": instance.grouped == "masked"}
-                    if instance.grouped else {"batch": products})
+        batching = timed_products(instance, size, products)
         return self.inputs(instance.types.spelling, size, instance.spec.layouts,
                            separate_d="D" in instance.spec.roles, scales_by_value=by_value, **batching)
 
@@ -147,12 +146,9 @@ class GpuTimer:
         A, B, out = sets.sets[index]
         C, D = (sets.C_read, out) if sets.output == "D" else (out, None)
         scales = sets.scales[index] if sets.scales else None
-        values = plain_values(instance, size, size, size, A, B, C, D, scales)
-        values.update(launching.tight_batch_strides(size, size, size, sets.batch))
-        values.update(sets.epilogue[index] if sets.epilogue else {})
-        if sets.groups:   # all the groups' rows (contiguous) or a slot's (masked), the table
-            values.update({"M": sets.M, "groups": len(sets.groups), sets.group_role: sets.group_tables[index]})
-        return plan(instance, values)
+        groups = (len(sets.groups), sets.group_role, sets.group_tables[index]) if sets.groups else None
+        return plan(instance, plain_values(instance, sets.M, size, size, A, B, C, D, scales, batch=sets.batch,
+                                           epilogue=sets.epilogue[index] if sets.epilogue else None, groups=groups))
 
     def _launch(self, instance: Instance, size: int, sets: InputSets, index: int) -> None:
         """Queued without a wait (backend.enqueue), so back-to-back samples measure the kernel alone."""

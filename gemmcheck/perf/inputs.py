@@ -59,6 +59,21 @@ def ragged_groups(size: int, groups: int) -> tuple[int, ...]:
     return tuple(pair[g % 2] for g in range(groups - groups % 2)) + ((size,) if groups % 2 else ())
 
 
+def timed_products(instance, size: int, products: int) -> dict:
+    """How a timed launch of `instance` at `size` holds its `products` (Timing.products): as a
+    strided batch, or as ragged groups (contiguous or masked) of as much work (InputSets' and
+    Problem's batch, groups and masked)."""
+    if instance.grouped:
+        return {"groups": ragged_groups(size, products), "masked": instance.grouped == "masked"}
+    return {"batch": products}
+
+
+def kernel_M(size: int, batch: int = 1, groups: tuple = (), masked: bool = False) -> int:
+    """The M a timed launch passes: a product's rows, all the groups' (contiguous) or a slot's
+    (the largest group's rows: masked)."""
+    return (max(groups) if masked else sum(groups)) if groups else size
+
+
 class InputSets:
     """Rotating (A, B, C) sets for one dtype and size on the array module ``xp`` (CuPy, or numpy
     in tests): ``sets[:n_sets]`` rotate, ``sets[check_set]`` is for the first check. Buffers hold
@@ -78,8 +93,7 @@ class InputSets:
         self.groups, self.masked = tuple(groups), masked
         self.rows = self.groups or (size,) * batch      # each product's counted rows, stacked
         self.slot = max(self.groups) if masked else 0   # a masked group's rows in the buffers (M)
-        # the kernel's M: a product's rows, all the groups' (contiguous) or a slot's (masked)
-        self.M = self.slot or (sum(self.groups) if self.groups else size)
+        self.M = kernel_M(size, batch, self.groups, masked)
         self.types = operand_types.coerce(dtype)
         self.dtype = self.types.D             # the output's type: what is poisoned, read and judged
         self.output = "D" if separate_d else "C"

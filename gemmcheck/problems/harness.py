@@ -710,46 +710,75 @@ def problem_label(M: int, N: int, K: int) -> str:
 PLAIN_POOL = 4099   # values drawn for a plain launch's A and B, repeated to their size
 
 
-def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C, D=None, scales=None) -> dict:
+def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C, D=None, scales=None, *,
+                 batch: int = 1, epilogue=None, groups=None) -> dict:
     """Every role's value for a plain launch: A, B, C (and D, the scale factors: buffers or
-    numbers, by role) as given, tight leading dimensions, alpha 1 and beta 0. How the
-    performance suite launches, and the isolated probe at its sizes."""
-    return {"A": A, "B": B, "C": C, **({"D": D} if D is not None else {}), **(scales or {}),
-            "M": M, "N": N, "K": K, **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K),
-            "alpha": 1, "beta": 0, **launch.tight_batch_strides(M, N, K)}
+    numbers, by role) as given, tight leading dimensions and batch strides (`batch` products
+    back to back), alpha 1 and beta 0; `epilogue`: the fused epilogue's roles (bias, residual,
+    output_scale); `groups`: (count, table role, table) of a grouped kernel, whose M is all its
+    groups' rows (contiguous) or a slot's (masked). How the performance suite launches, and the
+    isolated probe at its sizes (plain_operands)."""
+    values = {"A": A, "B": B, "C": C, **({"D": D} if D is not None else {}), **(scales or {}),
+              "M": M, "N": N, "K": K, **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K),
+              "alpha": 1, "beta": 0, **launch.tight_batch_strides(M, N, K, batch), **(epilogue or {})}
+    if groups:
+        count, role, table = groups
+        values.update({"groups": count, role: table})
+    return values
 
 
-def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int, seed: int = 0) -> tuple:
-    """(A, B, C, D, scales) as plain device buffers in `instance`'s operand types, for a launch
-    watched only for a fault or a hang (the isolated probe at the performance suite's sizes): A
-    and B hold finite values in (-1, 1), a pool of PLAIN_POOL draws repeated to their size
-    (drawing 2 x 67M values for 8192^2 would cost the probe seconds a size), C (and D, for a
-    kernel that writes a separate D) the poison bits, each scale factor 1 (a number for a scale
-    taken by value)."""
+def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int, seed: int = 0, *,
+                   batch: int = 1, groups: tuple = (), masked: bool = False) -> dict:
+    """plain_values' buffers and settings for a launch watched only for a fault or a hang (the
+    isolated probe at the performance suite's sizes), in `instance`'s operand types and as many
+    products as the timed launch holds (a strided `batch`, or `groups` of rows: contiguous, M
+    their total, or `masked` in slots of M rows): A and B hold finite values in (-1, 1), a pool
+    of PLAIN_POOL draws repeated to their size (drawing 2 x 67M values for 8192^2 would cost
+    the probe seconds a size), C (and D, for a kernel that writes a separate D) the poison
+    bits, each scale factor and the output scale 1, a bias and a residual zeros, a grouped
+    kernel its table of offsets or counts."""
     types = instance.types
     draws = np.random.default_rng(seed).uniform(-1, 1, PLAIN_POOL)
+    rows = len(groups) * M if masked else (M if groups else batch * M)   # the output's rows, every product
+    products = len(groups) or batch
 
     def pool(d: dt.DType, n: int, reverse: bool = False):
         bits = dt.to_bits(dt.round_draws(draws[::-1] if reverse else draws, d), d)
         return backend.to_device(np.resize(bits, n))
 
-    def poisoned(d: dt.DType):
-        return backend.to_device(np.full(M * N, d.poison_bits, dtype=d.storage))
+    def filled(d: dt.DType, n: int, bits=None):
+        return backend.to_device(np.full(n, d.poison_bits if bits is None else bits, dtype=d.storage))
 
-    D = poisoned(types.D) if "D" in instance.spec.roles else None
+    def zeros(role: str, n: int):
+        return filled(types.of(role), n, dt.to_bits(np.zeros(1), types.of(role))[0])
+
     scales = {}
     for scale in types.scales:
-        shape = scale.shape(*((M, K) if scale.operand == "A" else (K, N)))
+        shape = scale.shape(*((rows, K) if scale.operand == "A" else (products * K, N)))
         scales[scale.role] = (1.0 if launch.by_value(instance, scale.role) else
                               backend.to_device(dt.to_bits(np.ones(shape), scale.type).reshape(-1)))
-    return pool(types.A, M * K), pool(types.B, K * N, reverse=True), poisoned(types.C), D, scales
+    epilogue = {}
+    if types.epilogue.bias:
+        epilogue["bias"] = zeros("bias", M if types.epilogue.bias == "row" else N)
+    if types.epilogue.residual:
+        epilogue["residual"] = zeros("residual", rows * N)
+    if types.epilogue.output_scale:
+        epilogue["output_scale"] = 1.0
+    table = None
+    if groups:
+        role = "group_counts" if masked else "group_offsets"
+        counts = groups if masked else np.cumsum((0, *groups))
+        table = (len(groups), role, backend.to_device(dt.to_bits(np.asarray(counts, np.float64), types.of(role))))
+    return {"A": pool(types.A, rows * K), "B": pool(types.B, products * K * N, reverse=True),
+            "C": filled(types.C, rows * N), "D": filled(types.D, rows * N) if "D" in instance.spec.roles else None,
+            "scales": scales, "batch": batch, "epilogue": epilogue, "groups": table}
 
 
-def plain_launch(backend: Backend, instance: Instance, M: int, N: int, K: int, operands) -> None:
+def plain_launch(backend: Backend, instance: Instance, M: int, N: int, K: int, operands: dict) -> None:
     """One launch of `instance` on plain `operands` (plain_operands), waited for: a crash or a
     hang raises the backend's KernelLaunchError, naming the problem (name_the_problem)."""
     try:
-        backend.launch(instance, launch.plan(instance, plain_values(instance, M, N, K, *operands)))
+        backend.launch(instance, launch.plan(instance, plain_values(instance, M, N, K, **operands)))
     except KernelLaunchError as exc:
         raise name_the_problem(exc, M, N, K)
 

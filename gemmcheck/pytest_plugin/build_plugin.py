@@ -237,7 +237,7 @@ def start_probe(config: pytest.Config, state: Containment) -> None:
 
     isolated = defects.isolated()
     seen: dict[str, Instance] = {}
-    sized: dict[Instance, set[int]] = {}
+    sized: dict[Instance, dict[int, int]] = {}   # {size: products one launch holds}
     for item in state.items:
         if item.get_closest_marker("skip"):
             continue
@@ -249,9 +249,9 @@ def start_probe(config: pytest.Config, state: Containment) -> None:
         inst = _instance_of(item)
         if inst is not None and inst.spec.expect not in isolated:
             seen.setdefault(inst.id, inst)
-        for launched, size in (pair for answer in answers for pair in answer):
+        for launched, size, *products in (launch for answer in answers for launch in answer):
             if launched.spec.expect not in isolated:
-                sized.setdefault(launched, set()).add(size)
+                sized.setdefault(launched, {})[size] = products[0] if products else 1
     timeout = config.getoption("gemm_hang_timeout") or DEFAULT_HANG_TIMEOUT_S
     backend_name = gemm_config(config).backend_name
     probe.start(config, state, seen, backend_name, timeout)

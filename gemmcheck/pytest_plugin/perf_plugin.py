@@ -156,13 +156,12 @@ def perf_units(config: pytest.Config) -> dict[str, str]:
 def pytest_gemm_sized_launches(config: pytest.Config, item: pytest.Item) -> list | None:
     """What a performance test launches here at N x N x N (the sized probe launches each once
     in an isolated child first): its instantiation at its size, or a claim's instantiation and
-    baseline kernels, or a refusal's instantiation. Not a kernel that fuses an epilogue or takes
-    groups: the probe's plain launch (harness.plain_values) has no bias, residual or group table
-    to give it; its timed launches are watched here (GpuTimer._watching)."""
+    baseline kernels, or a refusal's instantiation; with the products one timed launch of it
+    holds (a strided batch's or groups', Timing.products), so the probe launches what is timed."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     if TIMED in params and SIZE in params:
         timed = params[TIMED]
-        return [] if timed.types.epilogue.roles or timed.grouped else [(timed, params[SIZE])]
+        return [(timed, params[SIZE], perf_config(config).thresholds.timing.products(timed))]
     for name in (CLAIM, KILL):
         if name in params:
             case = params[name]

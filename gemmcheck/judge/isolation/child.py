@@ -62,10 +62,11 @@ def child_main(job_path: str, outdir: str) -> int:
         _say("LAUNCH", str(step.id))
         try:
             if step.plain:
-                shape = (instance.spec.name, step.dtype, step.M, step.N, step.K)   # (its roles: D, scales)
+                shape = (instance.spec.name, step.dtype, step.M, step.N, step.K, step.batch, step.groups, step.masked)
                 if shape not in plain:
                     plain.clear()   # one shape's at a time: 8192^2 float64 operands are 1.5 GB
-                    plain[shape] = harness.plain_operands(backend, instance, step.M, step.N, step.K)
+                    plain[shape] = harness.plain_operands(backend, instance, step.M, step.N, step.K, batch=step.batch,
+                                                          groups=step.groups, masked=step.masked)
                 harness.plain_launch(backend, instance, step.M, step.N, step.K, plain[shape])
                 _say("DONE", str(step.id))
                 continue
