@@ -137,7 +137,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
         ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
         bound = b.evaluate(b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B),
-                                       None if C0 is None else xp.abs(C0)), ref, xp)
+                                       None if C0 is None else xp.abs(C0)), ref, xp, (finite_A, finite_B))
         bound_text = b.describe()
     if exact:
         # Rounding once may overflow (float16 beyond 65504): then Inf is the correct answer, or

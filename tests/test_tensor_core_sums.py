@@ -1,0 +1,120 @@
+"""fp8 tensor-core sums (operand_types ``sums = "tensor-core-fp8"``): the bound holds for a model
+of the arithmetic (tests/tensor_core_model.py) where the float32 bound does not, wrong models
+still fail it, exact judging keeps its premise, and the catalog declares each config's chain."""
+
+import numpy as np
+import pytest
+
+from gemmcheck.contract import catalog, operand_types
+from gemmcheck.judge.oracle import tensor_core_sums
+from gemmcheck.judge.oracle.bound import Bound
+from gemmcheck.judge.oracle.exactness import InexactProblem, exact_reference, exactness_violation
+from gemmcheck.problems.problem import Problem, exact_range, scaled_operands
+from tests import tensor_core_model
+
+BASE = "e4m3e4m3bf16 scale_A=tensor scale_B=tensor"
+CHAINS = {"p2": 64, "p1": 128, "p0": 0}     # rung 10's PARTIALS: 2 and 1 per 128 of K, 0 none
+
+
+def _types(chain: int):
+    return operand_types.of(f"{BASE} sums=tensor-core-fp8" + (f"/{chain}" if chain else ""))
+
+
+def _ratios(types, M, K, values, seed, **model):
+    """(error / new bound, error / float32 bound) per element of the model's D."""
+    p = Problem(M, M, K, types, values, seed)
+    A, B = p.operands()
+    got = tensor_core_model.gemm(A, B, p.scale_operands(), types, **model)
+    As, Bs = scaled_operands(types, A, B, p.scale_operands())
+    ref, P = As @ Bs, np.abs(As) @ np.abs(Bs)
+    err = np.abs(got - ref)
+    new = Bound.for_types(types, K).evaluate(P, ref, np, (As, Bs))
+    single = Bound.for_types(BASE, K).evaluate(P, ref, np)
+    return err / new, err / single
+
+
+@pytest.mark.parametrize("values", ["normal", "uniform", "wide"])
+@pytest.mark.parametrize("config", list(CHAINS))
+@pytest.mark.parametrize("K", [96, 320, 1024])
+def test_the_bound_holds_for_the_model(values, config, K):
+    # 14 bits cut toward zero as measured on Hopper; 13 (what the bound allows) cut either way
+    for bits, how, seed in ((14, "trunc", 1), (13, "trunc", 2), (13, "floor", 3)):
+        ratio, _ = _ratios(_types(CHAINS[config]), 40, K, values, seed, bits=bits, how=how)
+        assert ratio.max() <= 1, (bits, how, ratio.max())
+
+
+@pytest.mark.parametrize("values", ["normal", "uniform", "wide"])
+@pytest.mark.parametrize("config", list(CHAINS))
+def test_the_float32_bound_calls_the_model_wrong(values, config):
+    # without the declaration a correct fp8 tensor-core kernel fails (as rung 10 did on an H200)
+    ratio, float32_ratio = _ratios(_types(CHAINS[config]), 64, 96, values, 1, bits=14)
+    assert float32_ratio.max() > 1 >= ratio.max()
+
+
+@pytest.mark.parametrize("values", ["normal", "uniform", "wide"])
+@pytest.mark.parametrize("config", list(CHAINS))
+@pytest.mark.parametrize("wrong", [{"drop_step": 3}, {"scale_B": False}])
+def test_a_wrong_model_still_fails_the_bound(values, config, wrong):
+    types = _types(CHAINS[config])
+    assert _ratios(types, 40, 320, values, 4, **wrong)[0].max() > 1
+
+
+def test_a_running_sum_rounded_to_bfloat16_is_inside_the_bound():
+    # The limit of a worst-case bound on these sums: a k-step may lose 33 cuts of 2^-12 of its
+    # largest addend, more than one bfloat16 rounding (2^-9): such a kernel is not told apart.
+    ratio, _ = _ratios(_types(0), 40, 1024, "uniform", 5, accumulate="bfloat16")
+    assert ratio.max() <= 1
+
+
+def test_the_error_term_is_within_its_worst_case_and_needs_the_operands_only_to_tighten_it():
+    types = _types(128)
+    p = Problem(24, 24, 640, types, "normal", 6)
+    A, B = scaled_operands(types, *p.operands(), p.scale_operands())
+    E = tensor_core_sums.error(A, B, types)
+    assert (E > 0).all() and (E <= tensor_core_sums.worst_coefficient(types, 640) * (np.abs(A) @ np.abs(B))).all()
+    b = Bound.for_types(types, 640)
+    assert (b.evaluate(np.abs(A) @ np.abs(B), A @ B, np, (A, B)) <= b.evaluate(np.abs(A) @ np.abs(B), A @ B)).all()
+    assert "fp8 tensor-core sums, 13 bits kept" in b.describe() and "5 float32 term(s)" in b.describe()
+
+
+@pytest.mark.parametrize("config", list(CHAINS))
+@pytest.mark.parametrize("K", [16, 128, 640, 4096])
+def test_exact_problems_keep_every_tensor_core_sum_exact(config, K):
+    types = _types(CHAINS[config])
+    r = exact_range(types, K)
+    assert types.chain_length(K) * r * r < 2 ** 13 and r >= 1
+    p = Problem(32, 32, K, types, "exact", 7)
+    A, B = p.operands()
+    ref = exact_reference(*scaled_operands(types, A, B, p.scale_operands()), types, unscaled=(A, B))
+    got = tensor_core_model.gemm(A, B, p.scale_operands(), types, bits=13)
+    assert np.array_equal(got, tensor_core_model._round(ref, "bfloat16"))
+
+
+def test_exactness_refuses_a_partial_sum_the_tensor_cores_cut():
+    A = np.full((1, 96), 15.0)       # products of 225 (quantum 1): the third k-step adds to 14400 > 2^13
+    B = np.full((96, 1), 15.0)
+    assert exactness_violation(A, B, BASE) is None                 # exact in float32
+    why = exactness_violation(A, B, _types(0))
+    assert "more than 13 significant bits" in why
+    assert exactness_violation(A, B, _types(32)) is None            # promoted every 32: sums below 7200
+    with pytest.raises(InexactProblem):
+        exact_reference(A, B, _types(0))
+
+
+def test_the_spelling_and_its_errors():
+    types = _types(64)
+    assert types.spelling == f"{BASE} sums=tensor-core-fp8/64" and operand_types.of(types.spelling) == types
+    assert types.sum_bits == 13 and _types(0).chain_length(640) == 640 and types.chain_length(32) == 32
+    for spelling, words in ((f"f16f16f32 sums=tensor-core-fp8", "needs 8-bit float A and B"),
+                            (f"{BASE} sums=tensor-core-fp8/48", "a multiple of 32"),
+                            (f"{BASE} sums=tensor-cores", "use accumulator or tensor-core-fp8")):
+        with pytest.raises(operand_types.TypesError, match=words):
+            operand_types.of(spelling)
+
+
+def test_rung_10_declares_each_configs_chain():
+    specs = {s.name: s for s in catalog.load(catalog.LADDER)}
+    for name in ("ladder_wgmma_fp8", "ladder_broken_wgmma_fp8_scale_left_out"):
+        for inst in specs[name].instances():
+            assert inst.types.chain == CHAINS[inst.config[-2:]], inst.config
+            assert inst.types.tensor_core_sums
