@@ -118,3 +118,40 @@ def test_rung_10_declares_each_configs_chain():
         for inst in specs[name].instances():
             assert inst.types.chain == CHAINS[inst.config[-2:]], inst.config
             assert inst.types.tensor_core_sums
+
+
+FP8_KERNEL = """\
+#include <cuda_fp8.h>
+template <int BK, int PARTIALS>
+__global__ void gemm(const __nv_fp8_e4m3 *A, const __nv_fp8_e4m3 *B, __nv_bfloat16 *D, int M, int N, int K) {}
+"""
+FP8_ENTRY = ('[[kernel]]\nname = "k"\nsource = "k.cu"\nentry = "gemm"\nargs = ["A", "B", "D", "M", "N", "K"]\n'
+             'grid = ["ceil(N / 16)", "ceil(M / 16)"]\nblock = ["16", "16"]\ndtypes = ["e4m3e4m3bf16"]\n'
+             'expect = "correct"\ntemplate_args = "{BK}, {PARTIALS}"\n'
+             'tile = "BK"\nconfigs = [{ name = "p2", BK = 128, PARTIALS = 2 }, { name = "p0", BK = 128, PARTIALS = 0 }]\n')
+
+
+def _fp8_catalog(tmp_path, sums: str, dtypes: str = "e4m3e4m3bf16"):
+    (tmp_path / "k.cu").write_text(FP8_KERNEL)
+    (tmp_path / "catalog.toml").write_text(FP8_ENTRY.replace("e4m3e4m3bf16", dtypes) + f"sums = {sums}\n")
+    return catalog.load(tmp_path / "catalog.toml")
+
+
+def test_a_catalog_entry_declares_its_sums_and_each_configs_chain(tmp_path):
+    (spec,) = _fp8_catalog(tmp_path, '{ unit = "tensor-core-fp8", chain = "min(PARTIALS, 1) * BK // max(PARTIALS, 1)" }')
+    assert [(i.config, i.types.chain) for i in spec.instances()] == [("p2", 64), ("p0", 0)]
+    (spec,) = _fp8_catalog(tmp_path, '"tensor-core-fp8"')
+    assert all(i.types.tensor_core_sums and i.types.chain == 0 for i in spec.instances())
+
+
+@pytest.mark.parametrize("sums, dtypes, words", [
+    ('"tensor-cores"', "e4m3e4m3bf16", "sums = 'tensor-cores'; use \"tensor-core-fp8\""),
+    ('{ unit = "tensor-core-fp8", chain = "BK // 3" }', "e4m3e4m3bf16", "a multiple of 32"),
+    ('{ unit = "tensor-core-fp8", chain = "BN" }', "e4m3e4m3bf16", "unknown name 'BN'"),
+    ('"tensor-core-fp8"', "f16f16f32", "needs 8-bit float A and B"),
+])
+def test_a_wrong_sums_declaration_is_refused_in_one_line(tmp_path, sums, dtypes, words):
+    with pytest.raises(catalog.CatalogError) as caught:
+        _fp8_catalog(tmp_path, sums, dtypes)
+    message = str(caught.value)
+    assert "\n" not in message and "kernel 'k'" in message and words in message, message

@@ -227,7 +227,11 @@ class OperandTypes:
     @property
     def sums_spelling(self) -> str:
         """``tensor-core-fp8`` or ``tensor-core-fp8/128`` (with its chain)."""
-        return self.sums + (f"/{self.chain}" if self.chain else "")
+        return sums_spelling(self.sums, self.chain)
+
+    def with_sums(self, sums: str, chain: int = 0) -> "OperandTypes":
+        """This record with what adds the products (`chain`: products per partial sum, 0 the whole K)."""
+        return of(f"{self.spelling} sums={sums_spelling(sums, chain)}")
 
     @property
     def output_rounds(self) -> bool:
@@ -323,6 +327,10 @@ def of(spelling: str) -> OperandTypes:
     scalar = types.pop("scalar", None) or accumulator
     return OperandTypes(name, types["A"], types["B"], types["C"], types["D"], accumulator, scalar,
                         tuple(sorted(scales, key=lambda s: s.operand)), saturate, **sums)
+
+
+def sums_spelling(sums: str, chain: int) -> str:
+    return sums + (f"/{chain}" if chain else "")
 
 
 def parse_sums(text: str) -> dict:

@@ -163,7 +163,7 @@ class KernelSpec:
         if self.sums is None:
             return types
         chain = self.sums_chain.integer(params) if self.sums_chain is not None else 0
-        return operand_types.of(f"{types.spelling} sums={self.sums}" + (f"/{chain}" if chain else ""))
+        return types.with_sums(self.sums, chain)
 
     def types_of(self, dtype: str) -> operand_types.OperandTypes:
         """The record of one of the entry's dtypes (or of any plain dtype name)."""
