@@ -155,3 +155,30 @@ def test_a_wrong_sums_declaration_is_refused_in_one_line(tmp_path, sums, dtypes,
         _fp8_catalog(tmp_path, sums, dtypes)
     message = str(caught.value)
     assert "\n" not in message and "kernel 'k'" in message and words in message, message
+
+
+# The worst elements of rung 10's bound tests on an H200 judged as float32 sums: (config, M = N = K,
+# values, seed, element, what the kernel wrote, the float64 reference, the float32 bound there).
+H200_WORST = [("p2", 640, "wide", 2, (306, 639), 13.75, 15.958611172277017, 0.657062),
+              ("p0", 640, "uniform", 2, (326, 483), 0.064453125, 0.05719924752193428, 0.00387855),
+              ("p1", 640, "normal", 2, (443, 415), -0.054931640625, -0.042696509921196224, 0.0105555),
+              ("p0", 640, "normal", 2, (189, 99), -0.2158203125, -0.19389845813231688, 0.0103485),
+              ("p1", 640, "wide", 2, (11, 303), -0.365234375, -3.7606804423166977, 0.729761),
+              ("p0", 640, "wide", 2, (276, 20), -36.25, -26.452557034746405, 0.986135),
+              ("p2", 128, "normal", 0, (119, 7), -0.11474609375, -0.11883679677412062, 0.00139135),
+              ("p1", 128, "normal", 0, (40, 74), 0.11474609375, 0.10939762147026799, 0.00127716)]
+
+
+@pytest.mark.parametrize("config, n, values, seed, at, got, want, float32_bound", H200_WORST)
+def test_the_h200s_worst_elements_are_within_the_tensor_cores_bound(config, n, values, seed, at, got, want,
+                                                                     float32_bound):
+    types = _types(CHAINS[config])
+    p = Problem(n, n, n, types, values, seed)
+    A, B = scaled_operands(types, *p.operands(), p.scale_operands())
+    a, b = A[at[0]:at[0] + 1], B[:, at[1]:at[1] + 1]
+    ref = a @ b
+    assert ref[0, 0] == pytest.approx(want, rel=1e-12)
+    err = abs(got - want)
+    assert Bound.for_types(BASE, n).evaluate(np.abs(a) @ np.abs(b), ref)[0, 0] == pytest.approx(float32_bound, rel=1e-5)
+    assert err > float32_bound
+    assert err <= Bound.for_types(types, n).evaluate(np.abs(a) @ np.abs(b), ref, np, (a, b))[0, 0]
