@@ -17,7 +17,13 @@ How a catalog names a combination (``dtypes = [...]``):
   int32 when the inputs are integers, float64 when an operand is, else float32.
 
 The catalog's ``accumulator``, ``scalar`` (the type of alpha and beta), ``scales`` and
-``saturates_output`` fields complete the record for every combination of the entry. The
+``saturates_output`` fields complete the record for every combination of the entry, and
+its ``sums`` field says what adds the products when it is not the accumulator's own
+arithmetic (SUMS): ``tensor-core-fp8``, Hopper's fp8 tensor cores, which add each k-step
+of 32 products to the running sum with the addends aligned to the largest exponent and
+only about 14 significant bits kept; ``chain`` is how many products of K they sum before
+the kernel adds the partial sum into its float32 accumulator (0: the whole K, never
+promoted). The oracle's bound and exactness read both (gemmcheck.judge.oracle.bound). The
 record's ``spelling`` (the name, then what differs from what the name alone says) is what a
 Problem carries, so ``Problem(...)`` rebuilds a mixed kernel's inputs from its repr.
 """
@@ -38,6 +44,16 @@ GRANULARITIES = ("tensor", "row", "col")
 WHOLE = 0                           # a block extent that spans the operand's whole dimension
 MAJORS = ("row", "col")
 DEFAULT_SCALE_TYPE = "float32"
+
+# What adds the products: the accumulator's own rounded arithmetic, or fp8 tensor cores.
+ACCUMULATOR_SUMS = "accumulator"
+TENSOR_CORE_FP8 = "tensor-core-fp8"
+SUMS = (ACCUMULATOR_SUMS, TENSOR_CORE_FP8)
+TENSOR_CORE_K_STEP = 32     # products per fp8 wgmma k-step (m64nNk32.e4m3 / .e5m2)
+# Significant bits an fp8 tensor core keeps of its aligned addends: about 14 measured on
+# Hopper (DeepSeek-V3 report, sec. 3.3.2); 13, one less, leaves room for a rounding mode or
+# an internal split of the k-step that the measurements do not resolve.
+TENSOR_CORE_FP8_BITS = 13
 
 _SHORT = {d.short: d for d in dt.ELEMENT_TYPES.values()}
 _SHORT_NAME = re.compile("|".join(sorted(map(re.escape, _SHORT), key=len, reverse=True)))
@@ -133,6 +149,8 @@ class OperandTypes:
     scales: tuple[Scale, ...] = ()
     saturate: bool = False              # the output conversion saturates to the finite range
     epilogue: epilogues.Epilogue = epilogues.NONE   # a fused epilogue (bias, activation, ...)
+    sums: str = ACCUMULATOR_SUMS        # what adds the products (SUMS)
+    chain: int = 0                      # tensor-core sums: products per partial sum (0: the whole K)
 
     def __post_init__(self):
         inputs = (self.A, self.B)
@@ -157,6 +175,15 @@ class OperandTypes:
         if self.epilogue != epilogues.NONE and (self.accumulator.is_integer or self.scales or self.saturate):
             raise TypesError(f"{self.name}: a fused epilogue is judged on floating-point GEMMs without scale "
                              "factors or a saturating output")
+        if self.sums not in SUMS:
+            raise TypesError(f"{self.name}: sums={self.sums!r}; use {' or '.join(SUMS)}")
+        if self.tensor_core_sums and not (self.A.itemsize == self.B.itemsize == 1 and not self.A.is_integer
+                                          and self.accumulator.name == "float32"):
+            raise TypesError(f"{self.name}: sums={self.sums} needs 8-bit float A and B and a float32 accumulator, "
+                             f"not {self.A.name}, {self.B.name} and {self.accumulator.name}")
+        if self.chain < 0 or self.chain % TENSOR_CORE_K_STEP or (self.chain and not self.tensor_core_sums):
+            raise TypesError(f"{self.name}: chain={self.chain}: a tensor-core partial sum spans a multiple of "
+                             f"{TENSOR_CORE_K_STEP} products of K (0: the whole K), and only with sums={TENSOR_CORE_FP8}")
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -194,6 +221,30 @@ class OperandTypes:
             self.accumulator.significand_bits
 
     @property
+    def tensor_core_sums(self) -> bool:
+        """Whether fp8 tensor cores add the products (aligned, TENSOR_CORE_FP8_BITS kept)."""
+        return self.sums == TENSOR_CORE_FP8
+
+    @property
+    def sum_bits(self) -> int:
+        """The significant bits a partial sum of products keeps: TENSOR_CORE_FP8_BITS with
+        tensor-core sums, else the accumulator's significand."""
+        return TENSOR_CORE_FP8_BITS if self.tensor_core_sums else self.accumulator.significand_bits
+
+    def chain_length(self, K: int) -> int:
+        """How many products of K one partial sum adds before it reaches the accumulator."""
+        return min(self.chain, K) if self.chain else K
+
+    @property
+    def sums_spelling(self) -> str:
+        """``tensor-core-fp8`` or ``tensor-core-fp8/128`` (with its chain)."""
+        return sums_spelling(self.sums, self.chain)
+
+    def with_sums(self, sums: str, chain: int = 0) -> "OperandTypes":
+        """This record with what adds the products (`chain`: products per partial sum, 0 the whole K)."""
+        return of(f"{self.spelling} sums={sums_spelling(sums, chain)}")
+
+    @property
     def output_rounds(self) -> bool:
         """Whether storing an accumulated sum into D rounds it."""
         return self.D.numpy != self.accumulator.numpy
@@ -208,6 +259,7 @@ class OperandTypes:
         extra += [f"{s.role}={s.spelling}" for s in self.scales]
         extra += ["saturate"] if self.saturate else []
         extra += [f"epilogue={self.epilogue.spelling}"] if self.epilogue.spelling else []
+        extra += [f"sums={self.sums_spelling}"] if self.tensor_core_sums else []
         return " ".join([self.name, *extra])
 
     def __repr__(self) -> str:
@@ -222,6 +274,9 @@ class OperandTypes:
             parts.append("output saturating")
         if self.epilogue.spelling:
             parts.append(self.epilogue.describe())
+        if self.tensor_core_sums:
+            chain = f"{self.chain} products" if self.chain else "the whole K"
+            parts.append(f"sums by fp8 tensor cores ({TENSOR_CORE_FP8_BITS} bits kept), promoted every {chain}")
         return ", ".join(parts)
 
 
@@ -260,7 +315,7 @@ def combination(name: str) -> tuple[dt.DType, ...] | None:
 @functools.lru_cache(maxsize=256)
 def of(spelling: str) -> OperandTypes:
     """The OperandTypes a spelling names: a combination's name, then ``key=value`` fields
-    (A, B, C, D, accumulator, scalar, scale_A, scale_B) and ``saturate``."""
+    (A, B, C, D, accumulator, scalar, scale_A, scale_B, sums) and ``saturate``."""
     name, *fields = spelling.split()
     listed = combination(name)
     if listed is None:
@@ -268,7 +323,7 @@ def of(spelling: str) -> OperandTypes:
                          f"A, B and the output (C and D) or A, B, C, D in short names ({', '.join(_SHORT)}), "
                          "e.g. 'f16f16f32', 's8s8s32', 'e4m3e4m3bf16'")
     types = dict(zip(OPERANDS, listed))
-    scales, saturate, epilogue = [], False, epilogues.NONE
+    scales, saturate, epilogue, sums = [], False, epilogues.NONE, {}
     for field in fields:
         key, _, value = field.partition("=")
         if key == "saturate" and not value:
@@ -278,28 +333,46 @@ def of(spelling: str) -> OperandTypes:
                 epilogue = epilogues.parse(value)
             except (epilogues.EpilogueError, ValueError) as exc:
                 raise TypesError(str(exc)) from None
+        elif key == "sums" and value:
+            sums = parse_sums(value)
         elif key in (*OPERANDS, "accumulator", "scalar") and value:
             types[key] = _element(value, key)
         elif key in ("scale_A", "scale_B") and value:
             scales.append(parse_scale(key[-1], value))
         else:
             raise TypesError(f"{spelling!r}: cannot read {field!r}; fields are A=, B=, C=, D=, accumulator=, "
-                             "scalar=, scale_A=, scale_B=, epilogue= and saturate")
+                             "scalar=, scale_A=, scale_B=, epilogue=, sums= and saturate")
     accumulator = types.pop("accumulator", None) or default_accumulator(*(types[r] for r in OPERANDS))
     scalar = types.pop("scalar", None) or accumulator
     return OperandTypes(name, types["A"], types["B"], types["C"], types["D"], accumulator, scalar,
-                        tuple(sorted(scales, key=lambda s: s.operand)), saturate, epilogue)
+                        tuple(sorted(scales, key=lambda s: s.operand)), saturate, epilogue, **sums)
+
+
+def sums_spelling(sums: str, chain: int) -> str:
+    return sums + (f"/{chain}" if chain else "")
+
+
+def parse_sums(text: str) -> dict:
+    """{"sums": ..., "chain": ...} from ``tensor-core-fp8`` or ``tensor-core-fp8/128``."""
+    unit, _, chain = text.partition("/")
+    if unit not in SUMS or (chain and not chain.isdigit()):
+        raise TypesError(f"sums={text!r}; use {' or '.join(SUMS)}, the tensor cores' with /CHAIN (products "
+                         "between promotions to float32), e.g. tensor-core-fp8/128")
+    return {"sums": unit, "chain": int(chain or 0)}
 
 
 def resolve(name: str, *, accumulator: str | None = None, scalar: str | None = None, scales=(),
-            saturate: bool = False, epilogue: epilogues.Epilogue = epilogues.NONE) -> OperandTypes:
-    """The record of one `dtypes` entry of a catalog with the entry's own fields."""
+            saturate: bool = False, epilogue: epilogues.Epilogue = epilogues.NONE,
+            sums: str | None = None) -> OperandTypes:
+    """The record of one `dtypes` entry of a catalog with the entry's own fields (`sums`: its
+    spelling, ``tensor-core-fp8/64``)."""
     fields = [name]
     fields += [f"accumulator={accumulator}"] if accumulator else []
     fields += [f"scalar={scalar}"] if scalar else []
     fields += [f"scale_{s.operand}={s.spelling}" for s in scales]
     fields += ["saturate"] if saturate else []
     fields += [f"epilogue={epilogue.spelling}"] if epilogue.spelling else []
+    fields += [f"sums={sums}"] if sums else []
     return of(" ".join(fields))
 
 

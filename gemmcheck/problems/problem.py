@@ -127,6 +127,9 @@ def exact_range(dtype, K: int, alpha=1, beta=0) -> int:
 
     A fused epilogue's bias and residual (integers in [-r, r] too) are two more terms of
     magnitude r, counted as beta is; relu and the output scale (1/2) only shrink a value.
+    With fp8 tensor-core sums (types.sum_bits = b significant bits per k-step, gemmcheck.judge.oracle.
+    bound), the unscaled integers a chain of L products of K forms are at most L r^2, every
+    addend of a step at most that: L r^2 < 2^b keeps each a multiple of the step's cut.
     """
     types = operand_types.coerce(dtype)
     alpha, beta = abs(_integer("alpha", alpha)), abs(_integer("beta", beta)) + types.epilogue.added_terms
@@ -144,7 +147,8 @@ def exact_range(dtype, K: int, alpha=1, beta=0) -> int:
         def fits(r: int) -> bool:
             in_steps = spread * scale * K * r * r + beta * r / finest_step ** n
             magnitude = largest_scale ** n * scale * K * r * r + beta * r
-            return in_steps <= bits_limit and magnitude <= magnitude_limit
+            in_tensor_cores = not types.tensor_core_sums or types.chain_length(K) * r * r < 2 ** types.sum_bits
+            return in_steps <= bits_limit and magnitude <= magnitude_limit and in_tensor_cores
 
         low, high = 0, min(input_limit, math.isqrt(magnitude_limit // K) if K else magnitude_limit)
         while low < high:                   # the largest r in [0, high] that fits

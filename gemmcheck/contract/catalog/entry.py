@@ -284,7 +284,26 @@ def _type_fields(entry, roles, fail) -> dict:
                 f"epilogue declares it, but args lists no {role}" if role in declared else
                 f"args lists {role}; declare it in epilogue = {{ ... }} (bias = \"row\" or \"col\", residual = true, "
                 "output_scale = true)"))
+    if "sums" in entry:
+        out["sums"], out["sums_chain"] = _sums(entry["sums"], fail)
     return out
+
+
+def _sums(value, fail) -> tuple[str, launch.Expression | None]:
+    """sums = "tensor-core-fp8" (summed in the tensor cores over the whole K), or
+    { unit = "tensor-core-fp8", chain = "<expression over the parameters>" }: the products one
+    partial sum adds before the kernel adds it into its float32 accumulator (0: the whole K)."""
+    unit, chain = (value, None) if isinstance(value, str) else \
+        (value.get("unit"), value.get("chain")) if isinstance(value, dict) and set(value) <= {"unit", "chain"} \
+        else (None, None)
+    if unit not in operand_types.SUMS or (chain is not None and not isinstance(chain, (str, int))):
+        fail(f"sums = {value!r}; use \"{operand_types.TENSOR_CORE_FP8}\" or {{ unit = \"{operand_types.TENSOR_CORE_FP8}\", "
+             "chain = \"BK\" }} (the products of K one tensor-core partial sum adds before the kernel adds it in "
+             "float32; an expression over the parameters, 0 for the whole K)")
+    try:
+        return unit, None if chain is None else launch.Expression(str(chain))
+    except launch.ExpressionError as exc:
+        fail(f"sums.chain: {exc}")
 
 
 def _scale(operand: str, value, fail) -> operand_types.Scale:

@@ -56,6 +56,8 @@ class KernelSpec:
     scalar: str | None = None             # the type of alpha and beta (None: the accumulator's)
     scales: tuple = ()                    # operand_types.Scale of A and/or B
     epilogue: object = None               # gemmcheck.contract.epilogue.Epilogue (None: none)
+    sums: str | None = None               # what adds the products (operand_types.SUMS); None: the accumulator
+    sums_chain: launch.Expression | None = None   # tensor-core sums: products per partial sum (0: the whole K)
     tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C" -> tensor_map.TensorMapSpec
     cluster: tuple | None = None          # thread-block cluster dimensions: expressions, x first
     arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
@@ -83,6 +85,12 @@ class KernelSpec:
                                                    scales=self.scales, saturate=self.saturates_output,
                                                    **({"epilogue": self.epilogue} if self.epilogue else {}))
                        for name in self.dtypes})
+        if self.sums is not None:   # each instantiation's sums, checked now (a TypesError names what is wrong)
+            for name, values in itertools.product(self.dtypes, [a for _, a in self.assignments()]):
+                try:
+                    self.instance_types(name, values)
+                except launch.ExpressionError as exc:
+                    raise operand_types.TypesError(f"sums.chain: {exc}") from None
         if self.geometry.shared_bytes.text.strip() != "0" or self.unsimulated_features:
             set_("gpu_only", True)   # cpu-sim models neither dynamic (extern) shared memory nor Hopper's TMA
 
@@ -149,6 +157,15 @@ class KernelSpec:
         values = dict(params if params is not None else {self.tile_param: tile})
         args = self.template_args.format(**type_arguments(self.types_of(dtype)), **values)
         return f"{self.entry}<{args}>"
+
+    def instance_types(self, dtype: str, params: dict) -> operand_types.OperandTypes:
+        """types_of(dtype) with what adds the products at these parameters (``sums``: its chain
+        evaluated; 0 or no chain: the whole K)."""
+        types = self.types_of(dtype)
+        if self.sums is None:
+            return types
+        chain = self.sums_chain.integer(params) if self.sums_chain is not None else 0
+        return types.with_sums(self.sums, chain)
 
     def types_of(self, dtype: str) -> operand_types.OperandTypes:
         """The record of one of the entry's dtypes (or of any plain dtype name)."""
@@ -258,8 +275,9 @@ class Instance:
 
     @property
     def types(self) -> operand_types.OperandTypes:
-        """Every operand's type in this instantiation (gemmcheck.contract.operand_types)."""
-        return self.spec.types_of(self.dtype)
+        """Every operand's type in this instantiation (gemmcheck.contract.operand_types), with
+        what adds its products (the entry's ``sums``, its chain evaluated at these parameters)."""
+        return self.spec.instance_types(self.dtype, self.params)
 
     @property
     def dt(self) -> dt.DType:

@@ -48,6 +48,7 @@ _FIELDS = {
     "grid", "block", "shared_bytes", "tiles", "tile", "params", "configs", "macros", "dtypes", "shapes",
     "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs", "include_dirs", "defines",
     "tensor_maps", "cluster", "arch", "compiler", "sources", "accumulator", "scalar", "scales",
+    "sums",                                        # what adds the products (operand_types.SUMS)
     *("reads_c_at_beta_zero", "deterministic", "saturates_output", "d_aliases_c"),   # declared conventions (CONVENTIONS)
     "epilogue",                                    # a fused epilogue (gemmcheck.contract.epilogue)
     "resources",                                   # a claim on ptxas's report (RESOURCE_CLAIMS)

@@ -78,6 +78,43 @@ so every combination is judged by this one bound:
   multiplies every product by (1 + d_A)(1 + d_B), |d| <= u_in: gamma_n(u_acc) becomes
   (1 + gamma_n(u_acc))(1 + u_in,A)(1 + u_in,B) - 1.
 
+Tensor-core fp8 sums
+--------------------
+A kernel that declares ``sums = "tensor-core-fp8"`` has its products added by Hopper's fp8
+tensor cores, which do not add in float32: each wgmma k-step adds 32 products to the running
+sum s with the 33 addends aligned to the largest exponent and about 14 significant bits kept.
+Model (worst case over how the cut is made): with m = max(|s|, |p_k|), 2^e <= m < 2^(e+1),
+each addend is cut to the multiples of 2^(e+1-b), off by less than 2^(e+1-b) <= u_b m,
+u_b = 2^(1-b); b = 13, one bit below the ~14 measured, so the bound also holds if the cut
+rounds either way or if the k-step is split in two aligned halves. The products themselves
+are exact (4 + 4 significand bits), the aligned sum of the cut addends is exact, and its
+conversion to float32 is off by at most 2^-23 of it. So one step adds at most
+33 u_b m + 2^-23 |s_new|. m comes from the operands (per element): |s| <= |S| + E, S the
+exact partial sum of the chain so far and E the error allowed so far, and
+|p_k| <= max_k |a_ik| max_k |b_kj| over the step's k, so
+
+    m <= max(|S| + E, max|a_i.| max|b_.j|),   E <- E + 33 u_b m + 2^-23 (|S_next| + E + 33 u_b m),
+
+from E = 0 at the start of each chain: the products of K the tensor cores sum before the
+kernel adds the partial sum into a float32 register (the declared ``chain``: 128 or 64; none:
+the whole K). Chain c's result is T_c = S_c + e_c, |e_c| <= E_c. The kernel adds the
+ceil(K / chain) results in float32 and scales them, so each T_c is a term of the analysis
+above with n = ceil(K / chain) + [alpha != 1] + [beta != 0] + scaled roundings:
+
+    |S - C_exact| <= gamma_n(u_acc) Q + (1 + gamma_n(u_acc)) |alpha| E_tc,   E_tc = sum_c E_c,
+
+and the store and the reference go through as above: the bound gains
+(1 + gamma_n(u_acc))(1 + u_out) |alpha| E_tc. E_tc is computed on A and B as the kernel
+multiplies them (with their scale factors, constant along a step: they multiply m and the
+sums alike, which u_b m, not the power of two below it, keeps true for any factor), in
+float64 (its own error, ~K 2^-53 of |A||B|, is inside the gamma_K(u_64) term). Where only
+|A||B| is known (the performance suite's output check), m <= P_c + E gives the worst case
+E_c <= ((1 + c)^s - 1) P_c over s = ceil(chain / 32) steps, c = 33 u_b (1 + 2^-23) + 2^-23:
+sound, and loose. The float32 bound (u_acc = 2^-24 over K additions) does not hold for these
+sums: a cut of 2^-12 of m is some 2^12 times what it allows (tests/test_tensor_core_sums.py
+shows both on a model of this arithmetic). Exact judging keeps its premise with b bits for
+the tensor cores' sums (gemmcheck.judge.oracle.exactness).
+
 A kernel that accumulates in its input type (float16 sums where float32 is declared) exceeds
 this bound by orders of magnitude on random inputs: the bound is built from the declared
 accumulator, so it catches the difference (tests/test_oracle.py).
@@ -91,6 +128,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gemmcheck.contract import operand_types
+from gemmcheck.judge.oracle import tensor_core_sums
 
 U64 = 2.0 ** -53
 
@@ -107,6 +145,14 @@ def roundings(K: int, alpha=1, beta=0, scaled: int = 0, added: int = 0) -> int:
     `scaled`: how many of A and B carry scale factors; `added`: terms added after (a fused
     epilogue's bias: one more addition on every term's path)."""
     return K + (alpha != 1) + (beta != 0) + scaled + added
+
+
+def float32_terms(types, K: int) -> int:
+    """How many terms the accumulator adds: the K products, or with tensor-core sums the
+    ceil(K / chain) partial sums (each chain's own error is E_tc's, see above)."""
+    if not types.tensor_core_sums or not K:
+        return K
+    return -(-K // types.chain_length(K))
 
 
 def output_roundoff(types) -> tuple[float, float]:
@@ -141,6 +187,7 @@ class Bound:
     scaled: int = 0                  # how many of A and B carry scale factors
     u_in: float = 0.0                # the larger input conversion's roundoff (tf32), 0 for none
     added: int = 0                   # terms added after the sum (a fused epilogue's bias)
+    types: operand_types.OperandTypes | None = None   # the record it was made from
 
     @classmethod
     def for_types(cls, types, K: int, alpha=1, beta=0) -> "Bound":
@@ -150,11 +197,12 @@ class Bound:
         u_out, eta_out = output_roundoff(types)
         scaled = len(types.scales)
         added = bool(types.epilogue.bias)
-        n = roundings(K, alpha, beta, scaled, added)
+        # tensor-core sums: each chain's result is one float32 term (the chain's own error: E_tc)
+        n = roundings(float32_terms(types, K), alpha, beta, scaled, added)
         u_a, u_b = types.A.conversion_roundoff, types.B.conversion_roundoff
         gamma_acc = (1 + gamma(n, u_acc)) * (1 + u_a) * (1 + u_b) - 1 if (u_a or u_b) else gamma(n, u_acc)
         return cls(K, types.name, u_acc, u_out, eta_out, gamma_acc, gamma(n, U64), alpha, beta,
-                   types.accumulator.name, scaled, max(u_a, u_b), added)
+                   types.accumulator.name, scaled, max(u_a, u_b), added, types)
 
     for_dtype = for_types   # a one-type kernel's DType resolves to its record
 
@@ -167,9 +215,23 @@ class Bound:
     def coefficient(self) -> float:
         return (self.gamma_acc + self.gamma_ref) * (1 + self.u_out) / (1 - self.gamma_ref)
 
-    def evaluate(self, Q_hat, C_ref, xp=np):
+    @property
+    def tensor_core_sums(self) -> bool:
+        return self.types is not None and self.types.tensor_core_sums
+
+    def evaluate(self, Q_hat, C_ref, xp=np, operands=None):
+        """The bound per element. `operands`: (A, B) as the kernel multiplies them (finite,
+        float64), which tensor-core sums need for their error term (without them: its worst case
+        from Q_hat)."""
         slack = 1 + 8 * U64
-        return (self.coefficient * Q_hat + self.u_out * xp.abs(C_ref) + self.eta_out) * slack
+        bound = self.coefficient * Q_hat + self.u_out * xp.abs(C_ref) + self.eta_out
+        if self.tensor_core_sums and self.K:
+            grow = (1 + self.gamma_acc) * (1 + self.u_out)
+            if operands is None:
+                bound = bound + grow * tensor_core_sums.worst_coefficient(self.types, self.K) * Q_hat
+            else:
+                bound = bound + grow * abs(self.alpha) * tensor_core_sums.error(*operands, self.types)
+        return bound * slack
 
     def describe(self) -> str:
         acc = self.accumulator
@@ -178,11 +240,17 @@ class Bound:
                f"eta_out = {self.eta_out:.3g}" if self.u_out else f"u_out = 0 (accumulates in {acc})")
         extra = (f", {self.scaled} scaled operand(s)" if self.scaled else "") + \
             (f", inputs converted with u_in = 2^{math.log2(self.u_in):.0f}" if self.u_in else "")
+        if self.tensor_core_sums:
+            chain = self.types.chain_length(self.K)
+            extra += (f"; + (1 + gamma_n(u_acc))(1 + u_out) |alpha| E_tc: fp8 tensor-core sums, "
+                      f"{self.types.sum_bits} bits kept per 32-product k-step, promoted to float32 every "
+                      f"{chain} of K ({float32_terms(self.types, self.K)} float32 term(s))")
         if (self.alpha, self.beta) == (1, 0) and not self.scaled and not self.added:
             return (f"|C - C_ref| <= (gamma_K(u_acc) + gamma_K(u_64))(1 + u_out)/(1 - gamma_K(u_64)) (|A||B|) "
                     f"+ u_out |C_ref| + eta_out; K = {self.K}, u_acc = {u_acc} ({acc}), "
                     f"gamma_K(u_acc) = {self.gamma_acc:.3g}, {out}{extra}")
-        n = roundings(self.K, self.alpha, self.beta, self.scaled, self.added)
+        n = roundings(float32_terms(self.types, self.K) if self.types else self.K, self.alpha, self.beta,
+                      self.scaled, self.added)
         return (f"|C - C_ref| <= (gamma_n(u_acc) + gamma_n(u_64))(1 + u_out)/(1 - gamma_n(u_64)) "
                 f"(|alpha||A||B| + |beta||C0|) + u_out |C_ref| + eta_out; alpha = {self.alpha:g}, "
                 f"beta = {self.beta:g}, K = {self.K}, n = {n}, u_acc = {u_acc} ({acc}), "

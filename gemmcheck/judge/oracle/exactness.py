@@ -29,6 +29,15 @@ them), so the quanta above are the scaled operands'; judging also checks the uns
 the exact result rounded once to D's type (saturated to its finite range when the kernel's
 output conversion saturates).
 
+Tensor-core fp8 sums
+--------------------
+A kernel whose products fp8 tensor cores add (``sums = "tensor-core-fp8"``) keeps b = 13
+significant bits of each k-step's addends, aligned to the largest one (gemmcheck.judge.oracle.
+bound): the premise then also asks, per k-step of each chain of the unscaled A and B (what the
+tensor cores multiply), that the largest addend m (the chain's partial sum so far, or a
+product) stays below 2^b q_i q_j, so that every addend is a multiple of the step's cut
+(gemmcheck.judge.oracle.tensor_core_sums.inexact; exact_range keeps chain r^2 < 2^b).
+
 alpha and beta
 --------------
 C = alpha A @ B + beta C0 (C0 read only when beta != 0). Exact judging needs
@@ -47,6 +56,7 @@ import numpy as np
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import operand_types
+from gemmcheck.judge.oracle import tensor_core_sums
 
 
 class InexactProblem(ValueError):
@@ -84,8 +94,23 @@ def exactness_violation(A: np.ndarray, B: np.ndarray, types, alpha=1, beta=0,
                         C0: np.ndarray | None = None) -> str | None:
     """Why the partial sums of alpha A @ B + beta C0 are not all exact in the accumulator of
     `types` (an operand_types record, or a one-type kernel's DType) (None if they are)."""
-    return _violation(arrays.finite_part(A), arrays.finite_part(B), operand_types.coerce(types).accumulator,
-                      alpha, beta, C0)
+    types = operand_types.coerce(types)
+    finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
+    return _violation(finite_A, finite_B, types.accumulator, alpha, beta, C0) or \
+        _tensor_core_violation(finite_A, finite_B, types)
+
+
+def _tensor_core_violation(finite_A, finite_B, types) -> str | None:
+    """Why fp8 tensor-core sums of finite_A @ finite_B may cut a bit (None if they cannot, or
+    when the accumulator adds the products)."""
+    if not types.tensor_core_sums:
+        return None
+    q = _quantum_exponents(finite_A, axis=1)[:, None] + _quantum_exponents(finite_B, axis=0)[None, :]
+    where = tensor_core_sums.inexact(finite_A, finite_B, q, types)
+    if where is None:
+        return None
+    return (f"C[{where[0]}, {where[1]}]: a k-step's largest addend needs more than {types.sum_bits} significant "
+            f"bits (fp8 tensor-core sums, promoted every {types.chain_length(finite_A.shape[1])} of K)")
 
 
 def _violation(finite_A, finite_B, acc: dt.DType, alpha, beta, C0) -> str | None:
@@ -135,12 +160,15 @@ def exact_reference(A, B, types, alpha=1, beta=0, C0=None, unscaled=None):
     Premise checked: every partial sum is exact in the accumulator, hence (p <= 53) in
     float64, so the float64 product, scaled and summed, is exact in any summation order.
     """
-    acc = operand_types.coerce(types).accumulator
+    types = operand_types.coerce(types)
+    acc = types.accumulator
     finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
     why = _violation(finite_A, finite_B, acc, alpha, beta, C0)
     if why is None and unscaled is not None:
         why = _violation(*(arrays.finite_part(X) for X in unscaled), acc, alpha, 0, None)
         why = why and f"before the scale factors: {why}"
+    if why is None:   # the tensor cores multiply the unscaled operands
+        why = _tensor_core_violation(*(arrays.finite_part(X) for X in (unscaled or (A, B))), types)
     if why:
         raise InexactProblem(f"exact=True, but the inputs do not make every partial sum exact: "
                              f"{why}; use exact=False (the error bound) for these inputs")

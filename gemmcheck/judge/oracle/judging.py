@@ -165,7 +165,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
             ref = epilogue.apply(ref, epilogue_values)
             bound = epilogue_bound(b, epilogue, epilogue_values, Q_hat, z_ref, ref, xp)
         else:
-            bound = b.evaluate(Q_hat, ref, xp)
+            bound = b.evaluate(Q_hat, ref, xp, (finite_A, finite_B))
         bound_text = b.describe() + (f"{fused}: the activation's Lipschitz constant and its own evaluation error "
                                      f"counted (gemmcheck.contract.epilogue)" if fused else "")
     if exact:
