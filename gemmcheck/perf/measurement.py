@@ -92,17 +92,10 @@ def check_output(xp, got, ref, absprod, dtype, K: int, epilogue_values=None) -> 
     """
     from gemmcheck.contract import operand_types
     from gemmcheck.judge.oracle import Bound
-    from gemmcheck.judge.oracle.bound import epilogue_bound
+    from gemmcheck.judge.oracle.bound import reference_and_bound
 
     b = Bound.for_dtype(dtype, K)
-    epilogue = operand_types.coerce(dtype).epilogue
-    if epilogue.spelling:
-        z_ref = epilogue.pre_activation(ref, epilogue_values)
-        Q_hat = absprod + xp.abs(z_ref - ref)   # |bias|, along its axis
-        ref = epilogue.apply(ref, epilogue_values)
-        bound = epilogue_bound(b, epilogue, epilogue_values, Q_hat, z_ref, ref, xp)
-    else:
-        bound = b.evaluate(absprod, ref)   # numpy ufuncs dispatch to CuPy
+    ref, bound = reference_and_bound(b, operand_types.coerce(dtype).epilogue, epilogue_values, ref, absprod, xp)
     nan = xp.isnan(got)
     ratio = xp.where(nan, xp.inf, xp.abs(got - ref) / bound).ravel()
     worst = int(xp.argmax(ratio))

@@ -267,6 +267,18 @@ def epilogue_bound(b: Bound, epilogue, values: dict, Q_hat, z_ref, out_ref, xp):
     return (before_store + b.u_out * (xp.abs(out_ref) + before_store) + b.eta_out) * (1 + 8 * U64)
 
 
+def reference_and_bound(b: Bound, epilogue, values: dict, ref, Q_hat, xp, operands=None):
+    """(the reference, its bound): `ref` (alpha A B + beta C0) and the bound over Q_hat, or
+    with a fused epilogue the epilogue applied to `ref` (its `values` by role) and
+    epilogue_bound (Q_hat with |bias| in it). `operands`: (A, B), for tensor-core sums."""
+    if not epilogue.spelling:
+        return ref, b.evaluate(Q_hat, ref, xp, operands)
+    z_ref = epilogue.pre_activation(ref, values)
+    Q_hat = Q_hat + xp.abs(z_ref - ref)   # |bias|, along its axis
+    out_ref = epilogue.apply(ref, values)
+    return out_ref, epilogue_bound(b, epilogue, values, Q_hat, z_ref, out_ref, xp)
+
+
 def bound_ratio(xp, got, ref, absprod, dtype, K: int, alpha=1, beta=0, abs_C0=None):
     """|got - ref| / bound per element on any array module (numpy or cupy); inf where got is NaN.
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.judge.oracle.bound import Bound, _ratio, epilogue_bound
+from gemmcheck.judge.oracle.bound import Bound, _ratio, reference_and_bound
 from gemmcheck.judge.oracle.exactness import InexactProblem, _scaled, exact_reference
 from gemmcheck.judge.oracle.judgement import Judgement, _tile_of, reproduction
 from gemmcheck.judge.oracle.outside import outside_the_output
@@ -159,13 +159,7 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
         ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
         Q_hat = b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B), None if C0 is None else xp.abs(C0))
-        if epilogue.spelling:
-            z_ref = epilogue.pre_activation(ref, epilogue_values)
-            Q_hat = Q_hat + xp.abs(z_ref - ref)   # |bias|, along its axis
-            ref = epilogue.apply(ref, epilogue_values)
-            bound = epilogue_bound(b, epilogue, epilogue_values, Q_hat, z_ref, ref, xp)
-        else:
-            bound = b.evaluate(Q_hat, ref, xp, (finite_A, finite_B))
+        ref, bound = reference_and_bound(b, epilogue, epilogue_values, ref, Q_hat, xp, (finite_A, finite_B))
         bound_text = b.describe() + (f"{fused}: the activation's Lipschitz constant and its own evaluation error "
                                      f"counted (gemmcheck.contract.epilogue)" if fused else "")
     if exact:
