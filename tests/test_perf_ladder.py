@@ -218,7 +218,8 @@ def test_rung_7_launches_from_the_perf_timer_with_its_dynamic_shared_memory_opte
     backend._failed, backend._kernels = {}, {backend._key(instance): fake}
     timer = object.__new__(perf.GpuTimer)
     timer.backend = backend
-    sets = SimpleNamespace(sets=[("A", "B", "C")], output="C", scales=[], batch=1, epilogue=[], groups=())   # one input set: its buffers' names
+    sets = SimpleNamespace(sets=[("A", "B", "C")], output="C", scales=[], batch=1, epilogue=[], groups=(),
+                           M=4096)   # one input set: its buffers' names
     timer._launch(instance, 4096, sets, 0)
     shared = 3 * (128 * (32 + 8) + 32 * (128 + 8)) * 2   # STAGES * (BM (BK + 8) + BK (BN + 8)) * 2 bytes
     assert shared > 48 * 1024

@@ -178,7 +178,7 @@ class GpuTimer:
         if gemm is None:
             return None, label
         if sets.groups:
-            label += f" (the strided-batched GEMM of the same work: {library.NO_GROUPED})"
+            label += f" (the same work: {library.NO_GROUPED})"
         d = dt.get(gemm.gemm.d)
         outputs = [self.cupy.zeros((products * size, size), dtype=d.storage) for _ in sets.sets]
         return (lambda index: gemm.launch(sets.sets[index][0], sets.sets[index][1], outputs[index])), label

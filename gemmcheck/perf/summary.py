@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.perf import roofline, units
+from gemmcheck.perf import library, roofline, units
 from gemmcheck.perf.gpu import HOLD_NS, TF32
 from gemmcheck.perf.measurement import Measurement
 from gemmcheck.perf.sampling import CONVERGED
@@ -157,6 +157,8 @@ def footer(session: PerfSession) -> list[str]:
     lines.append("ceiling: cuBLAS of the kernel's dtype (cupy.matmul), or for a type per operand cuBLASLt's GEMM "
                  "of its combination (nvmath-python's bindings, TN layout, scale factors of 1), sampled in turn "
                  "with it; '(nearest library GEMM: ...)' names what differs where the library lacks the combination")
+    if any(r.cublas is not None and library.NO_GROUPED in r.cublas.label for r in session.rows.values()):
+        lines.append(f"grouped: {library.GROUPED_NOTE}")
     lines.append("unit: FP32 SIMT (SMs x FP32 lanes x 2 x clock), or for a kernel whose code names a tensor-core "
                  "instruction (wmma::mma_sync, mma.sync, wgmma.mma_async, tcgen05.mma) the dense tensor-core peak "
                  "of its input type (SMs x FLOP per SM per clock from NVIDIA's architecture whitepapers x clock)")
