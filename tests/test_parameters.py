@@ -146,6 +146,11 @@ MNK = ["A", "B", "C", "M", "N", "K"]
     ("float *A, float *B, float *C, Dims d, int N, int K", MNK,
      "args: role 'M' is parameter 4 'Dims d' of k, a Dims by value, which the suite cannot pack; M is passed as "
      "an integer"),
+    # (a pointer-array batch, as cuBLAS's gemmBatched takes: before, role A on it was accepted and a
+    # correct kernel was called a crash, its first load reading a matrix element as an address)
+    ("const float *const *A, const float *const *B, float **C, int M, int N, int K", MNK,
+     "args: role 'A' is parameter 1 'const float *const *A' of k, an array of pointers (a pointer-array "
+     "batch: one pointer per product), which gemmcheck does not pass; A is passed as a pointer. A strided batch"),
     ("float *A, float *B, float *C, int M, int N", MNK,
      "args lists 6 parameters, but k (k.cu:1) declares 5: (float *A, float *B, float *C, int M, int N); give one "
      "role per parameter, in order"),

@@ -336,6 +336,10 @@ def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
                 (POINTER, TENSOR_MAP): f"; give it the role tensor_map_{role}"}.get((kind, declared.kind), "")
         return (f"role {role!r} is {parameter.describe(kernel)}, {what}; {role} is passed as {_PASSED_AS[kind]}"
                 f"{hint or '; list the roles in the order the kernel declares its parameters'}")
+    if kind == POINTER and declared.spelling.count("*") > 1:
+        return (f"role {role!r} is {parameter.describe(kernel)}, an array of pointers (a pointer-array batch: "
+                f"one pointer per product), which gemmcheck does not pass; {role} is passed as {_PASSED_AS[kind]}. "
+                "A strided batch (roles batch and stride_A ... stride_D) is what it judges")
     if kind == INTEGER:
         low, high = declared.range
         if isinstance(role, int) and not low <= role <= high:
