@@ -39,7 +39,7 @@ import numpy as np
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import operand_types
 from gemmcheck.phases import phase
-from gemmcheck.problems.problem import Problem, product_rows, scaled_operands, split_rows, stacked_matmul
+from gemmcheck.problems.problem import Problem, group_table, product_rows, scaled_operands, split_rows, stacked_matmul
 
 VALUES = "uniform"   # U(-1, 1) rounded to the dtype: judged against the oracle's bound
 
@@ -129,9 +129,8 @@ class InputSets:
                           xp.zeros((rows, size), dtype=self.dtype.storage))
                          for A, B in self._operands64]
             if self.groups:
-                role = self.group_role
-                table = self.groups if self.masked else np.cumsum((0, *self.groups))
-                self.group_tables = [xp.asarray(dt.to_bits(np.asarray(table, np.float64), t.of(role)))] * len(self.sets)
+                role, table = group_table(self.groups, self.masked)
+                self.group_tables = [xp.asarray(dt.to_bits(table.astype(np.float64), t.of(role)))] * len(self.sets)
             if self.output == "D":
                 self.C_read = xp.full((rows, size), t.C.poison_bits, dtype=t.C.storage)
             self.scales = [{s.role: self._scale(s, values[s.role]) for s in t.scales} for values in self._scales64]
@@ -142,7 +141,7 @@ class InputSets:
     @property
     def group_role(self) -> str:
         """The role of a grouped kernel's table: group_counts (masked) or group_offsets."""
-        return "group_counts" if self.masked else "group_offsets"
+        return group_table(self.groups, self.masked)[0]
 
     @property
     def flops(self) -> int:

@@ -67,7 +67,7 @@ from gemmcheck.contract import launch
 from gemmcheck.backends import Backend, KernelLaunchError
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.phases import timed
-from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem, product_rows, scaling_id
+from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem, group_table, product_rows, scaling_id
 
 MIN_GUARD = 1024
 LEADING_DIMENSIONS = ("tight", "padded")
@@ -472,9 +472,9 @@ class GuardedGemm:
             for role, shape in (("bias", (1, -1)), ("residual", (M, N))) if role in self.epilogue]
         self.group_buffers = []
         if groups:
-            role = "group_counts" if masked else "group_offsets"
-            table = np.array(self.groups if masked else np.cumsum((0, *self.groups)), dtype=np.float64)
-            self.group_buffers = [guarded_as(role, dt.to_bits(table.reshape(1, -1), types.of(role)), types.of(role))]
+            role, table = group_table(self.groups, bool(masked))
+            self.group_buffers = [guarded_as(role, dt.to_bits(table.astype(np.float64).reshape(1, -1), types.of(role)),
+                                             types.of(role))]
         out_buffer = self.D if self.output == "D" else self.C
         self.initial_C_bits = out_buffer.matrix(out_buffer.bits).copy()
         self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers,
@@ -766,9 +766,8 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
         epilogue["output_scale"] = 1.0
     table = None
     if groups:
-        role = "group_counts" if masked else "group_offsets"
-        counts = groups if masked else np.cumsum((0, *groups))
-        table = (len(groups), role, backend.to_device(dt.to_bits(np.asarray(counts, np.float64), types.of(role))))
+        role, counts = group_table(groups, masked)
+        table = (len(groups), role, backend.to_device(dt.to_bits(counts.astype(np.float64), types.of(role))))
     return {"A": pool(types.A, rows * K), "B": pool(types.B, products * K * N, reverse=True),
             "C": filled(types.C, rows * N), "D": filled(types.D, rows * N) if "D" in instance.spec.roles else None,
             "scales": scales, "batch": batch, "epilogue": epilogue, "groups": table}

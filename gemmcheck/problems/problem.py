@@ -441,6 +441,14 @@ def stacked_matmul(A, B, rows: tuple[int, ...]):
     return np.concatenate([a @ B[p * K:(p + 1) * K] for p, a in enumerate(split_rows(A, rows))])
 
 
+def group_table(groups: tuple[int, ...], masked: bool) -> tuple[str, np.ndarray]:
+    """(role, values) of a grouped kernel's table: each group's row count (group_counts, masked
+    slots) or the offsets of its first row, the total last (group_offsets, contiguous rows)."""
+    if masked:
+        return "group_counts", np.asarray(groups, dtype=np.int64)
+    return "group_offsets", np.cumsum((0, *groups), dtype=np.int64)
+
+
 def split_rows(X, rows: tuple[int, ...]) -> list:
     """X's rows split into consecutive pieces of `rows` each (a stacked operand's products)."""
     edges = np.cumsum((0, *rows))

@@ -27,6 +27,7 @@ from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, G
                                                 ScheduleRun, SharedConflict, _thread)
 from gemmcheck.backends.cpu_sim.schedules import parse_schedule
 from gemmcheck.containment.tools import retry_once
+from gemmcheck.problems.problem import group_table
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import MAX_STATIC_SHARED_BYTES, Launch, check_block, plan, tight_batch_strides, tight_leading_dimensions
 from gemmcheck.phases import timed
@@ -341,8 +342,8 @@ class CpuSimBackend(Backend):
             rows_out = len(groups) * masked if masked else M
             if masked:   # each group's slot of `masked` rows, the counted ones first
                 contents["A"] = np.zeros((rows_out, A.shape[1]), dtype=types.A.storage)
-            table = np.array(groups if masked else np.cumsum((0, *groups)), dtype=np.int32)
-            contents["group_counts" if masked else "group_offsets"] = table
+            role, table = group_table(groups, bool(masked))
+            contents[role] = table.astype(np.int32)
         for role in ("C", "D"):
             contents[role] = np.full((rows_out, N), types.of(role).poison_bits, dtype=types.of(role).storage)
         for scale in types.scales:
