@@ -32,9 +32,9 @@ from gemmcheck.contract import launch as launching
 from gemmcheck.contract import operand_types
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import plan
-from gemmcheck.problems.harness import plain_values
+from gemmcheck.problems.harness import plain_bits, plain_values
 from gemmcheck.perf import sampling
-from gemmcheck.perf.inputs import InputSets, n_input_sets, ragged_groups, timed_products
+from gemmcheck.perf.inputs import InputSets, n_input_sets, timed_products
 from gemmcheck.perf.measurement import Check, Measurement, check_output
 from gemmcheck.perf.thresholds import Timing
 
@@ -334,7 +334,7 @@ class GpuTimer:
                                  + m * n * dt.get(g.d).itemsize)
             n_sets = n_input_sets(set_bytes, self.device.l2_bytes)
             rng = np.random.default_rng(self.SEED)
-            buffers = [tuple(_finite_bits(cp, rng, g_type, count) for g_type, count in
+            buffers = [tuple(cp.asarray(plain_bits(dt.get(g_type), count, rng)) for g_type, count in
                              ((g.a, batch * m * K), (g.b, batch * K * n), (g.d, batch * m * n)))
                        for _ in range(n_sets)]
             cycle = itertools.cycle(range(n_sets))
@@ -412,11 +412,3 @@ def _seed_offset(types) -> int:
         return list(dt.DTYPES).index(types.A.name)
     return len(dt.DTYPES) + sum(types.spelling.encode()) % 97
 
-
-def _finite_bits(cupy, rng, type_name: str, count: int):
-    """`count` elements of `type_name` on the device holding finite values in (-1, 1) (integers:
-    small ones), as raw bits: a pool of draws repeated (drawing each element would cost seconds)."""
-    d = dt.get(type_name)
-    pool = rng.integers(-3, 4, 4096).astype(np.float64) if d.is_integer else rng.uniform(-1, 1, 4096)
-    bits = dt.to_bits(dt.round_draws(pool, d), d)
-    return cupy.asarray(np.resize(bits, count))

@@ -710,6 +710,14 @@ def problem_label(M: int, N: int, K: int) -> str:
 PLAIN_POOL = 4099   # values drawn for a plain launch's A and B, repeated to their size
 
 
+def plain_bits(d: dt.DType, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` elements of `d` as raw host bits holding finite values: PLAIN_POOL draws in
+    (-1, 1) (integer types: small integers) rounded to `d`, repeated to `count` (drawing each
+    element of an 8192^2 operand would cost seconds)."""
+    pool = rng.integers(-3, 4, PLAIN_POOL).astype(np.float64) if d.is_integer else rng.uniform(-1, 1, PLAIN_POOL)
+    return np.resize(dt.to_bits(dt.round_draws(pool, d), d), count)
+
+
 def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C, D=None, scales=None, *,
                  batch: int = 1, epilogue=None, groups=None) -> dict:
     """Every role's value for a plain launch: A, B, C (and D, the scale factors: buffers or
@@ -732,19 +740,13 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
     """plain_values' buffers and settings for a launch watched only for a fault or a hang (the
     isolated probe at the performance suite's sizes), in `instance`'s operand types and as many
     products as the timed launch holds (a strided `batch`, or `groups` of rows: contiguous, M
-    their total, or `masked` in slots of M rows): A and B hold finite values in (-1, 1), a pool
-    of PLAIN_POOL draws repeated to their size (drawing 2 x 67M values for 8192^2 would cost
-    the probe seconds a size), C (and D, for a kernel that writes a separate D) the poison
-    bits, each scale factor and the output scale 1, a bias and a residual zeros, a grouped
-    kernel its table of offsets or counts."""
+    their total, or `masked` in slots of M rows): A and B finite values (plain_bits), C (and
+    D, for a kernel that writes a separate D) the poison bits, each scale factor and the output
+    scale 1, a bias and a residual zeros, a grouped kernel its table of offsets or counts."""
     types = instance.types
-    draws = np.random.default_rng(seed).uniform(-1, 1, PLAIN_POOL)
+    rng = np.random.default_rng(seed)
     rows = len(groups) * M if masked else (M if groups else batch * M)   # the output's rows, every product
     products = len(groups) or batch
-
-    def pool(d: dt.DType, n: int, reverse: bool = False):
-        bits = dt.to_bits(dt.round_draws(draws[::-1] if reverse else draws, d), d)
-        return backend.to_device(np.resize(bits, n))
 
     def filled(d: dt.DType, n: int, bits=None):
         return backend.to_device(np.full(n, d.poison_bits if bits is None else bits, dtype=d.storage))
@@ -768,7 +770,8 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
     if groups:
         role, counts = group_table(groups, masked)
         table = (len(groups), role, backend.to_device(dt.to_bits(counts.astype(np.float64), types.of(role))))
-    return {"A": pool(types.A, rows * K), "B": pool(types.B, products * K * N, reverse=True),
+    return {"A": backend.to_device(plain_bits(types.A, rows * K, rng)),
+            "B": backend.to_device(plain_bits(types.B, products * K * N, rng)),
             "C": filled(types.C, rows * N), "D": filled(types.D, rows * N) if "D" in instance.spec.roles else None,
             "scales": scales, "batch": batch, "epilogue": epilogue, "groups": table}
 
