@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from gemmcheck.backends import device
+from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, device
 from gemmcheck.verdict.detectors import SANITIZER_TOOLS, Detector
 from gemmcheck.phases import timed
 from gemmcheck.verdict import Defect, Finding
@@ -356,7 +356,7 @@ def _maybe_unprinted(child, instances) -> set[str]:
 
 @timed("sanitizer")
 def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
-        hang_timeout_s: float = 10.0) -> ToolRun:
+        hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S) -> ToolRun:
     """Run `tool` over `plan` ([(instance, [(purpose, problem)])]) in as few children as it
     allows; a launch is a hang after hang_timeout_under_tool(hang_timeout_s)."""
     from gemmcheck.problems import harness
@@ -373,13 +373,14 @@ def run(tool: str, plan, *, exe: str | None = None, backend: str = "cupy",
             instances[step.id] = instance
     padding = max([MIN_PADDING] + [harness.guard_elements(s.M, s.N, s.K, s.tile) * 8 for s in steps])
     padding = -(-padding // 4096) * 4096
+    under_tool = hang_timeout_under_tool(hang_timeout_s)
     reports = {i.id: Report(tool) for i in instances.values()}
     outcomes, logs, unattributed, unprinted = {}, [], [], set()
     for group in _groups(steps, instances):
         got, children = isolation.run_steps(group, backend=backend, exact_allocations=True,
                                             prefix=command(tool, exe=exe, padding=padding),
-                                            hang_timeout_s=hang_timeout_under_tool(hang_timeout_s),
-                                            step_timeout=max(STEP_TIMEOUT_S, hang_timeout_under_tool(hang_timeout_s) + 30))
+                                            hang_timeout_s=under_tool,
+                                            step_timeout=max(STEP_TIMEOUT_S, under_tool + 30))
         outcomes.update(got)
         by_name = {}
         for s in group:
