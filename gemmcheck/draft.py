@@ -71,6 +71,10 @@ _POINTER_NAMES.update({"bias": "bias", "biases": "bias", "residual": "residual",
                        **{name: "group_counts" for name in (
                            "group_counts", "masked_m", "expert_counts", "tokens_per_expert", "counts",
                            "group_sizes", "m_per_group", "num_tokens_per_expert")}})
+# an array of pointers to a batch's products (cuBLAS's gemmBatched: Aarray, Barray, Carray)
+_ARRAY_NAMES = {name: o.upper() for o in "abcd" for name in (
+    f"{o}array", f"{o}_array", f"{o}_arrays", f"{o}arr", f"{o}_arr", f"{o}_ptrs", f"{o}ptrs", f"{o}_list",
+    f"{o}_pointers", f"{o}_batch", f"{o}batch")}
 _SCALAR_NAMES = {"alpha": "alpha", "beta": "beta", "output_scale": "output_scale", "out_scale": "output_scale",
                  "scale_out": "output_scale", "scale_d": "output_scale", "d_scale": "output_scale"}
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|unsigned|signed)\b")
@@ -83,10 +87,16 @@ class Param:
     name: str
     type: str
     pointer: bool
+    array: bool = False    # an array declarator (float *A[]): one more level of pointer
 
     @property
     def element_type(self) -> str:
         return " ".join(_QUALIFIERS.sub(" ", self.type).replace("*", " ").replace("&", " ").split())
+
+    @property
+    def pointer_to_pointers(self) -> bool:
+        """``const float *const *A`` or ``const float *const A[]``: an array of pointers."""
+        return self.type.count("*") + self.array >= 2
 
     @property
     def pointee(self) -> str:
@@ -115,7 +125,7 @@ class Draft:
 def parse_params(params: str) -> list[Param]:
     """The parameters of a declaration, as gemmcheck.contract.parameters reads them; an unnamed
     one goes by its text."""
-    return [Param(p.text, p.name or p.text, p.type, p.pointer) for p in parameters.declared_parameters(params)]
+    return [Param(p.text, p.name or p.text, p.type, p.pointer, p.array) for p in parameters.declared_parameters(params)]
 
 
 def template_params(head: str) -> list[tuple[str, str]]:
@@ -154,6 +164,10 @@ def role_of(param: Param, scalar_types: set[str], takes_c: bool = False) -> str 
     scale = _SCALE_NAMES.get(n) or _SCALE_NAMES.get(param.name.lower())
     if scale and (param.pointer or param.element_type in C_TYPES):
         return scale
+    if param.pointer and param.pointer_to_pointers:
+        operand = _ARRAY_NAMES.get(n) or _ARRAY_NAMES.get(param.name.lower()) or _POINTER_NAMES.get(n)
+        operand = "D" if takes_c and n in _OUTPUT_NAMES else operand
+        return f"{operand}_array" if operand in launch.OPERAND_ROLES else None
     if param.pointer:
         return "D" if takes_c and n in _OUTPUT_NAMES else _POINTER_NAMES.get(n)
     if n in _SCALAR_NAMES or param.name.lower() in _SCALAR_NAMES:
@@ -266,9 +280,10 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     roles, unknown, todo_args = [], [], []
     # the type each parameter is passed as (a type parameter read as a floating type: an element type)
     names = {**parameters.typedefs(host), **{t: "float" for t in type_params}}
-    takes_c = any(p.pointer and normalized(p.name) == "c" for p in params)
+    takes_c = any(p.pointer and (normalized(p.name) == "c" or _ARRAY_NAMES.get(normalized(p.name)) == "C")
+                  for p in params)
     for p in params:
-        passed = parameters.read_type(p.type, names, pointer=p.pointer)
+        passed = parameters.read_type(p.type, names, pointer=p.array)
         role = role_of(p, scalar_types, takes_c) if passed.kind not in (parameters.OTHER, parameters.UNKNOWN) else None
         if passed.kind in (parameters.OTHER, parameters.UNKNOWN):
             todo_args.append(f"TODO: args: {p.text!r} is a {passed} by value, which the suite cannot pack (it passes "
@@ -393,7 +408,8 @@ def _dtypes(params: list[Param], roles: list, type_params: set[str]) -> tuple[li
     pointers: one element type for all, or the combination of A, B and the output (C and D,
     or C, D when they differ); a template parameter is a placeholder ({T}, or {A}, {C} ...
     when several type the operands) and a TODO."""
-    of = {role: p.pointee for p, role in zip(params, roles) if role in launch.OPERAND_ROLES}
+    of = {launch.array_operand(role) or role: p.pointee for p, role in zip(params, roles)
+          if role in launch.OPERAND_ROLES + launch.ARRAY_ROLES}
     comments, placeholders = [], {}
     used = [t for t in dict.fromkeys(of.values()) if t in type_params]
     for role, t in of.items():
@@ -450,7 +466,7 @@ def _draft_types(roles: list, params: list[Param], dtypes: list[str]) -> list[tu
             "epilogue = { " + ", ".join(
                 {"bias": 'bias = "row"', "residual": "residual = true", "output_scale": "output_scale = true"}[r]
                 for r in fused) + ', activation = "relu" }']))
-    if {"C", "D"} <= set(roles):
+    if launch.takes_operand(roles, "C") and launch.takes_operand(roles, "D"):
         out.append(("d_aliases_c", None, ["TODO: D is written, C only read (at beta != 0); if callers may pass "
                                           "D == C (an in-place update), say so:", "d_aliases_c = true"]))
     names = operand_types.combination(dtypes[0]) if dtypes else None

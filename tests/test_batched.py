@@ -85,3 +85,52 @@ def test_a_product_never_launched_is_unwritten_in_its_batch(kernels, backend):
     judgement = judge(run_problem(backend, kernels["broken_batched_index_from_x"], problem),
                       *problem.operands()[:2], exact=True, problem=problem)
     assert [(f.defect, f.details["batch"]) for f in judgement.findings] == [(Defect.UNWRITTEN_OUTPUT, 2)]
+
+
+# -- pointer-array batches (cuBLAS's gemmBatched: one pointer per product) ---------------------
+
+def test_a_pointer_array_holds_each_products_address_a_guard_band_apart_and_one_for_a_broadcast(kernels, backend):
+    problem = Problem(5, 6, 7, "float32", "exact", 1, batch=3, broadcast="B")
+    gemm = GuardedGemm.for_problem(backend, kernels["gemm_batched"], problem)
+    values = gemm.role_values()
+    a, b, c = (backend.to_host(values[f"{X}_array"]).tolist() for X in "ABC")
+    step = (5 * 7 + gemm.A.guard) * 4
+    assert a == [backend.address_of(values["A"]) + i * step for i in range(3)]
+    assert b == [backend.address_of(values["B"])] * 3               # one matrix every product reads
+    assert c[1] - c[0] == (5 * 6 + gemm.C.guard) * 4
+    # the guard pattern around an array is an address that faults, not one of the products'
+    bands = gemm.pointer_array_buffers[0].guard_cells(gemm.pointer_array_buffers[0].bits)
+    assert len(bands) and (bands == 0xDEADBEEF_DEADBEE0).all()
+
+
+def test_a_correct_pointer_array_kernel_is_right_in_every_product_and_its_arrays_are_left_as_given(kernels, backend):
+    problem = Problem(9, 7, 13, "float32", "exact", 2, alpha=2, beta=-1, batch=3)
+    run = run_problem(backend, kernels["gemm_batched"], problem)
+    judgement = judge(run, *problem.operands()[:2], exact=True, problem=problem)
+    assert judgement.ok, judgement.message()
+    # the simulator's worker puts its own addresses in for the launch and this process's back
+    assert {name: run.inputs_changed[name] for name in ("A_array", "B_array", "C_array")} == dict.fromkeys(
+        ("A_array", "B_array", "C_array"), 0)
+
+
+def test_a_kernel_that_finds_a_product_from_product_zeros_pointer_writes_the_gap_naming_both_batches(kernels,
+                                                                                                    backend):
+    # Product 1 reads A's and B's gaps too: under NaN guards it writes the guard's own NaN into C's
+    # gap (no visible damage; its products read as never written). Zero guards and operands larger
+    # than a band, as the kill matrix's guard-band detector runs, make what it writes there finite.
+    problem = Problem(64, 64, 64, "float32", "exact", 2, batch=3)
+    judgement = judge(run_problem(backend, kernels["broken_batched_arrays_assumed_packed"], problem, guard_bits=0),
+                      *problem.operands()[:2], exact=True, problem=problem)
+    oob = [f for f in judgement.findings if f.defect == Defect.OUT_OF_BOUNDS_WRITE]
+    assert oob and "C's guards between batch 0 and batch 1" in oob[0].summary, judgement.message()
+
+
+@pytest.mark.parametrize("broadcast, caught", [("", True), ("B", False)])
+def test_every_product_multiplied_by_product_zeros_b_is_wrong_unless_b_is_broadcast(kernels, backend, broadcast,
+                                                                                   caught):
+    problem = Problem(9, 7, 13, "float32", "exact", 2, batch=3, broadcast=broadcast)
+    judgement = judge(run_problem(backend, kernels["broken_batched_b_from_product_0"], problem),
+                      *problem.operands()[:2], exact=True, problem=problem)
+    assert judgement.ok != caught, judgement.message()
+    if caught:
+        assert {f.details.get("batch") for f in judgement.findings} == {1, 2}

@@ -234,3 +234,24 @@ def test_batched_epilogue_and_grouped_signatures_read_by_their_common_names(tmp_
     assert entries["moe"]["args"] == ["A", "B", "C", "group_offsets", "M", "N", "K", "groups"]
     assert entries["masked"]["args"] == ["A", "B", "C", "group_counts", "M", "N", "K", "groups"]
     assert entries["moe"]["grid"][2] == "groups"
+
+
+def test_a_pointer_array_batch_drafts_its_arrays_by_their_types_and_common_names(tmp_path):
+    """cuBLAS's gemmBatched form: arrays of pointers, declared as T *const X[] or T **; the
+    examples' own gemm_batched drafts to the entry its catalog gives (with the template's TODO)."""
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "__global__ void gemm_batched(int m, int n, int k, float alpha, const float *const Aarray[],\n"
+        "                             const float *const Barray[], float beta, float *const Carray[],\n"
+        "                             int batchCount) {}\n"
+        "__global__ void bmm_ptrs(const __half **d_A, const __half **d_B, float **out, int M, int N, int K,\n"
+        "                         int batch) {}\n")
+    entries = {e["name"]: e for e in drafted(source, tmp_path)}
+    assert entries["gemm_batched"]["args"] == ["M", "N", "K", "alpha", "A_array", "B_array", "beta", "C_array",
+                                               "batch"]
+    assert entries["gemm_batched"]["grid"][2] == "batch"
+    assert entries["bmm_ptrs"]["args"] == ["A_array", "B_array", "C_array", "M", "N", "K", "batch"]
+    assert entries["bmm_ptrs"]["dtypes"] == ["f16f16f32"]
+    published = {e["name"]: e for e in drafted(ROOT / "examples" / "batched" / "batched.cu", tmp_path)}
+    assert published["gemm_batched"]["args"] == ["M", "N", "K", "alpha", "A_array", "B_array", "beta", "C_array",
+                                                 "batch"]

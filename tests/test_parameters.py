@@ -146,16 +146,36 @@ MNK = ["A", "B", "C", "M", "N", "K"]
     ("float *A, float *B, float *C, Dims d, int N, int K", MNK,
      "args: role 'M' is parameter 4 'Dims d' of k, a Dims by value, which the suite cannot pack; M is passed as "
      "an integer"),
-    # (a pointer-array batch, as cuBLAS's gemmBatched takes: before, role A on it was accepted and a
-    # correct kernel was called a crash, its first load reading a matrix element as an address)
-    ("const float *const *A, const float *const *B, float **C, int M, int N, int K", MNK,
-     "args: role 'A' is parameter 1 'const float *const *A' of k, an array of pointers (a pointer-array "
-     "batch: one pointer per product), which gemmcheck does not pass; A is passed as a pointer. A strided batch"),
+    # (a pointer-array batch, as cuBLAS's gemmBatched takes: role A on it would hand the kernel a
+    # matrix whose elements it reads as addresses; and the converse, A_array on a pointer to elements)
+    ("const float *const *A, const float *const *B, float **C, int M, int N, int K, int batch", [*MNK, "batch"],
+     "args: role 'A' is parameter 1 'const float *const *A' of k, an array of pointers (a "
+     "pointer-array batch: one pointer per product); give it the role A_array"),
+    ("const float *const A[], const float *B, float *C, int M, int N, int K, int batch", [*MNK, "batch"],
+     "args: role 'A' is parameter 1 'const float *const A[]' of k (float * *), an array of pointers"),
+    ("const float *A, const float *const *B, float *const *C, int M, int N, int K, int batch",
+     ["A_array", "B_array", "C_array", "M", "N", "K", "batch"],
+     "args: role 'A_array' is parameter 1 'const float *A' of k, a pointer to elements; A_array is passed as an "
+     "array of pointers, one per product (declared like const float *const *A_array); give the parameter the "
+     "role A for one matrix, or a strided batch's"),
+    ("const float *const *A, const float *const *B, float *const *C, int M, int N, int K",
+     ["A_array", "B_array", "C_array", "M", "N", "K"],
+     "args lists A_array, B_array, C_array but no batch; a pointer-array batch takes the number of products "
+     "(the role batch, cuBLAS's batchCount)"),
+    ("const float *const *A, const float *B, long long sB, float *const *C, int M, int N, int K, int batch",
+     ["A_array", "B", "stride_B", "C_array", "M", "N", "K", "batch"], None),
+    ("const float *const *A, const float *A2, const float *B, float *C, int M, int N, int K, int batch",
+     ["A_array", "A", "B", "C", "M", "N", "K", "batch"],
+     "args lists A_array and A; an operand is passed one way: an array of pointers to its products (A_array), "
+     "or A itself (a strided batch's with stride_A)"),
     ("float *A, float *B, float *C, int M, int N", MNK,
      "args lists 6 parameters, but k (k.cu:1) declares 5: (float *A, float *B, float *C, int M, int N); give one "
      "role per parameter, in order"),
 ])
 def test_a_role_that_does_not_fit_its_parameter_is_refused_at_load_in_one_line(tmp_path, params, args, message):
+    if message is None:   # fits: arrays of pointers for some operands, a strided other one
+        assert _load(tmp_path, f"__global__ void k({params}) {{}}\n", args)
+        return
     with pytest.raises(catalog.CatalogError) as caught:
         _load(tmp_path, f"__global__ void k({params}) {{}}\n", args)
     assert message in str(caught.value) and "\n" not in str(caught.value)

@@ -63,11 +63,12 @@ def test_the_sized_probe_launches_batches_groups_and_epilogues_as_the_performanc
 
     specs = {s.name: s for path in ("batched", "grouped", "epilogue")
              for s in catalog.load(ROOT / "examples" / path / "catalog.toml")}
-    batched, grouped, masked, epilogue = (next(iter(specs[n].instances())) for n in (
-        "gemm_strided_batched", "moe_grouped_gemm", "moe_masked_gemm", "gemm_bias_gelu_tanh_residual"))
-    launches = {batched: {32: 8}, grouped: {32: 8}, masked: {32: 8}, epilogue: {32: 1}}
+    batched, arrays, grouped, masked, epilogue = (next(iter(specs[n].instances())) for n in (
+        "gemm_strided_batched", "gemm_batched", "moe_grouped_gemm", "moe_masked_gemm", "gemm_bias_gelu_tanh_residual"))
+    launches = {batched: {32: 8}, arrays: {32: 8}, grouped: {32: 8}, masked: {32: 8}, epilogue: {32: 1}}
     steps = {s.kernel: s for s in probe.sized_probe_steps(launches)}
     assert steps["gemm_strided_batched"].batch == 8 and steps["gemm_strided_batched"].M == 32
+    assert steps["gemm_batched"].batch == 8   # its arrays of pointers into the 8 products: plain_pointer_arrays
     assert steps["moe_grouped_gemm"].groups == ragged_groups(32, 8) and steps["moe_grouped_gemm"].M == 8 * 32
     assert steps["moe_masked_gemm"].masked and steps["moe_masked_gemm"].M == max(ragged_groups(32, 8))
     assert probe.probe_sizes(launches, "cpu-sim", timeout=20.0) == {}

@@ -86,3 +86,45 @@ __global__ void broken_batched_index_from_x(int M, int N, int K, T alpha,
     int col = blockIdx.z * TILE + threadIdx.x;
     gemm_tile<T, TILE>(row, col, M, N, K, alpha, A + b * strideA, B + b * strideB, beta, C + b * strideC);
 }
+
+// Pointer-array batched GEMM, cuBLAS's gemmBatched argument order: an array of one pointer per
+// product for each operand (each product's matrices wherever its caller put them, as separate
+// allocations or slices of one), the batch count; the product's index from blockIdx.z.
+template <typename T, int TILE>
+__global__ void gemm_batched(int M, int N, int K, T alpha, const T *const Aarray[], const T *const Barray[],
+                             T beta, T *const Carray[], int batchCount)
+{
+    int b = blockIdx.z;
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    gemm_tile<T, TILE>(row, col, M, N, K, alpha, Aarray[b], Barray[b], beta, Carray[b]);
+}
+
+// Broken twin: product b's matrices found from product 0's pointers, as if the batch were one
+// packed allocation (X_b = Xarray[0] + b * the matrix's size). Right wherever the caller packs
+// its products back to back; elsewhere product b reads and writes where another's memory ends.
+template <typename T, int TILE>
+__global__ void broken_batched_arrays_assumed_packed(int M, int N, int K, T alpha, const T *const Aarray[],
+                                                     const T *const Barray[], T beta, T *const Carray[],
+                                                     int batchCount)
+{
+    int b = blockIdx.z;
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    gemm_tile<T, TILE>(row, col, M, N, K, alpha, Aarray[0] + (long long)b * M * K,
+                       Barray[0] + (long long)b * K * N, beta, Carray[0] + (long long)b * M * N);
+}
+
+// Broken twin: every product multiplies by product 0's B (a kernel written for one weight
+// shared by the batch, given a batch of weights). Right where B is broadcast; elsewhere
+// products 1 .. batch - 1 are wrong.
+template <typename T, int TILE>
+__global__ void broken_batched_b_from_product_0(int M, int N, int K, T alpha, const T *const Aarray[],
+                                                const T *const Barray[], T beta, T *const Carray[],
+                                                int batchCount)
+{
+    int b = blockIdx.z;
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    gemm_tile<T, TILE>(row, col, M, N, K, alpha, Aarray[b], Barray[0], beta, Carray[b]);
+}

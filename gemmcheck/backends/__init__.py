@@ -155,6 +155,11 @@ class Backend(abc.ABC):
         is copied back)."""
         return bool(np.array_equal(self.to_host(a), self.to_host(b)))
 
+    def address_of(self, buffer: Any) -> int:
+        """The address a kernel sees for `buffer` (a buffer or a view of one: its first element):
+        what an array of pointers holds (a pointer-array batch)."""
+        raise NotImplementedError(f"the {self.name} backend gives no buffer addresses (pointer-array batches)")
+
     @abc.abstractmethod
     def launch(self, instance: Instance, launch: "Launch") -> None:
         """Run one planned launch (gemmcheck.contract.launch.plan) and wait for it.

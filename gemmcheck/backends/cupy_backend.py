@@ -154,6 +154,9 @@ class CupyBackend(Backend):
             error.context_lost = True
             raise error from None
 
+    def address_of(self, buffer) -> int:
+        return int(buffer.data.ptr)
+
     def copy(self, buffer):
         out = self._cupy.empty_like(buffer)
         out.data.copy_from_device(buffer.data, buffer.nbytes)   # a plain device-to-device copy

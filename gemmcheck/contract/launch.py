@@ -37,7 +37,10 @@ EPILOGUE_POINTER_ROLES = ("bias", "residual")   # a fused epilogue's inputs (gem
 # group_offsets[g + 1] (contiguous), or the first group_counts[g] rows of its slot of M (masked);
 # both int32 arrays. B of group g at B + g * stride_B.
 GROUP_POINTER_ROLES = ("group_offsets", "group_counts")
-POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES + GROUP_POINTER_ROLES
+# A pointer-array batch (cuBLAS's gemmBatched): A_array ... D_array hold one pointer per product,
+# `batch` of them; an operand is passed either this way or as X itself, never both.
+ARRAY_ROLES = tuple(f"{name}_array" for name in OPERAND_ROLES)
+POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES + GROUP_POINTER_ROLES + ARRAY_ROLES
 # A strided batch: `batch` products in one launch, operand X of product b at X + b * stride_X
 # (a stride of 0 broadcasts one matrix to every product); the geometry may name `batch`.
 BATCH_ROLES = ("batch", "stride_A", "stride_B", "stride_C", "stride_D")
@@ -45,7 +48,7 @@ INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd") + BATCH_ROLES + ("groups
 SCALAR_ROLES = ("alpha", "beta", "output_scale")
 TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B or C, passed by value
 ROLES = OPERAND_ROLES + SCALE_ROLES + INT_ROLES + ("alpha", "beta") + TENSOR_MAP_ROLES + \
-    EPILOGUE_POINTER_ROLES + ("output_scale",) + GROUP_POINTER_ROLES
+    EPILOGUE_POINTER_ROLES + ("output_scale",) + GROUP_POINTER_ROLES + ARRAY_ROLES
 DIMENSIONS = ("M", "N", "K")
 GEOMETRY_NAMES = DIMENSIONS + ("batch", "groups")   # what grid, block and shared_bytes may name besides parameters
 
@@ -284,10 +287,27 @@ def tight_batch_strides(M: int, N: int, K: int, batch: int = 1) -> dict[str, int
     return {"batch": batch, "stride_A": M * K, "stride_B": K * N, "stride_C": M * N, "stride_D": M * N}
 
 
+def array_operand(role) -> str | None:
+    """The operand a pointer-array role passes (A for A_array), else None."""
+    return role.removesuffix("_array") if role in ARRAY_ROLES else None
+
+
+def pointer_arrays(roles) -> tuple[str, ...]:
+    """The operands `roles` pass as arrays of pointers, one per product (a pointer-array batch)."""
+    return tuple(array_operand(r) for r in roles if r in ARRAY_ROLES)
+
+
+def takes_operand(roles, operand: str) -> bool:
+    """Whether a kernel taking `roles` is given `operand` in any form: its pointer, an array of
+    pointers to a batch's products, or its tensor map."""
+    return bool({operand, f"{operand}_array", f"tensor_map_{operand}"} & set(roles))
+
+
 def missing_operands(roles) -> list[str]:
     """The operands a kernel taking `roles` lacks: A and B, and C or D (the output; a kernel
-    with D only reads C, or takes none); a tensor map of an operand stands for its pointer."""
-    given = {r for r in OPERAND_ROLES if r in roles or f"tensor_map_{r}" in roles}
+    with D only reads C, or takes none); a tensor map of an operand, or an array of pointers
+    to its products, stands for its pointer."""
+    given = {r for r in OPERAND_ROLES if takes_operand(roles, r)}
     return [r for r in ("A", "B") if r not in given] + ([] if given & {"C", "D"} else ["C"])
 
 
@@ -311,7 +331,8 @@ def default_type(instance, role) -> CType:
         scalar = types.scalar.c_type
         return parameters.floating(scalar if scalar in parameters.FLOATING_TYPES else "float")
     if kind == POINTER:
-        return CType(f"{types.of(role).c_type} *", POINTER, 8, False)
+        stars = " **" if role in ARRAY_ROLES else " *"
+        return CType(f"{types.of(array_operand(role) or role).c_type}{stars}", POINTER, 8, False)
     return CType("CUtensorMap", TENSOR_MAP, parameters.TENSOR_MAP_BYTES)
 
 
@@ -336,10 +357,15 @@ def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
                 (POINTER, TENSOR_MAP): f"; give it the role tensor_map_{role}"}.get((kind, declared.kind), "")
         return (f"role {role!r} is {parameter.describe(kernel)}, {what}; {role} is passed as {_PASSED_AS[kind]}"
                 f"{hint or '; list the roles in the order the kernel declares its parameters'}")
-    if kind == POINTER and declared.spelling.count("*") > 1:
+    if kind == POINTER and (declared.spelling.count("*") > 1) != (role in ARRAY_ROLES):
+        if role in ARRAY_ROLES:
+            return (f"role {role!r} is {parameter.describe(kernel)}, a pointer to elements; {role} is passed as an "
+                    f"array of pointers, one per product (declared like const float *const *{role}); give the "
+                    f"parameter the role {array_operand(role)} for one matrix, or a strided batch's")
+        hint = (f"; give it the role {role}_array" if role in OPERAND_ROLES else
+                f"; {role} is passed as {_PASSED_AS[kind]}")
         return (f"role {role!r} is {parameter.describe(kernel)}, an array of pointers (a pointer-array batch: "
-                f"one pointer per product), which gemmcheck does not pass; {role} is passed as {_PASSED_AS[kind]}. "
-                "A strided batch (roles batch and stride_A ... stride_D) is what it judges")
+                f"one pointer per product){hint}")
     if kind == INTEGER:
         low, high = declared.range
         if isinstance(role, int) and not low <= role <= high:
@@ -413,13 +439,16 @@ def _scalar(instance, role, value, ctype: CType) -> np.generic:
 class Launch:
     """Everything a backend needs for one launch, in the kernel's own argument order.
     `cluster`: thread-block cluster dimensions, or None for a plain launch; a tensor map
-    argument is a tensor_map.TensorMapRequest, which the backend encodes."""
+    argument is a tensor_map.TensorMapRequest, which the backend encodes. `reached`: (operand,
+    buffer) for each operand the kernel reaches only through a pointer array (its products'
+    storage), which a backend whose memory is not global (the simulator) must map too."""
 
     grid: Dim3
     block: Dim3
     shared_bytes: int
     args: tuple
     cluster: Dim3 | None = None
+    reached: tuple = ()
 
     @property
     def tensor_maps(self) -> tuple:
@@ -441,12 +470,15 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
     `values` maps roles to values: "A", "B", "C", "D", "scale_A", "scale_B" (device buffers; a
     scale a kernel takes by value, a number), "M", "N", "K", "lda", "ldb", "ldc" (ints),
     "alpha", "beta" (numbers), "batch" and "stride_A" ... "stride_D" (ints: a strided batch;
-    batch 1 where none is given, for the geometry). M, N and K are always
+    batch 1 where none is given, for the geometry), "A_array" ... "D_array" (device arrays of
+    pointers, one per product: a pointer-array batch; with "A" ... "D", the products' storage
+    they point into). M, N and K are always
     needed (the geometry uses them); other roles only when the kernel lists them. A
     tensor map role needs its operand's buffer (and uses its leading dimension when given).
     """
     spec = instance.spec
     needed = [tensor_map.operand_of(r) if r in TENSOR_MAP_ROLES else r for r in spec.roles if isinstance(r, str)]
+    needed += pointer_arrays(spec.roles)
     missing = [r for r in (*DIMENSIONS, *needed) if r not in values]
     if missing:
         raise LaunchError(f"{instance.id}: no value for {', '.join(dict.fromkeys(missing))}; "
@@ -479,7 +511,8 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
             args.append(_tensor_map(instance, role, values, env))
         else:
             args.append(_scalar(instance, role, values[role], ctype))
-    return Launch(grid, block, shared, tuple(args), cluster)
+    return Launch(grid, block, shared, tuple(args), cluster,
+                  tuple((operand, values[operand]) for operand in pointer_arrays(spec.roles)))
 
 
 def _tensor_map(instance, role: str, values, env) -> "tensor_map.TensorMapRequest":

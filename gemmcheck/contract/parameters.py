@@ -145,7 +145,12 @@ class Declared:
 
     @property
     def pointer(self) -> bool:
-        return "*" in self.type or "[" in self.text
+        return "*" in self.type or self.array
+
+    @property
+    def array(self) -> bool:
+        """Whether the declarator is an array's (``float A[]``): one more level of pointer."""
+        return "[" in (self.text[self.text.rfind(self.name):] if self.name else self.text)
 
 
 def declared_parameters(params: str) -> list[Declared]:
@@ -203,8 +208,11 @@ def typedefs(code: str) -> dict[str, str]:
 def read_type(text: str, names: dict[str, str] | None = None, *, pointer: bool = False) -> CType:
     """The CType of a type as written (``const T *``, ``size_t``, ``unsigned``), with `names`
     mapping typedef and template parameter names to the types they stand for; `pointer`: the
-    declarator makes it a pointer (an array parameter, ``float A[]``)."""
+    declarator makes it one more level of pointer (an array parameter: ``float A[]`` is a
+    ``float *``, ``const float *const A[]`` a ``float **``)."""
     names = names or {}
+    if pointer:
+        text = re.sub(r"\[[^\]]*\]", " ", text)   # the array declarator's brackets: `pointer` says it
     text = " ".join(_ATTRIBUTES.sub(" ", _IGNORED.sub(" ", text)).split())
     for _ in range(16):   # typedefs of typedefs
         text, before = re.sub(r"(?:\b[A-Za-z_]\w*\s*)?::\s*(?=[A-Za-z_])", "", text), text   # std::size_t
@@ -214,8 +222,8 @@ def read_type(text: str, names: dict[str, str] | None = None, *, pointer: bool =
             break
     if "&" in text:
         return CType(text, OTHER)
-    if pointer or "*" in text:
-        return CType(re.sub(r"\s*\*", " *", text), POINTER, 8, False)
+    if pointer or "*" in text:   # an array declarator is one more level of pointer (float *A[] is float **)
+        return CType(re.sub(r"\s*\*", " *", text) + (" *" if pointer else ""), POINTER, 8, False)
     if re.search(r"[<>()\[\]]", text) or not text:
         return CType(text, UNKNOWN)
     words = text.split()
@@ -291,7 +299,7 @@ def instantiated(decl: Declaration, template_args: str) -> tuple[Parameter, ...]
             names[name] = argument if argument is not None else f"{name}<unknown>"
         else:
             names.pop(name, None)
-    return tuple(Parameter(i, p.name, p.text, read_type(p.type, names, pointer=p.pointer))
+    return tuple(Parameter(i, p.name, p.text, read_type(p.type, names, pointer=p.array))
                  for i, p in enumerate(declared_parameters(decl.kernel.params)))
 
 

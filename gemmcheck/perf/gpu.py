@@ -32,7 +32,7 @@ from gemmcheck.contract import launch as launching
 from gemmcheck.contract import operand_types
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import plan
-from gemmcheck.problems.harness import plain_bits, plain_values
+from gemmcheck.problems.harness import plain_bits, plain_pointer_arrays, plain_values
 from gemmcheck.perf import sampling
 from gemmcheck.perf.inputs import InputSets, n_input_sets, timed_products
 from gemmcheck.perf.measurement import Check, Measurement, check_output
@@ -109,6 +109,7 @@ class GpuTimer:
         self.device = device.properties(device_id)
         self.clock = device.SmClock(device_id, cupy.cuda.Device(device_id).pci_bus_id)
         self._inputs: dict[tuple, InputSets] = {}
+        self._pointer_arrays: dict[tuple, dict] = {}   # (operands, input sets, set) -> A_array ... (kept with the sets)
 
     # Inputs -----------------------------------------------------------------------------------
 
@@ -135,7 +136,7 @@ class GpuTimer:
         products = self.timing.products(instance)
         batching = timed_products(instance, size, products)
         return self.inputs(instance.types.spelling, size, instance.spec.layouts,
-                           separate_d="D" in instance.spec.roles, scales_by_value=by_value, **batching)
+                           separate_d=launching.takes_operand(instance.spec.roles, "D"), scales_by_value=by_value, **batching)
 
     # One launch -------------------------------------------------------------------------------
 
@@ -147,8 +148,16 @@ class GpuTimer:
         C, D = (sets.C_read, out) if sets.output == "D" else (out, None)
         scales = sets.scales[index] if sets.scales else None
         groups = (len(sets.groups), sets.group_role, sets.group_tables[index]) if sets.groups else None
+        arrays = None
+        if instance.pointer_arrays:   # uploaded once per set, never inside the timed loop
+            key = (instance.pointer_arrays, id(sets), index)
+            if key not in self._pointer_arrays:
+                self._pointer_arrays[key] = plain_pointer_arrays(self.backend, instance, {"A": A, "B": B, "C": C, "D": D},
+                                                                 sets.batch)
+            arrays = self._pointer_arrays[key]
         return plan(instance, plain_values(instance, sets.M, size, size, A, B, C, D, scales, batch=sets.batch,
-                                           epilogue=sets.epilogue[index] if sets.epilogue else None, groups=groups))
+                                           epilogue=sets.epilogue[index] if sets.epilogue else None, groups=groups,
+                                           arrays=arrays))
 
     def _launch(self, instance: Instance, size: int, sets: InputSets, index: int) -> None:
         """Queued without a wait (backend.enqueue), so back-to-back samples measure the kernel alone."""

@@ -46,6 +46,11 @@ as a guard band, so a product that strays into its neighbour's place writes a ga
 with both batch indices ("C's guards between batch 0 and batch 1"); an operand every product
 shares (``broadcast``) is stored once and passed with stride 0. The operands and the output are
 stacked along the rows (gemmcheck.problems.problem: product b's rows b M .. (b + 1) M).
+A pointer-array batch (a kernel that takes A_array ... D_array, as cuBLAS's gemmBatched) stores
+its products the same way and passes, for each such operand, an array of one pointer per
+product (a broadcast operand: the same pointer every time), in a guarded buffer of its own whose
+guard pattern is an address that faults (POINTER_GUARD_BITS); the arrays are written afresh for
+every launch (the output's buffer is a new one each run), inputs like A.
 A grouped GEMM (a kernel that takes group_offsets or group_counts) is laid out alike: B one
 K x N block per group (a guard band apart where the kernel takes stride_B), A and C the groups'
 rows one after another with their offsets, or in masked slots of M rows with their counts,
@@ -75,6 +80,10 @@ LD_ROLES = {"A": "lda", "B": "ldb", "C": "ldc", "D": "ldd"}
 OPERAND_NAMES = ("A", "B", "C", "D")
 STRIDE_ROLES = {"A": "stride_A", "B": "stride_B", "C": "stride_C", "D": "stride_D"}
 C_FILLS = ("default", "poison", "finite")   # what C holds before a launch at beta == 0
+# What surrounds an array of pointers: an address that faults wherever it is dereferenced (not
+# canonical on x86-64, outside every GPU allocation), so a product index past the batch crashes
+# the kernel, as a caller's array would leave it to.
+POINTER_GUARD_BITS = 0xDEADBEEF_DEADBEE0
 
 
 def takes_leading_dimensions(spec) -> bool:
@@ -405,7 +414,7 @@ class GuardedGemm:
         self.C0 = None if C0 is None else np.asarray(C0, dtype=np.float64)
         self.in_place = in_place
         # the buffer the kernel writes its result into: D, unless it takes none (or D is C)
-        self.output = "D" if "D" in roles and not in_place else "C"
+        self.output = "D" if launch.takes_operand(roles, "D") and not in_place else "C"
         out = types.D
         self.guard_bits = out.guard_bits if guard_bits is None else guard_bits   # the output's; each buffer its type's
         self.poison_bits = out.poison_bits if poison_bits is None else poison_bits
@@ -487,6 +496,7 @@ class GuardedGemm:
                 buf.pristine = backend.copy(buf.device)
         self.grid, self.block = instance.launch_shape(M, N, K, batch, len(groups) or 1)
         self._last_C = None   # (device buffer, what was read from it) of the last run
+        self.pointer_array_buffers: list[GuardedBuffer] = []   # the last launch's (role_values)
 
     @property
     def buffers(self) -> list[GuardedBuffer]:
@@ -536,12 +546,28 @@ class GuardedGemm:
         views = {buf.name: buf.inner() for buf in self.buffers}
         if self.in_place:
             views["D"] = self.C.inner()
+        views.update(self._pointer_arrays(views))
         by_value = {role: float(v.reshape(-1)[0]) for role, v in self.scales.items() if role not in views}
         if "output_scale" in self.epilogue:
             by_value["output_scale"] = self.epilogue["output_scale"]
         return {**views, **by_value, "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
                 "alpha": self.alpha, "beta": self.beta, **(self.batch_strides if self.instance.batched else {}),
                 **({"groups": len(self.groups), "stride_B": self.B.batch_stride or self.B.span} if self.groups else {})}
+
+    def _pointer_arrays(self, views: dict) -> dict:
+        """A_array ... D_array of a pointer-array batch: one pointer per product into its operand's
+        storage in `views` (as the backend addresses it now: the output's buffer is a new one every
+        run), each array in a guarded buffer of its own (pointer_array_buffers), uploaded now."""
+        self.pointer_array_buffers = []
+        for operand in self.instance.pointer_arrays:
+            storage = self.C if operand == "D" and self.in_place else getattr(self, operand)
+            step = storage.batch_stride * storage.bits.itemsize if storage.copies > 1 else 0   # 0: broadcast
+            base = self.backend.address_of(views[operand])
+            entries = np.array([[base + b * step for b in range(self.batch)]], dtype=np.uint64)
+            buf = guarded(f"{operand}_array", entries, self.A.guard, POINTER_GUARD_BITS)
+            buf.device = self.backend.to_device(buf.bits)
+            self.pointer_array_buffers.append(buf)
+        return {buf.name: buf.inner() for buf in self.pointer_array_buffers}
 
     @property
     def batch_strides(self) -> dict[str, int]:
@@ -574,7 +600,7 @@ class GuardedGemm:
             name_the_problem(exc, self.M, self.N, self.K)
             raise
         damage, changed = dict(c_damage), {}
-        for buf in self.inputs:
+        for buf in [*self.inputs, *self.pointer_array_buffers]:
             # A large one is compared where it lives and copied back only when changed: at the
             # nightly's 2048^2 race launches each is up to 32 MB, read back ten times a row.
             if _on_device(buf) and self.backend.same(buf.device, buf.pristine):
@@ -719,20 +745,32 @@ def plain_bits(d: dt.DType, count: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C, D=None, scales=None, *,
-                 batch: int = 1, epilogue=None, groups=None) -> dict:
+                 batch: int = 1, epilogue=None, groups=None, arrays=None) -> dict:
     """Every role's value for a plain launch: A, B, C (and D, the scale factors: buffers or
     numbers, by role) as given, tight leading dimensions and batch strides (`batch` products
     back to back), alpha 1 and beta 0; `epilogue`: the fused epilogue's roles (bias, residual,
     output_scale); `groups`: (count, table role, table) of a grouped kernel, whose M is all its
-    groups' rows (contiguous) or a slot's (masked). How the performance suite launches, and the
-    isolated probe at its sizes (plain_operands)."""
-    values = {"A": A, "B": B, "C": C, **({"D": D} if D is not None else {}), **(scales or {}),
+    groups' rows (contiguous) or a slot's (masked); `arrays`: a pointer-array batch's A_array ...
+    (plain_pointer_arrays). How the performance suite launches, and the isolated probe at its
+    sizes (plain_operands)."""
+    values = {"A": A, "B": B, "C": C, **({"D": D} if D is not None else {}), **(scales or {}), **(arrays or {}),
               "M": M, "N": N, "K": K, **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K),
               "alpha": 1, "beta": 0, **launch.tight_batch_strides(M, N, K, batch), **(epilogue or {})}
     if groups:
         count, role, table = groups
         values.update({"groups": count, role: table})
     return values
+
+
+def plain_pointer_arrays(backend: Backend, instance: Instance, storage: dict, batch: int = 1) -> dict:
+    """A_array ... D_array of a plain launch of a pointer-array batch: one pointer per product
+    into `storage`'s A, B, C, D (device buffers of `batch` tight products back to back), uploaded."""
+    out = {}
+    for operand in instance.pointer_arrays:
+        buffer = storage[operand]
+        base, step = backend.address_of(buffer), buffer.nbytes // batch
+        out[f"{operand}_array"] = backend.to_device(np.array([base + b * step for b in range(batch)], dtype=np.uint64))
+    return out
 
 
 def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int, seed: int = 0, *,
@@ -742,7 +780,8 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
     products as the timed launch holds (a strided `batch`, or `groups` of rows: contiguous, M
     their total, or `masked` in slots of M rows): A and B finite values (plain_bits), C (and
     D, for a kernel that writes a separate D) the poison bits, each scale factor and the output
-    scale 1, a bias and a residual zeros, a grouped kernel its table of offsets or counts."""
+    scale 1, a bias and a residual zeros, a grouped kernel its table of offsets or counts, a
+    pointer-array batch its arrays."""
     types = instance.types
     rng = np.random.default_rng(seed)
     rows = len(groups) * M if masked else (M if groups else batch * M)   # the output's rows, every product
@@ -770,10 +809,12 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
     if groups:
         role, counts = group_table(groups, masked)
         table = (len(groups), role, backend.to_device(dt.to_bits(counts.astype(np.float64), types.of(role))))
-    return {"A": backend.to_device(plain_bits(types.A, rows * K, rng)),
-            "B": backend.to_device(plain_bits(types.B, products * K * N, rng)),
-            "C": filled(types.C, rows * N), "D": filled(types.D, rows * N) if "D" in instance.spec.roles else None,
-            "scales": scales, "batch": batch, "epilogue": epilogue, "groups": table}
+    operands = {"A": backend.to_device(plain_bits(types.A, rows * K, rng)),
+                "B": backend.to_device(plain_bits(types.B, products * K * N, rng)),
+                "C": filled(types.C, rows * N),
+                "D": filled(types.D, rows * N) if launch.takes_operand(instance.spec.roles, "D") else None}
+    return {**operands, "scales": scales, "batch": batch, "epilogue": epilogue, "groups": table,
+            "arrays": plain_pointer_arrays(backend, instance, operands, batch)}
 
 
 def plain_launch(backend: Backend, instance: Instance, M: int, N: int, K: int, operands: dict) -> None:

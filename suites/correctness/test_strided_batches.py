@@ -1,7 +1,9 @@
-"""Strided-batched kernels (those that take `batch`) are right in every product of a launch.
+"""Batched kernels (those that take `batch`: strided, or through arrays of pointers) are right
+in every product of a launch.
 
 Each product's operands come from a seed of their own, stored a guard band apart (stride =
-the matrix's span plus the band), or once with stride 0 for a broadcast A or B; the products
+the matrix's span plus the band; a pointer-array batch is given each product's address), or
+once with stride 0 (the same pointer) for a broadcast A or B; the products
 are judged one by one, a finding naming its batch index, and a write into the gap between two
 products is an out-of-bounds write naming both (gemmcheck.problems.harness). Every other claim
 of the suite runs such a kernel at batch 1; these run one product, a few, and many small ones.

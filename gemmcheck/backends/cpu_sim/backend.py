@@ -22,7 +22,7 @@ from gemmcheck.backends.cpu_sim import worker as wk
 from gemmcheck.backends.cpu_sim.address import AddressReport, parse_asan
 from gemmcheck.backends.cpu_sim.errors import (ModuleNotLoaded, NotSimulated, SimulatedCrash, SimulatedHang,
                                                _build_failure)
-from gemmcheck.backends.cpu_sim.locating import _element_locator, buffer_names
+from gemmcheck.backends.cpu_sim.locating import _element_locator, buffer_names, is_pointer_array
 from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, GlobalRace, LaunchReport,
                                                 ScheduleRun, SharedConflict, _thread)
 from gemmcheck.backends.cpu_sim.schedules import parse_schedule
@@ -168,6 +168,11 @@ class CpuSimBackend(Backend):
     def same(self, a, b) -> bool:
         return bool(np.array_equal(a, b))
 
+    def address_of(self, buffer) -> int:
+        # this process's address: the worker puts its own in for it in every array of pointers
+        # it is given (runtime.cpp, relocate_pointer_arrays), and back after the launch
+        return int(buffer.ctypes.data)
+
     # -- launching ---------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -192,7 +197,7 @@ class CpuSimBackend(Backend):
             raise NotSimulated(f"{instance.id}: asks for {launch.shared_bytes} bytes of dynamic shared memory "
                                "(extern __shared__), which cpu-sim does not model; run it on a GPU")
         schedules = tuple(self.schedules) or ("forward",)
-        by_role = dict(zip(instance.spec.roles, launch.args))
+        by_role = {**dict(zip(instance.spec.roles, launch.args)), **dict(launch.reached)}
         names = buffer_names(instance)
         pointers = [by_role[name] for name in names]   # A, B, C, then D and the scales it takes
         arguments = build.argument_bytes(instance, launch.args)
@@ -200,7 +205,7 @@ class CpuSimBackend(Backend):
         locate = _element_locator(instance, by_role)
         report.buffer_names = names
         self.last_launch_report = report
-        request = self._request(module, instance, grid, block, pointers, arguments)
+        request = self._request(module, instance, grid, block, pointers, arguments, names)
         roots = [wk.root_of(p) for p in pointers]
         distinct = list({id(buf): (buf, whole) for buf, whole in roots}.values())
         before = [whole.copy() for _, whole in distinct] if len(schedules) > 1 else None
@@ -228,7 +233,7 @@ class CpuSimBackend(Backend):
             for (_, whole), saved in zip(distinct, first_after):
                 whole[...] = saved
 
-    def _request(self, module, instance, grid, block, pointers, arguments: bytes) -> wk.Request:
+    def _request(self, module, instance, grid, block, pointers, arguments: bytes, names=()) -> wk.Request:
         if len(pointers) > wk.MAX_POINTERS or len(arguments) > wk.MAX_ARGUMENT_BYTES:
             raise launch_error(instance, grid, block, ValueError("too many kernel arguments"))
         rq = wk.Request()
@@ -241,6 +246,9 @@ class CpuSimBackend(Backend):
             offset = p.ctypes.data - buf.address
             rq.pointer_offset[i] = offset
             rq.pointer_length[i] = len(buf) - offset
+            rq.pointer_host_base[i] = buf.address
+            if i < len(names) and is_pointer_array(names[i]):
+                rq.pointer_arrays |= 1 << i
         rq.grid[:] = grid
         rq.block[:] = block
         arrays = module.shared[:wk.MAX_RANGES]
@@ -354,6 +362,13 @@ class CpuSimBackend(Backend):
             contents["bias"] = np.zeros(M if epilogue.bias == "row" else N, dtype=types.of("bias").storage)
         if epilogue.residual:
             contents["residual"] = np.zeros((M, N), dtype=types.of("residual").storage)
+        products = len(groups) or batch
+        for operand in instance.pointer_arrays:   # one pointer per product, into its storage here
+            storage = np.ascontiguousarray(contents[operand])
+            contents[operand] = storage
+            step = storage.nbytes // products
+            contents[f"{operand}_array"] = np.array([storage.ctypes.data + b * step for b in range(products)],
+                                                    dtype=np.uint64)
         buffers = [contents[name] for name in slots]
         values = {**dict.fromkeys(slots), "M": M, "N": N, "K": K, "alpha": 1, "beta": 0, "output_scale": 1.0,
                   **{s.role: 1.0 for s in types.scales if s.role not in slots},
@@ -364,13 +379,13 @@ class CpuSimBackend(Backend):
         arguments = build.argument_bytes(instance, planned.args)
         output = "D" if "D" in slots else "C"
         with tempfile.TemporaryDirectory(prefix="gemmcheck-asan-") as tmp:
-            paths = []
+            paths, arrays = [], sum(1 << i for i, name in enumerate(slots) if is_pointer_array(name))
             for name, bits in zip(slots, buffers):
                 path = Path(tmp) / f"{name}.bin"
                 path.write_bytes(np.ascontiguousarray(bits).tobytes())
-                paths += [str(path), str(bits.nbytes)]
+                paths += [str(path), str(bits.nbytes), str(bits.ctypes.data)]
             cmd = [str(runner), str(names.index(instance.name_expression)), *map(str, grid), *map(str, block),
-                   arguments.hex(), str(len(buffers)), *paths]
+                   arguments.hex(), str(len(buffers)), str(arrays), *paths]
             env = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0:"
                                    "detect_stack_use_after_return=0:allocator_may_return_null=1"}
             try:

@@ -44,7 +44,7 @@
 // ---------------------------------------------------------------------------
 enum { KIND_RAW = 1, KIND_WAR = 2, KIND_WAW = 3, KIND_UNINIT = 4 };
 enum { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_SHUFFLE = 2, SCHED_LOCKSTEP = 3 };
-enum { MAX_POINTERS = 8, MAX_ARGUMENT_BYTES = 256, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4,
+enum { MAX_POINTERS = 16, MAX_ARGUMENT_BYTES = 256, MAX_RANGES = 1024, MAX_CONFLICTS = 16, MAX_DIVERGENT = 8, MAX_SITES = 4,
        MAX_GLOBAL_RACES = 8 };
 // A global-memory race: what the earlier block did to the address, and what the later one did.
 enum { GLOBAL_STORE = 1, GLOBAL_ATOMIC = 2 };
@@ -113,6 +113,8 @@ struct cs_request
     uint64_t pointer_length[MAX_POINTERS];  // bytes to map
     uint32_t nranges, track;  // track: 0 runs without shared- and global-memory tracking (faster)
     uint64_t range_start[MAX_RANGES], range_size[MAX_RANGES];  // shared arrays, module-relative
+    uint64_t pointer_host_base[MAX_POINTERS];  // each buffer's first byte in the harness's process
+    uint32_t pointer_arrays, pad;              // bit i: buffer i is an array of pointers (relocated)
 };
 
 // ---------------------------------------------------------------------------
@@ -1189,6 +1191,48 @@ static void reset_report()
     report->state = 1;
 }
 
+// ---------------------------------------------------------------------------
+// Arrays of pointers (a pointer-array batch): the harness fills them with its own addresses of
+// the buffers; each entry that falls in a buffer of the launch gets this process's address of
+// the same byte before the launch, and its own back after (an entry the kernel overwrote stays
+// as the kernel left it: the harness sees the change). Entries elsewhere (the arrays' guard
+// pattern) are left as they are: dereferenced, they fault, as on the GPU.
+// ---------------------------------------------------------------------------
+struct Relocated
+{
+    uint64_t *entry;
+    uint64_t theirs, ours;
+};
+
+static std::vector<Relocated> relocate_pointer_arrays(int n, char *const *starts, const uint64_t *sizes,
+                                                      const uint64_t *host_base, uint32_t arrays)
+{
+    std::vector<Relocated> done;
+    for (int i = 0; i < n; i++)
+    {
+        if (!(arrays >> i & 1))
+            continue;
+        uint64_t *entry = (uint64_t *)starts[i];
+        for (uint64_t k = 0; k < sizes[i] / sizeof(uint64_t); k++)
+            for (int j = 0; j < n; j++)
+                if (entry[k] >= host_base[j] && entry[k] - host_base[j] < sizes[j])
+                {
+                    uint64_t ours = (uint64_t)(uintptr_t)starts[j] + (entry[k] - host_base[j]);
+                    done.push_back({&entry[k], entry[k], ours});
+                    entry[k] = ours;
+                    break;
+                }
+    }
+    return done;
+}
+
+static void restore_pointer_arrays(const std::vector<Relocated> &done)
+{
+    for (const Relocated &r : done)
+        if (*r.entry == r.ours)
+            *r.entry = r.theirs;
+}
+
 #ifndef CUDASIM_ASAN_RUNNER
 // ---------------------------------------------------------------------------
 // The worker: argv = socket fd, report memfd. Requests: cs_request + memfds.
@@ -1305,7 +1349,14 @@ int main(int argc, char **argv)
                     track_global_buffers(maps, kernel_pointers);
                 memcpy(kernel_arguments, rq.arguments, sizeof kernel_arguments);
                 kernel_fn = m->kernels[rq.kernel].launch;
+                char *starts[MAX_POINTERS];
+                uint64_t sizes[MAX_POINTERS];
+                for (int i = 0; i < rq.npointers; i++)
+                    starts[i] = (char *)maps[i].first, sizes[i] = rq.pointer_offset[i] + rq.pointer_length[i];
+                std::vector<Relocated> relocated =
+                    relocate_pointer_arrays(rq.npointers, starts, sizes, rq.pointer_host_base, rq.pointer_arrays);
                 run_grid(rq.grid, rq.block, rq.schedule, rq.seed);
+                restore_pointer_arrays(relocated);
                 untrack_global_buffers();
             }
         }
@@ -1325,8 +1376,10 @@ int main(int argc, char **argv)
 #else
 // ---------------------------------------------------------------------------
 // The AddressSanitizer runner: one launch on exact-size heap buffers.
-// argv: kernel-index gx gy gz bx by bz argument-bytes-in-hex npointers (path bytes)...
-// Writes every buffer back to its file after the launch.
+// argv: kernel-index gx gy gz bx by bz argument-bytes-in-hex npointers arrays-mask
+// (path bytes host-base)...: host-base, the buffer's address in the harness's process, which
+// the arrays of pointers (bit i of the mask: buffer i is one) hold. Writes every buffer back
+// to its file after the launch.
 // ---------------------------------------------------------------------------
 extern "C" const cudasim_kernel cudasim_kernels[];
 extern "C" const int cudasim_kernel_count;
@@ -1355,12 +1408,18 @@ int main(int argc, char **argv)
         kernel_arguments[i] = (unsigned char)strtoul(pair, nullptr, 16);
     }
     int np = atoi(next());
+    if (np < 0 || np > MAX_POINTERS)
+        return 2;
+    uint32_t arrays = (uint32_t)strtoul(next(), nullptr, 10);
     std::vector<const char *> paths;
     std::vector<size_t> sizes;
+    uint64_t host_base[MAX_POINTERS], lengths[MAX_POINTERS];
     for (int i = 0; i < np; i++)
     {
         paths.push_back(next());
         sizes.push_back((size_t)atoll(next()));
+        host_base[i] = (uint64_t)strtoull(next(), nullptr, 10);
+        lengths[i] = sizes.back();
         char *p = (char *)malloc(sizes.back() ? sizes.back() : 1);
         FILE *f = fopen(paths.back(), "rb");
         if (!f || fread(p, 1, sizes.back(), f) != sizes.back())
@@ -1375,7 +1434,10 @@ int main(int argc, char **argv)
     if (kernel < 0 || kernel >= cudasim_kernel_count)
         return 2;
     kernel_fn = cudasim_kernels[kernel].launch;
+    std::vector<Relocated> relocated =
+        relocate_pointer_arrays(np, (char *const *)kernel_pointers, lengths, host_base, arrays);
     run_grid(grid, block, SCHED_FORWARD, 0);
+    restore_pointer_arrays(relocated);
     for (int i = 0; i < np; i++)
     {
         FILE *f = fopen(paths[i], "wb");

@@ -22,7 +22,7 @@ import numpy as np
 
 KIND_NAMES = {1: "RAW", 2: "WAR", 3: "WAW", 4: "uninitialized"}
 SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2, "lockstep": 3}
-MAX_POINTERS, MAX_ARGUMENT_BYTES, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 8, 256, 1024, 16, 8, 4
+MAX_POINTERS, MAX_ARGUMENT_BYTES, MAX_RANGES, MAX_CONFLICTS, MAX_DIVERGENT, MAX_SITES = 16, 256, 1024, 16, 8, 4
 MAX_GLOBAL_RACES = 8
 # What each block of a global-memory race did to the address (GLOBAL_* in runtime.cpp).
 GLOBAL_ACCESS = {1: "store", 2: "atomic"}
@@ -77,7 +77,9 @@ class Report(ctypes.Structure):
 
 class Request(ctypes.Structure):
     """One launch. `arguments` holds the by-value arguments, each in the bytes of the type the
-    kernel declares (gemmcheck.backends.cpu_sim.build.argument_bytes lays them out)."""
+    kernel declares (gemmcheck.backends.cpu_sim.build.argument_bytes lays them out). An array of
+    pointers (a bit of `pointer_arrays`) holds this process's addresses (`pointer_host_base`),
+    which the worker turns into its own for the launch."""
 
     _fields_ = [("module", ctypes.c_char * 1024), ("kernel", ctypes.c_int32), ("npointers", ctypes.c_int32),
                 ("nbytes", ctypes.c_int32), ("schedule", ctypes.c_int32), ("seed", ctypes.c_uint64),
@@ -86,7 +88,9 @@ class Request(ctypes.Structure):
                 ("pointer_offset", ctypes.c_uint64 * MAX_POINTERS),
                 ("pointer_length", ctypes.c_uint64 * MAX_POINTERS),
                 ("nranges", ctypes.c_uint32), ("track", ctypes.c_uint32),
-                ("range_start", ctypes.c_uint64 * MAX_RANGES), ("range_size", ctypes.c_uint64 * MAX_RANGES)]
+                ("range_start", ctypes.c_uint64 * MAX_RANGES), ("range_size", ctypes.c_uint64 * MAX_RANGES),
+                ("pointer_host_base", ctypes.c_uint64 * MAX_POINTERS),   # each buffer's address here
+                ("pointer_arrays", ctypes.c_uint32), ("pad", ctypes.c_uint32)]   # bit i: buffer i holds pointers
 
 
 # -- shared buffers ----------------------------------------------------------------------

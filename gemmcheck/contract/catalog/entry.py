@@ -239,11 +239,20 @@ def _roles(entry, fail) -> tuple[tuple, str]:
     twice = sorted({a for a in named if named.count(a) > 1})
     if twice:
         fail(f"args: role(s) {twice} listed twice; each role is one kernel parameter")
+    for operand in launch.pointer_arrays(named):
+        both = [r for r in (operand, f"tensor_map_{operand}", f"stride_{operand}") if r in named]
+        if both:
+            fail(f"args lists {operand}_array and {both[0]}; an operand is passed one way: an array of pointers to "
+                 f"its products ({operand}_array), or {operand} itself (a strided batch's with stride_{operand})")
+    if launch.pointer_arrays(named) and "batch" not in named:
+        fail(f"args lists {', '.join(r for r in named if r in launch.ARRAY_ROLES)} but no batch; a pointer-array "
+             "batch takes the number of products (the role batch, cuBLAS's batchCount)")
     # a tensor map of an operand stands for its pointer (a TMA-only kernel takes no plain A)
     missing = launch.missing_operands(named)
     if missing:
         fail(f"args: no {', '.join(missing)}; a GEMM kernel takes the pointers A, B and C, or A, B and D "
-             "(the output; C then only read), or their tensor maps (tensor_map_A ...)")
+             "(the output; C then only read), or their tensor maps (tensor_map_A ...), or arrays of pointers to "
+             "a batch's products (A_array ...)")
     return tuple(args), "custom"
 
 

@@ -305,8 +305,14 @@ class Instance:
 
     @property
     def batched(self) -> bool:
-        """Whether the kernel runs a strided batch of products in one launch (takes `batch`)."""
+        """Whether the kernel runs a batch of products in one launch (takes `batch`): strided, or
+        through arrays of pointers (pointer_arrays)."""
         return "batch" in self.spec.roles
+
+    @property
+    def pointer_arrays(self) -> tuple[str, ...]:
+        """The operands passed as arrays of pointers to a batch's products (A for A_array)."""
+        return launch.pointer_arrays(self.spec.roles)
 
     def launch_shape(self, M: int, N: int, K: int, batch: int = 1, groups: int = 1):
         """(grid, block) for a problem (of `batch` products, or `groups`), from the kernel's geometry."""
