@@ -74,7 +74,10 @@ _POINTER_NAMES.update({"bias": "bias", "biases": "bias", "residual": "residual",
 # an array of pointers to a batch's products (cuBLAS's gemmBatched: Aarray, Barray, Carray)
 _ARRAY_NAMES = {name: o.upper() for o in "abcd" for name in (
     f"{o}array", f"{o}_array", f"{o}_arrays", f"{o}arr", f"{o}_arr", f"{o}_ptrs", f"{o}ptrs", f"{o}_list",
-    f"{o}_pointers", f"{o}_batch", f"{o}batch")}
+    f"{o}_pointers", f"{o}_batch", f"{o}batch", f"d{o}_array", f"d{o}array")}   # MAGMA's dA_array
+# MAGMA's and many tutorials' device names: dA, dB, dC; ldda, lddb, lddc
+_POINTER_NAMES.update({f"d{o}": o.upper() for o in "abc"})
+_INT_NAMES.update({f"ldd{o}": f"ld{o}" for o in "abc"})
 _SCALAR_NAMES = {"alpha": "alpha", "beta": "beta", "output_scale": "output_scale", "out_scale": "output_scale",
                  "scale_out": "output_scale", "scale_d": "output_scale", "d_scale": "output_scale"}
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|unsigned|signed)\b")

@@ -20,6 +20,8 @@ PUBLISHED = ROOT / "examples" / "published"
     ("float *A_ptr", "A"), ("double *out", "C"), ("int m", "M"), ("const int N", "N"), ("int K", "K"),
     ("int lda", "lda"), ("const int ld_c", "ldc"), ("float alpha", "alpha"), ("T beta", "beta"),
     ("unsigned int size_k", "K"), ("int count", None), ("float *workspace", None), ("float scale", None),
+    ("const float *dA", "A"), ("int ldda", "lda"), ("float const * const * dA_array", "A_array"),
+    ("float *const Carray[]", "C_array"), ("const float **B", "B_array"), ("float **workspace", None),
 ])
 def test_roles_are_read_from_parameter_names_in_the_common_spellings(declaration, role):
     (param,) = draft.parse_params(declaration)
@@ -255,3 +257,14 @@ def test_a_pointer_array_batch_drafts_its_arrays_by_their_types_and_common_names
     published = {e["name"]: e for e in drafted(ROOT / "examples" / "batched" / "batched.cu", tmp_path)}
     assert published["gemm_batched"]["args"] == ["M", "N", "K", "alpha", "A_array", "B_array", "beta", "C_array",
                                                  "batch"]
+
+
+def test_magmas_batched_form_drafts_its_arrays_and_leading_dimensions_leaving_only_the_layout():
+    (entry,) = tomllib.loads(draft.draft_source(ROOT / "examples" / "batched" / "magma_style.cu",
+                                                ROOT / "examples" / "batched"))["kernel"]
+    assert entry["args"] == ["M", "N", "K", "alpha", "A_array", "lda", "B_array", "ldb", "beta", "C_array", "ldc",
+                             "batch"]
+    assert entry["grid"] == ["ceil(M / BLK)", "ceil(N / BLK)", "batch"] and entry["params"] == {"BLK": [16]}
+    listed = next(s for s in catalog.load(ROOT / "examples" / "batched" / "catalog.toml")
+                  if s.name == "sgemm_batched_magma_style")
+    assert listed.roles == tuple(entry["args"])   # the catalog's entry is the draft's, its layout filled

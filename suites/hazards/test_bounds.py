@@ -44,13 +44,13 @@ def test_memcheck_sees_the_declared_out_of_bounds_write(matrix_row, sanitizer_ex
 
 def skip_where_unseen(row, column, tool: Detector, found) -> None:
     """Skip, saying why, where a tool on exact-size allocations cannot show a write the guard
-    bands did show: a strided batch's (or masked groups') products lie back to back there, so a
+    bands did show: a batch's (or masked groups') products lie back to back there, so a
     product written into its neighbour's place (or a masked row) stays inside the allocation; and
     the tool stops at its first report, a read past an operand before the write."""
     if found or not row.plain.found(detector=Detector.GUARD_BANDS, defect=Defect.OUT_OF_BOUNDS_WRITE):
         return
     if row.instance.batched or row.instance.grouped == "masked":
-        pytest.skip(f"a strided batch's (or masked groups') exact-size buffers hold its products back to back: "
+        pytest.skip(f"a batch's (or masked groups') exact-size buffers hold its products back to back: "
                     f"a write into a neighbour's place (or a masked row) stays inside the allocation, where "
                     f"{tool} sees nothing (the guard bands between products showed it)")
     read_first = column.found(detector=tool, defect=Defect.OUT_OF_BOUNDS_READ)
