@@ -128,3 +128,17 @@ __global__ void broken_batched_b_from_product_0(int M, int N, int K, T alpha, co
     int col = blockIdx.x * TILE + threadIdx.x;
     gemm_tile<T, TILE>(row, col, M, N, K, alpha, Aarray[b], Barray[0], beta, Carray[b]);
 }
+
+// Broken twin: a grid-stride loop over the products that runs one too far (b <= batchCount), as
+// a kernel written for a batch larger than the grid's z often does. Product batchCount's
+// pointers are read from past the end of each array.
+template <typename T, int TILE>
+__global__ void broken_batched_loop_past_the_last_product(int M, int N, int K, T alpha, const T *const Aarray[],
+                                                          const T *const Barray[], T beta, T *const Carray[],
+                                                          int batchCount)
+{
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    for (int b = blockIdx.z; b <= batchCount; b += gridDim.z)
+        gemm_tile<T, TILE>(row, col, M, N, K, alpha, Aarray[b], Barray[b], beta, Carray[b]);
+}
