@@ -438,3 +438,21 @@ def test_the_performance_suite_times_a_type_per_operand_and_warms_up_its_combina
                                       get_closest_marker=lambda name: None)
     assert perf_plugin.pytest_gemm_skip_reason(None, item) is None
     assert warm.kinds_of([instance("mixed_f16_f32")]) == [("f16f16f32", ()), ("float32", ())]
+
+
+def test_e5m2_operands_are_judged_bit_for_bit_and_e5m2_bytes_read_as_e4m3_are_caught():
+    """The simulator's e5m2 against the oracle's: an e4m3 x e5m2 kernel (fp8 training's hybrid
+    recipe) is right on exact problems, and its twin reading B's bytes as e4m3 is wrong."""
+    from gemmcheck.problems.harness import run_problem
+    from simulator import simulator
+
+    right, twin = (SPECS[name].instances()[0] for name in ("fp8_hybrid", "fp8_hybrid_b_read_as_e4m3"))
+    assert (right.types.A.name, right.types.B.name, right.types.D.name) == ("float8_e4m3fn", "float8_e5m2",
+                                                                             "bfloat16")
+    problem = Problem(33, 17, 65, right.types, "exact", 3)
+    with simulator([right, twin]) as backend:
+        for inst, correct in ((right, True), (twin, False)):
+            judgement = judge(run_problem(backend, inst, problem), *problem.operands()[:2], exact=True,
+                              problem=problem)
+            assert judgement.ok == correct, judgement.message()
+            assert correct or judgement.defects == {Defect.WRONG_VALUES}
