@@ -142,3 +142,36 @@ __global__ void broken_batched_loop_past_the_last_product(int M, int N, int K, T
     for (int b = blockIdx.z; b <= batchCount; b += gridDim.z)
         gemm_tile<T, TILE>(row, col, M, N, K, alpha, Aarray[b], Barray[b], beta, Carray[b]);
 }
+
+// Pointer-array batch with a separate output, as cuBLASLt's batched matmul takes one: half (or
+// float) A and B, float sums, D_b = alpha A_b B_b + beta C_b with C only read (and only at
+// beta != 0); a caller may pass the same arrays for C and D (an in-place update).
+template <typename T, int TILE>
+__global__ void gemm_batched_separate_d(int M, int N, int K, float alpha, const T *const *A, const T *const *B,
+                                        float beta, const float *const *C, float *const *D, int batch)
+{
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+    int b = blockIdx.z;
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    float sum = 0.0f;
+    for (int t = 0; t < (K + TILE - 1) / TILE; t++)
+    {
+        int aCol = t * TILE + threadIdx.x;
+        int bRow = t * TILE + threadIdx.y;
+        As[threadIdx.y][threadIdx.x] = (row < M && aCol < K) ? float(A[b][row * K + aCol]) : 0.0f;
+        Bs[threadIdx.y][threadIdx.x] = (bRow < K && col < N) ? float(B[b][bRow * N + col]) : 0.0f;
+        __syncthreads();
+        for (int k = 0; k < TILE; k++)
+            sum += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    if (row < M && col < N)
+    {
+        float out = alpha * sum;
+        if (beta != 0.0f)
+            out += beta * C[b][row * N + col];
+        D[b][row * N + col] = out;
+    }
+}

@@ -137,7 +137,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
                                     or any(c not in named for c in sim_configs)):
         fail(f"'sim_configs' must list names from 'configs' ({', '.join(named) or 'none'}), got {sim_configs!r}")
 
-    if conventions["d_aliases_c"] and not {"C", "D"} <= set(roles):
+    if conventions["d_aliases_c"] and not (launch.takes_operand(roles, "C") and launch.takes_operand(roles, "D")):
         fail("d_aliases_c = true says D may be C's buffer; the kernel must take both C and D (args)")
     try:
         spec = KernelSpec(
