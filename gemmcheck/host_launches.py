@@ -62,9 +62,14 @@ def _dims(arg: str, before: str) -> list[str] | None:
     if inline:
         return split_top_level(inline["args"])
     if re.fullmatch(r"[A-Za-z_]\w*", arg):
-        decls = list(re.finditer(rf"\bdim3\s+{arg}\s*(?:=\s*dim3\s*)?[({{](?P<args>[^;]*)[)}}]\s*;", before))
-        if decls:
-            return split_top_level(decls[-1]["args"])
+        found = None   # the last declaration of it: alone (dim3 grid(...);) or beside others (dim3 b(..), grid(..);)
+        for statement in re.finditer(r"\bdim3\s+(?P<declarators>[^;]*);", before):
+            for declarator in split_top_level(statement["declarators"]):
+                m = re.fullmatch(rf"\s*{arg}\s*(?:=\s*dim3\s*)?[({{](?P<args>.*)[)}}]\s*", declarator, re.S)
+                if m:
+                    found = m["args"]
+        if found is not None:
+            return split_top_level(found)
     return [arg] if arg else None
 
 

@@ -268,3 +268,20 @@ def test_magmas_batched_form_drafts_its_arrays_and_leading_dimensions_leaving_on
     listed = next(s for s in catalog.load(ROOT / "examples" / "batched" / "catalog.toml")
                   if s.name == "sgemm_batched_magma_style")
     assert listed.roles == tuple(entry["args"])   # the catalog's entry is the draft's, its layout filled
+
+
+def test_a_pointer_array_kernel_told_no_count_drafts_its_grids_z_from_a_dim3_declared_beside_the_block(tmp_path):
+    """`dim3 block(16, 16), grid(..., batch);`: one statement, two dim3s (the host's batch is the
+    grid's z: a block per product, the count never passed to the kernel)."""
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "__global__ void bmm_ptrs(const float **A, const float **B, float **C, int M, int N, int K) {}\n"
+        "void run(const float **A, const float **B, float **C, int M, int N, int K, int batch)\n{\n"
+        "    dim3 block(16, 16), grid((N + 15) / 16, (M + 15) / 16, batch);\n"
+        "    bmm_ptrs<<<grid, block>>>(A, B, C, M, N, K);\n}\n")
+    (entry,) = drafted(source, tmp_path)
+    assert entry["args"] == ["A_array", "B_array", "C_array", "M", "N", "K"]
+    assert entry["grid"] == ["(N + 15) // 16", "(M + 15) // 16", "batch"] and entry["block"] == [16, 16]
+    (tmp_path / "catalog.toml").write_text(draft.draft_source(source, tmp_path))
+    (spec,) = catalog.load(tmp_path / "catalog.toml")
+    assert spec.instances()[0].batched

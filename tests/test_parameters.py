@@ -160,8 +160,9 @@ MNK = ["A", "B", "C", "M", "N", "K"]
      "role A for one matrix, or a strided batch's"),
     ("const float *const *A, const float *const *B, float *const *C, int M, int N, int K",
      ["A_array", "B_array", "C_array", "M", "N", "K"],
-     "args lists A_array, B_array, C_array but no batch; a pointer-array batch takes the number of products "
-     "(the role batch, cuBLAS's batchCount)"),
+     "args lists A_array, B_array, C_array but no batch, and the grid does not name batch: a pointer-array batch "
+     "is told its number of products (the role batch, cuBLAS's batchCount), or launched with one block per product "
+     "along a grid dimension"),
     ("const float *const *A, const float *B, long long sB, float *const *C, int M, int N, int K, int batch",
      ["A_array", "B", "stride_B", "C_array", "M", "N", "K", "batch"], None),
     ("const float *const *A, const float *A2, const float *B, float *C, int M, int N, int K, int batch",
@@ -180,6 +181,16 @@ def test_a_role_that_does_not_fit_its_parameter_is_refused_at_load_in_one_line(t
         _load(tmp_path, f"__global__ void k({params}) {{}}\n", args)
     assert message in str(caught.value) and "\n" not in str(caught.value)
     assert str(caught.value).startswith(f"{tmp_path / 'catalog.toml'}: kernel 'k': ")
+
+
+def test_a_pointer_array_batch_without_its_count_is_launched_a_block_per_product_along_the_grid(tmp_path):
+    source = "__global__ void k(const float *const *A, const float *const *B, float *const *C, int M, int N, int K) {}\n"
+    with pytest.raises(catalog.CatalogError, match="but no batch, and the grid does not name batch"):
+        _load(tmp_path, source, ["A_array", "B_array", "C_array", "M", "N", "K"])
+    (tmp_path / "catalog.toml").write_text((tmp_path / "catalog.toml").read_text().replace(
+        'grid = ["ceil(N / 16)", "ceil(M / 16)"]', 'grid = ["ceil(N / 16)", "ceil(M / 16)", "batch"]'))
+    (spec,) = catalog.load(tmp_path / "catalog.toml")
+    assert spec.instances()[0].batched and spec.instances()[0].pointer_arrays == ("A", "B", "C")
 
 
 def test_a_template_parameter_type_is_checked_in_each_instantiation(tmp_path):

@@ -85,7 +85,7 @@ def by_cublas(instance: Instance) -> bool:
     """Whether a kernel's ceiling is cuBLAS of its dtype (cupy.matmul): one type, one product,
     no fused epilogue. Else it is cuBLASLt's GEMM of its combination, batch and epilogue (a
     grouped kernel's: the strided-batched GEMM of the same work)."""
-    return (instance.types.uniform and "batch" not in instance.spec.roles and not instance.grouped
+    return (instance.types.uniform and not instance.batched and not instance.grouped
             and not instance.types.epilogue.roles)
 
 

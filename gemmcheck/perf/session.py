@@ -230,7 +230,7 @@ def ceiling_key(instance: Instance) -> str:
     groups (that GEMM too, named as the ceiling of the same work)."""
     if by_cublas(instance):
         return instance.dtype
-    kind = " batched" if "batch" in instance.spec.roles else f" grouped {instance.grouped}" if instance.grouped else ""
+    kind = " batched" if instance.batched else f" grouped {instance.grouped}" if instance.grouped else ""
     return instance.types.spelling + kind
 
 

@@ -50,10 +50,9 @@ class Timing:
 
     def products(self, instance) -> int:
         """How many products one timed launch of `instance` holds: `batch` for a kernel that
-        takes a strided batch (the role batch) or groups (group_offsets or group_counts: that
-        many groups, as many N x N x N products' work), else 1."""
-        roles = instance.spec.roles
-        return self.batch if {"batch", "group_offsets", "group_counts"} & set(roles) else 1
+        takes a batch (strided, or arrays of pointers) or groups (group_offsets or group_counts:
+        that many groups, as many N x N x N products' work), else 1."""
+        return self.batch if instance.batched or instance.grouped else 1
 
 
 @dataclass(frozen=True)

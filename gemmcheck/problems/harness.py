@@ -373,7 +373,7 @@ class GuardedGemm:
             raise ValueError(f"{instance.id}: a {instance.grouped} grouped kernel given masked={masked}")
         if instance.grouped and not groups:   # one group of every row: a plain GEMM, as batch 1 is
             groups, masked = (A.shape[0],), A.shape[0] if instance.grouped == "masked" else 0
-        if batch != 1 and "batch" not in instance.spec.roles:
+        if batch != 1 and not instance.batched:
             raise ValueError(f"{instance.id}: batch={batch}: the kernel takes no batch role (one product a launch)")
         if any(name not in "AB" for name in broadcast) or any(
                 not np.array_equal(product_rows(X, b, batch), product_rows(X, 0, batch), equal_nan=True)

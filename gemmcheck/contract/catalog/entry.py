@@ -107,6 +107,10 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         _check_template_args(template_args, declared, fail)
 
     geometry, policy = _geometry(entry, tile_param, fail)
+    if launch.pointer_arrays(roles) and "batch" not in roles and "batch" not in geometry.names:
+        fail(f"args lists {', '.join(r for r in roles if r in launch.ARRAY_ROLES)} but no batch, and the grid does "
+             "not name batch: a pointer-array batch is told its number of products (the role batch, cuBLAS's "
+             "batchCount), or launched with one block per product along a grid dimension (grid = [..., \"batch\"])")
     square = not {"M", "K"} & set(roles)     # one size argument: N x N operands
     default_shapes = "square-tile-multiple" if square else "any"
     shapes = entry.get("shapes", default_shapes)
@@ -244,9 +248,6 @@ def _roles(entry, fail) -> tuple[tuple, str]:
         if both:
             fail(f"args lists {operand}_array and {both[0]}; an operand is passed one way: an array of pointers to "
                  f"its products ({operand}_array), or {operand} itself (a strided batch's with stride_{operand})")
-    if launch.pointer_arrays(named) and "batch" not in named:
-        fail(f"args lists {', '.join(r for r in named if r in launch.ARRAY_ROLES)} but no batch; a pointer-array "
-             "batch takes the number of products (the role batch, cuBLAS's batchCount)")
     # a tensor map of an operand stands for its pointer (a TMA-only kernel takes no plain A)
     missing = launch.missing_operands(named)
     if missing:

@@ -305,9 +305,9 @@ class Instance:
 
     @property
     def batched(self) -> bool:
-        """Whether the kernel runs a batch of products in one launch (takes `batch`): strided, or
-        through arrays of pointers (pointer_arrays)."""
-        return "batch" in self.spec.roles
+        """Whether the kernel runs a batch of products in one launch: it takes `batch` (strided),
+        or arrays of pointers (pointer_arrays; told the count, or given a block per product)."""
+        return "batch" in self.spec.roles or bool(self.pointer_arrays)
 
     @property
     def pointer_arrays(self) -> tuple[str, ...]:
