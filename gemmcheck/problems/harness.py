@@ -561,7 +561,8 @@ class GuardedGemm:
         self.pointer_array_buffers = []
         for operand in self.instance.pointer_arrays:
             storage = self.C if operand == "D" and self.in_place else getattr(self, operand)
-            step = storage.batch_stride * storage.bits.itemsize if storage.copies > 1 else 0   # 0: broadcast
+            # one stored matrix (a broadcast operand, or batch 1): the same pointer for every product
+            step = storage.batch_stride * storage.bits.itemsize if storage.copies > 1 else 0
             base = self.backend.address_of(views[operand])
             entries = np.array([[base + b * step for b in range(self.batch)]], dtype=np.uint64)
             buf = guarded(f"{operand}_array", entries, self.A.guard, POINTER_GUARD_BITS)
