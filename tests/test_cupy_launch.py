@@ -193,3 +193,28 @@ def test_an_instantiation_nvrtc_compiled_with_other_parameter_types_is_never_lau
         "size_t_dims-float32: its arguments cannot be packed as the compiler compiled its parameters: parameter 4 (M) is "
         "packed as unsigned long (integer, 8 bytes); the compiler's void gemm_size_t<float>(float const*, float "
         "const*, float*, int, int, int) declares int (integer, 4 bytes)")
+
+
+BATCHED = Path(__file__).resolve().parent.parent / "examples" / "batched" / "catalog.toml"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, broadcast", [("gemm_batched", ""), ("gemm_batched", "B"),
+                                             ("gemm_batched_separate_d", ""), ("sgemm_batched_magma_style", "A")])
+def test_on_the_gpu_a_pointer_array_batch_gets_each_products_device_address(name, broadcast):
+    """The arrays hold device pointers (CuPy's data.ptr) a guard band apart, one per product (the
+    same one for a broadcast operand); every product exact and the arrays left as given."""
+    from gemmcheck.backends import device
+    from gemmcheck.judge.oracle import judge
+    from gemmcheck.problems.harness import run_problem
+    from gemmcheck.problems.problem import Problem
+
+    ok, why = device.cuda_device()
+    if not ok:
+        pytest.skip(why)
+    instance = next(s for s in catalog.load(BATCHED) if s.name == name).instances()[0]
+    problem = Problem(37, 45, 29, instance.types, "exact", 5, 2, -1, batch=3, broadcast=broadcast)
+    run = run_problem(CupyBackend(), instance, problem)
+    judgement = judge(run, *problem.operands()[:2], exact=True, problem=problem)
+    assert judgement.ok, judgement.message()
+    assert all(run.inputs_changed[f"{X}_array"] == 0 for X in instance.pointer_arrays)
