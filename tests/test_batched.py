@@ -134,3 +134,34 @@ def test_every_product_multiplied_by_product_zeros_b_is_wrong_unless_b_is_broadc
     assert judgement.ok != caught, judgement.message()
     if caught:
         assert {f.details.get("batch") for f in judgement.findings} == {1, 2}
+
+
+def test_a_kernel_that_writes_into_its_array_of_pointers_mutates_an_input(tmp_path):
+    """The arrays are inputs like A: a kernel that clears its product's pointer after use is
+    caught (input_mutation), with every product right; the simulator's worker leaves an entry
+    the kernel overwrote as the kernel left it."""
+    from gemmcheck.contract import catalog
+
+    (tmp_path / "k.cu").write_text(
+        "__global__ void gemm_clears_c_array(int M, int N, int K, const float *const *A, const float *const *B,\n"
+        "                                    float **C, int batch)\n{\n"
+        "    int b = blockIdx.z;\n"
+        "    for (int i = 0; i < M; i++)\n"
+        "        for (int j = 0; j < N; j++) {\n"
+        "            float s = 0.0f;\n"
+        "            for (int k = 0; k < K; k++) s += A[b][i * K + k] * B[b][k * N + j];\n"
+        "            C[b][i * N + j] = s;\n"
+        "        }\n"
+        "    C[b] = nullptr;   // done with it\n}\n")
+    (tmp_path / "catalog.toml").write_text(
+        '[[kernel]]\nname = "gemm_clears_c_array"\nsource = "k.cu"\nentry = "gemm_clears_c_array"\n'
+        'args = ["M", "N", "K", "A_array", "B_array", "C_array", "batch"]\ngrid = [1, 1, "batch"]\nblock = [1]\n'
+        'dtypes = ["float32"]\nexpect = "input_mutation"\n')
+    (spec,) = catalog.load(tmp_path / "catalog.toml")
+    instance = spec.instances()[0]
+    problem = Problem(5, 6, 7, "float32", "exact", 2, batch=3)
+    with simulator([instance]) as backend:
+        run = run_problem(backend, instance, problem)
+    judgement = judge(run, *problem.operands()[:2], exact=True, problem=problem)
+    assert judgement.defects == {Defect.INPUT_MUTATION}, judgement.message()
+    assert run.inputs_changed["C_array"] == 3 and run.inputs_changed["A_array"] == 0
