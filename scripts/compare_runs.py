@@ -47,29 +47,30 @@ def matrix_rows(doc: dict) -> dict[str, tuple]:
                             column(r.get("with_sanitizer"))) for r in doc["rows"]}
 
 
-def _diff(name: str, before: dict, after: dict) -> list[str]:
+def _diff(name: str, before: dict, after: dict, labels=("before", "after")) -> list[str]:
     lines = []
     for key in sorted(set(before) | set(after), key=str):
         if before.get(key) != after.get(key):
-            lines.append(f"{name} {key}: before {before.get(key)!r}, after {after.get(key)!r}")
+            lines.append(f"{name} {key}: {labels[0]} {before.get(key)!r}, {labels[1]} {after.get(key)!r}")
     return lines
 
 
-def compare(before: Path, after: Path, *, counts: bool = False) -> list[str]:
+def compare(before: Path, after: Path, *, counts: bool = False, labels=("before", "after")) -> list[str]:
+    """The differences between two runs, one line each; `labels` name the runs in them."""
     lines: list[str] = []
     vb, va = _load(before / "verdicts.json"), _load(after / "verdicts.json")
     if vb is None or va is None:
         return [f"verdicts.json missing in {before if vb is None else after}"]
-    lines += _diff("instance", instances(vb), instances(va))
+    lines += _diff("instance", instances(vb), instances(va), labels)
     cb, ca = checks(vb, counts), checks(va, counts)
     for key in sorted(set(cb) | set(ca), key=str):
         if cb[key] != ca[key]:
-            lines.append(f"check {key[0]} on {key[2]}: {key[3]} x{cb[key]} before, x{ca[key]} after")
+            lines.append(f"check {key[0]} on {key[2]}: {key[3]} x{cb[key]} {labels[0]}, x{ca[key]} {labels[1]}")
     kb, ka = _load(before / "kill_matrix.json"), _load(after / "kill_matrix.json")
     if (kb is None) != (ka is None):
         lines.append("kill_matrix.json present in one run only")
     elif kb is not None:
-        lines += _diff("kill-matrix row", matrix_rows(kb), matrix_rows(ka))
+        lines += _diff("kill-matrix row", matrix_rows(kb), matrix_rows(ka), labels)
     return lines
 
 
