@@ -38,6 +38,19 @@ def checks(doc: dict, counts: bool) -> Counter:
     return out
 
 
+def tests_found(doc: dict) -> Counter:
+    """Per test and instance, which defect each detector saw on any of its problems: what two
+    runs must agree on when hypothesis chose their problems (a failing kernel's recorded
+    problems are the ones each run's search found and shrank to). Tests that saw nothing are
+    left out: a test that ran clean in one run may not have run in the other (after a kernel
+    crashed, its later tests skip, and pytest-xdist orders them differently in each run); the
+    instance's verdict says whether that mattered."""
+    seen: dict[tuple, set] = {}
+    for v in doc["verdicts"]:
+        seen.setdefault((v["test"], v["instance"]), set()).update((f["defect"], f["detector"]) for f in v["findings"])
+    return Counter({(test, instance, None, tuple(sorted(found))): 1 for (test, instance), found in seen.items() if found})
+
+
 def matrix_rows(doc: dict) -> dict[str, tuple]:
     def column(col: dict | None):
         if not col:
@@ -55,17 +68,21 @@ def _diff(name: str, before: dict, after: dict, labels=("before", "after")) -> l
     return lines
 
 
-def compare(before: Path, after: Path, *, counts: bool = False, labels=("before", "after")) -> list[str]:
-    """The differences between two runs, one line each; `labels` name the runs in them."""
+def compare(before: Path, after: Path, *, counts: bool = False, labels=("before", "after"),
+            per_test: bool = False) -> list[str]:
+    """The differences between two runs, one line each; `labels` name the runs in them.
+    `per_test`: checks compared per test and instance over all their problems (tests_found),
+    not problem by problem."""
     lines: list[str] = []
     vb, va = _load(before / "verdicts.json"), _load(after / "verdicts.json")
     if vb is None or va is None:
         return [f"verdicts.json missing in {before if vb is None else after}"]
     lines += _diff("instance", instances(vb), instances(va), labels)
-    cb, ca = checks(vb, counts), checks(va, counts)
+    cb, ca = (tests_found(vb), tests_found(va)) if per_test else (checks(vb, counts), checks(va, counts))
     for key in sorted(set(cb) | set(ca), key=str):
         if cb[key] != ca[key]:
-            lines.append(f"check {key[0]} on {key[2]}: {key[3]} x{cb[key]} {labels[0]}, x{ca[key]} {labels[1]}")
+            on = f" on {key[2]}" if key[2] is not None else ""
+            lines.append(f"check {key[0]}{on}: {key[3]} x{cb[key]} {labels[0]}, x{ca[key]} {labels[1]}")
     kb, ka = _load(before / "kill_matrix.json"), _load(after / "kill_matrix.json")
     if (kb is None) != (ka is None):
         lines.append("kill_matrix.json present in one run only")
@@ -79,8 +96,10 @@ def main(argv=None) -> int:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--counts", action="store_true", help="compare finding counts too")
+    parser.add_argument("--per-test", action="store_true",
+                        help="compare what each test saw over all its problems (runs whose problems hypothesis chose)")
     args = parser.parse_args(argv)
-    lines = compare(args.before, args.after, counts=args.counts)
+    lines = compare(args.before, args.after, counts=args.counts, per_test=args.per_test)
     for line in lines:
         print(line)
     print(f"{len(lines)} difference(s)" if lines else "the runs agree (times, paths and counts aside)")

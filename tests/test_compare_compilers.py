@@ -68,3 +68,36 @@ def test_the_default_catalogs_are_the_repositorys():
     files |= {str(p.relative_to(script.ROOT)) for p in Path(script.ROOT).glob("tests/data/*/catalog.toml")
               if p.parent.name != "bad_inputs"}
     assert files <= set(script.CATALOGS)
+
+
+def test_tests_that_saw_the_same_defects_on_other_problems_agree(runs, capsys):
+    """A failing kernel's recorded problems are those hypothesis found in each run: the runs
+    agree on what each test saw, not on the problems."""
+    judged, argv = runs
+    one, other = verdicts("wrong_values", "wrong_values"), verdicts("wrong_values", "wrong_values")
+    other["verdicts"][0]["problem"] = "M9xN1xK65"
+    judged.update(nvcc=one, nvrtc=other)
+    assert script.main(argv) == 0, capsys.readouterr().out
+
+
+def test_a_catalog_neither_run_judged_is_said_so_and_not_a_difference(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(script, "judge", lambda catalog, compiler, out, workers, extra: "3 skipped in 0.1s")
+    from gemmcheck.compile import choice
+    monkeypatch.setattr(choice, "installed", lambda: ("nvrtc", "nvcc"))
+    assert script.main(["--catalog", "examples/hopper/catalog.toml", "--out", str(tmp_path)]) == 0
+    assert "no instantiation judged by either run" in capsys.readouterr().out
+
+
+def test_a_clean_test_one_run_skipped_is_no_difference_but_a_defect_only_one_run_saw_is(runs, capsys):
+    """After a kernel crashed its later tests skip, in an order pytest-xdist chooses per run:
+    a clean check missing from one run is not a disagreement; a defect seen in one only is."""
+    judged, argv = runs
+    clean, none = verdicts("correct", None), verdicts("correct", None)
+    none["verdicts"] = []
+    judged.update(nvcc=clean, nvrtc=none)
+    assert script.main(argv) == 0
+    found = verdicts("correct", None)
+    found["verdicts"][0]["findings"] = [{"defect": "wrong_values", "detector": "exact-bits", "count": 1}]
+    judged.update(nvcc=found, nvrtc=none)
+    assert script.main(argv) == 1
+    assert "check test_exact: (('wrong_values', 'exact-bits'),) x1 nvcc, x0 nvrtc" in capsys.readouterr().out
