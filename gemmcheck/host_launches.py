@@ -75,13 +75,15 @@ def _dims(arg: str, before: str) -> list[str] | None:
 
 _OPERAND = r"(?:\w+|\(\w+\))"
 _CEIL_DIV = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<b>{_OPERAND})\s*-\s*1\s*\)\s*//\s*(?P<b2>{_OPERAND})")
+# (a + 15) / 16: the same rounding up with the divisor's literal less one written out
+_CEIL_DIV_LITERAL = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<less>\d+)\s*\)\s*//\s*(?P<b>\d+)\b")
 
 
 def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
                     literals: dict[str, str] | None = None) -> str:
     """A host C expression as a catalog expression: integer division as //, casts dropped,
     host names of M, N, K and the parameters renamed, other known constants substituted,
-    ``(a + b - 1) / b`` written ceil(a / b). `literals` maps a number the launch passes as a
+    ``(a + b - 1) / b`` and ``(a + 15) / 16`` written ceil(a / b). `literals` maps a number the launch passes as a
     template argument to that parameter's name."""
     text = re.sub(r"\(\s*(?:unsigned\s+)?(?:int|uint|unsigned|size_t|long)\s*\)", "", text)
     text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
@@ -101,6 +103,8 @@ def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
     for _ in range(4):
         new = _CEIL_DIV.sub(lambda m: f"ceil({bare(m['a'])} / {bare(m['b'])})" if bare(m["b"]) == bare(m["b2"])
                             else m.group(0), text)
+        new = _CEIL_DIV_LITERAL.sub(lambda m: f"ceil({bare(m['a'])} / {m['b']})"
+                                    if int(m["less"]) + 1 == int(m["b"]) else m.group(0), new)
         new = re.sub(r"\(\s*(ceil\([^()]*\))\s*\)", r"\1", new)
         if new == text:
             break

@@ -281,7 +281,16 @@ def test_a_pointer_array_kernel_told_no_count_drafts_its_grids_z_from_a_dim3_dec
         "    bmm_ptrs<<<grid, block>>>(A, B, C, M, N, K);\n}\n")
     (entry,) = drafted(source, tmp_path)
     assert entry["args"] == ["A_array", "B_array", "C_array", "M", "N", "K"]
-    assert entry["grid"] == ["(N + 15) // 16", "(M + 15) // 16", "batch"] and entry["block"] == [16, 16]
+    assert entry["grid"] == ["ceil(N / 16)", "ceil(M / 16)", "batch"] and entry["block"] == [16, 16]
     (tmp_path / "catalog.toml").write_text(draft.draft_source(source, tmp_path))
     (spec,) = catalog.load(tmp_path / "catalog.toml")
     assert spec.instances()[0].batched
+
+
+@pytest.mark.parametrize("host, catalog_expression", [
+    ("(N + 15) / 16", "ceil(N / 16)"), ("(m+31)/32", "ceil(M / 32)"), ("(N + TILE - 1) / TILE", "ceil(N / TILE)"),
+    ("(N + 15) / 32", "(N + 15) // 32"),   # not a rounding up: kept as written
+])
+def test_a_launchs_rounding_up_is_drafted_as_ceil(host, catalog_expression):
+    from gemmcheck.host_launches import host_expression
+    assert host_expression(host, {"m": "M"}, {}) == catalog_expression
