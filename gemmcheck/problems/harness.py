@@ -86,6 +86,12 @@ C_FILLS = ("default", "poison", "finite")   # what C holds before a launch at be
 POINTER_GUARD_BITS = 0xDEADBEEF_DEADBEE0
 
 
+def product_pointers(base: int, step: int, count: int) -> np.ndarray:
+    """An array of pointers (a pointer-array batch's): `count` addresses `step` bytes apart from
+    `base` (step 0: the same matrix for every product), as 64-bit values."""
+    return np.array([base + b * step for b in range(count)], dtype=np.uint64)
+
+
 def takes_leading_dimensions(spec) -> bool:
     """Whether the kernel is passed lda, ldb, ldc (else they can only be tight)."""
     return any(role in spec.roles for role in LD_ROLES.values())
@@ -564,8 +570,8 @@ class GuardedGemm:
             # one stored matrix (a broadcast operand, or batch 1): the same pointer for every product
             step = storage.batch_stride * storage.bits.itemsize if storage.copies > 1 else 0
             base = self.backend.address_of(views[operand])
-            entries = np.array([[base + b * step for b in range(self.batch)]], dtype=np.uint64)
-            buf = guarded(f"{operand}_array", entries, self.A.guard, POINTER_GUARD_BITS)
+            buf = guarded(f"{operand}_array", product_pointers(base, step, self.batch).reshape(1, -1), self.A.guard,
+                          POINTER_GUARD_BITS)
             buf.device = self.backend.to_device(buf.bits)
             self.pointer_array_buffers.append(buf)
         return {buf.name: buf.inner() for buf in self.pointer_array_buffers}
@@ -770,7 +776,7 @@ def plain_pointer_arrays(backend: Backend, instance: Instance, storage: dict, ba
     for operand in instance.pointer_arrays:
         buffer = storage[operand]
         base, step = backend.address_of(buffer), buffer.nbytes // batch
-        out[f"{operand}_array"] = backend.to_device(np.array([base + b * step for b in range(batch)], dtype=np.uint64))
+        out[f"{operand}_array"] = backend.to_device(product_pointers(base, step, batch))
     return out
 
 

@@ -27,6 +27,7 @@ from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, G
                                                 ScheduleRun, SharedConflict, _thread)
 from gemmcheck.backends.cpu_sim.schedules import parse_schedule
 from gemmcheck.containment.tools import retry_once
+from gemmcheck.problems.harness import product_pointers
 from gemmcheck.problems.problem import group_table
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import MAX_STATIC_SHARED_BYTES, Launch, check_block, plan, tight_batch_strides, tight_leading_dimensions
@@ -366,9 +367,7 @@ class CpuSimBackend(Backend):
         for operand in instance.pointer_arrays:   # one pointer per product, into its storage here
             storage = np.ascontiguousarray(contents[operand])
             contents[operand] = storage
-            step = storage.nbytes // products
-            contents[f"{operand}_array"] = np.array([storage.ctypes.data + b * step for b in range(products)],
-                                                    dtype=np.uint64)
+            contents[f"{operand}_array"] = product_pointers(storage.ctypes.data, storage.nbytes // products, products)
         buffers = [contents[name] for name in slots]
         values = {**dict.fromkeys(slots), "M": M, "N": N, "K": K, "alpha": 1, "beta": 0, "output_scale": 1.0,
                   **{s.role: 1.0 for s in types.scales if s.role not in slots},
