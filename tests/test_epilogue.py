@@ -70,3 +70,29 @@ def test_gelu_on_exact_inputs_is_judged_by_the_bound_and_the_twins_are_caught(ke
             judgement = judge(run_problem(backend, kernels[twin], problem), *problem.operands()[:2], exact=False,
                               problem=problem)
             assert not judgement.ok and judgement.ratio > 10, twin
+
+
+def test_a_bias_only_epilogue_is_judged_on_nan_and_inf_and_a_kernel_that_skips_zero_inputs_is_caught(tmp_path):
+    """A bias keeps IEEE's NaN and Inf rules, so the special kind applies (an activation's does not);
+    skipping a zero input drops 0 * Inf = NaN, which only that kind shows."""
+    from gemmcheck.problems.problem import special_values_missing
+
+    text = open(CATALOG.rsplit("/", 1)[0] + "/matmul_forward.cu").read()
+    skipping = text.replace("val += inp_bt[i] * wrow[i];", "if (inp_bt[i] != 0.0f) val += inp_bt[i] * wrow[i];")
+    assert skipping != text
+    (tmp_path / "skip.cu").write_text(skipping)
+    catalog_text = open(CATALOG).read()
+    entry = catalog_text[catalog_text.index('[[kernel]]\nname = "matmul_forward_bias"'):]
+    (tmp_path / "c.toml").write_text(entry.replace('"matmul_forward.cu"', '"skip.cu"'))
+    correct = first_instances(CATALOG)["matmul_forward_bias"]
+    (skips,) = first_instances(tmp_path / "c.toml").values()
+    assert special_values_missing(correct.types) is None
+    assert special_values_missing(operand_types.of("float32 epilogue=bias:col,act:relu"))
+    with simulator() as backend:
+        verdicts = {}
+        for name, instance in (("correct", correct), ("skips", skips)):
+            problem = Problem(33, 17, 34, instance.types, "special", 5)
+            verdicts[name] = judge(run_problem(backend, instance, problem), *problem.operands()[:2], exact=True,
+                                   problem=problem)
+    assert verdicts["correct"].ok, verdicts["correct"].message()
+    assert not verdicts["skips"].ok and "NaN" in verdicts["skips"].message()

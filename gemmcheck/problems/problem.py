@@ -542,7 +542,7 @@ def special_values_missing(types) -> str | None:
     """Why the ``special`` kind cannot be made in these input types (None: it can): it puts
     +-Inf and NaN in A and B (whose path through a fused epilogue's activation IEEE does not
     fix: relu as fmaxf(x, 0) turns NaN into 0)."""
-    if types.epilogue.spelling:
+    if types.epilogue.activation:
         return (f"a fused epilogue ({types.epilogue.describe()}): what its activation makes of NaN and Inf "
                 "is the kernel's choice; judged on the other kinds")
     missing = [d.name for d in (types.A, types.B) if not d.has_inf]
