@@ -198,8 +198,8 @@ def test_old_style_instances_still_build_from_a_tile():
      "args: unknown role 'gamma'; use A, B, C, D, scale_A, scale_B, M, N, K, lda, ldb, ldc, ldd, batch, stride_A, stride_B, stride_C, stride_D, groups, alpha, beta, tensor_map_A, tensor_map_B, tensor_map_C, bias, residual, output_scale, group_offsets, group_counts, A_array, B_array, C_array, D_array or an integer literal"),
     (('args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]', 'args = ["M", "N", "K", "A", "B"]'),
      "args: no C; a GEMM kernel takes the pointers A, B and C"),
-    (('args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]', 'args = ["M", "N", "N", "A", "B", "C"]'),
-     "args: role(s) ['N'] listed twice"),
+    (('args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]', 'args = ["M", "N", "K", "alpha", "A", "A", "beta", "C"]'),
+     "args: role(s) ['A'] listed twice; each pointer and scalar role is one kernel parameter"),
     (('args = ["M"', 'signature = "mnk"\nargs = ["M"'), "either as args = "),
     (('block = ["BM * BN / (TM * TN)"]', 'block = ["BM * BN / (TM * TN) * Q"]'),
      "block: 'BM * BN / (TM * TN) * Q' names Q, which is not M, N, K, batch, groups or a parameter (BK, BM, BN, TM, TN)"),
@@ -303,3 +303,13 @@ def test_replacing_tiles_or_policy_of_a_spec_changes_its_instantiations_and_geom
     assert [i.tile for i in floor.instances()] == [8] * len(spec.dtypes)
     assert floor.instances()[0].launch_shape(33, 17, 65) == ((2, 4, 1), (8, 8, 1))
     assert spec.instances()[0].launch_shape(33, 17, 65) == ((17, 33, 1), (1, 1, 1))
+
+
+def test_an_out_of_scope_skip_says_the_claim_once_and_what_it_means_for_a_named_claim():
+    from gemmcheck.pytest_plugin.scope_plugin import why_out_of_scope
+    specs = {s.name: s for s in catalog.load(Path(__file__).resolve().parent.parent / "examples" / "catalog.toml")}
+    constraint = specs["sgemm_aligned"].instances()[0]
+    why = why_out_of_scope(constraint, 1, 1, 1)
+    assert why.count(constraint.spec.shapes) == 1 and "; )" not in why and why.endswith("M=1 N=1 K=1 is not one")
+    named = next(s for s in specs.values() if s.shapes == "square-tile-multiple").instances()[0]
+    assert catalog.model.SHAPES["square-tile-multiple"] in why_out_of_scope(named, 3, 5, 7)

@@ -29,8 +29,10 @@ def why_out_of_scope(instance: Instance, M: int, N: int, K: int) -> str | None:
     if instance.supports(M, N, K):
         return None
     params = ", ".join(f"{k}={v}" for k, v in instance.params.items())
-    return (f"out of scope: {instance.spec.name} declares shapes = '{instance.spec.shapes}' "
-            f"({instance.spec.describe_shapes()}; {params}); M={M} N={N} K={K} is not one")
+    meaning = instance.spec.describe_shapes()
+    said = "; ".join(part for part in (meaning if meaning != instance.spec.shapes else "", params) if part)
+    return (f"out of scope: {instance.spec.name} declares shapes = '{instance.spec.shapes}'"
+            f"{f' ({said})' if said else ''}; M={M} N={N} K={K} is not one")
 
 
 def claimed_shape_or_skip(instance: Instance, M: int, N: int, K: int) -> tuple[int, int, int]:

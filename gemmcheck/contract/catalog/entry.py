@@ -240,9 +240,11 @@ def _roles(entry, fail) -> tuple[tuple, str]:
         if not (arg in launch.ROLES or type(arg) is int):
             fail(f"args: unknown role {arg!r}; use {', '.join(launch.ROLES)} or an integer literal")
     named = [a for a in args if isinstance(a, str)]
-    twice = sorted({a for a in named if named.count(a) > 1})
+    # a size may be passed more than once (numARows, numCRows: M twice); a pointer or a scalar may not
+    twice = sorted({a for a in named if named.count(a) > 1 and a not in launch.INT_ROLES})
     if twice:
-        fail(f"args: role(s) {twice} listed twice; each role is one kernel parameter")
+        fail(f"args: role(s) {twice} listed twice; each pointer and scalar role is one kernel parameter "
+             "(only an integer role, such as M, may be passed to several)")
     for operand in launch.pointer_arrays(named):
         both = [r for r in (operand, f"tensor_map_{operand}", f"stride_{operand}") if r in named]
         if both:
