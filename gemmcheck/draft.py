@@ -77,7 +77,27 @@ _ARRAY_NAMES = {name: o.upper() for o in "abcd" for name in (
     f"{o}_pointers", f"{o}_batch", f"{o}batch", f"d{o}_array", f"d{o}array")}   # MAGMA's dA_array
 # MAGMA's and many tutorials' device names: dA, dB, dC; ldda, lddb, lddc
 _POINTER_NAMES.update({f"d{o}": o.upper() for o in "abc"})
+# a linear layer's names (llm.c, PyTorch extensions): out = inp weight^T + bias
+_WEIGHT_NAMES = ("weight", "weights")
+_POINTER_NAMES.update({"inp": "A", "input": "A", **{name: "B" for name in _WEIGHT_NAMES}})
 _INT_NAMES.update({f"ldd{o}": f"ld{o}" for o in "abc"})
+# an operand's rows and columns (numARows, numBColumns as textbook labs write them; wA, hA as the CUDA
+# samples do): A is M x K, B is K x N, C is M x N
+_EXTENT = {"rows": 0, "row": 0, "height": 0, "h": 0, "columns": 1, "column": 1, "cols": 1, "col": 1,
+           "width": 1, "w": 1}
+_EXTENT_ROLES = {"a": ("M", "K"), "b": ("K", "N"), "c": ("M", "N")}
+_OPERAND_EXTENT = re.compile(rf"(?:num|n)?(?:(?P<x>[abc])(?P<e>{'|'.join(_EXTENT)})|(?P<e2>{'|'.join(_EXTENT)})(?P<x2>[abc]))")
+
+
+def _extent_role(name: str) -> str | None:
+    """M, N or K for a parameter named for an operand's rows or columns (numARows, wB, rows_c)."""
+    m = _OPERAND_EXTENT.fullmatch(name.lower().replace("_", ""))
+    if not m:
+        return None
+    operand, extent = (m["x"], m["e"]) if m["x"] else (m["x2"], m["e2"])
+    return _EXTENT_ROLES[operand][_EXTENT[extent]]
+
+
 _SCALAR_NAMES = {"alpha": "alpha", "beta": "beta", "output_scale": "output_scale", "out_scale": "output_scale",
                  "scale_out": "output_scale", "scale_d": "output_scale", "d_scale": "output_scale"}
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|unsigned|signed)\b")
@@ -177,7 +197,7 @@ def role_of(param: Param, scalar_types: set[str], takes_c: bool = False) -> str 
         return _SCALAR_NAMES.get(n) or _SCALAR_NAMES[param.name.lower()]
     if param.element_type in scalar_types:
         return None
-    return _INT_NAMES.get(n) or _INT_NAMES.get(param.name.lower())
+    return _INT_NAMES.get(n) or _INT_NAMES.get(param.name.lower()) or _extent_role(param.name)
 
 
 def _toml(value) -> str:
@@ -292,7 +312,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
             todo_args.append(f"TODO: args: {p.text!r} is a {passed} by value, which the suite cannot pack (it passes "
                              "pointers, integers, floating-point alpha and beta, and CUtensorMaps): this kernel "
                              "takes what no role is")
-        if role is None or role in roles:
+        if role is None or (role in roles and role not in launch.INT_ROLES):   # a size may be passed twice
             unknown.append(p.text)
             role = f"TODO {p.name}"
         roles.append(role)
@@ -358,7 +378,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     grid = block = None
     if kernel_launches:
         call = kernel_launches[0]
-        names = _host_names(call, tparams, host)
+        names = {**_host_names(call, tparams, host), **_passed_names(call, roles)}
         literals = {**_unique_values(defines_used), **_literals(call, tparams)}
         grid = _expressions(call.grid, names, constants, known, literals)
         block = _expressions(call.block, names, constants, known, literals)
@@ -369,7 +389,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         d.add("grid", _toml(grid), f"from the file's launch: {kernel_launches[0].written}")
         d.add("block", _toml(block), *hint)
     else:
-        seen = [f"the file launches it as: {c.written}" for c in kernel_launches[:1]]
+        seen = [line for c in kernel_launches[:1] for line in _launch_reading(c, params)]
         if "BM" in all_params and "BN" in all_params:
             guess_grid = ["ceil(N / BN)", "ceil(M / BM)"]
         elif tile:
@@ -388,10 +408,15 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     d.add("dtypes", _toml(dtypes), *dtype_comments)
     for key, value, comments in type_fields:
         d.add(key, value, *comments)
+    weight = next((p.name for p, r in zip(params, roles) if r == "B" and normalized(p.name) in _WEIGHT_NAMES), None)
+    if weight and "ldb" not in roles:
+        d.add("layout", None, f"TODO: layout: B is {weight!r}; a linear layer keeps its weight as N x K (out "
+              "features x in features, as torch.nn.Linear does), which is B column-major:",
+              'layout = { B = "col" }')
     if any(r in roles for r in ("lda", "ldb", "ldc")):
         d.add("layout", None, "TODO: layout: the operands are read row-major unless you say otherwise; for "
               "cuBLAS-style column-major operands add", 'layout = { A = "col", B = "col", C = "col" }')
-    if not {"M", "K"} & set(roles):
+    if "N" in roles and not {"M", "K"} & set(roles):
         d.add("shapes", _toml("square-tile-multiple"), "one size argument: square problems, N a multiple of "
               "the tile (the only claim such a kernel can make)")
     else:
@@ -558,6 +583,26 @@ def _host_names(call: Launch, tparams, host: str) -> dict[str, str]:
         if role in launch.GEOMETRY_NAMES and word not in names:
             names[word] = role
     return names
+
+
+def _passed_names(call: Launch, roles: list) -> dict[str, str]:
+    """Host identifiers the launch passes as a size (``kernel<<<..>>>(A, B, C, rows, cols, inner)``
+    with M, N, K read from the kernel's own names) -> that size's role."""
+    return {arg: role for arg, role in zip(call.args or (), roles)
+            if role in launch.GEOMETRY_NAMES and re.fullmatch(r"[A-Za-z_]\w*", arg)}
+
+
+def _launch_reading(call: Launch, params: list[Param]) -> list[str]:
+    """Comment lines for a launch whose geometry the draft could not put in the catalog's terms:
+    the launch, its grid and block as the file computes them, and what it passes each size."""
+    lines = [f"the file launches it as: {call.written}"]
+    shown = lambda dims: "(" + ", ".join(host_expression(d, {}, {}) for d in dims) + ")"
+    if call.grid and call.block and [call.grid, call.block] != [[call.written]] * 2:
+        lines.append(f"with grid {shown(call.grid)} and block {shown(call.block)}")
+    sizes = [f"{p.name} = {arg}" for p, arg in zip(params, call.args or ()) if not p.pointer and arg != p.name]
+    if sizes:
+        lines.append(f"passing {', '.join(sizes)}")
+    return lines
 
 
 def _literals(call: Launch, tparams) -> dict[str, str]:

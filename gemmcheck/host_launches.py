@@ -40,6 +40,7 @@ class Launch:
     block: list[str] | None
     written: str            # the launch's lines as the file has them (macros expanded)
     shared: str | None = None   # the third argument: bytes of dynamic shared memory
+    args: list[str] | None = None   # what the launch passes the kernel, in order (None: not read)
 
 
 def launches(code: str, kernel: str) -> list[Launch]:
@@ -51,9 +52,59 @@ def launches(code: str, kernel: str) -> list[Launch]:
         config = split_top_level(m["config"])
         before = code[:m.start()]
         dims = [(_dims(config[i], before) if len(config) > i else None) for i in (0, 1)]
+        if dims[0] and dims[1] and re.fullmatch(r"[A-Za-z_]\w*", config[1]):
+            dims[0] = [_block_members(d, config[1], dims[1]) for d in dims[0]]
         found.append(Launch(split_top_level(m["targs"] or ""), dims[0], dims[1],
-                            " ".join(code[m.start():m.end()].split()), config[2].strip() if len(config) > 2 else None))
+                            " ".join(code[m.start():m.end()].split()), config[2].strip() if len(config) > 2 else None,
+                            _call_arguments(code, m.end())))
     return found
+
+
+def _block_members(text: str, block: str, dims: list[str]) -> str:
+    """A grid dimension written with the block's members (``(N + block.x - 1) / block.x``) with
+    the block's own values put in."""
+    def value(m: re.Match) -> str:
+        at = "xyz".index(m["axis"])
+        v = dims[at].strip() if at < len(dims) else "1"
+        return v if re.fullmatch(r"\w+", v) else f"({v})"
+    return re.sub(rf"\b{re.escape(block)}\s*\.\s*(?P<axis>[xyz])\b", value, text)
+
+
+def _call_arguments(code: str, at: int) -> list[str] | None:
+    """The arguments of the call whose ``(`` follows `at` (after ``>>>``), or None."""
+    call = _call(code, at)
+    return call[0] if call else None
+
+
+def _call(code: str, at: int) -> tuple[list[str], int] | None:
+    """(the arguments, the index past the closing parenthesis) of the call whose ``(`` follows `at`."""
+    opening = re.match(r"\s*\(", code[at:])
+    if not opening:
+        return None
+    start = at + opening.end()
+    depth = 1
+    for i in range(start, min(len(code), start + 10_000)):
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        if depth == 0:
+            return split_top_level(code[start:i]), i + 1
+    return None
+
+
+# the helpers published code rounds up with: ceil_div (llm.c), iDivUp (the CUDA samples), cdiv, div_up, ...
+_CEIL_DIV_CALL = re.compile(r"\b(?:ceil_div|ceildiv|ceilDiv|CEIL_DIV|cdiv|div_up|divUp|DivUp|DIV_UP|DIVUP|iDivUp|"
+                            r"div_ceil)\s*(?:<[^<>()]*>)?\s*(?=\()")
+
+
+def _function_ceil_divisions(text: str) -> str:
+    """``ceil_div(a, b)`` and its kin (each ``(a + b - 1) / b``) written ``ceil(a / b)``."""
+    for _ in range(8):
+        m = _CEIL_DIV_CALL.search(text)
+        call = _call(text, m.end()) if m else None
+        if call is None or len(call[0]) != 2:
+            return text
+        a, b = (x if re.fullmatch(r"\w+", x) else f"({x})" for x in call[0])
+        text = f"{text[:m.start()]}ceil({a} / {b}){text[call[1]:]}"
+    return text
 
 
 def _dims(arg: str, before: str) -> list[str] | None:
@@ -75,6 +126,8 @@ def _dims(arg: str, before: str) -> list[str] | None:
 
 _OPERAND = r"(?:\w+|\(\w+\))"
 _CEIL_DIV = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<b>{_OPERAND})\s*-\s*1\s*\)\s*//\s*(?P<b2>{_OPERAND})")
+# (a - 1) / b + 1: the textbook's rounding up (one block more at a = 0 in C, where nothing is left to do)
+_CEIL_DIV_MINUS_ONE = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*-\s*1\s*\)\s*//\s*(?P<b>{_OPERAND})\s*\+\s*1\b")
 # (a + 15) / 16: the same rounding up with the divisor's literal less one written out
 _CEIL_DIV_LITERAL = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<less>\d+)\s*\)\s*//\s*(?P<b>\d+)\b")
 
@@ -83,11 +136,13 @@ def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
                     literals: dict[str, str] | None = None) -> str:
     """A host C expression as a catalog expression: integer division as //, casts dropped,
     host names of M, N, K and the parameters renamed, other known constants substituted,
-    ``(a + b - 1) / b`` and ``(a + 15) / 16`` written ceil(a / b). `literals` maps a number the launch passes as a
-    template argument to that parameter's name."""
+    ``(a + b - 1) / b``, ``(a + 15) / 16``, ``(a - 1) / b + 1`` and ``ceil_div(a, b)`` written
+    ceil(a / b). `literals` maps a number the launch passes as a template argument to that
+    parameter's name."""
     text = re.sub(r"\(\s*(?:unsigned\s+)?(?:int|uint|unsigned|size_t|long)\s*\)", "", text)
     text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
     text = re.sub(r"(?<!/)/(?!/)", "//", text)
+    text = _function_ceil_divisions(text)
 
     def rename(m: re.Match) -> str:
         word = m.group(0)
@@ -105,6 +160,7 @@ def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
                             else m.group(0), text)
         new = _CEIL_DIV_LITERAL.sub(lambda m: f"ceil({bare(m['a'])} / {m['b']})"
                                     if int(m["less"]) + 1 == int(m["b"]) else m.group(0), new)
+        new = _CEIL_DIV_MINUS_ONE.sub(lambda m: f"ceil({bare(m['a'])} / {bare(m['b'])})", new)
         new = re.sub(r"\(\s*(ceil\([^()]*\))\s*\)", r"\1", new)
         if new == text:
             break

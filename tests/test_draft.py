@@ -294,3 +294,57 @@ def test_a_pointer_array_kernel_told_no_count_drafts_its_grids_z_from_a_dim3_dec
 def test_a_launchs_rounding_up_is_drafted_as_ceil(host, catalog_expression):
     from gemmcheck.host_launches import host_expression
     assert host_expression(host, {"m": "M"}, {}) == catalog_expression
+
+
+def test_the_textbook_labs_rows_and_columns_draft_as_sizes_passed_twice_and_the_entry_runs_as_drafted(tmp_path):
+    """numARows ... numCColumns: M, K, K, N, M, N; the grid (n - 1) / TILE_WIDTH + 1 rounds up."""
+    source = PUBLISHED / "08_textbook_lab.cu"
+    (entry,) = drafted(source, PUBLISHED)
+    assert entry["args"] == ["A", "B", "C", "M", "K", "K", "N", "M", "N"]
+    assert entry["grid"] == ["ceil(N / TILE_WIDTH)", "ceil(M / TILE_WIDTH)", 1]
+    listed = next(s for s in catalog.load(PUBLISHED / "catalog.toml") if s.name == "textbook_lab")
+    assert listed.roles == tuple(entry["args"])
+    (tmp_path / "catalog.toml").write_text(draft.draft_source(source, tmp_path))
+    (spec,) = catalog.load(tmp_path / "catalog.toml")
+    instance = spec.instances()[0]
+    from gemmcheck.judge.oracle import judge
+    from gemmcheck.problems.harness import run_problem
+    from gemmcheck.problems.problem import Problem
+    from simulator import simulator
+    with simulator() as backend:
+        problem = Problem(33, 17, 41, instance.types, "exact", 1)   # ragged in M, N and K
+        judgement = judge(run_problem(backend, instance, problem), *problem.operands()[:2], exact=True,
+                          problem=problem)
+    assert judgement.ok, judgement.message()
+
+
+def test_a_linear_layers_names_draft_as_a_b_and_its_launch_is_shown_where_its_sizes_are_not_read(tmp_path):
+    """inp and weight are A and B (weight N x K: a layout TODO); BT, C and OC are left to the
+    author, with the launch's grid, block and what it passes each; no square claim is made."""
+    text = draft.draft_source(ROOT / "examples" / "epilogue" / "matmul_forward.cu", tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["args"] == ["C", "A", "B", "bias", "TODO BT", "TODO C", "TODO OC"]
+    assert entry["shapes"] == "any"
+    assert 'layout = { B = "col" }' in text and "torch.nn.Linear" in text
+    assert "with grid (ceil((B * T) / sqrt_block_size), ceil(OC / sqrt_block_size))" in text
+    assert "passing BT = B * T" in text
+
+
+@pytest.mark.parametrize("host, catalog_expression", [
+    ("ceil_div(B * T, block_size)", "ceil((B * T) / block_size)"), ("iDivUp(n, 16)", "ceil(N / 16)"),
+    ("CEIL_DIV(m, BM)", "ceil(M / BM)"), ("cdiv(cdiv(m, 2), 4)", "ceil(ceil(M / 2) / 4)"),
+    ("(n - 1) / 16 + 1", "ceil(N / 16)"), ("(n - 1) / 16 + 10", "(N - 1) // 16 + 10"),
+])
+def test_a_rounding_up_by_a_helper_or_the_textbooks_minus_one_is_drafted_as_ceil(host, catalog_expression):
+    from gemmcheck.host_launches import host_expression
+    assert host_expression(host, {"m": "M", "n": "N"}, {}) == catalog_expression
+
+
+def test_a_grid_written_with_the_blocks_members_is_drafted_with_the_blocks_values(tmp_path):
+    """``dim3 grid((N + block.x - 1) / block.x, ...)``: block.x is the block's 16."""
+    (entry,) = drafted(ROOT / "examples" / "mixed" / "int8_dp4a.cu", tmp_path)
+    assert (entry["grid"], entry["block"], entry["dtypes"]) == (["ceil(N / 16)", "ceil(M / 16)"], [16, 16],
+                                                                ["s8s8s32"])
+    listed = next(s for s in catalog.load(ROOT / "examples" / "mixed" / "catalog.toml")
+                  if s.name == "int8_dp4a_words")
+    assert listed.roles == tuple(entry["args"])
