@@ -87,6 +87,27 @@ def test_a_product_never_launched_is_unwritten_in_its_batch(kernels, backend):
     assert [(f.defect, f.details["batch"]) for f in judgement.findings] == [(Defect.UNWRITTEN_OUTPUT, 2)]
 
 
+def test_an_operand_the_kernel_finds_itself_is_packed_and_never_broadcast(kernels, backend):
+    """A kernel given no stride (a + b * M * K) gets its products back to back; sharing one
+    would need a stride of 0 it never reads, so a broadcast is refused in one line."""
+    instance = kernels["bmm_packed"]
+    gemm = GuardedGemm.for_problem(backend, instance, Problem(5, 6, 7, "float32", "exact", 1, batch=3))
+    assert (gemm.A.batch_stride, gemm.B.batch_stride, gemm.C.batch_stride) == (5 * 7, 7 * 6, 5 * 6)
+    problem = Problem(9, 7, 13, "float32", "exact", 2, batch=3)
+    judgement = judge(run_problem(backend, instance, problem), *problem.operands()[:2], exact=True, problem=problem)
+    assert judgement.ok, judgement.message()
+    with pytest.raises(ValueError, match="takes neither stride_A nor A_array"):
+        GuardedGemm.for_problem(backend, instance, Problem(5, 6, 7, "float32", "exact", 1, batch=3, broadcast="A"))
+
+
+def test_a_packed_b_without_its_batch_offset_is_wrong_past_product_zero(kernels, backend):
+    problem = Problem(9, 7, 13, "float32", "exact", 2, batch=3)
+    judgement = judge(run_problem(backend, kernels["broken_bmm_b_without_batch_offset"], problem),
+                      *problem.operands()[:2], exact=True, problem=problem)
+    assert {(f.defect, f.details["batch"]) for f in judgement.findings} == {
+        (Defect.WRONG_VALUES, 1), (Defect.WRONG_VALUES, 2)}, judgement.message()
+
+
 # -- pointer-array batches (cuBLAS's gemmBatched: one pointer per product) ---------------------
 
 def test_a_pointer_array_holds_each_products_address_a_guard_band_apart_and_one_for_a_broadcast(kernels, backend):

@@ -297,6 +297,13 @@ def pointer_arrays(roles) -> tuple[str, ...]:
     return tuple(array_operand(r) for r in roles if r in ARRAY_ROLES)
 
 
+def packed_in_batch(roles, operand: str) -> bool:
+    """Whether a batched kernel taking `roles` finds product b's `operand` itself, packed after
+    product b - 1's (``A + b * M * K``): it takes `batch` (or names it in its grid) but neither
+    stride_X nor X_array. Such an operand cannot be broadcast (the kernel never reads a stride 0)."""
+    return f"stride_{operand}" not in roles and f"{operand}_array" not in roles
+
+
 def takes_operand(roles, operand: str) -> bool:
     """Whether a kernel taking `roles` is given `operand` in any form: its pointer, an array of
     pointers to a batch's products, or its tensor map."""

@@ -46,6 +46,8 @@ as a guard band, so a product that strays into its neighbour's place writes a ga
 with both batch indices ("C's guards between batch 0 and batch 1"); an operand every product
 shares (``broadcast``) is stored once and passed with stride 0. The operands and the output are
 stacked along the rows (gemmcheck.problems.problem: product b's rows b M .. (b + 1) M).
+An operand the kernel takes no stride_X (nor X_array) for, it finds itself (``A + b * M * K``):
+its products are packed, with no band between them, and it is never broadcast.
 A pointer-array batch (a kernel that takes A_array ... D_array, as cuBLAS's gemmBatched) stores
 its products the same way and passes, for each such operand, an array of one pointer per
 product (a broadcast operand: the same pointer every time), in a guarded buffer of its own whose
@@ -386,6 +388,10 @@ class GuardedGemm:
                 for name, X in (("A", A), ("B", B)) if name in broadcast for b in range(batch)):
             raise ValueError(f"{instance.id}: broadcast={broadcast!r}: only A or B, the same matrix in every "
                              f"product (Problem.operands() makes them so)")
+        packed = [name for name in broadcast if launch.packed_in_batch(instance.spec.roles, name)]
+        if packed:
+            raise ValueError(f"{instance.id}: broadcast={broadcast!r}: the kernel takes neither stride_{packed[0]} nor "
+                             f"{packed[0]}_array, so it finds each product's {packed[0]} itself and cannot share one")
         self.batch, self.broadcast, self.groups = batch, broadcast, tuple(groups)
         products = len(groups) or batch
         stacked_rows = sum(groups) if groups else A.shape[0]
@@ -454,8 +460,8 @@ class GuardedGemm:
             elif batch > 1 and name in OPERAND_NAMES:
                 if name in broadcast:
                     bits = bits[:bits.shape[0] // batch]
-                else:
-                    place = dict(copies=batch)
+                else:   # one after another, with no band where the kernel finds each product itself
+                    place = dict(copies=batch, gap=0 if launch.packed_in_batch(roles, name) else None)
             return guarded(name, bits, g, d.guard_bits if guard_bits is None else guard_bits, **place, **kw)
 
         self.A = guarded_as("A", dt.to_bits(A, types.A), types.A, layout=layouts["A"], ld=lds["A"])
