@@ -157,6 +157,14 @@ def test_half_inputs_summed_in_float_pass_and_summed_in_half_fail_the_declared_f
         assert {f.detector for f in wrong.findings} == {"error-bound"} and wrong.ratio > 1
 
 
+def test_a_finding_says_when_its_errors_fit_sums_in_the_input_type_and_stays_silent_when_they_do_not():
+    problem = Problem(33, 17, 65, instance("mixed_f16_f32").types, "normal", 2, 2, -1)
+    in_half_sums = judged("mixed_f16_f32", problem, lambda t, A, B, s: in_half(A, B))
+    assert 'declare accumulator = "float16"' in in_half_sums.message(), in_half_sums.message()
+    off = judged("mixed_f16_f32", problem, lambda t, A, B, s: 1.5 * in_float32(A, B))
+    assert not off.ok and "accumulator" not in off.message(), off.message()
+
+
 def test_a_separate_d_leaves_c_an_input_read_only_at_nonzero_beta():
     problem = Problem(9, 7, 5, instance("mixed_f16_f32").types, "exact", 1)
     into_c = judged("mixed_f16_f32", problem, lambda t, A, B, s: in_float32(A, B), into="C")

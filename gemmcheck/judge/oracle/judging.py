@@ -259,6 +259,10 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
         wrong = compare & (err > bound)
         detector, what = "error-bound", "outside the forward error bound"
     if wrong.any():
+        narrower = _narrower_sums(types, K, alpha, beta, A, B, C0, C, wrong, xp)
+        if narrower:
+            what += (f" (all within the bound of {narrower} sums, as if the kernel added in {narrower}, not "
+                     f"{types.accumulator.name}; if it does by design, declare accumulator = \"{narrower}\")")
         findings.append(_finding(Defect.WRONG_VALUES, detector, wrong, inst, what, output=output))
 
     findings += beyond
@@ -326,6 +330,26 @@ def _judge_products(run, A, B, *, exact: bool, problem, reference) -> Judgement:
     return Judgement(run.instance, first.problem, sum(rows), run.N, run.K, exact, first.bound_text, findings,
                      max(part.ratio for part in parts), stacked("error_map"), stacked("C"), stacked("expected"),
                      stacked("bound"), stacked("failing"), stacked("unwritten"), first.reproduction, run)
+
+
+def _narrower_sums(types, K, alpha, beta, A, B, C0, C, wrong, xp) -> str | None:
+    """The input type, when the kernel's wrong elements all fit the bound of sums in it instead of
+    the declared accumulator (a half kernel that adds in half): what the finding then names.
+    None for integer, scaled, fused or tensor-core kernels, and where no narrower sums explain it."""
+    narrow = max((types.A, types.B), key=lambda d: d.unit_roundoff)
+    if (types.A.is_integer or types.scales or types.epilogue.spelling or types.tensor_core_sums
+            or narrow.conversion_roundoff or narrow.itemsize == 1
+            or narrow.unit_roundoff <= types.accumulator.unit_roundoff):
+        return None
+    try:
+        b = Bound.for_types(replace(types, accumulator=narrow), K, alpha, beta)
+    except ValueError:
+        return None
+    finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
+    ref = _scaled(finite_A @ finite_B, alpha, beta, C0)
+    Q_hat = b.magnitude(xp, xp.abs(finite_A) @ xp.abs(finite_B), None if C0 is None else xp.abs(C0))
+    within = xp.abs(C - ref) <= b.evaluate(Q_hat, ref, xp)
+    return narrow.name if bool(within[wrong].all()) else None
 
 
 def _check_every_element_changes(inst, d: dt.DType, C0, ref, bound, finite_e, want) -> None:
