@@ -86,7 +86,8 @@ _INT_NAMES.update({f"ldd{o}": f"ld{o}" for o in "abc"})
 _EXTENT = {"rows": 0, "row": 0, "height": 0, "h": 0, "columns": 1, "column": 1, "cols": 1, "col": 1,
            "width": 1, "w": 1}
 _EXTENT_ROLES = {"a": ("M", "K"), "b": ("K", "N"), "c": ("M", "N")}
-_OPERAND_EXTENT = re.compile(rf"(?:num|n)?(?:(?P<x>[abc])(?P<e>{'|'.join(_EXTENT)})|(?P<e2>{'|'.join(_EXTENT)})(?P<x2>[abc]))")
+_WORDS = "|".join(e for e in _EXTENT if len(e) > 1)   # h and w only before the letter (hA, wB): bh is batch x heads
+_OPERAND_EXTENT = re.compile(rf"(?:num|n)?(?:(?P<x>[abc])(?P<e>{_WORDS})|(?P<e2>{'|'.join(_EXTENT)})(?P<x2>[abc]))")
 
 
 def _extent_role(name: str) -> str | None:

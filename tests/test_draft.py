@@ -22,6 +22,8 @@ PUBLISHED = ROOT / "examples" / "published"
     ("unsigned int size_k", "K"), ("int count", None), ("float *workspace", None), ("float scale", None),
     ("const float *dA", "A"), ("int ldda", "lda"), ("float const * const * dA_array", "A_array"),
     ("float *const Carray[]", "C_array"), ("const float **B", "B_array"), ("float **workspace", None),
+    ("int numARows", "M"), ("int numAColumns", "K"), ("int numBColumns", "N"), ("int wA", "K"), ("int hA", "M"),
+    ("int rows_c", "M"), ("int bh", None), ("const float *inp", "A"), ("const float *weight", "B"),
 ])
 def test_roles_are_read_from_parameter_names_in_the_common_spellings(declaration, role):
     (param,) = draft.parse_params(declaration)
