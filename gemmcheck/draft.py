@@ -78,8 +78,8 @@ _ARRAY_NAMES = {name: o.upper() for o in "abcd" for name in (
 # MAGMA's and many tutorials' device names: dA, dB, dC; ldda, lddb, lddc
 _POINTER_NAMES.update({f"d{o}": o.upper() for o in "abc"})
 # a linear layer's names (llm.c, PyTorch extensions): out = inp weight^T + bias
-_WEIGHT_NAMES = ("weight", "weights")
-_POINTER_NAMES.update({"inp": "A", "input": "A", **{name: "B" for name in _WEIGHT_NAMES}})
+_WEIGHT_NAMES = ("weight", "weights", "w")
+_POINTER_NAMES.update({"inp": "A", "input": "A", "x": "A", "y": "C", **{name: "B" for name in _WEIGHT_NAMES}})
 _INT_NAMES.update({f"ldd{o}": f"ld{o}" for o in "abc"})
 # an operand's rows and columns (numARows, numBColumns as textbook labs write them; wA, hA as the CUDA
 # samples do): A is M x K, B is K x N, C is M x N
@@ -458,6 +458,11 @@ def _dtypes(params: list[Param], roles: list, type_params: set[str]) -> tuple[li
     names = {role: dt.get(ELEMENT_TYPES[t]) for role, t in of.items()}
     output = names.get("D", names.get("C"))
     if output is None or "A" not in names or "B" not in names:
+        # operands whose roles are TODOs: their one element type, if they share one
+        shared = {p.pointee for p in params if p.pointer and not p.pointer_to_pointers}
+        if len(shared) == 1 and (t := shared.pop()) in ELEMENT_TYPES and ELEMENT_TYPES[t] in dt.DTYPES:
+            comments.append(f"every pointer is {t}: {ELEMENT_TYPES[t]}, unless the operands' roles say otherwise")
+            return [ELEMENT_TYPES[t]], comments, placeholders
         return ["float32"], comments, placeholders
     C = names.get("C", output)
     listed = [names["A"], names["B"], *([C] if C != output else []), output]

@@ -24,6 +24,7 @@ PUBLISHED = ROOT / "examples" / "published"
     ("float *const Carray[]", "C_array"), ("const float **B", "B_array"), ("float **workspace", None),
     ("int numARows", "M"), ("int numAColumns", "K"), ("int numBColumns", "N"), ("int wA", "K"), ("int hA", "M"),
     ("int rows_c", "M"), ("int bh", None), ("const float *inp", "A"), ("const float *weight", "B"),
+    ("const float *x", "A"), ("const float *w", "B"), ("float *y", "C"),
 ])
 def test_roles_are_read_from_parameter_names_in_the_common_spellings(declaration, role):
     (param,) = draft.parse_params(declaration)
@@ -61,23 +62,23 @@ def test_what_cannot_be_read_is_marked_and_the_loader_names_it_until_filled(tmp_
     source = tmp_path / "odd.cu"
     source.write_text("#define TILE 16\n"
                       "template <typename T, int BM>\n"
-                      "__global__ void __launch_bounds__(256) odd(const T *x, const T *B, T *C, int M, int N, int K, int count)\n"
+                      "__global__ void __launch_bounds__(256) odd(const T *src, const T *B, T *C, int M, int N, int K, int count)\n"
                       "{ __shared__ T s[TILE]; }\n")
     text = draft.draft_source(source, tmp_path)
-    assert "# TODO: args: the role of 'const T *x', 'int count': one of A, B, C, D, scale_A, scale_B, M, N, K" in text
+    assert "# TODO: args: the role of 'const T *src', 'int count': one of A, B, C, D, scale_A, scale_B, M, N, K" in text
     assert "# TODO: args: no parameter reads as A" in text
     assert "# TODO: params: the values of BM to test" in text
     assert "# TODO: dtypes: T is a template parameter" in text
     assert "# TODO: grid:" in text and "# TODO: block:" in text and "__launch_bounds__(256)" in text
     (entry,) = tomllib.loads(text)["kernel"]
-    assert entry["args"] == ["TODO x", "B", "C", "M", "N", "K", "TODO count"]
+    assert entry["args"] == ["TODO src", "B", "C", "M", "N", "K", "TODO count"]
     assert entry["template_args"] == "{T}, {BM}" and entry["params"] == {"TILE": [16], "BM": []}
     assert entry["block"] == [256]   # the __launch_bounds__ hint
     path = tmp_path / "catalog.toml"
     path.write_text(text)
-    with pytest.raises(catalog.CatalogError, match="unknown role 'TODO x'"):
+    with pytest.raises(catalog.CatalogError, match="unknown role 'TODO src'"):
         catalog.load(path)
-    path.write_text(text.replace('"TODO x"', '"A"').replace('"TODO count"', "0").replace("BM = []", "BM = [32]"))
+    path.write_text(text.replace('"TODO src"', '"A"').replace('"TODO count"', "0").replace("BM = []", "BM = [32]"))
     (spec,) = catalog.load(path)
     assert spec.roles == ("A", "B", "C", "M", "N", "K", 0) and spec.params["BM"] == (32,)
 
@@ -350,3 +351,11 @@ def test_a_grid_written_with_the_blocks_members_is_drafted_with_the_blocks_value
     listed = next(s for s in catalog.load(ROOT / "examples" / "mixed" / "catalog.toml")
                   if s.name == "int8_dp4a_words")
     assert listed.roles == tuple(entry["args"])
+
+
+def test_operands_whose_roles_are_todos_still_draft_their_shared_element_type(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text("#include <cuda_bf16.h>\n__global__ void k(const __nv_bfloat16 *p, const __nv_bfloat16 *q, "
+                      "__nv_bfloat16 *r, int M, int N, int K) {}\n")
+    (entry,) = drafted(source, tmp_path)
+    assert entry["args"][:3] == ["TODO p", "TODO q", "TODO r"] and entry["dtypes"] == ["bfloat16"]
