@@ -53,6 +53,10 @@ _OUTPUT_NAMES = ("out", "output", "result", "res")
 _SCALE_NAMES = {f"{form}": f"scale_{o.upper()}" for o in "ab" for form in (
     f"scale_{o}", f"{o}_scale", f"scales_{o}", f"{o}_scales", f"sf{o}", f"sf_{o}", f"scale{o}", f"{o}scale",
     f"scale_inv_{o}", f"{o}_scale_inv")}
+# a weight's and an activation's scales (W8A8, fp8 linear layers): B's and A's
+_SCALED_NAMES = {"scale_B": ("w", "weight"), "scale_A": ("x", "input", "act")}
+_SCALE_NAMES.update({name: role for role, names in _SCALED_NAMES.items() for who in names
+                     for name in (f"{who}_scale", f"{who}_scales", f"{who}scale", f"scale_{who}")})
 _INT_NAMES = {"m": "M", "n": "N", "k": "K", "lda": "lda", "ldb": "ldb", "ldc": "ldc", "ldd": "ldd",
               "ld_a": "lda", "ld_b": "ldb", "ld_c": "ldc", "ld_d": "ldd", "rows": "M", "cols": "N", "width": "N",
               "m_ld": "M", "n_ld": "N", "k_ld": "K"}

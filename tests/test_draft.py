@@ -359,3 +359,9 @@ def test_operands_whose_roles_are_todos_still_draft_their_shared_element_type(tm
                       "__nv_bfloat16 *r, int M, int N, int K) {}\n")
     (entry,) = drafted(source, tmp_path)
     assert entry["args"][:3] == ["TODO p", "TODO q", "TODO r"] and entry["dtypes"] == ["bfloat16"]
+
+
+def test_a_w8a8_kernel_drafts_its_dequantized_types_and_its_weights_scale():
+    entries = {e["name"]: e for e in drafted(ROOT / "examples" / "mixed" / "w8a8.cu", ROOT / "examples" / "mixed")}
+    entry = entries["w8a8_gemm_bf16"]
+    assert entry["args"] == ["A", "B", "C", "scale_A", "scale_B", "M", "N", "K"] and entry["dtypes"] == ["s8s8bf16"]

@@ -121,7 +121,9 @@ def stand_in(name, compute, *, into="D", read_c=None):
     def kernel(instance, v):
         types = instance.types
         M, N, K = v["M"], v["N"], v["K"]
-        A, B = operand(v, types, "A", (M, K)), operand(v, types, "B", (K, N))
+        layout = instance.spec.layouts
+        A = operand(v, types, "A", (M, K), layout.get("A", "row"))
+        B = operand(v, types, "B", (K, N), layout.get("B", "row"))
         scales = {s.role: operand(v, types, s.role, s.shape(*((M, K) if s.operand == "A" else (K, N))), s.major)
                   for s in types.scales}
         result = compute(types, A, B, scales) * float(v.get("alpha", 1))
@@ -261,6 +263,41 @@ def test_integer_inputs_are_judged_exactly_on_every_kind():
     wrapped = lambda t, A, B, s: ((A @ B).astype(np.int64) + 2 ** 15) % 2 ** 16 - 2 ** 15   # int16 sums
     in_int16 = judged("dp4a_s8s32", problem, wrapped, into="C")
     assert in_int16.defects == {Defect.WRONG_VALUES}
+
+
+def dequantized(types, A, B, scales):
+    """W8A8's epilogue: the int32 sum, converted to float32, times the row's and column's scales in float32."""
+    acc = (A @ B).astype(np.float32)
+    return (acc * scales["scale_A"].astype(np.float32) * scales["scale_B"].astype(np.float32)).astype(np.float64)
+
+
+def test_integer_sums_dequantized_into_a_float_output_go_through_float32():
+    types = instance("w8a8").types
+    assert (types.accumulator.name, types.arithmetic.name, types.scalar.name, types.D.name) == \
+        ("int32", "float32", "float32", "bfloat16") and types.dequantizes
+    with pytest.raises(operand_types.TypesError, match="both int32, or both floating-point"):
+        operand_types.of("s8s8s32bf16")
+    # exact inputs keep every scaled value within float32's 24 bits, not only int32's 31
+    r = exact_range(types, 4096)
+    spread = 8 ** 2   # two scaled operands: 2^2 largest over 2^-1 finest
+    assert spread * 4096 * r * r <= 2 ** 24 < spread * 4096 * (r + 1) ** 2
+    assert Bound.for_types(types, 4096).gamma_acc < 4 * 2.0 ** -24 * 1.01   # a few float32 roundings, not K
+
+
+@pytest.mark.parametrize("kind", ["exact", "normal", "wide"])
+def test_a_dequantized_int8_gemm_is_right_in_float32_and_wrong_through_half_or_without_a_scale(kind):
+    for name in ("w8a8", "w8a8_f32"):
+        problem = Problem(33, 17, 132, instance(name).types, kind, 3)
+        right = judged(name, problem, dequantized)
+        assert right.ok, right.message()
+        left_out = judged(name, problem, lambda t, A, B, s: dequantized(t, A, B, {**s, "scale_B": 1 + 0 * s["scale_B"]}))
+        assert left_out.defects == {Defect.WRONG_VALUES}, name
+    # the int32 sum rounded to half's 11 bits on the way: far outside a float32 output's roundings (within a
+    # bfloat16 output's own 8 bits, so not a defect there)
+    problem = Problem(33, 17, 132, instance("w8a8_f32").types, kind, 3)
+    via_half = judged("w8a8_f32", problem, lambda t, A, B, s: dequantized(t, (A @ B).astype(np.float16).astype(
+        np.float64), np.eye(B.shape[1]), s))
+    assert via_half.defects == {Defect.WRONG_VALUES}, via_half.message()
 
 
 def test_tf32_math_has_its_own_bound_which_float32_would_not_allow():

@@ -40,6 +40,8 @@ def spec_named(name, path=catalog.BUILTIN):
     ("e4m3e4m3bf16 scale_A=row scale_B=col", "e4m3e4m3bf16 scale_A=outer-vector scale_B=outer-vector",
      "COMPUTE_32F", ""),
     ("u8u8s32", "s8s8s32", "COMPUTE_32I", "int8 inputs and int32 output: cuBLASLt has no uint8 x uint8 -> int32 GEMM"),
+    ("s8s8bf16 scale_A=row scale_B=col", "s8s8s32", "COMPUTE_32I",
+     "int8 inputs and int32 output (the same int32 sums, not dequantized): cuBLASLt has no int8 x int8 -> bfloat16 GEMM"),
     ("e5m2e5m2bf16", "e4m3e5m2bf16 scale_A=tensor scale_B=tensor", "COMPUTE_32F",
      "A in e4m3: cuBLASLt has no e5m2 x e5m2 GEMM"),
     ("f16f16f32bf16", "f16f16f32", "COMPUTE_32F", "a float32 output: cuBLASLt has no float16 -> bfloat16 GEMM"),
@@ -119,6 +121,7 @@ def test_the_dense_tensor_core_peaks_follow_the_whitepapers():
     ("kernels/ladder_catalog.toml", "ladder_wgmma", "float16", "tensor cores float16", 1070.5),
     (MIXED, "wmma_sample", "f16f16f32", "tensor cores float16", 1070.5),
     (MIXED, "dp4a_s8s32", "s8s8s32", "FP32 SIMT", 66.9),
+    (MIXED, "w8a8", "s8s8bf16", "FP32 SIMT", 66.9),
     (MIXED, "tf32_simt", "tf32", "FP32 SIMT", 66.9),
 ])
 def test_a_kernel_is_a_share_of_the_peak_of_the_unit_its_code_uses(catalog_path, name, dtype, unit, peak):

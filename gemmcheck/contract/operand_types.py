@@ -55,6 +55,11 @@ TENSOR_CORE_K_STEP = 32     # products per fp8 wgmma k-step (m64nNk32.e4m3 / .e5
 # an internal split of the k-step that the measurements do not resolve.
 TENSOR_CORE_FP8_BITS = 13
 
+# The floating-point outputs integer sums may be dequantized into: the kernel converts its int32
+# sum to float32 and scales it there (DEQUANTIZE_ARITHMETIC), then stores it in D's type.
+DEQUANTIZED = ("float32", "float16", "bfloat16")
+DEQUANTIZE_ARITHMETIC = "float32"
+
 _SHORT = {d.short: d for d in dt.ELEMENT_TYPES.values()}
 _SHORT_NAME = re.compile("|".join(sorted(map(re.escape, _SHORT), key=len, reverse=True)))
 
@@ -164,9 +169,15 @@ class OperandTypes:
             raise TypesError(f"{self.name}: integer inputs accumulate in int32, not {self.accumulator.name}")
         for role in ("C", "D"):
             d = getattr(self, role)
-            if d.is_integer != self.accumulator.is_integer or d.name == "tf32" or d.itemsize == 1 and d.is_integer:
-                kind = "int32" if self.accumulator.is_integer else "a floating-point type (float32, float16, ...)"
+            # integer sums may be dequantized into a floating-point output (an int8 GEMM with scales into bfloat16)
+            fits = d.is_integer == self.accumulator.is_integer or (self.accumulator.is_integer and d.name in DEQUANTIZED)
+            if not fits or d.name == "tf32" or d.itemsize == 1 and d.is_integer:
+                kind = (f"int32, or one of {', '.join(DEQUANTIZED)} (dequantized)" if self.accumulator.is_integer
+                        else "a floating-point type (float32, float16, ...)")
                 raise TypesError(f"{self.name}: {role} is {d.name}; an output of {self.accumulator.name} sums is {kind}")
+        if self.accumulator.is_integer and self.C.is_integer != self.D.is_integer:
+            raise TypesError(f"{self.name}: C is {self.C.name} and D {self.D.name}; an integer GEMM's C and D are both "
+                             "int32, or both floating-point (dequantized)")
         if self.accumulator.conversion_roundoff or self.accumulator.itemsize == 1:
             raise TypesError(f"{self.name}: the accumulator cannot be {self.accumulator.name}")
         for scale in self.scales:
@@ -213,6 +224,17 @@ class OperandTypes:
     @property
     def inputs_integer(self) -> bool:
         return self.A.is_integer
+
+    @property
+    def dequantizes(self) -> bool:
+        """Whether integer sums go into a floating-point output (converted to float32, scaled, stored)."""
+        return self.accumulator.is_integer and not self.D.is_integer
+
+    @property
+    def arithmetic(self) -> dt.DType:
+        """The type the steps after the sums are done in: the accumulator's, or float32 where the
+        kernel dequantizes its integer sums."""
+        return dt.get(DEQUANTIZE_ARITHMETIC) if self.dequantizes else self.accumulator
 
     @property
     def product_exact(self) -> bool:
@@ -343,7 +365,9 @@ def of(spelling: str) -> OperandTypes:
             raise TypesError(f"{spelling!r}: cannot read {field!r}; fields are A=, B=, C=, D=, accumulator=, "
                              "scalar=, scale_A=, scale_B=, epilogue=, sums= and saturate")
     accumulator = types.pop("accumulator", None) or default_accumulator(*(types[r] for r in OPERANDS))
-    scalar = types.pop("scalar", None) or accumulator
+    # alpha and beta: the accumulator's type, or float32 for integer sums dequantized into a float output
+    dequantized = accumulator.is_integer and not types["D"].is_integer
+    scalar = types.pop("scalar", None) or (dt.get(DEQUANTIZE_ARITHMETIC) if dequantized else accumulator)
     return OperandTypes(name, types["A"], types["B"], types["C"], types["D"], accumulator, scalar,
                         tuple(sorted(scales, key=lambda s: s.operand)), saturate, epilogue, **sums)
 

@@ -128,7 +128,9 @@ def library_gemms(types) -> list[LibraryGemm]:
         exact = LibraryGemm("int8", "int8", "int32", "int32", "COMPUTE_32I")
         if (A, B, D) == ("int8", "int8", "int32"):
             return [exact]
-        return [replace(exact, nearest=f"int8 inputs and int32 output: cuBLASLt has no {A} x {B} -> {D} GEMM")]
+        unscaled = " (the same int32 sums, not dequantized)" if t.dequantizes else ""
+        return [replace(exact, nearest=f"int8 inputs and int32 output{unscaled}: cuBLASLt has no {A} x {B} -> {D} "
+                                       "GEMM")]
     if A == "tf32" and B == "tf32":
         return [LibraryGemm("tf32", "tf32", D, D, "COMPUTE_32F_FAST_TF32",
                             nearest=_c_note(C, D))] if D == "float32" else \

@@ -121,7 +121,9 @@ def exact_range(dtype, K: int, alpha=1, beta=0) -> int:
     operands, every value above is at most 8^n (|alpha| K r^2) + 2^n |beta| r, which must fit
     2^p_acc; its magnitude, 4^n |alpha| K r^2 + |beta| r, the output's range. An integer
     accumulator (int8 and uint8 inputs) holds every sum below INTEGER_RESULT_LIMIT; there r
-    is bounded by the input types' own range (127 for int8, 255 for uint8). A kernel that
+    is bounded by the input types' own range (127 for int8, 255 for uint8); one whose sums are
+    dequantized into a floating-point output converts them to float32 and scales them there, so
+    its values must fit float32's 2^24 and D's range. A kernel that
     declares a saturating output conversion is bounded by its accumulator only: results past
     the output's range are judged as the largest finite value (and _exact makes one).
 
@@ -136,7 +138,9 @@ def exact_range(dtype, K: int, alpha=1, beta=0) -> int:
     if K < 0:
         raise ValueError(f"K={K} must be >= 0")
     acc, n = types.accumulator, len(types.scales)
-    bits_limit = INTEGER_RESULT_LIMIT if acc.is_integer else 2 ** acc.significand_bits
+    # integer sums dequantized into a float output go through float32 (types.arithmetic) on the way
+    bits_limit = INTEGER_RESULT_LIMIT if acc.is_integer and not types.dequantizes else \
+        2 ** types.arithmetic.significand_bits
     output_limit = bits_limit if types.saturate else int(types.D.largest)
     largest_scale, finest_step = 2.0 ** max(EXACT_SCALE_EXPONENTS), 2.0 ** min(EXACT_SCALE_EXPONENTS)
     spread = (largest_scale / finest_step) ** n
@@ -156,7 +160,8 @@ def exact_range(dtype, K: int, alpha=1, beta=0) -> int:
             low, high = (mid, high) if fits(mid) else (low, mid - 1)
         return low
 
-    low = largest_r(min(INTEGER_RESULT_LIMIT if acc.is_integer else output_limit, bits_limit))
+    low = largest_r(min(INTEGER_RESULT_LIMIT if acc.is_integer and not types.dequantizes else output_limit,
+                        bits_limit))
     if low < 1 and types.D.itemsize == 1:
         # An 8-bit float output holds so little (448) that at this K even r = 1 may pass it: then
         # results may overflow, judged as the output's conversion has it (Inf, NaN for e4m3,

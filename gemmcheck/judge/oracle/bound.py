@@ -66,6 +66,10 @@ so every combination is judged by this one bound:
 - u_acc is the accumulator's unit roundoff: float32 (2^-24) for float16, bfloat16, 8-bit
   float and tf32 inputs, float64 for float64, 0 for int32 (integer sums are exact: the bound
   is the float64 reference's own error, and integer results must match it exactly);
+- integer sums dequantized into a floating-point output (int8 in, bfloat16 out, with scale
+  factors per row of A and column of B): the sum is exact, then converted to float32 (one
+  rounding), scaled and alpha'd there (one each) and beta C added (one): the term analysis
+  above with one term, n = 1 + [alpha != 1] + [beta != 0] + scaled, u_acc = 2^-24;
 - u_out and eta_out are D's: 0 when D is the accumulator's type (float32 output of float16
   inputs), 2^-8 and half bfloat16's smallest subnormal for a bfloat16 output of float32 sums;
 - scale factors: D = alpha (sA A)(sB B) + beta C, P = |sA A| |sB B|. A kernel may scale A's
@@ -155,6 +159,12 @@ def float32_terms(types, K: int) -> int:
     return -(-K // types.chain_length(K))
 
 
+def accumulated_terms(types, K: int) -> int:
+    """The terms whose roundings the bound counts: float32_terms, or one for integer sums
+    dequantized into a floating-point output (exact, then converted to float32: one rounding)."""
+    return 1 if types.dequantizes else float32_terms(types, K)
+
+
 def output_roundoff(types) -> tuple[float, float]:
     """(u_out, eta_out): the rounding of the accumulator's sum to D's type (`types`: an
     operand_types record, or a one-type kernel's DType).
@@ -193,16 +203,17 @@ class Bound:
     def for_types(cls, types, K: int, alpha=1, beta=0) -> "Bound":
         """The bound of a kernel of these operand types (a record, or a one-type DType)."""
         types = operand_types.coerce(types)
-        u_acc = types.accumulator.unit_roundoff
+        u_acc = types.arithmetic.unit_roundoff
         u_out, eta_out = output_roundoff(types)
         scaled = len(types.scales)
         added = bool(types.epilogue.bias)
-        # tensor-core sums: each chain's result is one float32 term (the chain's own error: E_tc)
-        n = roundings(float32_terms(types, K), alpha, beta, scaled, added)
+        n = roundings(accumulated_terms(types, K), alpha, beta, scaled, added)
         u_a, u_b = types.A.conversion_roundoff, types.B.conversion_roundoff
         gamma_acc = (1 + gamma(n, u_acc)) * (1 + u_a) * (1 + u_b) - 1 if (u_a or u_b) else gamma(n, u_acc)
-        return cls(K, types.name, u_acc, u_out, eta_out, gamma_acc, gamma(n, U64), alpha, beta,
-                   types.accumulator.name, scaled, max(u_a, u_b), added, types)
+        # the float64 reference adds all K products, whatever the kernel's sums
+        gamma_ref = gamma(roundings(K, alpha, beta, scaled, added), U64)
+        return cls(K, types.name, u_acc, u_out, eta_out, gamma_acc, gamma_ref, alpha, beta,
+                   types.arithmetic.name, scaled, max(u_a, u_b), added, types)
 
     for_dtype = for_types   # a one-type kernel's DType resolves to its record
 
@@ -245,11 +256,12 @@ class Bound:
             extra += (f"; + (1 + gamma_n(u_acc))(1 + u_out) |alpha| E_tc: fp8 tensor-core sums, "
                       f"{self.types.sum_bits} bits kept per 32-product k-step, promoted to float32 every "
                       f"{chain} of K ({float32_terms(self.types, self.K)} float32 term(s))")
-        if (self.alpha, self.beta) == (1, 0) and not self.scaled and not self.added:
+        if (self.alpha, self.beta) == (1, 0) and not self.scaled and not self.added and not (
+                self.types and self.types.dequantizes):
             return (f"|C - C_ref| <= (gamma_K(u_acc) + gamma_K(u_64))(1 + u_out)/(1 - gamma_K(u_64)) (|A||B|) "
                     f"+ u_out |C_ref| + eta_out; K = {self.K}, u_acc = {u_acc} ({acc}), "
                     f"gamma_K(u_acc) = {self.gamma_acc:.3g}, {out}{extra}")
-        n = roundings(float32_terms(self.types, self.K) if self.types else self.K, self.alpha, self.beta,
+        n = roundings(accumulated_terms(self.types, self.K) if self.types else self.K, self.alpha, self.beta,
                       self.scaled, self.added)
         return (f"|C - C_ref| <= (gamma_n(u_acc) + gamma_n(u_64))(1 + u_out)/(1 - gamma_n(u_64)) "
                 f"(|alpha||A||B| + |beta||C0|) + u_out |C_ref| + eta_out; alpha = {self.alpha:g}, "

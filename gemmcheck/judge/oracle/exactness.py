@@ -27,7 +27,9 @@ the kernel multiplies: with scale factors, sA A and sB B (gemmcheck.judge.oracle
 them), so the quanta above are the scaled operands'; judging also checks the unscaled A and B
 (a kernel that sums a block of products before it scales them forms those sums). The answer is
 the exact result rounded once to D's type (saturated to its finite range when the kernel's
-output conversion saturates).
+output conversion saturates). Integer sums dequantized into a floating-point output (int8 in,
+bfloat16 out) are converted to float32 and scaled there: the scaled values must then be exact
+in float32 too (types.arithmetic), the integer sums before the scales in int32.
 
 Tensor-core fp8 sums
 --------------------
@@ -96,7 +98,7 @@ def exactness_violation(A: np.ndarray, B: np.ndarray, types, alpha=1, beta=0,
     `types` (an operand_types record, or a one-type kernel's DType) (None if they are)."""
     types = operand_types.coerce(types)
     finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
-    return _violation(finite_A, finite_B, types.accumulator, alpha, beta, C0) or \
+    return _violation(finite_A, finite_B, types.arithmetic, alpha, beta, C0) or \
         _tensor_core_violation(finite_A, finite_B, types)
 
 
@@ -163,7 +165,8 @@ def exact_reference(A, B, types, alpha=1, beta=0, C0=None, unscaled=None):
     types = operand_types.coerce(types)
     acc = types.accumulator
     finite_A, finite_B = arrays.finite_part(A), arrays.finite_part(B)
-    why = _violation(finite_A, finite_B, acc, alpha, beta, C0)
+    # the scaled values in the arithmetic after the sums (float32 for dequantized integer sums)
+    why = _violation(finite_A, finite_B, types.arithmetic, alpha, beta, C0)
     if why is None and unscaled is not None:
         why = _violation(*(arrays.finite_part(X) for X in unscaled), acc, alpha, 0, None)
         why = why and f"before the scale factors: {why}"
