@@ -91,3 +91,28 @@ def test_runs_in_an_isolated_child_come_back_with_their_groups_batch_and_epilogu
     for outcome in outcomes.values():
         observation = isolation.observation(outcome)
         assert hazards.classify(hazards.detect(observation)).defect.value == declared
+
+
+def test_a_table_declared_int64_is_written_as_int64_and_a_float_table_is_refused(kernels, backend, tmp_path):
+    """The offsets go in the integer type the kernel declares (torch.cumsum's int64 here): read
+    as int32 pairs they would put every group in the wrong rows."""
+    from gemmcheck.contract import launch
+    from gemmcheck.contract.catalog import CatalogError, load
+
+    instance = kernels["moe_linear"]
+    assert launch.table_type(instance, "group_offsets").name == "int64"
+    assert launch.table_type(kernels["moe_grouped_gemm"], "group_offsets").name == "int32"
+    problem = Problem(20, 9, 13, "float32", "exact", 1, groups=(7, 0, 1, 12))
+    gemm = GuardedGemm.for_problem(backend, instance, problem)
+    (table,) = gemm.group_buffers
+    assert table.bits.dtype == np.uint64 and list(table.matrix(table.bits).view(np.int64).ravel()) == [0, 7, 7, 8, 20]
+    judgement = judge(run_problem(backend, instance, problem), *problem.operands()[:2], exact=True, problem=problem)
+    assert judgement.ok, judgement.message()
+    source = open("examples/grouped/moe_linear.cu").read().replace("const int64_t *expert_offsets",
+                                                                   "const float *expert_offsets")
+    (tmp_path / "k.cu").write_text(source)
+    entry = open(CATALOG).read()
+    entry = entry[entry.index('[[kernel]]\nname = "moe_linear"'):].replace('"moe_linear.cu"', '"k.cu"')
+    (tmp_path / "c.toml").write_text(entry)
+    with pytest.raises(CatalogError, match="a pointer to float; the suite writes group_offsets as 32- or 64-bit"):
+        load(tmp_path / "c.toml")

@@ -127,6 +127,20 @@ ELEMENT_TYPES: dict[str, DType] = {
 }
 
 
+# The integer types a grouped kernel's table of offsets or counts may be declared in (not
+# operand types): int32 as CUTLASS and DeepGEMM keep them, int64 as PyTorch's cumsum gives them.
+TABLE_TYPES: dict[str, DType] = {
+    "int32": ELEMENT_TYPES["int32"],
+    **{d.name: d for d in (
+        DType("int64", "long long", np.dtype(np.int64), np.dtype(np.uint64), "int64", 0.0,
+              0x7EADDEAD7EADDEAD, 0x7ECAFECA7ECAFECA),
+        DType("uint32", "unsigned", np.dtype(np.uint32), np.dtype(np.uint32), "uint32", 0.0, 0x7EADDEAD, 0x7ECAFECA),
+        DType("uint64", "unsigned long long", np.dtype(np.uint64), np.dtype(np.uint64), "uint64", 0.0,
+              0x7EADDEAD7EADDEAD, 0x7ECAFECA7ECAFECA),
+    )},
+}
+
+
 def get(name: str) -> DType:
     """Return the element type called `name`; a ValueError lists the known ones."""
     try:

@@ -35,7 +35,8 @@ SCALE_ROLES = ("scale_A", "scale_B")       # scale factors: a pointer, or a per-
 EPILOGUE_POINTER_ROLES = ("bias", "residual")   # a fused epilogue's inputs (gemmcheck.contract.epilogue)
 # A grouped GEMM: `groups` products, group g's rows of A and C at group_offsets[g] ..
 # group_offsets[g + 1] (contiguous), or the first group_counts[g] rows of its slot of M (masked);
-# both int32 arrays. B of group g at B + g * stride_B.
+# integer arrays in the type the kernel declares (table_type: int32, int64). B of group g at
+# B + g * stride_B.
 GROUP_POINTER_ROLES = ("group_offsets", "group_counts")
 # A pointer-array batch (cuBLAS's gemmBatched): A_array ... D_array hold one pointer per product,
 # `batch` of them; an operand is passed either this way or as X itself, never both.
@@ -381,6 +382,34 @@ def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
             return (f"role {role!r} is {parameter.describe(kernel)}, which holds at most {high}; the suite passes "
                     f"{role} up to {LARGEST_DIMENSION}: declare it int (or wider)")
     return None
+
+
+def table_type(instance, role: str):
+    """The element type of a grouped kernel's table (group_offsets or group_counts) as its kernel
+    declares the pointer (``const int *``: int32, ``const int64_t *``: int64); int32 where the
+    declaration cannot be read. The loader refuses any other pointee (table_misfit)."""
+    from gemmcheck.contract import dtypes as dt
+
+    pointee = _table_pointee(instance, role)
+    if pointee is None or pointee.kind != INTEGER:
+        return dt.TABLE_TYPES["int32"]
+    return dt.TABLE_TYPES[f"{'' if pointee.signed else 'u'}int{8 * pointee.size}"]
+
+
+def _table_pointee(instance, role: str) -> CType | None:
+    ctype = next((t for r, t in zip(instance.spec.roles, packed_types(instance)) if r == role), None)
+    if ctype is None or ctype.kind != POINTER:
+        return None
+    return parameters.read_type(ctype.spelling.rstrip().removesuffix("*"))
+
+
+def table_misfit(instance, role: str, parameter: Parameter) -> str | None:
+    """Why a table role's pointer is not to 32- or 64-bit integers (the tables the suite writes)."""
+    pointee = _table_pointee(instance, role)
+    if pointee is None or pointee.kind == UNKNOWN or (pointee.kind == INTEGER and pointee.size in (4, 8)):
+        return None
+    return (f"role {role!r} is {parameter.describe(instance.name_expression)}, a pointer to {pointee}; the suite "
+            f"writes {role} as 32- or 64-bit integers: declare it const int * or const int64_t *")
 
 
 def by_value(instance, role: str) -> bool:

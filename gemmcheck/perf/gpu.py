@@ -135,6 +135,9 @@ class GpuTimer:
         by_value = tuple(sorted(s.role for s in instance.types.scales if launching.by_value(instance, s.role)))
         products = self.timing.products(instance)
         batching = timed_products(instance, size, products)
+        if instance.grouped:   # the table in the integer type the kernel declares it in
+            batching["table"] = launching.table_type(instance, next(
+                r for r in instance.spec.roles if r in launching.GROUP_POINTER_ROLES)).name
         return self.inputs(instance.types.spelling, size, instance.spec.layouts,
                            separate_d=launching.takes_operand(instance.spec.roles, "D"), scales_by_value=by_value, **batching)
 

@@ -82,15 +82,18 @@ class InputSets:
     values beside the others)."""
 
     def __init__(self, xp, dtype, size: int, l2_bytes: int, seed: int, layouts=None, separate_d: bool = False,
-                 scales_by_value=(), batch: int = 1, groups: tuple = (), masked: bool = False) -> None:
+                 scales_by_value=(), batch: int = 1, groups: tuple = (), masked: bool = False,
+                 table: str = "int32") -> None:
         """`dtype`: a DType, or the kernel's operand types (an OperandTypes or its spelling).
         `layouts`: the kernel's {"A"|"B"|"C"|"D": "row"|"col"}; a column-major operand's buffer
         holds its transpose's rows (what column-major means), so the product judged is A @ B.
         `separate_d`: the kernel writes D and only reads C. `scales_by_value`: the scale roles
         it takes as numbers. `batch`: products per set (a strided batch). `groups`: rows per
-        group (a grouped kernel), `masked`: in slots of the largest group's rows."""
+        group (a grouped kernel), `masked`: in slots of the largest group's rows, `table`: the
+        integer type its kernel declares its table of offsets or counts in (launch.table_type)."""
         self.xp, self.size, self.seed, self.batch = xp, size, seed, batch
         self.groups, self.masked = tuple(groups), masked
+        self.table_type = dt.TABLE_TYPES[table]
         self.rows = self.groups or (size,) * batch      # each product's counted rows, stacked
         self.slot = max(self.groups) if masked else 0   # a masked group's rows in the buffers (M)
         self.M = kernel_M(size, batch, self.groups, masked)
@@ -109,7 +112,7 @@ class InputSets:
         self.check_set = self.n_sets          # the extra set, outside the rotation
         self.problems = [Problem(self.M, size, size, t.spelling, VALUES, seed + i, batch=batch, groups=self.groups,
                                  masked=masked) for i in range(self.n_sets + 1)]
-        self.group_tables = []                # each set's offsets or counts (device int32), grouped kernels
+        self.group_tables = []                # each set's offsets or counts (device, table_type), grouped kernels
         self.sets = []
         self.C_read = None                    # the C a kernel with a separate D reads (never, at beta = 0)
         self.scales: list[dict] = []          # each set's scale roles' values (device buffers or numbers)
@@ -130,7 +133,7 @@ class InputSets:
                          for A, B in self._operands64]
             if self.groups:
                 role, table = group_table(self.groups, self.masked)
-                self.group_tables = [xp.asarray(dt.to_bits(table.astype(np.float64), t.of(role)))] * len(self.sets)
+                self.group_tables = [xp.asarray(dt.to_bits(table.astype(np.float64), self.table_type))] * len(self.sets)
             if self.output == "D":
                 self.C_read = xp.full((rows, size), t.C.poison_bits, dtype=t.C.storage)
             self.scales = [{s.role: self._scale(s, values[s.role]) for s in t.scales} for values in self._scales64]

@@ -494,8 +494,9 @@ class GuardedGemm:
         self.group_buffers = []
         if groups:
             role, table = group_table(self.groups, bool(masked))
-            self.group_buffers = [guarded_as(role, dt.to_bits(table.astype(np.float64).reshape(1, -1), types.of(role)),
-                                             types.of(role))]
+            table_type = launch.table_type(instance, role)   # as the kernel declares its table: int32, int64
+            self.group_buffers = [guarded_as(role, dt.to_bits(table.astype(np.float64).reshape(1, -1), table_type),
+                                             table_type)]
         out_buffer = self.D if self.output == "D" else self.C
         self.initial_C_bits = out_buffer.matrix(out_buffer.bits).copy()
         self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers,
@@ -821,7 +822,8 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
     table = None
     if groups:
         role, counts = group_table(groups, masked)
-        table = (len(groups), role, backend.to_device(dt.to_bits(counts.astype(np.float64), types.of(role))))
+        table = (len(groups), role, backend.to_device(dt.to_bits(counts.astype(np.float64),
+                                                                 launch.table_type(instance, role))))
     operands = {"A": backend.to_device(plain_bits(types.A, rows * K, rng)),
                 "B": backend.to_device(plain_bits(types.B, products * K * N, rng)),
                 "C": filled(types.C, rows * N),

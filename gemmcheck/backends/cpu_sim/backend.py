@@ -30,7 +30,8 @@ from gemmcheck.containment.tools import retry_once
 from gemmcheck.problems.harness import product_pointers
 from gemmcheck.problems.problem import group_table
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.contract.launch import MAX_STATIC_SHARED_BYTES, Launch, check_block, plan, tight_batch_strides, tight_leading_dimensions
+from gemmcheck.contract.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan, table_type,
+                                       tight_batch_strides, tight_leading_dimensions)
 from gemmcheck.phases import timed
 
 
@@ -352,7 +353,7 @@ class CpuSimBackend(Backend):
             if masked:   # each group's slot of `masked` rows, the counted ones first
                 contents["A"] = np.zeros((rows_out, A.shape[1]), dtype=types.A.storage)
             role, table = group_table(groups, bool(masked))
-            contents[role] = table.astype(np.int32)
+            contents[role] = table.astype(table_type(instance, role).numpy)
         for role in ("C", "D"):
             contents[role] = np.full((rows_out, N), types.of(role).poison_bits, dtype=types.of(role).storage)
         for scale in types.scales:
