@@ -1,5 +1,6 @@
 """The catalog loader accepts good files and rejects bad ones with one-line, actionable errors."""
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -313,3 +314,23 @@ def test_an_out_of_scope_skip_says_the_claim_once_and_what_it_means_for_a_named_
     assert why.count(constraint.spec.shapes) == 1 and "; )" not in why and why.endswith("M=1 N=1 K=1 is not one")
     named = next(s for s in specs.values() if s.shapes == "square-tile-multiple").instances()[0]
     assert catalog.model.SHAPES["square-tile-multiple"] in why_out_of_scope(named, 3, 5, 7)
+
+
+@pytest.mark.parametrize("declared, refused", [
+    ("const __half *A", "a pointer to __half, but dtype 'float32' makes A float32 (float)"),
+    ("const __nv_bfloat16 *A", "a pointer to __nv_bfloat16"),
+    ("const float *A", None), ("const float4 *A", None), ("const int *A", None), ("const void *A", None),
+])
+def test_a_pointer_to_another_floating_type_than_the_dtype_gives_is_refused_naming_both(tmp_path, declared, refused):
+    """A catalog whose dtypes do not say what the kernel reads would judge a correct kernel wrong;
+    a pointer to integers or vectors packs elements and is left to the compilers."""
+    (tmp_path / "k.cu").write_text("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+                                   f"__global__ void k({declared}, const float *B, float *C, int M, int N, int K) {{}}\n")
+    (tmp_path / "c.toml").write_text('[[kernel]]\nname = "k"\nsource = "k.cu"\nentry = "k"\n'
+                                     'args = ["A", "B", "C", "M", "N", "K"]\ngrid = ["N", "M"]\nblock = [1]\n'
+                                     'dtypes = ["float32"]\nexpect = "correct"\n')
+    if refused is None:
+        assert catalog.load(tmp_path / "c.toml")
+    else:
+        with pytest.raises(catalog.CatalogError, match=re.escape(refused)):
+            catalog.load(tmp_path / "c.toml")

@@ -412,6 +412,29 @@ def table_misfit(instance, role: str, parameter: Parameter) -> str | None:
             f"writes {role} as 32- or 64-bit integers: declare it const int * or const int64_t *")
 
 
+# The floating-point element types a pointer may be declared to: a mismatch with the role's own
+# type is a catalog whose dtypes do not say what the kernel reads. (A pointer to integers or to
+# vectors, float4 or half2, packs elements; it is not compared.)
+_FLOATING_ELEMENTS = ("float", "double", "__half", "__nv_bfloat16", "__nv_fp8_e4m3", "__nv_fp8_e5m2")
+
+
+def element_misfit(instance, role: str, parameter: Parameter) -> str | None:
+    """Why the floating-point type `parameter` points to is not the type `instance` gives `role`
+    (``const __half *A`` in a float32 instantiation), or None."""
+    if parameter.type.kind != POINTER or (role not in OPERAND_ROLES + ARRAY_ROLES + SCALE_ROLES
+                                          and role not in EPILOGUE_POINTER_ROLES):
+        return None
+    pointee = parameters.read_type(parameter.type.spelling.replace("*", " ")).spelling
+    if pointee not in _FLOATING_ELEMENTS:
+        return None
+    expected = instance.types.of(array_operand(role) or role)
+    if pointee == expected.c_type:
+        return None
+    return (f"role {role!r} is {parameter.describe(instance.name_expression)}, a pointer to {pointee}, but dtype "
+            f"{instance.dtype!r} makes {role} {expected.name} ({expected.c_type}): list the dtypes the kernel reads "
+            f"(e.g. a combination such as \"f16f16f32\"), or give the parameter its own role")
+
+
 def by_value(instance, role: str) -> bool:
     """Whether a scale role is passed as a floating-point value (``float scale_a``), not a pointer."""
     return any(r == role and t.kind == FLOATING for r, t in zip(instance.spec.roles, packed_types(instance)))
