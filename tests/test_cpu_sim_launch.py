@@ -137,3 +137,24 @@ def test_an_argument_packed_in_another_size_than_gplusplus_declares_stops_the_bu
     plain = catalog.Instance(_spec(tmp_path, text.replace("typename wide<T>::type M", "long M")
                                    .replace("traits(", "plain("), "plain"), "float32", 4)
     assert sim.build_error(plain) is None    # read as a long, packed in 8 bytes
+
+
+def test_a_literal_role_is_passed_as_is_and_the_simulator_locates_the_rest_by_name(sim, tmp_path):
+    """args = [..., 4]: the literal reaches the kernel, and nothing keyed by role names trips on it."""
+    from gemmcheck.judge.oracle import judge
+    from gemmcheck.problems.harness import run_problem
+    from gemmcheck.problems.problem import Problem
+
+    (tmp_path / "k.cu").write_text(
+        "__global__ void k(const float *A, const float *B, float *C, int M, int N, int K, int splits) {\n"
+        "  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (r < M && c < N) { float s = 0; for (int k = 0; k < K; ++k) s += A[r * K + k] * B[k * N + c];\n"
+        "    C[r * N + c] = splits * s; } }\n")
+    (tmp_path / "c.toml").write_text('[[kernel]]\nname = "k"\nsource = "k.cu"\nentry = "k"\n'
+                                     'args = ["A", "B", "C", "M", "N", "K", 1]\ngrid = ["ceil(N / 8)", "ceil(M / 8)"]\n'
+                                     'block = [8, 8]\ndtypes = ["float32"]\nexpect = "correct"\n')
+    (spec,) = catalog.load(tmp_path / "c.toml")
+    problem = Problem(9, 11, 5, "float32", "exact", 1)
+    judgement = judge(run_problem(sim, spec.instances()[0], problem), *problem.operands()[:2], exact=True,
+                      problem=problem)
+    assert judgement.ok, judgement.message()

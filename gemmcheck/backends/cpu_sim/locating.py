@@ -31,7 +31,8 @@ def _element_locator(instance: Instance, by_role: dict):
     """A function (buffer name, byte offset from its start) -> (row, column) of that operand's
     matrix, or None where the offset lies outside it (a guard band): read from the launch's
     sizes and leading dimensions and the catalog's layouts."""
-    ints = {k: int(v) for k, v in by_role.items() if isinstance(v, (int, np.integer))}
+    # by role name (a literal role, passed as is, names nothing)
+    ints = {k: int(v) for k, v in by_role.items() if isinstance(k, str) and isinstance(v, (int, np.integer))}
     M, N, K = (ints.get(k, ints.get("N", 0)) for k in ("M", "N", "K"))
     shapes = {"A": (M, K), "B": (K, N), "C": (M, N), "D": (M, N)}
     lds = {**tight_leading_dimensions(instance.spec.layouts, M, N, K),
