@@ -271,3 +271,40 @@ def test_empty_problems_have_operands_of_every_kind_but_special(values):
         assert A.shape == shape[::2] and B.shape == shape[:0:-1]
     with pytest.raises(ValueError, match="values='special' places NaN and Inf"):
         Problem(5, 7, 0, "float32", "special")
+
+
+def test_a_kernel_that_adds_into_a_zeroed_c_is_given_zeros_and_its_twin_is_caught(tmp_path):
+    """adds_into_c: C starts as zeros (its callers' cudaMemset), so a split-K that atomicAdds is right
+    at every K, K = 0 included; nothing is called unwritten (0 is a right result too), and a split
+    that drops the tail of K is a wrong value."""
+    from simulator import first_instances, simulator
+
+    kernels = first_instances("examples/catalog.toml")
+    with simulator() as backend:
+        for K in (0, 13):
+            problem = Problem(9, 7, K, "float32", "exact", 1)
+            gemm = GuardedGemm.for_problem(backend, kernels["splitk_atomic"], problem)
+            assert gemm.c_fill == "zeros" and not gemm.out.matrix(gemm.out.bits).any()
+            run = gemm.run()
+            assert not run.unwritten.any()
+            judgement = judge_run(run, problem)
+            assert judgement.ok, judgement.message()
+        twin = judge_run(run_problem(backend, kernels["broken_splitk_atomic_drops_the_tail"], problem), problem)
+        assert twin.defects == {Defect.WRONG_VALUES}, twin.message()
+    with pytest.raises(catalog.CatalogError, match="adds_into_c = true says the kernel adds its result into C"):
+        catalog.load(_adds_into_c_with_beta(tmp_path))
+
+
+def judge_run(run, problem):
+    from gemmcheck.judge.oracle import judge
+    return judge(run, *problem.operands()[:2], exact=problem.exact, problem=problem)
+
+
+def _adds_into_c_with_beta(tmp_path):
+    (tmp_path / "k.cu").write_text("__global__ void k(const float *A, const float *B, float *C, int M, int N, int K, "
+                                   "float beta) {}\n")
+    path = tmp_path / "adds.toml"
+    path.write_text('[[kernel]]\nname = "k"\nsource = "k.cu"\nentry = "k"\nargs = ["A", "B", "C", "M", "N", "K", '
+                    '"beta"]\ngrid = ["N", "M"]\nblock = [1]\ndtypes = ["float32"]\nadds_into_c = true\n'
+                    'expect = "correct"\n')
+    return path

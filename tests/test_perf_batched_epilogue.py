@@ -381,3 +381,15 @@ def test_masked_groups_sit_at_the_start_of_their_slots_and_only_their_rows_are_j
     assert ref.shape == (16, 8)
     C[...] = dt.to_bits(np.zeros((36, 8)), types.D)
     assert sets.result(0).shape == (16, 8)
+
+
+def test_a_grouped_kernels_table_is_timed_in_its_declared_type_and_an_adding_kernels_c_starts_at_zero():
+    """The performance suite's input sets: an int64 table for a kernel that declares one; C zeroed
+    before a kernel that adds into it (adds_into_c), poisoned otherwise."""
+    types = operand_types.coerce("float32")
+    sets = perf.InputSets(np, types, 8, 0, seed=2, groups=(4, 0, 4), table="int64").upload()
+    assert sets.group_tables[0].dtype == np.uint64 and list(sets.group_tables[0].view(np.int64)) == [0, 4, 4, 8]
+    sets.poison(0, zeros=True)
+    assert not sets.sets[0][2].any()
+    sets.poison(0)
+    assert (sets.sets[0][2] == types.D.poison_bits).all()

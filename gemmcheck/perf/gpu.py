@@ -197,8 +197,9 @@ class GpuTimer:
 
     # Sampling ---------------------------------------------------------------------------------
 
-    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False, finish=None, poison: bool = True):
-        """A sampler for gemmcheck.perf.sampling: next set, poison its C (finite_C: see
+    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False, finish=None, poison: bool = True,
+                 zeros: bool = False):
+        """A sampler for gemmcheck.perf.sampling: next set, poison its C (finite_C, zeros: see
         InputSets.poison; not for a ceiling writing outputs of its own, `poison` False), time one
         launch. `finish(end)` waits for the sample's end event (a catalog kernel's: with the hang
         timeout, _finish); by default, synchronize()."""
@@ -211,7 +212,7 @@ class GpuTimer:
         def take() -> sampling.Sample:
             index = next(cycle)
             if poison:
-                sets.poison(index, finite=finite_C)
+                sets.poison(index, finite=finite_C, zeros=zeros)
             hold((1,), (1,), (np.uint64(HOLD_NS),))   # the stream stays busy while the host enqueues the rest
             start.record()
             launch(index)
@@ -270,7 +271,7 @@ class GpuTimer:
         index = sets.check_set if index is None else index
         finite_C = instance.spec.reads_c_at_beta_zero if finite_C is None else finite_C
         with self.turn():
-            sets.upload().poison(index, finite=finite_C)
+            sets.upload().poison(index, finite=finite_C, zeros=instance.spec.adds_into_c)
             # waited for with the hang timeout; a crash or hang is the backend's KernelLaunchError
             self.backend.launch(instance, self._plan(instance, size, sets, index))
             return output_check(self.cupy, sets, index)
@@ -315,7 +316,7 @@ class GpuTimer:
                             if by_cublas(instance) else f"no library ceiling: {exc}")
         samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, sets, i), cycle,
                                            finite_C=instance.spec.reads_c_at_beta_zero,
-                                           finish=self._finish(instance, size))
+                                           zeros=instance.spec.adds_into_c, finish=self._finish(instance, size))
         with self._tf32_off():
             return self._sample(samplers, min_samples), cublas_error, label
 

@@ -200,11 +200,15 @@ class InputSets:
         xp, cols = self.xp, out.shape[0] // self.batch   # each product stored as its transpose
         return xp.concatenate([out[b * cols:(b + 1) * cols].T for b in range(self.batch)])
 
-    def poison(self, index: int, *, finite: bool = False) -> None:
+    def poison(self, index: int, *, finite: bool = False, zeros: bool = False) -> None:
         """Fill set ``index``'s C so an element the launch does not write shows: the poison bits,
         or, with ``finite`` (a kernel that declares reads_c_at_beta_zero: its callers always
-        initialize C), the correctness harness's finite garbage, far above any result."""
+        initialize C), the correctness harness's finite garbage, far above any result; with
+        ``zeros`` (a kernel that adds into C, which its callers zero), zeros."""
         C = self.sets[index][2]
+        if zeros:
+            C.fill(0)
+            return
         if not finite:
             C.fill(self.dtype.poison_bits)
             return

@@ -81,7 +81,7 @@ LEADING_DIMENSIONS = ("tight", "padded")
 LD_ROLES = {"A": "lda", "B": "ldb", "C": "ldc", "D": "ldd"}
 OPERAND_NAMES = ("A", "B", "C", "D")
 STRIDE_ROLES = {"A": "stride_A", "B": "stride_B", "C": "stride_C", "D": "stride_D"}
-C_FILLS = ("default", "poison", "finite")   # what C holds before a launch at beta == 0
+C_FILLS = ("default", "poison", "finite", "zeros")   # what C holds before a launch at beta == 0
 # What surrounds an array of pointers: an address that faults wherever it is dereferenced (not
 # canonical on x86-64, outside every GPU allocation), so a product index past the batch crashes
 # the kernel, as a caller's array would leave it to.
@@ -324,7 +324,7 @@ class Run:
     leading_dimensions: dict[str, int] = field(default_factory=dict)  # "lda"/"ldb"/"ldc"/"ldd" -> value
     operands_text: str = ""               # layouts and leading dimensions, when not all row-major and tight
     launched: bool = True                 # False: M or N is 0, so nothing was launched (BLAS)
-    c_fill: str = "poison"                # what C held before the launch at beta == 0: "poison" or "finite"
+    c_fill: str = "poison"                # what C held before the launch at beta == 0: C_FILLS
     scales: dict = field(default_factory=dict)   # "scale_A"/"scale_B" -> float64 scale matrix given
     output: str = "C"                     # the buffer the result was read from: "C", or "D" (C_bits holds it)
     batch: int = 1                        # products launched (C_bits, unwritten, C0: theirs stacked by rows)
@@ -360,8 +360,8 @@ class GuardedGemm:
         side of every buffer (default: enough for any TILE-rounded overshoot). guard=0
         gives exact-size allocations: what compute-sanitizer memcheck needs to see an
         out-of-bounds access as one. `c_fill`: what C holds at beta == 0: "poison" (NaN),
-        "finite" (finite_garbage), or "default": finite for a kernel that declares
-        reads_c_at_beta_zero, else poison. `guard_bits`, `poison_bits`: one pattern for every
+        "finite" (finite_garbage), "zeros", or "default" (default_c_fill: finite for a kernel that
+        declares reads_c_at_beta_zero, zeros for one that adds into C, else poison). `guard_bits`, `poison_bits`: one pattern for every
         buffer's guards, and the output's poison, instead of each type's own. `scales`: the
         scale factors by role (Problem.scale_operands); a kernel that takes them and is given
         none gets the exact kind's at seed 0. `in_place`: D is C's buffer (d_aliases_c).
@@ -439,12 +439,14 @@ class GuardedGemm:
         longest = max(M, N, K, *lds.values())
         g = guard_elements(longest, longest, longest, instance.tile) if guard is None else guard
         if c_fill == "default":
-            c_fill = "finite" if getattr(spec, "reads_c_at_beta_zero", False) else "poison"
+            c_fill = default_c_fill(spec)
         self.c_fill = c_fill if self.C0 is None else "poison"
         if self.C0 is not None:
             initial_C = dt.to_bits(self.C0, types.C)
         elif c_fill == "finite":
             initial_C = dt.to_bits(finite_garbage(stacked_rows, N, types.C), types.C)
+        elif c_fill == "zeros":   # what a kernel that adds into C is given by its callers
+            initial_C = dt.to_bits(np.zeros((stacked_rows, N)), types.C)
         else:
             initial_C = np.full((stacked_rows, N), self.poison_bits if self.output == "C" else types.C.poison_bits,
                                 dtype=types.C.storage)
@@ -644,6 +646,8 @@ class GuardedGemm:
             c_flat = self.backend.to_host(out.device)
             c_bits = out.matrix(c_flat).copy()
             unwritten = c_bits == self.initial_C_bits
+            if self.output == "C" and self.C0 is None and self.c_fill == "zeros":
+                unwritten[:] = False   # 0 is also a right result: an element left unwritten shows as a wrong 0
             if confirm and unwritten.any() and self._output_poisoned:
                 unwritten &= self._never_written()
             for X in (c_bits, unwritten):
@@ -705,6 +709,14 @@ def confirming_poison(d: dt.DType, poison_bits: int, guard_bits: int) -> int:
     return next(b for b in (poison_bits ^ 1, poison_bits ^ 2, poison_bits ^ 4, poison_bits ^ sign)
                 if b not in (guard_bits, *made) and np.isnan(value(b)) == poison_is_nan
                 and not np.isinf(value(b)) and value(b) != 0)
+
+
+def default_c_fill(spec) -> str:
+    """What C holds before a launch at beta == 0: NaN (poison), finite garbage for a kernel whose
+    callers always initialize C (reads_c_at_beta_zero), zeros for one that adds into C (adds_into_c)."""
+    if getattr(spec, "adds_into_c", False):
+        return "zeros"
+    return "finite" if getattr(spec, "reads_c_at_beta_zero", False) else "poison"
 
 
 def finite_garbage(M: int, N: int, d: dt.DType, seed: int = 0) -> np.ndarray:

@@ -141,6 +141,10 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
                                     or any(c not in named for c in sim_configs)):
         fail(f"'sim_configs' must list names from 'configs' ({', '.join(named) or 'none'}), got {sim_configs!r}")
 
+    if conventions["adds_into_c"] and (conventions["reads_c_at_beta_zero"] or "beta" in roles
+                                       or launch.takes_operand(roles, "D")):
+        fail("adds_into_c = true says the kernel adds its result into C, which its callers zero; it cannot also "
+             "take beta, write a separate D or declare reads_c_at_beta_zero")
     if conventions["d_aliases_c"] and not (launch.takes_operand(roles, "C") and launch.takes_operand(roles, "D")):
         fail("d_aliases_c = true says D may be C's buffer; the kernel must take both C and D (args)")
     try:

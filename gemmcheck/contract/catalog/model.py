@@ -49,6 +49,7 @@ class KernelSpec:
     include_dirs: tuple[Path, ...] = ()   # searched after the source's directory, by every compile
     defines: tuple = ()                   # ((NAME, value), ...): -D NAME=value in every compile
     reads_c_at_beta_zero: bool = False    # convention: callers always initialize C (CONVENTIONS)
+    adds_into_c: bool = False             # convention: the kernel adds into C, which callers zero
     deterministic: bool = True            # convention: False for floating-point atomic reductions
     saturates_output: bool = False        # convention: the output conversion saturates (satfinite)
     d_aliases_c: bool = False             # convention: D may be C's buffer (an in-place update)

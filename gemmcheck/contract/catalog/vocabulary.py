@@ -49,7 +49,7 @@ _FIELDS = {
     "shared_tiles", "shared_pad", "expect", "gpu_only", "sim_configs", "include_dirs", "defines",
     "tensor_maps", "cluster", "arch", "compiler", "sources", "accumulator", "scalar", "scales",
     "sums",                                        # what adds the products (operand_types.SUMS)
-    *("reads_c_at_beta_zero", "deterministic", "saturates_output", "d_aliases_c"),   # declared conventions (CONVENTIONS)
+    *("reads_c_at_beta_zero", "adds_into_c", "deterministic", "saturates_output", "d_aliases_c"),   # CONVENTIONS
     "epilogue",                                    # a fused epilogue (gemmcheck.contract.epilogue)
     "resources",                                   # a claim on ptxas's report (RESOURCE_CLAIMS)
 }
@@ -58,6 +58,9 @@ _FIELDS = {
 CONVENTIONS = {
     "reads_c_at_beta_zero": (False, "C is always initialized by the kernel's callers: at beta = 0 the "
                                     "suite fills C with finite values instead of NaN"),
+    "adds_into_c": (False, "the kernel adds its result into C, which its callers zero first (a split-K "
+                           "whose slices atomicAdd into C): the suite zeroes C instead of filling it with "
+                           "NaN; an element never written then shows as a wrong value, 0"),
     "deterministic": (True, "the kernel reduces with floating-point atomics: same bits on every "
                             "launch is not claimed for random inputs"),
     "saturates_output": (False, "the output conversion saturates to the finite range (__NV_SATFINITE, "
