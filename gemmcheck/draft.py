@@ -325,6 +325,11 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     if unknown:
         todo_args.append(f"TODO: args: the role of {', '.join(repr(u) for u in unknown)}: one of "
                          f"{', '.join(launch.ROLES)}, or an integer literal passed as is")
+        call = next(iter(launches(host, kernel.name)), None)
+        passed = [f"{p.name} = {constants[arg]}" for p, role, arg in zip(params, roles, (call.args or ()) if call else ())
+                  if str(role).startswith("TODO") and arg in constants]
+        if passed:
+            todo_args.append(f"the file's launch passes {', '.join(passed)}: a literal passes the same")
     if missing:
         todo_args.append(f"TODO: args: no parameter reads as {', '.join(missing)}; name the pointers' roles")
     d.add("args", _toml(roles), *todo_args)
@@ -428,6 +433,13 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         d.add("shapes", _toml("any"), "TODO: shapes: \"any\" claims every M, N, K >= 0 (K = 0 gives beta C); a "
               "kernel without bounds guards claims less, e.g. \"M % BM == 0 and N % BN == 0 and K % BK == 0 "
               "and K > 0\"")
+    output = next((p.name for p, r in zip(params, roles) if r == "C"), None)
+    if output and "beta" not in roles and "D" not in roles and source_text and any(
+            re.search(rf"\batomicAdd\s*\(\s*(?:&\s*{re.escape(output)}\s*\[|{re.escape(output)}\s*\+)", body)
+            for is_kernel, body in _kernel_bodies(source_text).get(kernel.name, []) if is_kernel):
+        d.add("adds_into_c", None, f"TODO: the kernel atomicAdds into {output}: if its callers zero it first (a "
+              "split-K), say so, and that float atomics add in any order:", "adds_into_c = true",
+              "deterministic = false")
     if "beta" in roles:
         d.add("reads_c_at_beta_zero", None, "TODO: at beta = 0 BLAS never reads C; if the kernel does "
               "(C = alpha * acc + beta * C[i]) and its callers always initialize C, say so:",
@@ -538,15 +550,21 @@ _SIZES = {"float": 4, "int": 4, "unsigned": 4, "double": 8, "half": 2, "__half":
 _EXTERN_SHARED = re.compile(r"\bextern\s+__shared__")
 
 
-def _uses_dynamic_shared(kernel: str, code: str) -> bool:
-    """Whether the __global__ `kernel` declares extern __shared__ memory, or calls a function of
-    the file that does (a kernel that hands its work to a __device__ function)."""
+def _kernel_bodies(code: str) -> dict[str, list[tuple[bool, str]]]:
+    """Each top-level function of `code` by name: (whether it is a __global__ one, its body)."""
     bodies = {}
     for head, _, open_at, end in cuda_source.top_level_blocks(cuda_source.code_only(code)):
         names = [n for n in re.findall(r"\b(\w+)\s*\(", re.sub(r"template\s*<[^{]*?>", "", head))
                  if not n.startswith("__")]
         if names:
             bodies.setdefault(names[0], []).append(("__global__" in head, code[open_at:end]))
+    return bodies
+
+
+def _uses_dynamic_shared(kernel: str, code: str) -> bool:
+    """Whether the __global__ `kernel` declares extern __shared__ memory, or calls a function of
+    the file that does (a kernel that hands its work to a __device__ function)."""
+    bodies = _kernel_bodies(code)
     declaring = {name for name, found in bodies.items() if any(_EXTERN_SHARED.search(b) for _, b in found)}
     return any(_EXTERN_SHARED.search(body) or any(re.search(rf"\b{re.escape(n)}\s*[<(]", body) for n in declaring)
                for is_kernel, body in bodies.get(kernel, []) if is_kernel)

@@ -365,3 +365,15 @@ def test_a_w8a8_kernel_drafts_its_dequantized_types_and_its_weights_scale():
     entries = {e["name"]: e for e in drafted(ROOT / "examples" / "mixed" / "w8a8.cu", ROOT / "examples" / "mixed")}
     entry = entries["w8a8_gemm_bf16"]
     assert entry["args"] == ["A", "B", "C", "scale_A", "scale_B", "M", "N", "K"] and entry["dtypes"] == ["s8s8bf16"]
+
+
+def test_a_split_k_that_atomically_adds_into_c_drafts_the_conventions_and_the_launchs_constant():
+    text = draft.draft_source(ROOT / "examples" / "split_k_atomic.cu", ROOT / "examples")
+    first = text.split("[[kernel]]")[1]
+    assert "# adds_into_c = true" in first and "# deterministic = false" in first
+    assert "the file's launch passes splits = 4" in first
+    filled = first.replace('"TODO splits"', "4").replace("# adds_into_c", "adds_into_c").replace(
+        "# deterministic", "deterministic")
+    listed = next(s for s in catalog.load(ROOT / "examples" / "catalog.toml") if s.name == "splitk_atomic")
+    entry = tomllib.loads("[[kernel]]" + filled)["kernel"][0]
+    assert (tuple(entry["args"]), entry["adds_into_c"], entry["deterministic"]) == (listed.roles, True, False)
