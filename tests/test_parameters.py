@@ -121,7 +121,9 @@ def _load(tmp_path, source: str, args: list, **fields):
     extra = "".join(f"{k} = {v}\n" for k, v in fields.items())
     (tmp_path / "catalog.toml").write_text(
         f'[[kernel]]\nname = "k"\nsource = "k.cu"\nentry = "k"\nargs = {args!r}\n'.replace("'", '"')
-        + 'grid = ["ceil(N / 16)", "ceil(M / 16)"]\nblock = [16, 16]\ndtypes = ["float32", "float16"]\n'
+        + 'grid = ["ceil(N / 16)", "ceil(M / 16)"]\nblock = [16, 16]\n'
+        # a template's T takes both; a kernel of floats is a float32 one (the loader checks pointees)
+        + f'dtypes = {["float32", "float16"] if "typename" in source else ["float32"]}\n'.replace("'", '"')
         + 'expect = "correct"\n' + extra)
     return catalog.load(tmp_path / "catalog.toml")
 
