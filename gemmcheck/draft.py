@@ -40,7 +40,10 @@ from gemmcheck.host_launches import CONSTANT_ASSIGNMENT, Launch, host_expression
 C_TYPES = {"float": "float32", "double": "float64", "__half": "float16", "half": "float16",
            "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16"}
 # What an operand's pointer may point to, as C spells it -> element type names.
+# fp8 operands kept as raw bytes (__nv_fp8_storage_t) read as e4m3, with a TODO (FP8_STORAGE)
+FP8_STORAGE = "__nv_fp8_storage_t"
 ELEMENT_TYPES = {**C_TYPES, "__nv_fp8_e4m3": "float8_e4m3fn", "__nv_fp8_e5m2": "float8_e5m2",
+                 FP8_STORAGE: "float8_e4m3fn",
                  "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8",
                  "unsigned char": "uint8", "int": "int32", "int32_t": "int32"}
 # Names that usually hold the tile edge, most likely first.
@@ -472,6 +475,10 @@ def _dtypes(params: list[Param], roles: list, type_params: set[str]) -> tuple[li
                         f"use {', '.join(dt.ELEMENT_TYPES)}")
         return ["float32"], comments, placeholders
     names = {role: dt.get(ELEMENT_TYPES[t]) for role, t in of.items()}
+    raw = [role for role, t in of.items() if t == FP8_STORAGE]
+    if raw:
+        comments.append(f"TODO: dtypes: {' and '.join(raw)} {'is' if len(raw) == 1 else 'are'} {FP8_STORAGE} (fp8 as "
+                        "raw bytes), drafted as e4m3; write e5m2 for an operand the kernel converts with __NV_E5M2")
     output = names.get("D", names.get("C"))
     if output is None or "A" not in names or "B" not in names:
         # operands whose roles are TODOs: their one element type, if they share one

@@ -377,3 +377,13 @@ def test_a_split_k_that_atomically_adds_into_c_drafts_the_conventions_and_the_la
     listed = next(s for s in catalog.load(ROOT / "examples" / "catalog.toml") if s.name == "splitk_atomic")
     entry = tomllib.loads("[[kernel]]" + filled)["kernel"][0]
     assert (tuple(entry["args"]), entry["adds_into_c"], entry["deterministic"]) == (listed.roles, True, False)
+
+
+def test_fp8_operands_kept_as_raw_bytes_draft_as_e4m3_with_a_todo(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text("#include <cuda_fp8.h>\n#include <cuda_bf16.h>\n__global__ void k(const __nv_fp8_storage_t *A, "
+                      "const __nv_fp8_storage_t *B, __nv_bfloat16 *D, const float *scale_a, const float *scale_b, "
+                      "int M, int N, int K) {}\n")
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["dtypes"] == ["e4m3e4m3bf16"] and "fp8 as raw bytes), drafted as e4m3" in text
