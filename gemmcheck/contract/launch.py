@@ -430,9 +430,14 @@ def element_misfit(instance, role: str, parameter: Parameter) -> str | None:
     expected = instance.types.of(array_operand(role) or role)
     if pointee == expected.c_type:
         return None
+    fix = {"scale_A": "give scales.A its type (type = \"float64\", ...)",
+           "scale_B": "give scales.B its type (type = \"float64\", ...)",
+           "bias": "give the epilogue its bias_type",
+           "residual": "the residual is C's type: list a dtype whose C is the residual's"}.get(
+        role, "list the dtypes the kernel reads (e.g. a combination such as \"f16f16f32\")")
     return (f"role {role!r} is {parameter.describe(instance.name_expression)}, a pointer to {pointee}, but dtype "
-            f"{instance.dtype!r} makes {role} {expected.name} ({expected.c_type}): list the dtypes the kernel reads "
-            f"(e.g. a combination such as \"f16f16f32\"), or give the parameter its own role")
+            f"{instance.dtype!r} makes {role} {expected.name} ({expected.c_type}): {fix}, or give the parameter "
+            "its own role")
 
 
 def by_value(instance, role: str) -> bool:
