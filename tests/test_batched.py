@@ -186,3 +186,26 @@ def test_a_kernel_that_writes_into_its_array_of_pointers_mutates_an_input(tmp_pa
     judgement = judge(run, *problem.operands()[:2], exact=True, problem=problem)
     assert judgement.defects == {Defect.INPUT_MUTATION}, judgement.message()
     assert run.inputs_changed["C_array"] == 3 and run.inputs_changed["A_array"] == 0
+
+
+def test_a_batch_with_an_output_scale_is_judged_per_product_and_one_with_a_bias_is_refused_at_load(
+        kernels, backend, tmp_path):
+    """An epilogue that acts element by element (the output scale of attention scores) goes with a
+    batch; a bias or residual, which a batch would share or stack, is refused in one line."""
+    from gemmcheck.contract.catalog import CatalogError, load
+
+    problem = Problem(9, 9, 13, kernels["attention_scores"].types, "exact", 2, batch=3)
+    judgement = judge(run_problem(backend, kernels["attention_scores"], problem), *problem.operands()[:2],
+                      exact=True, problem=problem)
+    assert judgement.ok, judgement.message()
+    twin = judge(run_problem(backend, kernels["broken_attention_scores_divided"], problem), *problem.operands()[:2],
+                 exact=True, problem=problem)
+    assert {f.defect for f in twin.findings} == {Defect.WRONG_VALUES}
+    (tmp_path / "k.cu").write_text("__global__ void k(const float *A, const float *B, float *C, const float *bias, "
+                                   "int batch, int M, int N, int K) {}\n")
+    (tmp_path / "c.toml").write_text(
+        '[[kernel]]\nname = "k"\nsource = "k.cu"\nentry = "k"\nargs = ["A", "B", "C", "bias", "batch", "M", "N", "K"]\n'
+        'grid = ["N", "M", "batch"]\nblock = [1]\ndtypes = ["float32"]\nepilogue = { bias = "col" }\n'
+        'expect = "correct"\n')
+    with pytest.raises(CatalogError, match="a batch of products with a fused bias or residual"):
+        load(tmp_path / "c.toml")

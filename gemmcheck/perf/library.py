@@ -159,6 +159,8 @@ LIBRARY_ACTIVATION = {"": "", "relu": "RELU", "gelu_tanh": "GELU", "gelu_erf": "
 
 def with_epilogue(gemm: LibraryGemm, epilogue: epilogues.Epilogue, types) -> LibraryGemm:
     """`gemm` with cuBLASLt's fused epilogue nearest to `epilogue`, each difference named."""
+    if epilogue.roles == ("output_scale",) and not epilogue.activation:
+        return gemm   # s (alpha A B + beta C) is the library's GEMM with alpha and beta times s: exactly it
     act = LIBRARY_ACTIVATION[epilogue.activation]
     name = "_".join(filter(None, [act, "BIAS" if epilogue.bias else ""]))
     notes = [gemm.nearest] if gemm.nearest else []

@@ -165,8 +165,21 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         fail(f"dtypes: {exc}")
     _check_instantiations(spec, fail)
     _check_arguments(spec, fail)
+    _check_batch(spec, fail)
     hopper.check(spec, fail)
     return spec
+
+
+def _check_batch(spec: KernelSpec, fail) -> None:
+    """A batched kernel's types are ones a batch is modelled for (problem.batch_not_modelled)."""
+    from gemmcheck.problems.problem import batch_not_modelled
+
+    for inst in spec.instances():
+        why = inst.batched and batch_not_modelled(inst.types)
+        if why:
+            fail(f"a batch of products with {why} ({inst.dtype}) is not modelled yet: the suite judges batches "
+                 "whose epilogue acts element by element (an activation, output_scale); describe one product a "
+                 "launch (no batch role) to judge this kernel")
 
 
 def _check_template_args(template_args: str, declared: parameters.Declaration, fail) -> None:
