@@ -501,3 +501,28 @@ def test_e5m2_operands_are_judged_bit_for_bit_and_e5m2_bytes_read_as_e4m3_are_ca
                               problem=problem)
             assert judgement.ok == correct, judgement.message()
             assert correct or judgement.defects == {Defect.WRONG_VALUES}
+
+
+def test_an_int8_gemm_with_cublas_int32_alpha_and_beta_is_packed_and_judged_and_its_c_can_be_finite(tmp_path):
+    """cuBLAS's int8 GEMM takes int alpha and beta (CUBLAS_COMPUTE_32I): the suite's alpha and
+    beta are integers, packed as the kernel's int; the beta = 0 probe's finite C for an int32 C
+    lies above every judged result."""
+    from gemmcheck.problems.harness import finite_garbage, run_problem
+    from simulator import simulator
+
+    garbage = finite_garbage(4, 5, dt.get("int32"))
+    assert (np.abs(garbage) > 2 ** 30).all() and (np.abs(garbage) <= 2 ** 31 - 1).all()
+    (tmp_path / "k.cu").write_text(
+        "__global__ void k(int M, int N, int K, int alpha, const signed char *A, const signed char *B, int beta, "
+        "int *C) {\n  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (r < M && c < N) { int s = 0; for (int k = 0; k < K; ++k) s += A[r * K + k] * B[k * N + c];\n"
+        "    C[r * N + c] = alpha * s + (beta == 0 ? 0 : beta * C[r * N + c]); } }\n")
+    (tmp_path / "c.toml").write_text(
+        '[[kernel]]\nname = "k"\nsource = "k.cu"\nentry = "k"\nargs = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]\n'
+        'grid = ["ceil(N / 8)", "ceil(M / 8)"]\nblock = [8, 8]\ndtypes = ["s8s8s32"]\nexpect = "correct"\n')
+    (spec,) = catalog.load(tmp_path / "c.toml")
+    inst = spec.instances()[0]
+    problem = Problem(9, 11, 21, inst.types, "exact", 1, 2, -1)
+    with simulator() as backend:
+        judgement = judge(run_problem(backend, inst, problem), *problem.operands()[:2], exact=True, problem=problem)
+    assert judgement.ok, judgement.message()

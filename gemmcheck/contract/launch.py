@@ -358,6 +358,8 @@ def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
         return None   # packed in the role's own type; the compilers check the size (parameters.py)
     if role in SCALE_ROLES and declared.kind == FLOATING:
         return None   # a per-tensor scale by value (the catalog loader checks the granularity)
+    if role in ("alpha", "beta") and declared.kind == INTEGER:
+        return None   # cuBLAS's int32 alpha and beta of an int8 GEMM: the suite's are integers (_scalar checks)
     if declared.kind != kind:
         what = _PASSED_AS.get(declared.kind, f"a {declared} by value, which the suite cannot pack")
         hint = {(TENSOR_MAP, POINTER): f"; declare it const __grid_constant__ CUtensorMap, or give the role "

@@ -725,6 +725,8 @@ def finite_garbage(M: int, N: int, d: dt.DType, seed: int = 0) -> np.ndarray:
     gemmcheck's problems comes near them (the generators keep results far below the largest
     finite value), so an element that still holds them was never written; and 0 * them is 0."""
     rng = np.random.default_rng(seed)
+    if d.is_integer:   # int32: above every judged result (below 2^30, problem.INTEGER_RESULT_LIMIT)
+        return rng.choice((-1.0, 1.0), (M, N)) * rng.integers(int(d.largest) // 2 + 1, int(d.largest), (M, N))
     largest = float(dt.finfo(d).max)
     values = rng.choice((-1.0, 1.0), (M, N)) * largest * rng.uniform(0.5, 1.0, (M, N))
     return dt.round_draws(values, d)
