@@ -141,8 +141,10 @@ MNK = ["A", "B", "C", "M", "N", "K"]
     ("float *A, float *B, float *C, unsigned char M, int N, int K", MNK,
      "args: role 'M' is parameter 4 'unsigned char M' of k, which holds at most 255; the suite passes M up to "
      "8200: declare it int (or wider)"),
-    ("float *A, float *B, float *C, int M, int N, int K, int alpha", [*MNK, "alpha"],
-     "args: role 'alpha' is parameter 7 'int alpha' of k, an integer; alpha is passed as a floating-point value"),
+    # (alpha declared int is taken, as cuBLAS's int8 GEMM declares it; by device pointer it is not)
+    ("float *A, float *B, float *C, int M, int N, int K, const float *alpha", [*MNK, "alpha"],
+     "args: role 'alpha' is parameter 7 'const float *alpha' of k, a pointer; alpha is passed as a floating-point "
+     "value"),
     ("float *A, float *B, float *C, int M, int N, int K, unsigned flag", [*MNK, -1],
      "args: the literal -1 is parameter 7 'unsigned flag' of k (unsigned int), which holds 0 to 4294967295"),
     ("float *A, float *B, float *C, Dims d, int N, int K", MNK,
