@@ -64,7 +64,7 @@ def test_each_example_kernel_has_a_library_ceiling_and_the_epilogue_kernels_a_fu
                 assert gemms, f"{spec.name} {dtype}"
                 epilogue = spec.types_of(dtype).epilogue
                 # an output scale alone is the library GEMM's alpha and beta: no fused epilogue needed
-                fused = bool(epilogue.roles) and (epilogue.roles, epilogue.activation) != (("output_scale",), "")
+                fused = library.fuses(epilogue)
                 assert bool(gemms[0].epilogue) == fused and not (epilogue.roles and not fused and gemms[0].nearest), \
                     spec.name
 
@@ -397,3 +397,15 @@ def test_a_grouped_kernels_table_is_timed_in_its_declared_type_and_an_adding_ker
     assert not sets.sets[0][2].any()
     sets.poison(0)
     assert (sets.sets[0][2] == types.D.poison_bits).all()
+
+
+def test_a_grouped_kernels_column_major_b_is_stored_group_by_group_as_each_blocks_transpose():
+    types = operand_types.coerce("float32")
+    rows = perf.InputSets(np, types, 8, 0, seed=4, groups=(3, 5)).upload()
+    cols = perf.InputSets(np, types, 8, 0, seed=4, groups=(3, 5), layouts={"B": "col"}).upload()
+    B_rows, B_cols = rows.sets[0][1], cols.sets[0][1]
+    for g in range(2):
+        block = B_rows[g * 8:(g + 1) * 8]
+        assert np.array_equal(B_cols[g * 8:(g + 1) * 8], block.T)
+    with pytest.raises(ValueError, match="grouped kernels are timed with A, C and D row-major"):
+        perf.InputSets(np, types, 8, 0, seed=4, groups=(3, 5), layouts={"A": "col"})

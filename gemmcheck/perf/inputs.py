@@ -101,8 +101,9 @@ class InputSets:
         self.dtype = self.types.D             # the output's type: what is poisoned, read and judged
         self.output = "D" if separate_d else "C"
         self.layouts = {o: (layouts or {}).get(o, "row") for o in "ABCD"}
-        if self.groups and set(self.layouts.values()) != {"row"}:
-            raise ValueError(f"grouped kernels are timed row-major, not with the layouts {self.layouts}")
+        if self.groups and any(self.layouts[o] != "row" for o in "ACD"):
+            raise ValueError(f"grouped kernels are timed with A, C and D row-major (B either way), not with the "
+                             f"layouts {self.layouts}")
         self.scales_by_value = frozenset(scales_by_value)
         t = self.types
         residual = t.C.itemsize if t.epilogue.residual else 0
@@ -152,7 +153,9 @@ class InputSets:
         return 2 * sum(self.rows) * self.size * self.size
 
     def _upload(self, X, operand: str, d: dt.DType):
-        stored = self._stored(X, self.layouts[operand])
+        # a grouped kernel's B: one K x N block per group, each stored as its transpose when column-major
+        products = len(self.groups) if self.groups and operand == "B" else self.batch
+        stored = self._stored(X, self.layouts[operand], products)
         if self.masked and operand == "A":   # each group's rows at the start of its slot
             stored = self._slotted(stored)
         return self.xp.asarray(dt.to_bits(stored, d))
@@ -164,12 +167,12 @@ class InputSets:
             out[g * self.slot:g * self.slot + len(part)] = part
         return out
 
-    def _stored(self, X, layout: str):
-        """Rows of products as stored: each product transposed for a column-major operand (its
-        buffer holds the transpose's rows), products one after another."""
+    def _stored(self, X, layout: str, products: int):
+        """Rows of `products` equal products as stored: each transposed for a column-major operand
+        (its buffer holds the transpose's rows), products one after another."""
         if layout == "row":
             return np.ascontiguousarray(X)
-        return np.ascontiguousarray(np.concatenate([product_rows(X, b, self.batch).T for b in range(self.batch)]))
+        return np.ascontiguousarray(np.concatenate([product_rows(X, b, products).T for b in range(products)]))
 
     def _epilogue_input(self, role: str, value):
         """An epilogue role as the kernel takes it: the output scale's number, a buffer of the

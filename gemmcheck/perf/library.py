@@ -157,10 +157,17 @@ def library_gemms(types) -> list[LibraryGemm]:
 LIBRARY_ACTIVATION = {"": "", "relu": "RELU", "gelu_tanh": "GELU", "gelu_erf": "GELU", "silu": "GELU"}
 
 
+def fuses(epilogue: epilogues.Epilogue) -> bool:
+    """Whether the library needs a fused epilogue for `epilogue`: not for an output scale alone,
+    s (alpha A B + beta C) being its GEMM with alpha and beta times s."""
+    return bool(epilogue.roles or epilogue.activation) and not (
+        epilogue.roles == ("output_scale",) and not epilogue.activation)
+
+
 def with_epilogue(gemm: LibraryGemm, epilogue: epilogues.Epilogue, types) -> LibraryGemm:
     """`gemm` with cuBLASLt's fused epilogue nearest to `epilogue`, each difference named."""
-    if epilogue.roles == ("output_scale",) and not epilogue.activation:
-        return gemm   # s (alpha A B + beta C) is the library's GEMM with alpha and beta times s: exactly it
+    if not fuses(epilogue):
+        return gemm
     act = LIBRARY_ACTIVATION[epilogue.activation]
     name = "_".join(filter(None, [act, "BIAS" if epilogue.bias else ""]))
     notes = [gemm.nearest] if gemm.nearest else []

@@ -23,6 +23,9 @@ def special_problem(instance, alpha=1, beta=0) -> Problem:
     why = pb.special_values_missing(instance.types)
     if why:
         pytest.skip(f"does not apply: {why}")
+    if instance.spec.adds_into_c:
+        pytest.skip("does not apply: the kernel adds into C (adds_into_c), and a float atomicAdd to global memory "
+                    "flushes subnormals to zero on NVIDIA GPUs: the special kind's subnormal rows are not its to keep")
     t = instance.tile
     return Problem(*claimed_shape_or_skip(instance, 2 * t + 1, t + 3, t + 2), instance.types, "special", SEED,
                    alpha, beta)

@@ -12,7 +12,7 @@ writes reports/performance/ (summary.txt, perf.json, roofline.png).
 import pytest
 
 from gemmcheck import perf
-from gemmcheck.perf import selection, summary, units
+from gemmcheck.perf import library, selection, summary, units
 from gemmcheck.verdict import Defect, Finding, Verdict
 
 @pytest.mark.gpu
@@ -119,7 +119,7 @@ def test_a_batched_or_grouped_kernel_is_compared_with_the_library_strided_batche
 
 @pytest.mark.gpu
 @pytest.mark.perf
-@pytest.mark.instances.with_args(lambda i: bool(i.types.epilogue.roles))
+@pytest.mark.instances.with_args(lambda i: library.fuses(i.types.epilogue))
 def test_an_epilogue_kernel_is_compared_with_the_library_fused_epilogue_nearest_its_own(
         perf_instance, perf_size, perf_session):
     # Timed with its bias, residual and output scale; the ceiling is cuBLASLt's GEMM with its
