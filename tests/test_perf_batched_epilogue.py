@@ -393,7 +393,7 @@ def test_a_grouped_kernels_table_is_timed_in_its_declared_type_and_an_adding_ker
     types = operand_types.coerce("float32")
     sets = perf.InputSets(np, types, 8, 0, seed=2, groups=(4, 0, 4), table="int64").upload()
     assert sets.group_tables[0].dtype == np.uint64 and list(sets.group_tables[0].view(np.int64)) == [0, 4, 4, 8]
-    sets.poison(0, zeros=True)
+    sets.poison(0, "zeros")
     assert not sets.sets[0][2].any()
     sets.poison(0)
     assert (sets.sets[0][2] == types.D.poison_bits).all()

@@ -315,7 +315,7 @@ def test_every_sample_starts_from_a_poisoned_output(timer_for, monkeypatch):
     session, _ = timer_for("honest")
     poisoned = []
     original = perf.InputSets.poison
-    monkeypatch.setattr(perf.InputSets, "poison", lambda self, i, **kw: (poisoned.append(i), original(self, i, **kw)))
+    monkeypatch.setattr(perf.InputSets, "poison", lambda self, i, *a, **kw: (poisoned.append(i), original(self, i, *a, **kw)))
     perf.timed_rate(session, instance(), N)
     m = session.rows[(instance().id, N)]
     # first check + the kernel's warm-up (2 rounds) + its every timed sample; cuBLAS writes

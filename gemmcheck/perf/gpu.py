@@ -32,7 +32,7 @@ from gemmcheck.contract import launch as launching
 from gemmcheck.contract import operand_types
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import plan
-from gemmcheck.problems.harness import plain_bits, plain_pointer_arrays, plain_values
+from gemmcheck.problems.harness import default_c_fill, plain_bits, plain_pointer_arrays, plain_values
 from gemmcheck.perf import sampling
 from gemmcheck.perf.inputs import InputSets, n_input_sets, timed_products
 from gemmcheck.perf.measurement import Check, Measurement, check_output
@@ -197,10 +197,9 @@ class GpuTimer:
 
     # Sampling ---------------------------------------------------------------------------------
 
-    def _sampler(self, sets: InputSets, launch, cycle, finite_C: bool = False, finish=None, poison: bool = True,
-                 zeros: bool = False):
-        """A sampler for gemmcheck.perf.sampling: next set, poison its C (finite_C, zeros: see
-        InputSets.poison; not for a ceiling writing outputs of its own, `poison` False), time one
+    def _sampler(self, sets: InputSets, launch, cycle, fill: str | None = "poison", finish=None):
+        """A sampler for gemmcheck.perf.sampling: next set, fill its C (`fill`: see InputSets.poison;
+        None for a ceiling writing outputs of its own), time one
         launch. `finish(end)` waits for the sample's end event (a catalog kernel's: with the hang
         timeout, _finish); by default, synchronize()."""
         cp = self.cupy
@@ -211,8 +210,8 @@ class GpuTimer:
 
         def take() -> sampling.Sample:
             index = next(cycle)
-            if poison:
-                sets.poison(index, finite=finite_C, zeros=zeros)
+            if fill:
+                sets.poison(index, fill)
             hold((1,), (1,), (np.uint64(HOLD_NS),))   # the stream stays busy while the host enqueues the rest
             start.record()
             launch(index)
@@ -265,13 +264,13 @@ class GpuTimer:
 
     def check(self, instance: Instance, size: int, index: int | None = None, finite_C: bool | None = None) -> Check:
         """Launch once on set ``index`` (default: the check set, never timed), its output poisoned
-        first (finite garbage with ``finite_C``; by default for a kernel that declares
-        reads_c_at_beta_zero), and compare with the float64 reference."""
+        first as the correctness harness fills it (finite garbage with ``finite_C``), and compare
+        with the float64 reference."""
         sets = self.inputs_of(instance, size)
         index = sets.check_set if index is None else index
-        finite_C = instance.spec.reads_c_at_beta_zero if finite_C is None else finite_C
         with self.turn():
-            sets.upload().poison(index, finite=finite_C, zeros=instance.spec.adds_into_c)
+            fill = default_c_fill(instance.spec) if finite_C is None else ("finite" if finite_C else "poison")
+            sets.upload().poison(index, fill)
             # waited for with the hang timeout; a crash or hang is the backend's KernelLaunchError
             self.backend.launch(instance, self._plan(instance, size, sets, index))
             return output_check(self.cupy, sets, index)
@@ -310,13 +309,12 @@ class GpuTimer:
                     raise LookupError(label)
             with self._tf32_off():
                 cublas(sets.check_set)     # does the library take this dtype at all?
-            samplers["cublas"] = self._sampler(sets, cublas, cycle, poison=False)
+            samplers["cublas"] = self._sampler(sets, cublas, cycle, fill=None)
         except Exception as exc:  # e.g. a CuPy without this dtype in matmul
             cublas_error = (f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
                             if by_cublas(instance) else f"no library ceiling: {exc}")
         samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, sets, i), cycle,
-                                           finite_C=instance.spec.reads_c_at_beta_zero,
-                                           zeros=instance.spec.adds_into_c, finish=self._finish(instance, size))
+                                           fill=default_c_fill(instance.spec), finish=self._finish(instance, size))
         with self._tf32_off():
             return self._sample(samplers, min_samples), cublas_error, label
 

@@ -203,16 +203,17 @@ class InputSets:
         xp, cols = self.xp, out.shape[0] // self.batch   # each product stored as its transpose
         return xp.concatenate([out[b * cols:(b + 1) * cols].T for b in range(self.batch)])
 
-    def poison(self, index: int, *, finite: bool = False, zeros: bool = False) -> None:
-        """Fill set ``index``'s C so an element the launch does not write shows: the poison bits,
-        or, with ``finite`` (a kernel that declares reads_c_at_beta_zero: its callers always
-        initialize C), the correctness harness's finite garbage, far above any result; with
-        ``zeros`` (a kernel that adds into C, which its callers zero), zeros."""
+    def poison(self, index: int, fill: str = "poison") -> None:
+        """Fill set ``index``'s C as the correctness harness does (harness.default_c_fill): the
+        poison bits, so an element the launch does not write shows; ``finite`` (a kernel that
+        declares reads_c_at_beta_zero: its callers always initialize C), the harness's finite
+        garbage, far above any result; ``zeros`` (a kernel that adds into C, which its callers
+        zero)."""
         C = self.sets[index][2]
-        if zeros:
+        if fill == "zeros":
             C.fill(0)
             return
-        if not finite:
+        if fill == "poison":
             C.fill(self.dtype.poison_bits)
             return
         if self._finite_C is None:   # made once a size: drawing it per sample would cost seconds
