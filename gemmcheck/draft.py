@@ -308,6 +308,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     d.add("source", _toml(rel_source))
     d.add("entry", _toml(kernel.name))
 
+    kernel_launches = launches(host, kernel.name)
     roles, unknown, todo_args = [], [], []
     # the type each parameter is passed as (a type parameter read as a floating type: an element type)
     names = {**parameters.typedefs(host), **{t: "float" for t in type_params}}
@@ -328,7 +329,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     if unknown:
         todo_args.append(f"TODO: args: the role of {', '.join(repr(u) for u in unknown)}: one of "
                          f"{', '.join(launch.ROLES)}, or an integer literal passed as is")
-        call = next(iter(launches(host, kernel.name)), None)
+        call = next(iter(kernel_launches), None)
         passed = [f"{p.name} = {constants[arg]}" for p, role, arg in zip(params, roles, (call.args or ()) if call else ())
                   if str(role).startswith("TODO") and arg in constants]
         if passed:
@@ -342,7 +343,6 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     type_fields = _draft_types(roles, params, dtypes)
 
     # compile-time parameters: template values from the file's launches, #defines the file uses
-    kernel_launches = launches(host, kernel.name)
     configs: list[dict[str, int]] = []
     for call in kernel_launches:
         values = {}

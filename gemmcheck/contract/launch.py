@@ -389,29 +389,20 @@ def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
 def table_type(instance, role: str):
     """The element type of a grouped kernel's table (group_offsets or group_counts) as its kernel
     declares the pointer (``const int *``: int32, ``const int64_t *``: int64); int32 where the
-    declaration cannot be read. The loader refuses any other pointee (table_misfit)."""
+    declaration cannot be read. The loader refuses any other pointee (pointee_misfit)."""
     from gemmcheck.contract import dtypes as dt
 
-    pointee = _table_pointee(instance, role)
+    pointee = _pointee(next((t for r, t in zip(instance.spec.roles, packed_types(instance)) if r == role), None))
     if pointee is None or pointee.kind != INTEGER:
         return dt.TABLE_TYPES["int32"]
     return dt.TABLE_TYPES[f"{'' if pointee.signed else 'u'}int{8 * pointee.size}"]
 
 
-def _table_pointee(instance, role: str) -> CType | None:
-    ctype = next((t for r, t in zip(instance.spec.roles, packed_types(instance)) if r == role), None)
+def _pointee(ctype: CType | None) -> CType | None:
+    """What a pointer type points to, past every level (``float **``: float); None for a non-pointer."""
     if ctype is None or ctype.kind != POINTER:
         return None
-    return parameters.read_type(ctype.spelling.rstrip().removesuffix("*"))
-
-
-def table_misfit(instance, role: str, parameter: Parameter) -> str | None:
-    """Why a table role's pointer is not to 32- or 64-bit integers (the tables the suite writes)."""
-    pointee = _table_pointee(instance, role)
-    if pointee is None or pointee.kind == UNKNOWN or (pointee.kind == INTEGER and pointee.size in (4, 8)):
-        return None
-    return (f"role {role!r} is {parameter.describe(instance.name_expression)}, a pointer to {pointee}; the suite "
-            f"writes {role} as 32- or 64-bit integers: declare it const int * or const int64_t *")
+    return parameters.read_type(ctype.spelling.replace("*", " "))
 
 
 # The floating-point element types a pointer may be declared to: a mismatch with the role's own
@@ -420,13 +411,22 @@ def table_misfit(instance, role: str, parameter: Parameter) -> str | None:
 _FLOATING_ELEMENTS = ("float", "double", "__half", "__nv_bfloat16", "__nv_fp8_e4m3", "__nv_fp8_e5m2")
 
 
-def element_misfit(instance, role: str, parameter: Parameter) -> str | None:
-    """Why the floating-point type `parameter` points to is not the type `instance` gives `role`
-    (``const __half *A`` in a float32 instantiation), or None."""
-    if parameter.type.kind != POINTER or (role not in OPERAND_ROLES + ARRAY_ROLES + SCALE_ROLES
-                                          and role not in EPILOGUE_POINTER_ROLES):
+def pointee_misfit(instance, role: str, parameter: Parameter) -> str | None:
+    """Why what `parameter` points to does not hold what the suite writes for `role`, or None: a
+    grouped kernel's table is 32- or 64-bit integers (table_type); an operand, scale, bias or
+    residual of a floating-point type is the type `instance` gives the role (``const __half *A``
+    in a float32 instantiation is refused; a pointer to integers or vectors packs elements)."""
+    pointee = _pointee(parameter.type)
+    if pointee is None or pointee.kind == UNKNOWN:
         return None
-    pointee = parameters.read_type(parameter.type.spelling.replace("*", " ")).spelling
+    where = f"role {role!r} is {parameter.describe(instance.name_expression)}, a pointer to {pointee}"
+    if role in GROUP_POINTER_ROLES:
+        if pointee.kind == INTEGER and pointee.size in (4, 8):
+            return None
+        return f"{where}; the suite writes {role} as 32- or 64-bit integers: declare it const int * or const int64_t *"
+    if role not in OPERAND_ROLES + ARRAY_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES:
+        return None
+    pointee = pointee.spelling
     if pointee not in _FLOATING_ELEMENTS:
         return None
     expected = instance.types.of(array_operand(role) or role)
@@ -437,9 +437,8 @@ def element_misfit(instance, role: str, parameter: Parameter) -> str | None:
            "bias": "give the epilogue its bias_type",
            "residual": "the residual is C's type: list a dtype whose C is the residual's"}.get(
         role, "list the dtypes the kernel reads (e.g. a combination such as \"f16f16f32\")")
-    return (f"role {role!r} is {parameter.describe(instance.name_expression)}, a pointer to {pointee}, but dtype "
-            f"{instance.dtype!r} makes {role} {expected.name} ({expected.c_type}): {fix}, or give the parameter "
-            "its own role")
+    return (f"{where}, but dtype {instance.dtype!r} makes {role} {expected.name} ({expected.c_type}): {fix}, or give "
+            "the parameter its own role")
 
 
 def by_value(instance, role: str) -> bool:

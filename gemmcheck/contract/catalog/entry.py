@@ -232,9 +232,7 @@ def _check_arguments(spec: KernelSpec, fail) -> None:
                  f"declares {len(declared)}: ({', '.join(p.declared for p in declared)}); give one role per "
                  "parameter, in order")
         for role, parameter in zip(spec.roles, declared):
-            why = launch.misfit(role, parameter, inst.name_expression) or (
-                launch.table_misfit(inst, role, parameter) if role in launch.GROUP_POINTER_ROLES
-                else launch.element_misfit(inst, role, parameter))
+            why = launch.misfit(role, parameter, inst.name_expression) or launch.pointee_misfit(inst, role, parameter)
             if why:
                 fail(f"args: {why}")
             scale = inst.types.scale(role[-1]) if role in launch.SCALE_ROLES else None
