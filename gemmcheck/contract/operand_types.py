@@ -228,13 +228,13 @@ class OperandTypes:
     @property
     def dequantizes(self) -> bool:
         """Whether integer sums go into a floating-point output (converted to float32, scaled, stored)."""
-        return self.accumulator.is_integer and not self.D.is_integer
+        return dequantized(self.accumulator, self.D)
 
     @property
     def arithmetic(self) -> dt.DType:
         """The type the steps after the sums are done in: the accumulator's, or float32 where the
         kernel dequantizes its integer sums."""
-        return dt.get(DEQUANTIZE_ARITHMETIC) if self.dequantizes else self.accumulator
+        return arithmetic_of(self.accumulator, self.D)
 
     @property
     def product_exact(self) -> bool:
@@ -302,6 +302,28 @@ class OperandTypes:
         return ", ".join(parts)
 
 
+def batch_not_modelled(types) -> str | None:
+    """Why a batch of products of these types is not modelled (None: it is). An epilogue's steps
+    that act element by element (an activation, the output scale) are; scale factors, a bias and
+    a residual, which a batch would have to share or stack per product, are not yet."""
+    if types.scales:
+        return "scale factors"
+    if types.epilogue.bias or types.epilogue.residual:
+        return "a fused bias or residual"
+    return None
+
+
+def dequantized(accumulator: dt.DType, D: dt.DType) -> bool:
+    """Whether integer sums go into a floating-point D."""
+    return accumulator.is_integer and not D.is_integer
+
+
+def arithmetic_of(accumulator: dt.DType, D: dt.DType) -> dt.DType:
+    """The type the steps after the sums are done in: the accumulator's, or float32 (DEQUANTIZE_ARITHMETIC)
+    for integer sums dequantized into a floating-point D."""
+    return dt.get(DEQUANTIZE_ARITHMETIC) if dequantized(accumulator, D) else accumulator
+
+
 def _element(name: str, what: str) -> dt.DType:
     try:
         return dt.get(name)
@@ -365,9 +387,8 @@ def of(spelling: str) -> OperandTypes:
             raise TypesError(f"{spelling!r}: cannot read {field!r}; fields are A=, B=, C=, D=, accumulator=, "
                              "scalar=, scale_A=, scale_B=, epilogue=, sums= and saturate")
     accumulator = types.pop("accumulator", None) or default_accumulator(*(types[r] for r in OPERANDS))
-    # alpha and beta: the accumulator's type, or float32 for integer sums dequantized into a float output
-    dequantized = accumulator.is_integer and not types["D"].is_integer
-    scalar = types.pop("scalar", None) or (dt.get(DEQUANTIZE_ARITHMETIC) if dequantized else accumulator)
+    # alpha and beta: in the arithmetic after the sums (the accumulator's; float32 for dequantized integers)
+    scalar = types.pop("scalar", None) or arithmetic_of(accumulator, types["D"])
     return OperandTypes(name, types["A"], types["B"], types["C"], types["D"], accumulator, scalar,
                         tuple(sorted(scales, key=lambda s: s.operand)), saturate, epilogue, **sums)
 

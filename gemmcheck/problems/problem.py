@@ -98,17 +98,6 @@ EXACT_SCALE_EXPONENTS = (-1, 1, 2)
 INTEGER_RESULT_LIMIT = 2 ** 30
 
 
-def batch_not_modelled(types) -> str | None:
-    """Why a batch of products of these types is not modelled (None: it is). An epilogue's steps
-    that act element by element (an activation, the output scale) are; scale factors, a bias and
-    a residual, which a batch would have to share or stack per product, are not yet."""
-    if types.scales:
-        return "scale factors"
-    if types.epilogue.bias or types.epilogue.residual:
-        return "a fused bias or residual"
-    return None
-
-
 def exact_range(dtype, K: int, alpha=1, beta=0) -> int:
     """The largest r such that integers in [-r, r] for A, B and C0 keep every sum exact.
 
@@ -246,8 +235,8 @@ class Problem:
             if self.batch > 1 or types.scales or types.epilogue.spelling or self.values == "special":
                 raise ValueError(f"Problem: groups with a batch, scale factors, an epilogue or the special kind "
                                  f"are not modelled; give groups alone")
-        if self.batch > 1 and batch_not_modelled(types):
-            raise ValueError(f"Problem: batch={self.batch} with {batch_not_modelled(types)} ({types.spelling}) "
+        if self.batch > 1 and operand_types.batch_not_modelled(types):
+            raise ValueError(f"Problem: batch={self.batch} with {operand_types.batch_not_modelled(types)} ({types.spelling}) "
                              f"is not modelled; use batch=1")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")

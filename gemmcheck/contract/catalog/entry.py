@@ -171,11 +171,9 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
 
 
 def _check_batch(spec: KernelSpec, fail) -> None:
-    """A batched kernel's types are ones a batch is modelled for (problem.batch_not_modelled)."""
-    from gemmcheck.problems.problem import batch_not_modelled
-
+    """A batched kernel's types are ones a batch is modelled for (operand_types.batch_not_modelled)."""
     for inst in spec.instances():
-        why = inst.batched and batch_not_modelled(inst.types)
+        why = inst.batched and operand_types.batch_not_modelled(inst.types)
         if why:
             fail(f"a batch of products with {why} ({inst.dtype}) is not modelled yet: the suite judges batches "
                  "whose epilogue acts element by element (an activation, output_scale); describe one product a "
