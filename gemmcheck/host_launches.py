@@ -56,7 +56,7 @@ def launches(code: str, kernel: str) -> list[Launch]:
             dims[0] = [_block_members(d, config[1], dims[1]) for d in dims[0]]
         found.append(Launch(split_top_level(m["targs"] or ""), dims[0], dims[1],
                             " ".join(code[m.start():m.end()].split()), config[2].strip() if len(config) > 2 else None,
-                            _call_arguments(code, m.end())))
+                            (_call(code, m.end()) or (None,))[0]))
     return found
 
 
@@ -68,12 +68,6 @@ def _block_members(text: str, block: str, dims: list[str]) -> str:
         v = dims[at].strip() if at < len(dims) else "1"
         return v if re.fullmatch(r"\w+", v) else f"({v})"
     return re.sub(rf"\b{re.escape(block)}\s*\.\s*(?P<axis>[xyz])\b", value, text)
-
-
-def _call_arguments(code: str, at: int) -> list[str] | None:
-    """The arguments of the call whose ``(`` follows `at` (after ``>>>``), or None."""
-    call = _call(code, at)
-    return call[0] if call else None
 
 
 def _call(code: str, at: int) -> tuple[list[str], int] | None:

@@ -646,7 +646,7 @@ class GuardedGemm:
             c_flat = self.backend.to_host(out.device)
             c_bits = out.matrix(c_flat).copy()
             unwritten = c_bits == self.initial_C_bits
-            if self.output == "C" and self.C0 is None and self.c_fill == "zeros":
+            if self.output == "C" and self.c_fill == "zeros":   # (c_fill is "poison" wherever C0 is given)
                 unwritten[:] = False   # 0 is also a right result: an element left unwritten shows as a wrong 0
             if confirm and unwritten.any() and self._output_poisoned:
                 unwritten &= self._never_written()
