@@ -379,6 +379,35 @@ def test_gpu_only_and_perf_tests_skip_on_cpu_sim_with_the_reason(pytester):
     result.stdout.fnmatch_lines([f"SKIPPED * {perf_reason}*"])
 
 
+
+def test_a_gpu_test_that_runs_the_simulator_too_skips_a_kernel_the_simulator_does_not_run(monkeypatch):
+    """A GPU test that runs each kernel on the simulator too (the backends' bit-for-bit
+    comparison) skips a gpu_only kernel with its reason; the GPU alone still runs it."""
+    import types as namespaces
+
+    from gemmcheck.backends import device
+    from gemmcheck.pytest_plugin import plugin
+    from gemmcheck.pytest_plugin.session import GEMM_CONFIG
+
+    monkeypatch.setattr(device, "cuda_device", lambda: (True, ""))
+    config = namespaces.SimpleNamespace(stash={GEMM_CONFIG: namespaces.SimpleNamespace(simulated=False)})
+
+    def item(inst, *markers):
+        return namespaces.SimpleNamespace(callspec=namespaces.SimpleNamespace(params={"reference": inst}),
+                                          get_closest_marker=lambda name: object() if name in markers else None)
+
+    (linked,) = catalog.load(Path(__file__).parent.parent / "examples" / "multifile" / "catalog.toml")
+    linked = catalog.Instance(linked, "float32", 16)
+    plain = catalog.Instance(BUILTIN["matmul_tiled_guarded"], "float32", 16)
+    assert linked.spec.gpu_only
+    assert plugin.pytest_gemm_skip_reason(config, item(linked, "gpu", "with_simulator")) == \
+        linked.spec.simulator_skip_reason()
+    assert plugin.pytest_gemm_skip_reason(config, item(linked, "gpu")) is None
+    assert plugin.pytest_gemm_skip_reason(config, item(plain, "gpu", "with_simulator")) is None
+    from suites.correctness.test_backends_agree import test_gpu_and_cpu_simulator_give_identical_bits as compared
+
+    assert "with_simulator" in {m.name for m in compared.pytestmark}
+
 def test_a_source_that_does_not_build_raises_a_fresh_error_on_every_launch():
     from pathlib import Path
 

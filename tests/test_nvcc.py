@@ -294,3 +294,21 @@ def test_a_linked_cubin_loads_into_cupy_and_computes_the_product():
     kernel(((N + 15) // 16, (M + 15) // 16, 1), (16, 16, 1),
            (np.int32(M), np.int32(N), np.int32(K), np.float32(1), A, B, np.float32(0), C))
     np.testing.assert_array_equal(cupy.asnumpy(C), cupy.asnumpy(A) @ cupy.asnumpy(B))
+
+
+@pytest.mark.gpu
+@needs_nvcc
+def test_the_gpu_against_the_simulator_skips_linked_device_code_the_simulator_does_not_run(tmp_path):
+    """The simulator does not run a kernel linked from other sources: comparing the GPU's bits
+    with its bits skips, naming why, instead of reading the simulator's refusal as a crash."""
+    import sys
+
+    (spec,) = catalog.load(ROOT / "examples" / "multifile" / "catalog.toml")
+    run = subprocess.run([sys.executable, "-m", "pytest", "suites/correctness/test_backends_agree.py",
+                          f"--gemm-catalog={ROOT / 'examples' / 'multifile' / 'catalog.toml'}", "-q", "-rs",
+                          "-p", "no:cacheprovider", "-p", "no:xdist", "--gemm-compiler", "nvcc",
+                          f"--gemm-verdicts={tmp_path / 'verdicts.json'}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    skips = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert run.returncode == 5 and "failed" not in run.stdout.splitlines()[-1], run.stdout[-2000:]
+    assert skips and {line.split(": ", 1)[1] for line in skips} == {spec.simulator_skip_reason()}

@@ -167,6 +167,8 @@ def pytest_configure(config: pytest.Config) -> None:
                       "predicate(instance) is true, e.g. the TILEs a fixed shape allows"),
         ("nvrtc", "compiles only, with nvcc or NVRTC (no device, no simulator): runs for gpu_only kernels "
                   "under --gemm-backend cpu-sim too"),
+        ("with_simulator", "runs its instantiations on the CPU simulator too, beside the GPU: skipped "
+                           "with the reason for a kernel the simulator does not run (gpu_only)"),
     ):
         config.addinivalue_line("markers", f"{marker}: {text}")
 
@@ -267,16 +269,25 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
         if gemm_config(config).simulated:
             return ("--gemm-backend cpu-sim: GPU and performance tests run only on the GPU "
                     "backend (cupy)")
+        if item.get_closest_marker("with_simulator"):
+            return _not_simulated(item)
     elif gemm_config(config).simulated and not item.get_closest_marker("nvrtc"):
-        gpu_only = [p for p in instances_of(item) if p.spec.gpu_only]
-        if gpu_only:
-            return gpu_only[0].spec.simulator_skip_reason()
+        if why := _not_simulated(item):
+            return why
         unsimulated = [p for p in instances_of(item) if not p.spec.simulated(p.config)]
         if unsimulated:
             return (f"{unsimulated[0].id}: not among its catalog's sim_configs "
                     f"({', '.join(unsimulated[0].spec.sim_configs)}): the CPU simulator runs a few "
                     "configs of this kernel; all of them run with --gemm-backend cupy on a GPU")
     return None
+
+
+def _not_simulated(item: pytest.Item) -> str | None:
+    """Why the CPU simulator does not run the test's kernel (gpu_only), or None: its skip
+    reason wherever the simulator would run it, a cpu-sim session or a test that compares it
+    with the GPU. Never a crash of the kernel: it was not run."""
+    gpu_only = [p for p in instances_of(item) if p.spec.gpu_only]
+    return gpu_only[0].spec.simulator_skip_reason() if gpu_only else None
 
 
 @pytest.hookimpl(trylast=True)

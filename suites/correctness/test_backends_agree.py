@@ -31,6 +31,7 @@ def simulator(gemm):
 
 
 @pytest.mark.gpu
+@pytest.mark.with_simulator
 @pytest.mark.slow
 @pytest.mark.instances.with_args(lambda i: i.tile in (4, 16))
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "M{}xN{}xK{}".format(*s))
