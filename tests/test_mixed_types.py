@@ -383,6 +383,23 @@ def _run_program(tmp_path, include: Path, stdin: str) -> list[list[int]]:
     return [[int(w) for w in line.split()] for line in out.splitlines()]
 
 
+def test_8_bit_floats_convert_alike_on_the_fast_paths_and_through_the_rounding():
+    """Arrays of values the type holds skip the rounding (the performance suite's input sets),
+    and draws within its range round through ml_dtypes: the same bits as the rounding gives."""
+    for d in (dt.get("float8_e4m3fn"), dt.get("float8_e5m2")):
+        bits = np.arange(256, dtype=np.uint8)
+        held = bits.view(d.numpy).astype(np.float64)
+        kept = ~np.isnan(held)
+        direct = dt.to_bits(held[kept], d)
+        rounded = dt.to_bits(np.append(held[kept], 0.1), d)[:-1]   # 0.1 it does not hold: all rounded
+        assert np.array_equal(direct, bits[kept]) and np.array_equal(rounded, bits[kept]), d.name
+        # random draws within the finite range (ties and subnormals among them) round to the
+        # same neighbours through ml_dtypes as through the rounding
+        draws = fp8_values()
+        draws = draws[np.abs(draws) <= d.largest]
+        assert np.array_equal(dt.round_draws(draws, d), dt.from_bits(dt.to_bits(draws, d), d).astype(np.float64))
+
+
 @pytest.mark.skipif(not (CUDA_INCLUDE / "cuda_fp8.hpp").is_file() or shutil.which("g++") is None,
                     reason="needs CUDA's cuda_fp8.hpp (its host conversions are the device's) and g++")
 def test_the_simulator_and_the_oracle_convert_8_bit_floats_as_cuda_does(tmp_path):

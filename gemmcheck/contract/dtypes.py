@@ -198,6 +198,12 @@ def float8_bits(values, dtype: DType) -> np.ndarray:
     NaN 0x7F. (ml_dtypes makes e4m3's 464 a NaN.) Saturating is the caller's clip."""
     p, emin = _FLOAT8[dtype.name]
     x = np.asarray(values, dtype=np.float64)
+    # Values the type holds (every input drawn in it) need no rounding: ml_dtypes' conversion
+    # there is exact, and 20 times faster than the rounding below (4096^2 elements: 0.24 s,
+    # not 4.8 s). Any other value (NaN too: never equal) takes the rounding.
+    held = x.astype(dtype.numpy)
+    if np.array_equal(held.astype(np.float64), x):
+        return held.view(np.uint8)
     magnitude = np.abs(np.where(np.isfinite(x), x, 0.0))
     exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, 1.0)))
     step = np.exp2(np.maximum(exponent, emin) - (p - 1))
@@ -227,6 +233,10 @@ def round_draws(values: np.ndarray, dtype: DType) -> np.ndarray:
         values = np.asarray(values).astype(np.float32)
     if dtype.is_integer:
         return np.clip(np.rint(values), dtype.smallest, dtype.largest)
+    if dtype.itemsize == 1 and np.all(np.abs(values) <= dtype.largest):
+        # within the finite range ml_dtypes rounds to nearest as the GPU does, 10 times faster
+        # than float8_bits (past it, e4m3's 464 would be its NaN, not 448)
+        return np.asarray(values).astype(dtype.numpy).astype(np.float64)
     return from_bits(to_bits(values, dtype), dtype).astype(np.float64)
 
 

@@ -118,6 +118,8 @@ class InputSets:
         self.C_read = None                    # the C a kernel with a separate D reads (never, at beta = 0)
         self.scales: list[dict] = []          # each set's scale roles' values (device buffers or numbers)
         self._operands64 = _operands_side_by_side(self.problems)
+        with phase("inputs"):   # the bits too, on the host: a turn on the GPU only copies them
+            self._operand_bits = [(self._bits(A, "A", t.A), self._bits(B, "B", t.B)) for A, B in self._operands64]
         self._scales64 = [p.scale_operands() for p in self.problems]
         self._epilogue64 = [p.epilogue_operands() for p in self.problems]
         self.epilogue: list[dict] = []        # each set's epilogue roles' values (device buffers or numbers)
@@ -129,9 +131,8 @@ class InputSets:
         if not self.sets:
             size, xp, t = self.size, self.xp, self.types
             rows = len(self.rows) * self.slot or sum(self.rows)   # the output's rows in its buffer
-            self.sets = [(self._upload(A, "A", t.A), self._upload(B, "B", t.B),
-                          xp.zeros((rows, size), dtype=self.dtype.storage))
-                         for A, B in self._operands64]
+            self.sets = [(xp.asarray(A), xp.asarray(B), xp.zeros((rows, size), dtype=self.dtype.storage))
+                         for A, B in self._operand_bits]
             if self.groups:
                 role, table = group_table(self.groups, self.masked)
                 self.group_tables = [xp.asarray(dt.to_bits(table.astype(np.float64), self.table_type))] * len(self.sets)
@@ -152,13 +153,14 @@ class InputSets:
         """The work of one launch: 2 N K per counted row of every product."""
         return 2 * sum(self.rows) * self.size * self.size
 
-    def _upload(self, X, operand: str, d: dt.DType):
-        # a grouped kernel's B: one K x N block per group, each stored as its transpose when column-major
+    def _bits(self, X, operand: str, d: dt.DType) -> np.ndarray:
+        """An operand's buffer on the host: its values stored as the kernel reads them, as bits
+        (a grouped kernel's B: one K x N block per group, each its transpose when column-major)."""
         products = len(self.groups) if self.groups and operand == "B" else self.batch
         stored = self._stored(X, self.layouts[operand], products)
         if self.masked and operand == "A":   # each group's rows at the start of its slot
             stored = self._slotted(stored)
-        return self.xp.asarray(dt.to_bits(stored, d))
+        return dt.to_bits(stored, d)
 
     def _slotted(self, X):
         """A stacked operand of masked groups in slots of `slot` rows (zeros past a group's rows)."""
