@@ -133,6 +133,7 @@ class InputSets:
             rows = len(self.rows) * self.slot or sum(self.rows)   # the output's rows in its buffer
             self.sets = [(xp.asarray(A), xp.asarray(B), xp.zeros((rows, size), dtype=self.dtype.storage))
                          for A, B in self._operand_bits]
+            self._operand_bits = None   # on the device now (8192^2 sets: gigabytes of host memory)
             if self.groups:
                 role, table = group_table(self.groups, self.masked)
                 self.group_tables = [xp.asarray(dt.to_bits(table.astype(np.float64), self.table_type))] * len(self.sets)
