@@ -194,6 +194,13 @@ def build_units_of(instances, arch: str, run_choice: str | None = None) -> dict[
     name expressions of all of them it holds, as one compile per target (`arch`, or the
     catalog's own) and compiler (gemmcheck.compile.choice.of: `run_choice`, or the entry's pin);
     returns (source, defines, target, compiler, linked sources) -> sorted names."""
+    units = units_of(instances, arch, run_choice)
+    build_many(unit_jobs(units))
+    return units
+
+
+def units_of(instances, arch: str, run_choice: str | None = None) -> dict[tuple, list[str]]:
+    """The build units of these instantiations (build_units_of's answer), built or not."""
     from gemmcheck.compile import choice
     from gemmcheck.contract.catalog import by_build_unit
 
@@ -202,10 +209,13 @@ def build_units_of(instances, arch: str, run_choice: str | None = None) -> dict[
         for inst in group:
             unit = (source, defines, target(inst, arch), choice.of(inst, run_choice), linked_sources(inst))
             units.setdefault(unit, set()).add(inst.name_expression)
-    units = {unit: sorted(names) for unit, names in units.items()}
-    build_many((source, names, target_arch, defines, compiler, linked)
-               for (source, defines, target_arch, compiler, linked), names in units.items())
-    return units
+    return {unit: sorted(names) for unit, names in units.items()}
+
+
+def unit_jobs(units: dict[tuple, list[str]]) -> list[tuple]:
+    """build_many's jobs for units_of's units."""
+    return [(source, names, target_arch, defines, compiler, linked)
+            for (source, defines, target_arch, compiler, linked), names in units.items()]
 
 
 def linked_sources(instance) -> tuple[Path, ...]:
