@@ -75,6 +75,26 @@ def test_a_process_that_loses_its_context_ends_and_a_fresh_one_runs_the_rest(pyt
     assert len(allure) == len(set(allure)) == 28   # each test once
 
 
+
+REFUSED_BY_THE_BACKEND = """
+from gemmcheck.backends.cpu_sim import NotSimulated
+
+def test_launch(backend, reference):
+    raise NotSimulated(f"{reference.id}: uses what the CPU simulator does not model (stand-in)\\nmore")
+"""
+
+
+def test_a_backend_that_does_not_run_a_kernel_skips_its_test_never_calls_it_a_crash(pytester):
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_refused=REFUSED_BY_THE_BACKEND)
+    result = pytester.runpytest_subprocess(
+        "-rs", f"--gemm-catalog={BAD}", "--gemm-backend=cpu-sim", "--gemm-kernels=good", "-p", "no:cacheprovider",
+        f"--gemm-verdicts={pytester.path / 'v.json'}", "-p", "no:xdist")
+    result.stdout.fnmatch_lines(["SKIPPED * good-float32-TILE8: uses what the CPU simulator does not model (stand-in)"])
+    result.assert_outcomes(skipped=1)
+    doc = json.loads((pytester.path / "v.json").read_text())
+    assert not any("crash" in row["defects"] for row in doc["instances"])
+
 # -- a real kernel that faults only at M > 48 (kernels/broken_faults_at_shapes.cu) ----------
 
 FAULTS_AT_SHAPES = ROOT / "tests" / "data" / "faults_at_shapes" / "catalog.toml"

@@ -20,8 +20,10 @@ class SimulatedHang(KernelHang):
     """The kernel made no progress for hang_timeout_s; the worker was killed."""
 
 
-class NotSimulated(KernelLaunchError):
-    """The kernel is gpu_only in its catalog: it needs what the simulator does not model."""
+class NotSimulated(KernelLaunchError, NotSupported):
+    """The kernel is gpu_only in its catalog: it needs what the simulator does not model. Met
+    at a launch, and like every NotSupported no defect of the kernel: a test that meets it
+    skips, never a crash."""
 
 
 # What g++ names when a kernel uses tensor cores: the WMMA API, or PTX's mma / wgmma / ldmatrix.
