@@ -3,7 +3,8 @@
 
     python scripts/compare_compilers.py [--catalog C ...] [-n WORKERS] [--out DIR] [-- PYTEST ARGS]
 
-For each catalog (default: every catalog of the repository, `CATALOGS`) and each compiler,
+For each catalog (default: every catalog of the repository, `CATALOGS`; a comma-separated group
+of catalogs whose kernel names differ runs in one session, as one "catalog") and each compiler,
 ``pytest suites/ --ignore=suites/performance --gemm-catalog=C --gemm-compiler=X`` writes its
 verdicts.json and kill_matrix.json under DIR/X/<catalog>; then the two runs of a catalog are
 compared as scripts/compare_runs.py compares two runs: each instantiation's verdict and status,
@@ -46,8 +47,10 @@ _SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error|skipped).*?)\s*=*$")
 
 
 def slug(catalog: str) -> str:
-    """A directory name for a catalog: ``examples_mixed`` for examples/mixed/catalog.toml."""
-    return re.sub(r"[^A-Za-z0-9]+", "_", catalog.removesuffix(".toml").removesuffix("/catalog")).strip("_")
+    """A directory name for a catalog: ``examples_mixed`` for examples/mixed/catalog.toml (a
+    group's: its members' joined by ``+``)."""
+    return "+".join(re.sub(r"[^A-Za-z0-9]+", "_", c.removesuffix(".toml").removesuffix("/catalog")).strip("_")
+                    for c in catalog.split(","))
 
 
 def judge(catalog: str, compiler: str, out: Path, workers: str, extra: list[str]) -> str:
@@ -57,7 +60,7 @@ def judge(catalog: str, compiler: str, out: Path, workers: str, extra: list[str]
     matrix = ROOT / "reports" / "kill_matrix.json"
     matrix.unlink(missing_ok=True)   # the run's own, or none
     cmd = [sys.executable, "-m", "pytest", "suites/", "--ignore=suites/performance", "-q", "-p", "no:cacheprovider",
-           f"--gemm-catalog={catalog}", f"--gemm-compiler={compiler}", f"--gemm-verdicts={out / 'verdicts.json'}",
+           *(f"--gemm-catalog={c}" for c in catalog.split(",")), f"--gemm-compiler={compiler}", f"--gemm-verdicts={out / 'verdicts.json'}",
            *(["-n", workers] if workers != "0" else ["-p", "no:xdist"]), *extra]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, errors="replace")
     if matrix.is_file():
@@ -68,7 +71,9 @@ def judge(catalog: str, compiler: str, out: Path, workers: str, extra: list[str]
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--catalog", action="append", help="a catalog to judge (repeat; default: every catalog)")
+    parser.add_argument("--catalog", action="append",
+                        help="a catalog to judge, or a comma-separated group judged in one session "
+                             "(repeat; default: every catalog, each alone)")
     parser.add_argument("-n", dest="workers", default="2", help="pytest-xdist workers per run (0: none; default 2)")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "compilers")
     parser.add_argument("pytest_args", nargs="*", help="after --: more arguments for every pytest run")

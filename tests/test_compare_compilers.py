@@ -57,7 +57,9 @@ def test_a_missing_compiler_is_said_in_one_line(monkeypatch, capsys):
 
 @pytest.mark.parametrize("catalog, name", [("examples/mixed/catalog.toml", "examples_mixed"),
                                            ("examples/blas_conventions.toml", "examples_blas_conventions"),
-                                           ("builtin", "builtin")])
+                                           ("builtin", "builtin"),
+                                           ("examples/bad/catalog.toml,tests/data/perf_faults/catalog.toml",
+                                            "examples_bad+tests_data_perf_faults")])
 def test_each_catalog_has_a_directory_of_its_own(catalog, name):
     assert script.slug(catalog) == name
 
@@ -101,3 +103,12 @@ def test_a_clean_test_one_run_skipped_is_no_difference_but_a_defect_only_one_run
     judged.update(nvcc=found, nvrtc=none)
     assert script.main(argv) == 1
     assert "check test_exact: (('wrong_values', 'exact-bits'),) x1 nvcc, x0 nvrtc" in capsys.readouterr().out
+
+
+def test_a_group_of_catalogs_runs_in_one_session(monkeypatch, tmp_path):
+    ran = []
+    monkeypatch.setattr(script.subprocess, "run", lambda cmd, **kw: ran.append(cmd) or
+                        type("Done", (), {"stdout": "1 passed in 0.1s", "stderr": "", "returncode": 0})())
+    script.judge("a/catalog.toml,b.toml", "nvrtc", tmp_path / "out", "2", [])
+    (cmd,) = ran
+    assert [a for a in cmd if a.startswith("--gemm-catalog")] == ["--gemm-catalog=a/catalog.toml", "--gemm-catalog=b.toml"]
