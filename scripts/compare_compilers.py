@@ -60,7 +60,8 @@ def judge(catalog: str, compiler: str, out: Path, workers: str, extra: list[str]
     matrix = ROOT / "reports" / "kill_matrix.json"
     matrix.unlink(missing_ok=True)   # the run's own, or none
     cmd = [sys.executable, "-m", "pytest", "suites/", "--ignore=suites/performance", "-q", "-p", "no:cacheprovider",
-           *(f"--gemm-catalog={c}" for c in catalog.split(",")), f"--gemm-compiler={compiler}", f"--gemm-verdicts={out / 'verdicts.json'}",
+           *(f"--gemm-catalog={c}" for c in catalog.split(",")), f"--gemm-compiler={compiler}",
+           f"--gemm-verdicts={out / 'verdicts.json'}",
            *(["-n", workers] if workers != "0" else ["-p", "no:xdist"]), *extra]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, errors="replace")
     if matrix.is_file():

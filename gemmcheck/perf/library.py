@@ -160,8 +160,7 @@ LIBRARY_ACTIVATION = {"": "", "relu": "RELU", "gelu_tanh": "GELU", "gelu_erf": "
 def fuses(epilogue: epilogues.Epilogue) -> bool:
     """Whether the library needs a fused epilogue for `epilogue`: not for an output scale alone,
     s (alpha A B + beta C) being its GEMM with alpha and beta times s."""
-    return bool(epilogue.roles or epilogue.activation) and not (
-        epilogue.roles == ("output_scale",) and not epilogue.activation)
+    return bool(epilogue.activation or set(epilogue.roles) - {"output_scale"})
 
 
 def with_epilogue(gemm: LibraryGemm, epilogue: epilogues.Epilogue, types) -> LibraryGemm:

@@ -235,9 +235,9 @@ class Problem:
             if self.batch > 1 or types.scales or types.epilogue.spelling or self.values == "special":
                 raise ValueError(f"Problem: groups with a batch, scale factors, an epilogue or the special kind "
                                  f"are not modelled; give groups alone")
-        if self.batch > 1 and operand_types.batch_not_modelled(types):
-            raise ValueError(f"Problem: batch={self.batch} with {operand_types.batch_not_modelled(types)} ({types.spelling}) "
-                             f"is not modelled; use batch=1")
+        if self.batch > 1 and (unmodelled := operand_types.batch_not_modelled(types)):
+            raise ValueError(f"Problem: batch={self.batch} with {unmodelled} ({types.spelling}) is not modelled; "
+                             "use batch=1")
         if self.values not in VALUE_KINDS:
             raise ValueError(f"Problem: values={self.values!r}; choose from {', '.join(VALUE_KINDS)}")
         if self.values == "special" and 0 in (self.M, self.N, self.K):

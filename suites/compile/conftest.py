@@ -33,5 +33,7 @@ def units_built(gemm, request):
     selected = [i for i in gemm.instances("any_kernel") if i.build_unit in named]
     # every compiler's units in one pool: the slowest build of either, not of each in turn
     # (ci under auto on an H200: each worker's first compile test waited 12.5 s, 4.8 s with nvcc alone)
-    compiler.build_many([job for device_compiler in checked_compilers()
-                         for job in compiler.unit_jobs(compiler.units_of(selected, resources.DEFAULT_ARCH, device_compiler))])
+    units = {}
+    for device_compiler in checked_compilers():
+        units.update(compiler.units_of(selected, resources.DEFAULT_ARCH, device_compiler))
+    compiler.build_many(compiler.unit_jobs(units))
