@@ -1,5 +1,8 @@
 """gemmcheck.compile.compiler: one NVRTC build, cached on disk, IEEE subnormals kept."""
 
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,11 +28,43 @@ def cache(tmp_path, monkeypatch):
 def test_a_build_is_cached_and_a_broken_cache_entry_is_rebuilt(cache):
     first = compiler.compile_source(SOURCE, NAMES, "sm_90")
     assert first.cubin and "matmul_tiled_guarded<float, 16>" in first.mangled
-    (entry,) = cache.iterdir()
+    (meta,) = cache.rglob("meta.json")
     assert compiler.compile_source(SOURCE, NAMES, "sm_90") == first  # the log too: from disk
-    (entry / "meta.json").write_text("{not json")
+    meta.write_text("{not json")
     rebuilt = compiler.compile_source(SOURCE, NAMES, "sm_90")
     assert (rebuilt.cubin, rebuilt.mangled) == (first.cubin, first.mangled)
+    assert json.loads(meta.read_text())["mangled"] == first.mangled   # rebuilt in place
+
+
+def counting_builds(monkeypatch, pause_s: float = 0.0) -> list:
+    """The NVRTC builds made from here on (each its name expressions), each taking `pause_s` longer."""
+    builds, real = [], compiler._compile_device_part
+
+    def counted(source, files, names, *rest):
+        builds.append(tuple(names))
+        time.sleep(pause_s)
+        return real(source, files, names, *rest)
+    monkeypatch.setattr(compiler, "_compile_device_part", counted)
+    return builds
+
+
+def test_processes_asking_for_one_unit_at_once_build_it_once(cache, monkeypatch):
+    # pytest-xdist's workers each ask for every unit of the compile suite at its start: one
+    # builds, the others wait for it (the build lock) and read its build
+    builds = counting_builds(monkeypatch, pause_s=0.5)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: compiler.compile_source(SOURCE, NAMES, "sm_90"), range(4)))
+    assert builds == [NAMES]
+    assert all(g.cubin == got[0].cubin for g in got)
+
+
+def test_a_build_of_a_units_instantiations_serves_a_process_that_asks_for_some_of_them(cache, monkeypatch):
+    builds = counting_builds(monkeypatch)
+    whole = compiler.compile_source(SOURCE, ("matmul_tiled_guarded<float, 16>", "matmul_tiled_guarded<double, 16>"), "sm_90")
+    one = compiler.compile_source(SOURCE, ("matmul_tiled_guarded<double, 16>",), "sm_90")
+    assert len(builds) == 1 and one.mangled == whole.mangled
+    compiler.compile_source(SOURCE, ("matmul_tiled_guarded<float, 32>",), "sm_90")   # in no build: built
+    assert len(builds) == 2
 
 
 def test_every_build_carries_ptxas_report_also_when_nvrtc_built_the_program_before(tmp_path, monkeypatch):

@@ -6,8 +6,9 @@ binary that runs. We do not let CuPy compile: CuPy appends `-ftz=true` to every
 NVRTC compile, which flushes float32 subnormals to zero; nvcc's default (and
 ours) keeps them, as IEEE 754 says.
 
-Builds are cached on disk by (source, options, name expressions, target,
-NVRTC version): a later run pays nothing for an unchanged source.
+Builds are cached on disk by (source, options, target, NVRTC version), then name
+expressions (cached_build, which nvcc's builds share): a later run pays nothing for an
+unchanged source, and one process of a run builds what all of them ask for.
 """
 
 from __future__ import annotations
@@ -106,25 +107,76 @@ def _compile_with_nvrtc(source: Path, name_expressions: tuple[str, ...], arch: s
     include = [str(d) for d in cuda_source.include_dirs_of(source)] + list(toolkit.include_dirs())
     options = [BASE_OPTIONS, _no_nvrtc_cache(), include, [list(d) for d in defines], nvrtc_version(),
                PRELUDE.read_text()]
-    key = hashlib.sha256(json.dumps(
-        [files.fingerprint(), str(source), sorted(name_expressions), arch, options],
-        sort_keys=True).encode()).hexdigest()[:32]
-    entry = cache_dir() / key
+    unit = cache_dir() / ("nvrtc-" + hashlib.sha256(json.dumps(
+        [files.fingerprint(), str(source), arch, options], sort_keys=True).encode()).hexdigest()[:32])
+
+    def build():
+        return _compile_device_part(source, files, name_expressions, arch, include, defines,
+                                    _DECISIONS.key(files.fingerprint(), str(source), arch, options)), {}
+    return cached_build(unit, name_expressions, arch, build)
+
+
+def cached_build(unit: Path, names, arch: str, build) -> Compiled:
+    """The build of `names` in cache folder `unit` (one per source, the files it reads and the
+    options: everything that decides its binary but the names), made by `build()` (which
+    returns the Compiled and the {path: sha256} of files it read that the folder's key does
+    not cover) where the cache has none. One process of a run builds an entry while the
+    others wait for it (buildlock: pytest-xdist's workers each asked NVRTC for every unit, the
+    ci profile's compile suite 8 times over), and any build of the unit that holds all of
+    `names` serves them: an isolated child, a worker or a kill-matrix row asking for a few
+    instantiations of a source takes the build the session made of all of them (nvcc costs
+    seconds a process, and under compute-sanitizer far more)."""
+    entry = unit / _names_key(names)
+    found = _covering(unit, entry, names, arch)
+    if found is not None:
+        return found
+    with buildlock.exclusive(entry):
+        found = _covering(unit, entry, names, arch)   # another process may have built it meanwhile
+        if found is not None:
+            return found
+        compiled, depends = build()
+        try:
+            entry.mkdir(parents=True, exist_ok=True)
+            # whole files only: other processes read this cache while one writes it
+            buildlock.write_atomic(entry / "kernel.cubin", compiled.cubin)
+            buildlock.write_atomic(entry / "meta.json", json.dumps(
+                {"mangled": compiled.mangled, "log": compiled.log, "depends": depends}).encode())
+        except OSError:
+            pass   # a read-only cache only costs time
+    return compiled
+
+
+def _names_key(names) -> str:
+    return hashlib.sha256(json.dumps(sorted(names)).encode()).hexdigest()[:32]
+
+
+def _covering(unit: Path, entry: Path, names, arch: str) -> Compiled | None:
+    """The cached build of these names, or any other build of the unit that holds them all."""
+    found = _cached(entry, arch)
+    if found is not None or not unit.is_dir():
+        return found
+    for other in sorted(unit.iterdir()):
+        if other != entry and (found := _cached(other, arch)) is not None and set(names) <= set(found.mangled):
+            return found
+    return None
+
+
+def _cached(entry: Path, arch: str) -> Compiled | None:
     try:
         meta = json.loads((entry / "meta.json").read_text())
+        if any(digest(path) != known for path, known in meta.get("depends", {}).items()):
+            return None   # a file it read has changed since
         return Compiled((entry / "kernel.cubin").read_bytes(), meta["mangled"], meta["log"], arch)
-    except (OSError, ValueError, KeyError):
-        pass
-    compiled = _compile_device_part(source, files, name_expressions, arch, include, defines,
-                                    _DECISIONS.key(files.fingerprint(), str(source), arch, options))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def digest(path: str) -> str | None:
+    """The sha256 of the file at `path`, or None where it cannot be read."""
     try:
-        entry.mkdir(parents=True, exist_ok=True)
-        # whole files only: pytest-xdist workers read this cache while another writes it
-        buildlock.write_atomic(entry / "kernel.cubin", compiled.cubin)
-        buildlock.write_atomic(entry / "meta.json", json.dumps({"mangled": compiled.mangled, "log": compiled.log}).encode())
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
-        pass  # a read-only cache only costs time
-    return compiled
+        return None
 
 
 def _compile_device_part(source: Path, files: device_includes.DeviceFiles, name_expressions, arch: str,

@@ -21,8 +21,8 @@ wheel's) and searched there after nvcc's own; where none has it, nvcc gets an em
 header in its place (searched last, so it never hides a real one), and a compile that
 fails afterwards says which headers were empty, with nvcc's reason.
 
-Builds are cached like NVRTC's (gemmcheck.compile.compiler.cache_dir): by the source, the
-files linked with it, the name expressions, target, options and nvcc's version, and each
+Builds are cached like NVRTC's (gemmcheck.compile.compiler.cached_build): by the source, the
+files linked with it, target, options and nvcc's version, then the name expressions, and each
 cached build is checked against the files nvcc read for it (``-MD``): an edited header,
 however deeply nested, rebuilds.
 """
@@ -40,7 +40,7 @@ import threading
 from pathlib import Path
 
 from gemmcheck.compile import buildlock, device_includes, diagnostics, nvcc_tool, symbols, toolkit
-from gemmcheck.compile.compiler import CompileError, Compiled, cache_dir, first_errors
+from gemmcheck.compile.compiler import CompileError, Compiled, cache_dir, cached_build, digest, first_errors
 from gemmcheck.contract import cuda_source
 
 OPTIONS = ("-std=c++17", "-Xptxas", "-v")   # nvcc's defaults otherwise: -ftz=false, IEEE division
@@ -60,23 +60,8 @@ def compile_source(source: Path, name_expressions, arch: str, defines=(), linked
     options = [list(OPTIONS), include, [list(d) for d in defines], nvcc.build, nvcc.path]
     texts = [_read(p) for p in (source, *linked)]
     unit = cache_dir() / f"nvcc-{_key([str(source), [str(p) for p in linked], texts, arch, options])}"
-    entry = unit / _key(sorted(name_expressions))
-    cached = _covering(unit, entry, name_expressions, arch)
-    if cached is not None:
-        return cached
-    with buildlock.exclusive(entry):
-        cached = _covering(unit, entry, name_expressions, arch)   # another process may have built it meanwhile
-        if cached is not None:
-            return cached
-        compiled, depends = _build(nvcc, source, tuple(name_expressions), arch, include, defines, linked)
-        try:
-            entry.mkdir(parents=True, exist_ok=True)
-            buildlock.write_atomic(entry / "kernel.cubin", compiled.cubin)
-            buildlock.write_atomic(entry / "meta.json", json.dumps(
-                {"mangled": compiled.mangled, "log": compiled.log, "depends": depends}).encode())
-        except OSError:
-            pass   # a read-only cache only costs time
-    return compiled
+    return cached_build(unit, name_expressions, arch,
+                        lambda: _build(nvcc, source, tuple(name_expressions), arch, include, defines, linked))
 
 
 def _require() -> nvcc_tool.Nvcc:
@@ -93,39 +78,8 @@ def _read(path: Path) -> str:
         raise CompileError(f"{path}: cannot be read: {exc}") from None
 
 
-def _digest(path: str) -> str | None:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
 def _key(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def _covering(unit: Path, entry: Path, names, arch: str) -> Compiled | None:
-    """The cached build of these names, or any other build of the unit that holds them all: an
-    isolated child, a worker or a kill-matrix row asking for a few instantiations of a source
-    takes the build the session made of all of them (nvcc costs seconds a process, and under
-    compute-sanitizer far more), never building them again."""
-    found = _cached(entry, arch)
-    if found is not None or not unit.is_dir():
-        return found
-    for other in sorted(unit.iterdir()):
-        if other != entry and (found := _cached(other, arch)) is not None and set(names) <= set(found.mangled):
-            return found
-    return None
-
-
-def _cached(entry: Path, arch: str) -> Compiled | None:
-    try:
-        meta = json.loads((entry / "meta.json").read_text())
-        if any(_digest(path) != digest for path, digest in meta["depends"].items()):
-            return None   # a file it read has changed since
-        return Compiled((entry / "kernel.cubin").read_bytes(), meta["mangled"], meta["log"], arch)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _build(nvcc, source: Path, names: tuple[str, ...], arch: str, include, defines, linked):
@@ -279,7 +233,7 @@ def _user_files(depfile: Path, nvcc, exclude: Path) -> dict[str, str]:
         path = os.path.realpath(path)
         if path.startswith((*skip, os.path.realpath(exclude))):
             continue
-        digest = _digest(path)
-        if digest:
-            out[path] = digest
+        found = digest(path)
+        if found:
+            out[path] = found
     return out
