@@ -118,6 +118,7 @@ def test_every_run_passes_an_error_exitcode_and_memcheck_gets_padding():
     assert "--error-exitcode" in argv
     assert argv[argv.index("--show-backtrace") + 1] == "device"   # no host backtraces
     assert "--destroy-on-device-error" not in argv   # "kernel" hung synccheck on an H200
+    assert argv[argv.index("--target-processes") + 1] == "application-only"   # not the compilers it runs
     argv = sanitizer.command("memcheck", padding=1 << 20)
     assert argv[argv.index("--padding") + 1] == str(1 << 20)
     with pytest.raises(ValueError, match="unknown compute-sanitizer tool 'leakcheck'"):

@@ -85,7 +85,11 @@ def command(tool: str, *, exe: str = "compute-sanitizer", padding: int = MIN_PAD
             # No host backtraces: they show gemmcheck's launch, never the kernel, and cost the
             # tool (memcheck over broken_unguarded_loads-float64-TILE32 on an H200: 4.2 s and
             # 259 kB of log with them, 2.3 s and 39 kB without).
-            "--show-backtrace", "device"]
+            "--show-backtrace", "device",
+            # Only the child itself, which launches every kernel: the tool follows all the
+            # processes a child starts by default, and a compiler a child runs (nvcc on a
+            # build the cache has not) would run instrumented, each of its own processes too.
+            "--target-processes", "application-only"]
     if tool == "memcheck":
         argv += ["--padding", str(padding)]
     return argv
