@@ -30,7 +30,7 @@ from gemmcheck.pytest_plugin.session import (GEMM_CONFIG, INSTANCE_FIXTURES, Gem
 
 # Each suite's own hooks (options, summaries, reports) live in its own plugin
 # module; pytest registers these along with this one.
-pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_plugin.perf_plugin", "gemmcheck.pytest_plugin.report_plugin", "gemmcheck.pytest_plugin.build_plugin", "gemmcheck.pytest_plugin.scope_plugin", "gemmcheck.pytest_plugin.turns_plugin", "gemmcheck.pytest_plugin.once_plugin", "gemmcheck.pytest_plugin.lost_context_plugin", "gemmcheck.pytest_plugin.tool_failure_plugin")
+pytest_plugins = ("gemmcheck.pytest_plugin.hazards_plugin", "gemmcheck.pytest_plugin.perf_plugin", "gemmcheck.pytest_plugin.report_plugin", "gemmcheck.pytest_plugin.build_plugin", "gemmcheck.pytest_plugin.scope_plugin", "gemmcheck.pytest_plugin.turns_plugin", "gemmcheck.pytest_plugin.once_plugin", "gemmcheck.pytest_plugin.lost_context_plugin", "gemmcheck.pytest_plugin.tool_failure_plugin", "gemmcheck.pytest_plugin.simulator_plugin")
 
 DURATIONS_JSON = Path("reports") / "durations.json"
 NOTHING_CHECKED = pytest.StashKey[str]()
