@@ -583,7 +583,7 @@ def _draft_hopper(d: Draft, kernel: cuda_source.Kernel, roles: list, params: lis
     maps = [tensor_map.operand_of(r) for r in roles if r in launch.TENSOR_MAP_ROLES]
     if len(maps) < sum(map(_is_tensor_map, params)):
         d.add("tensor_maps", None, "TODO: tensor_maps: a CUtensorMap parameter's operand is not in its name; "
-              "name its role tensor_map_A, _B or _C in args and describe it here")
+              "name its role tensor_map_A, _B, _C or _D in args and describe it here")
     if maps:
         d.add("tensor_maps", _toml({m: {"box": [64, 64], "swizzle": "none"} for m in maps}),
               "TODO: tensor_maps: box = [inner, outer] elements of the box the kernel loads (its shared tile, "

@@ -81,8 +81,10 @@ def test_every_example_instantiation_builds_for_its_catalogs_arch_and_ptxas_repo
         for inst in instances:
             found = report[inst.name_expression]
             assert found.arch == "sm_90a" and (found.spills, found.stack_frame) == (0, 0), found
-            # two stages of A and B tiles (64 x 64 2-byte elements each) and two 8-byte barriers
-            assert found.shared_bytes == 2 * 2 * 64 * 64 * 2 + 16
+            # two stages of A and B tiles (64 x 64 2-byte elements each) and two 8-byte barriers,
+            # and the output's 64 x 64 tile where a TMA store writes it (aligned to 128 bytes)
+            staged = "tensor_map_D" in spec.roles
+            assert found.shared_bytes == 2 * 2 * 64 * 64 * 2 + (128 if staged else 16) + staged * 64 * 64 * 2
 
 
 def test_the_build_units_and_the_cache_keep_targets_apart(example):
@@ -143,6 +145,16 @@ def test_the_draft_reads_tensor_maps_clusters_and_wgmma(tmp_path):
     assert "TODO: tensor_maps: box = [inner, outer]" in text
 
 
+def test_the_draft_reads_a_tensor_map_of_d_beside_c_as_a_separate_output_stored_by_tma(tmp_path):
+    source = tmp_path / "h.cu"
+    source.write_text("#include <cuda.h>\n__global__ void store_d(int M, int N, int K, const __grid_constant__ CUtensorMap "
+                      "tmap_a, const __grid_constant__ CUtensorMap tmap_b, float beta, const float* C, "
+                      "const __grid_constant__ CUtensorMap tmap_d) {}\n")
+    (entry,) = tomllib.loads(draft.draft_source(source, tmp_path))["kernel"]
+    assert entry["args"] == ["M", "N", "K", "tensor_map_A", "tensor_map_B", "beta", "C", "tensor_map_D"]
+    assert set(entry["tensor_maps"]) == {"A", "B", "D"}
+
+
 def test_an_extended_launch_passes_each_parameter_by_address():
     class Buffer:
         __cuda_array_interface__ = {"data": (0xDEAD00, False)}
@@ -174,3 +186,29 @@ def test_on_a_hopper_gpu_the_example_runs_with_tensor_maps_and_a_cluster_and_agr
     assert run.launched and not run.unwritten.any() and run.guard_damage == {"A": 0, "B": 0, "C": 0}
     np.testing.assert_array_equal(run.C.astype(np.float64), expected)
     assert np.abs(expected).sum() > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(128, 128, 64), (100, 136, 72), (1, 264, 8)], ids=lambda s: "x".join(map(str, s)))
+def test_on_a_hopper_gpu_a_tma_store_writes_d_inside_its_edges_and_c_is_only_read(example, dtype, shape):
+    from gemmcheck.backends.cupy_backend import CupyBackend
+    from gemmcheck.problems.harness import run_once
+    from gemmcheck.problems.problem import Problem
+
+    ok, why = device.cuda_device()
+    if not ok:
+        pytest.skip(why)
+    backend = CupyBackend()
+    if backend.arch != "sm_90":
+        pytest.skip(f"the example needs sm_90a; this GPU is {backend.arch}")
+    spec = next(s for s in example if s.name == "tma_gemm_store_d")
+    inst = next(i for i in spec.instances() if i.dtype == dtype)
+    M, N, K = shape
+    A, B = Problem(M, N, K, dtype, "exact", 3).operands()
+    C0 = np.arange(M * N, dtype=np.float64).reshape(M, N) % 7 - 3   # small integers: exact in both types
+    run = run_once(backend, inst, A, B, C0, alpha=1.0, beta=2.0)
+    expected = dt.from_bits(dt.to_bits(A @ B + 2.0 * C0, inst.dt), inst.dt).astype(np.float64)
+    assert run.output == "D" and run.launched and not run.unwritten.any()
+    assert run.guard_damage == {"A": 0, "B": 0, "C": 0, "D": 0} and run.inputs_changed.get("C", 0) == 0
+    np.testing.assert_array_equal(run.C.astype(np.float64), expected)

@@ -208,3 +208,39 @@ def test_an_e4m3_operands_tensor_map_counts_bytes_and_its_matrix_starts_16_byte_
     with pytest.raises(launch.LaunchError, match="row stride 40 bytes \\(lda 40 x 1 bytes\\) is not a multiple of 16; "
                                                  "claim shapes with K % 16 == 0"):
         launch.plan(inst, {"M": 16, "N": 16, "K": 40, "A": "a", "B": "b", "D": "d", "scale_A": "s", "scale_B": "t"})
+
+
+# A separate output written by a TMA store: tensor_map_D, in D's own element type.
+D_STORE = (('"beta", "C"]', '"beta", "C", "tensor_map_D"]'),
+           ('B = { box = ["BK", "BN"], swizzle = "128B" } }',
+            'B = { box = ["BK", "BN"], swizzle = "128B" }, D = { box = [32, "BM"] } }'),
+           ('dtypes = ["float16", "bfloat16"]', 'dtypes = ["f16f16f32bf16"]'))
+
+
+def test_a_separate_output_stored_by_tma_gets_a_map_of_d_in_its_own_type_over_its_guarded_buffer(write):
+    (inst,) = catalog.load(write(HOPPER, *D_STORE))[0].instances()
+    assert inst.spec.tensor_maps["D"].swizzle == "none"
+    A, B = np.ones((33, 24)), np.ones((24, 24))
+    for guard in (None, 0):
+        gemm = GuardedGemm(HostBuffers(), inst, A, B, guard=guard, beta=0.5, C0=np.ones((33, 24)))
+        assert gemm.output == "D"
+        planned = launch.plan(inst, gemm.role_values())
+        a, b, d = planned.tensor_maps
+        # D row-major M x N in bfloat16: N contiguous, rows ldd x 2 bytes apart; C (float) stays a pointer
+        assert (d.operand, d.dtype, d.itemsize, d.dims, d.ld, d.stride_bytes, d.box) == \
+            ("D", "bfloat16", 2, (24, 33), 24, 48, (32, 64))
+        assert planned.args[-1] is d and planned.args[-2].dtype == np.uint32   # C: float32 bits, read
+        address = lambda a: a.__array_interface__["data"][0]   # noqa: E731
+        assert address(planned.args[-2]) - address(gemm.C.device) == gemm.C.guard * 4
+        offset = address(d.buffer) - address(gemm.D.device)
+        assert offset == gemm.D.guard * 2 and offset % 16 == 0
+    with pytest.raises(launch.LaunchError, match="tensor map for D: row stride 38 bytes \\(ldd 19 x 2 bytes\\) "
+                                                 "is not a multiple of 16; claim shapes with N % 8 == 0"):
+        launch.plan(inst, {**gemm.role_values(), "N": 19, "ldd": 19})
+
+
+def test_tensor_maps_name_d_among_the_operands_and_want_its_role(write):
+    with pytest.raises(catalog.CatalogError, match="tensor_maps: 'E' is not an operand; use A, B, C, D"):
+        catalog.load(write(HOPPER, (D_STORE[1][0], D_STORE[1][1].replace("D =", "E ="))))
+    with pytest.raises(catalog.CatalogError, match="args lists tensor_map_D but tensor_maps has no D"):
+        catalog.load(write(HOPPER, D_STORE[0]))

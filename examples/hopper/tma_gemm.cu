@@ -17,6 +17,11 @@
 //
 // Compute is plain FMA from shared memory (float accumulators), 256 threads, each a 4 x 4
 // micro-tile of the 64 x 64 block tile. Build: sm_90a (cp.async.bulk.tensor needs sm_90).
+//
+// tma_gemm_store_d writes a separate D = alpha A B + beta C as Hopper GEMMs ship: the block
+// stages its tile of D in shared memory and one TMA store (a tensor map of D) writes it; TMA
+// clips the box at D's edges, so the ragged tail needs no guard. C is only read, and only
+// when beta != 0.
 
 #include <cuda.h>          // CUtensorMap
 #include <cuda_fp16.h>
@@ -80,6 +85,18 @@ __device__ __forceinline__ void tma_load_2d(void* destination, const CUtensorMap
            "r"(inner), "r"(outer), "r"(smem_address(barrier)) : "memory");
 }
 
+// One box of shared memory into a 2-D tensor map at (inner, outer); TMA writes only the part
+// of the box inside the tensor. Waits until the store has read the tile: the block's shared
+// memory must outlive it.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, int inner, int outer, const void* source)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+                 :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer),
+                    "r"(smem_address(source)) : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
 __device__ __forceinline__ void cluster_sync()
 {
     asm volatile("barrier.cluster.arrive.release.aligned;\n"
@@ -110,10 +127,12 @@ __device__ __forceinline__ int unswizzled(int row, int col)
 }
 
 // The kernel body. The three switches make the broken twins of the catalog; the reference
-// has all three on.
+// has all three on. `map_out`: where a TMA store writes the result (D's tensor map; the
+// twin's C's), or null: plain stores into C.
 template <typename T, int BM, int BN, int BK, bool WAIT, bool SWIZZLED_READS, bool GUARDED_STORES>
 __device__ __forceinline__ void gemm(int M, int N, int K, float alpha, const CUtensorMap& map_A,
-                                     const CUtensorMap& map_B, float beta, T* C)
+                                     const CUtensorMap& map_B, float beta, T* C,
+                                     const CUtensorMap* map_out = nullptr)
 {
     static_assert(BK * sizeof(T) == 128, "a tile row is one 128-byte swizzle span");
     static_assert(BM * BN == THREADS * 16, "each thread computes a 4 x 4 micro-tile");
@@ -175,16 +194,35 @@ __device__ __forceinline__ void gemm(int M, int N, int K, float alpha, const CUt
         }
     }
 
-    for (int i = 0; i < 4; ++i) {
-        const int m = m0 + row0 + i;
-        for (int j = 0; j < 4; ++j) {
-            const int n = n0 + col0 + j;
-            if (n >= N || (GUARDED_STORES && m >= M))
-                continue;   // the broken twin forgets the row guard: rows past M land past C
-            float value = alpha * acc[i][j];
-            if (beta != 0.0f)            // BLAS: at beta = 0, C is not read
-                value += beta * float(C[(long long)m * N + n]);
-            C[(long long)m * N + n] = T(value);
+    if (map_out != nullptr) {
+        // the block's tile of the result, staged in shared memory for one TMA store
+        __shared__ alignas(128) T tile_out[BM * BN];
+        for (int i = 0; i < 4; ++i) {
+            const int m = m0 + row0 + i;
+            for (int j = 0; j < 4; ++j) {
+                const int n = n0 + col0 + j;
+                float value = alpha * acc[i][j];
+                if (beta != 0.0f && m < M && n < N)   // C is an input here, read inside it only
+                    value += beta * float(C[(long long)m * N + n]);
+                tile_out[(row0 + i) * BN + col0 + j] = T(value);
+            }
+        }
+        fence_proxy_async();             // this thread's writes of the tile, before TMA reads it
+        __syncthreads();
+        if (tid == 0)
+            tma_store_2d(map_out, n0, m0, tile_out);
+    } else {
+        for (int i = 0; i < 4; ++i) {
+            const int m = m0 + row0 + i;
+            for (int j = 0; j < 4; ++j) {
+                const int n = n0 + col0 + j;
+                if (n >= N || (GUARDED_STORES && m >= M))
+                    continue;   // the broken twin forgets the row guard: rows past M land past C
+                float value = alpha * acc[i][j];
+                if (beta != 0.0f)            // BLAS: at beta = 0, C is not read
+                    value += beta * float(C[(long long)m * N + n]);
+                C[(long long)m * N + n] = T(value);
+            }
         }
     }
     // In 2 x 1 x 1 clusters a block's rank is blockIdx.x % 2: a launch without the
@@ -231,4 +269,25 @@ tma_gemm_unguarded_store(int M, int N, int K, float alpha, const __grid_constant
                          const __grid_constant__ CUtensorMap map_B, float beta, T* C)
 {
     tma_gemm::gemm<T, BM, BN, BK, true, true, false>(M, N, K, alpha, map_A, map_B, beta, C);
+}
+
+// D = alpha A B + beta C with D separate, written by a TMA store of each block's tile.
+template <typename T, int BM, int BN, int BK>
+__global__ void __launch_bounds__(tma_gemm::THREADS)
+tma_gemm_store_d(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap map_A,
+                 const __grid_constant__ CUtensorMap map_B, float beta, const T* C,
+                 const __grid_constant__ CUtensorMap map_D)
+{
+    tma_gemm::gemm<T, BM, BN, BK, true, true, true>(M, N, K, alpha, map_A, map_B, beta, const_cast<T*>(C), &map_D);
+}
+
+// Broken: given tensor maps of C and D, it stores its result through C's: C, an input, is
+// overwritten and D never written.
+template <typename T, int BM, int BN, int BK>
+__global__ void __launch_bounds__(tma_gemm::THREADS)
+tma_gemm_store_d_into_c(int M, int N, int K, float alpha, const __grid_constant__ CUtensorMap map_A,
+                        const __grid_constant__ CUtensorMap map_B, float beta, const T* C,
+                        const __grid_constant__ CUtensorMap map_C, const __grid_constant__ CUtensorMap map_D)
+{
+    tma_gemm::gemm<T, BM, BN, BK, true, true, true>(M, N, K, alpha, map_A, map_B, beta, const_cast<T*>(C), &map_C);
 }

@@ -47,7 +47,7 @@ POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES + GROUP_POI
 BATCH_ROLES = ("batch", "stride_A", "stride_B", "stride_C", "stride_D")
 INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd") + BATCH_ROLES + ("groups",)
 SCALAR_ROLES = ("alpha", "beta", "output_scale")
-TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B or C, passed by value
+TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B, C or D, passed by value
 ROLES = OPERAND_ROLES + SCALE_ROLES + INT_ROLES + ("alpha", "beta") + TENSOR_MAP_ROLES + \
     EPILOGUE_POINTER_ROLES + ("output_scale",) + GROUP_POINTER_ROLES + ARRAY_ROLES
 DIMENSIONS = ("M", "N", "K")

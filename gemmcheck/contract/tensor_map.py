@@ -1,7 +1,8 @@
 """TMA tensor maps (CUtensorMap) of the operands, as the suite builds them on the host.
 
 A kernel that takes a role ``tensor_map_A`` gets a rank-2 tiled tensor map of A as it lies in
-the suite's guarded buffer: the global address is the matrix's first element, the dimensions
+the suite's guarded buffer (``tensor_map_C`` and ``tensor_map_D``: the output's, for a TMA
+store; each in its operand's own element type): the global address is the matrix's first element, the dimensions
 are (contiguous extent, other extent), the stride is the leading dimension in bytes. So TMA
 loads zero-fill outside the matrix and TMA stores clip at its edge, exactly as they would on
 the caller's own allocation; the guard bands around it still catch a plain store past it.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-OPERANDS = ("A", "B", "C")
+OPERANDS = ("A", "B", "C", "D")
 ROLES = tuple(f"tensor_map_{name}" for name in OPERANDS)
 SWIZZLES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}   # name -> the swizzle span in bytes
 ALIGNMENT = 16            # bytes: the global address and every stride
@@ -25,10 +26,10 @@ MAX_DIM = 1 << 32         # elements
 
 # The dimension that runs along an operand's lines (its contiguous extent), by layout.
 _CONTIGUOUS = {("A", "row"): "K", ("A", "col"): "M", ("B", "row"): "N", ("B", "col"): "K",
-               ("C", "row"): "N", ("C", "col"): "M"}
+               ("C", "row"): "N", ("C", "col"): "M", ("D", "row"): "N", ("D", "col"): "M"}
 _OTHER = {("A", "row"): "M", ("A", "col"): "K", ("B", "row"): "K", ("B", "col"): "N",
-          ("C", "row"): "M", ("C", "col"): "N"}
-_LD = {"A": "lda", "B": "ldb", "C": "ldc"}
+          ("C", "row"): "M", ("C", "col"): "N", ("D", "row"): "M", ("D", "col"): "N"}
+_LD = {"A": "lda", "B": "ldb", "C": "ldc", "D": "ldd"}
 
 
 def operand_of(role: str) -> str:
@@ -54,8 +55,8 @@ class TensorMapRequest:
     address (the backend reads it off ``buffer``, the device view of the matrix)."""
 
     kernel: str               # the instantiation's id, for messages
-    operand: str              # "A", "B" or "C"
-    dtype: str                # the instantiation's T
+    operand: str              # "A", "B", "C" or "D"
+    dtype: str                # the operand's element type
     itemsize: int
     layout: str               # "row" | "col"
     dims: tuple[int, int]     # (contiguous extent, other extent) in elements

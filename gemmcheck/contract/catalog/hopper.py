@@ -1,5 +1,5 @@
 """The catalog fields of Hopper kernels: ``tensor_maps`` (the TMA descriptors the suite builds
-for the ``tensor_map_A/B/C`` roles), ``cluster`` (thread-block cluster dimensions) and ``arch``
+for the ``tensor_map_A/B/C/D`` roles), ``cluster`` (thread-block cluster dimensions) and ``arch``
 (the compile target the kernel needs); each read and checked, every error one line."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def tensor_maps(entry, roles, fail) -> dict[str, tensor_map.TensorMapSpec]:
     out = {}
     for operand, table in raw.items():
         if operand not in tensor_map.OPERANDS:
-            fail(f"tensor_maps: {operand!r} is not an operand; use A, B or C")
+            fail(f"tensor_maps: {operand!r} is not an operand; use {', '.join(tensor_map.OPERANDS)}")
         if operand not in wanted:
             fail(f"tensor_maps gives {operand}, but args has no tensor_map_{operand}; add the role where "
                  f"the kernel takes the CUtensorMap, or drop tensor_maps.{operand}")

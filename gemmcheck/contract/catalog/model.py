@@ -59,7 +59,7 @@ class KernelSpec:
     epilogue: object = None               # gemmcheck.contract.epilogue.Epilogue (None: none)
     sums: str | None = None               # what adds the products (operand_types.SUMS); None: the accumulator
     sums_chain: launch.Expression | None = None   # tensor-core sums: products per partial sum (0: the whole K)
-    tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C" -> tensor_map.TensorMapSpec
+    tensor_maps: dict = field(default_factory=dict)      # "A"/"B"/"C"/"D" -> tensor_map.TensorMapSpec
     cluster: tuple | None = None          # thread-block cluster dimensions: expressions, x first
     arch: str | None = None               # the compile target it needs ("sm_90a"); None: the device's
     compiler: str | None = None           # "nvcc" | "nvrtc" when the entry pins one; None: the run's choice
