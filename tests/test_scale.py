@@ -290,6 +290,53 @@ def test_a_performance_tests_call_holds_the_gpu_only_in_its_turns(tmp_path):
         other.close()
 
 
+def test_once_its_worker_has_made_the_timer_a_performance_test_holds_the_gpu_only_in_its_turns(tmp_path):
+    """turns_plugin: with the timer made, a performance test's setup and teardown take no
+    shared hold (no fixture of it touches the GPU any more): a worker whose sampling is done
+    ends its test and starts the next while another worker samples. Before the timer is made,
+    and for any other test, the hold stays."""
+    from types import SimpleNamespace
+
+    from gemmcheck.pytest_plugin import turns_plugin
+
+    path = gpu_turns.lock_path(str(tmp_path), "0")
+    mine, other = gpu_turns.GpuTurns(path), gpu_turns.GpuTurns(path)
+    config = SimpleNamespace(stash=pytest.Stash())
+    config.stash[gpu_turns.TURNS] = mine
+
+    def item(perf: bool, fixtures):
+        return SimpleNamespace(config=config, nodeid="t.py::test_x", fixturenames=list(fixtures), stash=pytest.Stash(),
+                               get_closest_marker=lambda name: object() if perf and name == "perf" else None)
+
+    def whole_test(test):
+        protocol = turns_plugin.pytest_runtest_protocol(test, None)
+        next(protocol)
+        call = turns_plugin.pytest_runtest_call(test)
+        next(call)
+        with pytest.raises(StopIteration):
+            call.send(None)
+        with pytest.raises(StopIteration):
+            protocol.send(None)
+
+    try:
+        perf_test, plain_test = item(True, ["perf_session"]), item(False, ["backend"])
+        other.test.exclusive()          # another worker's turn, for as long as these tests run
+        first = _request(lambda: whole_test(perf_test))
+        assert not first.wait(0.5)                                    # no timer yet: its setup waits
+        other.test.release()
+        assert first.wait(2.0)
+        mine.timer_made = True
+        other.test.exclusive()
+        assert _acquires_within(lambda: whole_test(perf_test), 2.0)   # the whole test beside the turn
+        plain = _request(lambda: whole_test(plain_test))
+        assert not plain.wait(0.5)                                    # any other test waits
+        other.test.release()
+        assert plain.wait(2.0)
+    finally:
+        mine.close()
+        other.close()
+
+
 def test_waiting_for_a_turn_counts_as_the_turns_phase(tmp_path):
     import threading
     from types import SimpleNamespace

@@ -1,6 +1,7 @@
 """Workers that share a GPU take turns for device timing (gemmcheck.schedule.gpu_turns):
 a worker opens its GPU's lock, holds it shared for each test (a performance test's call
-excepted: its device work takes turns), and the controller removes the run's lock folder at
+excepted: its device work takes turns; and the whole of a performance test once the
+worker's timer is made), and the controller removes the run's lock folder at
 the end. What a test waited for its turns goes with its report (runstats.WAITED_PROPERTY):
 its recorded duration leaves it out."""
 
@@ -34,7 +35,7 @@ NO_TURN = pytest.StashKey[ToolFailure]()   # an item's turn not had: its setup e
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     worker_turns = turns(item.config)
-    if worker_turns is not None:
+    if worker_turns is not None and not only_in_turns(item, worker_turns):
         try:
             with watchdog.reporting(f"the GPU's shared hold to run {item.nodeid}"):
                 worker_turns.enter_test()
@@ -63,7 +64,7 @@ def pytest_runtest_call(item: pytest.Item):
     try:
         yield
     finally:
-        if off:   # (behind another worker's turn, maybe: a wait like the turns')
+        if off and not worker_turns.timer_made:   # (behind another worker's turn, maybe: a wait like the turns')
             worker_turns.wait_for(worker_turns.enter_test, f"the GPU's shared hold to finish {item.nodeid}")
 
 
@@ -72,6 +73,13 @@ def call_off_the_gpu(item: pytest.Item) -> bool:
     timer (perf_session: gemmcheck.perf.gpu.GpuTimer, each method a turn), so it need not hold
     the GPU shared in between."""
     return item.get_closest_marker("perf") is not None and "perf_session" in getattr(item, "fixturenames", ())
+
+
+def only_in_turns(item: pytest.Item, worker_turns: GpuTurns) -> bool:
+    """Whether the whole test (setup, call, teardown) touches the GPU only in its turns: a
+    performance test whose worker has made its timer (its session fixtures exist; the
+    function-scoped ones touch no device)."""
+    return worker_turns.timer_made and call_off_the_gpu(item)
 
 
 @pytest.hookimpl(hookwrapper=True)

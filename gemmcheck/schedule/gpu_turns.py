@@ -15,7 +15,12 @@ and its host work (drawing input sets, pytest's and the benchmark's bookkeeping)
 nothing, so the other timing workers sample meanwhile. Held shared for the whole test, a
 worker's first check and judgements kept every other timer off the card: in ci on one H200
 (-n 8) the four timing workers sampled for 10.0 s of the 16.9 s between the last child's and
-other test's end and the last test's.
+other test's end and the last test's. Once its timer is made (`timer_made`) no fixture of a
+performance test touches the GPU outside a turn, so such a test holds nothing at all: a
+shared request waits while any worker wants its turns (flock grants the exclusive requests
+that poll between two turns), and in ci on one H200 six timing workers whose sampling was
+done waited to end their first tests until no worker wanted a turn, all at the same instant,
+their next tests' host work not begun.
 
 The lock is flock(2) on one file per physical GPU, in a folder the controller makes for the
 run (so two runs on one machine do not wait for each other). Converting a shared lock to an
@@ -133,6 +138,7 @@ class GpuTurns:
         self._children_held = False    # self._children holds the lock shared for them
         self._alone = False            # this process holds `test` exclusive
         self._in_test = False          # `test` is held shared for a test (outside its turns)
+        self.timer_made = False        # this worker's performance timer exists (perf_plugin)
         self._guard = threading.Lock()
         self.waited = 0.0              # seconds spent waiting for turns since take_waited()
 
@@ -142,7 +148,8 @@ class GpuTurns:
         self._in_test = True
 
     def leave_test(self) -> None:
-        self.test.release()
+        if self._in_test:
+            self.test.release()
         self._in_test = False
 
     def children_started(self) -> None:
