@@ -19,6 +19,8 @@ from gemmcheck.backends import NotSupported, device, extended_launch
 from gemmcheck.compile import compiler, resources
 from gemmcheck.contract import catalog
 from gemmcheck.contract import dtypes as dt
+from gemmcheck.problems.harness import run_once
+from gemmcheck.problems.problem import Problem
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "hopper" / "catalog.toml"
@@ -59,6 +61,20 @@ __global__ void pieces(const __grid_constant__ CUtensorMap map, float* out)
 @pytest.fixture(scope="module")
 def example():
     return catalog.load(EXAMPLE)
+
+
+@pytest.fixture(scope="module")
+def hopper():
+    """The GPU backend on a Hopper GPU (the examples are built for sm_90a); skips elsewhere."""
+    from gemmcheck.backends.cupy_backend import CupyBackend
+
+    ok, why = device.cuda_device()
+    if not ok:
+        pytest.skip(why)
+    backend = CupyBackend()
+    if backend.arch != "sm_90":
+        pytest.skip(f"the example needs sm_90a; this GPU is {backend.arch}")
+    return backend
 
 
 def test_nvrtc_builds_a_tma_mbarrier_wgmma_kernel_for_sm_90a_without_a_gpu_and_not_for_sm_90(tmp_path):
@@ -168,20 +184,10 @@ def test_an_extended_launch_passes_each_parameter_by_address():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", [(128, 128, 64), (100, 130, 72), (1, 257, 8)], ids=lambda s: "x".join(map(str, s)))
-def test_on_a_hopper_gpu_the_example_runs_with_tensor_maps_and_a_cluster_and_agrees_with_numpy(example, dtype, shape):
-    from gemmcheck.backends.cupy_backend import CupyBackend
-    from gemmcheck.problems.harness import run_once
-    from gemmcheck.problems.problem import Problem
-
-    ok, why = device.cuda_device()
-    if not ok:
-        pytest.skip(why)
-    backend = CupyBackend()
-    if backend.arch != "sm_90":
-        pytest.skip(f"the example needs sm_90a; this GPU is {backend.arch}")
+def test_on_a_hopper_gpu_the_example_runs_with_tensor_maps_and_a_cluster_and_agrees_with_numpy(example, hopper, dtype, shape):
     inst = next(i for i in example[0].instances() if i.dtype == dtype)
     A, B = Problem(*shape, dtype, "exact", 3).operands()
-    run = run_once(backend, inst, A, B)
+    run = run_once(hopper, inst, A, B)
     expected = dt.from_bits(dt.to_bits(A @ B, inst.dt), inst.dt).astype(np.float64)
     assert run.launched and not run.unwritten.any() and run.guard_damage == {"A": 0, "B": 0, "C": 0}
     np.testing.assert_array_equal(run.C.astype(np.float64), expected)
@@ -191,24 +197,14 @@ def test_on_a_hopper_gpu_the_example_runs_with_tensor_maps_and_a_cluster_and_agr
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", [(128, 128, 64), (100, 136, 72), (1, 264, 8)], ids=lambda s: "x".join(map(str, s)))
-def test_on_a_hopper_gpu_a_tma_store_writes_d_inside_its_edges_and_c_is_only_read(example, dtype, shape):
-    from gemmcheck.backends.cupy_backend import CupyBackend
-    from gemmcheck.problems.harness import run_once
-    from gemmcheck.problems.problem import Problem
-
-    ok, why = device.cuda_device()
-    if not ok:
-        pytest.skip(why)
-    backend = CupyBackend()
-    if backend.arch != "sm_90":
-        pytest.skip(f"the example needs sm_90a; this GPU is {backend.arch}")
+def test_on_a_hopper_gpu_a_tma_store_writes_d_inside_its_edges_and_c_is_only_read(example, hopper, dtype, shape):
     spec = next(s for s in example if s.name == "tma_gemm_store_d")
     inst = next(i for i in spec.instances() if i.dtype == dtype)
     M, N, K = shape
     A, B = Problem(M, N, K, dtype, "exact", 3).operands()
     C0 = np.arange(M * N, dtype=np.float64).reshape(M, N) % 7 - 3   # small integers: exact in both types
-    run = run_once(backend, inst, A, B, C0, alpha=1.0, beta=2.0)
+    run = run_once(hopper, inst, A, B, C0, alpha=1.0, beta=2.0)
     expected = dt.from_bits(dt.to_bits(A @ B + 2.0 * C0, inst.dt), inst.dt).astype(np.float64)
     assert run.output == "D" and run.launched and not run.unwritten.any()
-    assert run.guard_damage == {"A": 0, "B": 0, "C": 0, "D": 0} and run.inputs_changed.get("C", 0) == 0
+    assert run.guard_damage == {"A": 0, "B": 0, "C": 0, "D": 0} and run.inputs_changed["C"] == 0
     np.testing.assert_array_equal(run.C.astype(np.float64), expected)
