@@ -107,18 +107,31 @@ def test_reports_name_the_kernel_as_the_catalog_does():
     assert {b.function() for b in blocks} - {None} == {"broken_no_sync_after_dot<float,16>"}
 
 
+def test_an_option_is_known_from_the_tools_own_help(tmp_path):
+    tool = tmp_path / "compute-sanitizer"
+    tool.write_text("#!/bin/sh\necho 'Usage: compute-sanitizer [options]'\n"
+                    "echo '  --target-processes arg (=all)   Select which processes are tracked'\n")
+    tool.chmod(0o755)
+    assert sanitizer.takes_option(str(tool), "--target-processes")
+    assert not sanitizer.takes_option(str(tool), "--padding")
+    assert not sanitizer.takes_option(str(tmp_path / "missing"), "--target-processes")
+
+
 def test_an_unknown_report_is_kept_not_dropped():
     text = "========= COMPUTE-SANITIZER\n========= Invalid __global__ atomic of size 4 bytes\n=========     at void k<float, (int)4>()+0x10\n========= \n"
     report = sanitizer.parse("memcheck", sanitizer.blocks(text))
     assert report.findings == [] and report.unrecognized[0].startswith("Invalid __global__ atomic")
 
 
-def test_every_run_passes_an_error_exitcode_and_memcheck_gets_padding():
+def test_every_run_passes_an_error_exitcode_and_memcheck_gets_padding(monkeypatch):
+    monkeypatch.setattr(sanitizer, "takes_option", lambda exe, option: True)
     argv = sanitizer.command("racecheck")
     assert "--error-exitcode" in argv
     assert argv[argv.index("--show-backtrace") + 1] == "device"   # no host backtraces
     assert "--destroy-on-device-error" not in argv   # "kernel" hung synccheck on an H200
     assert argv[argv.index("--target-processes") + 1] == "application-only"   # not the compilers it runs
+    monkeypatch.setattr(sanitizer, "takes_option", lambda exe, option: False)
+    assert "--target-processes" not in sanitizer.command("racecheck")   # a tool without the option
     argv = sanitizer.command("memcheck", padding=1 << 20)
     assert argv[argv.index("--padding") + 1] == str(1 << 20)
     with pytest.raises(ValueError, match="unknown compute-sanitizer tool 'leakcheck'"):

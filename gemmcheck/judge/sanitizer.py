@@ -34,7 +34,9 @@ the kernel's crash in its own right: broken_faults stores where no allocation is
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
 from dataclasses import dataclass, field, replace
 
 from gemmcheck.backends import DEFAULT_HANG_TIMEOUT_S, device
@@ -75,6 +77,16 @@ def executable() -> str | None:
     return device.tool("compute-sanitizer")
 
 
+@functools.lru_cache(maxsize=None)
+def takes_option(exe: str, option: str) -> bool:
+    """Whether this compute-sanitizer lists `option` in its --help (False where it does not run)."""
+    try:
+        out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return re.search(rf"(^|\s){re.escape(option)}\b", out.stdout + out.stderr, re.M) is not None
+
+
 def command(tool: str, *, exe: str = "compute-sanitizer", padding: int = MIN_PADDING) -> list[str]:
     if tool not in TOOLS:
         raise ValueError(f"unknown compute-sanitizer tool {tool!r}; use one of {', '.join(TOOLS)}")
@@ -85,11 +97,12 @@ def command(tool: str, *, exe: str = "compute-sanitizer", padding: int = MIN_PAD
             # No host backtraces: they show gemmcheck's launch, never the kernel, and cost the
             # tool (memcheck over broken_unguarded_loads-float64-TILE32 on an H200: 4.2 s and
             # 259 kB of log with them, 2.3 s and 39 kB without).
-            "--show-backtrace", "device",
-            # Only the child itself, which launches every kernel: the tool follows all the
-            # processes a child starts by default, and a compiler a child runs (nvcc on a
-            # build the cache has not) would run instrumented, each of its own processes too.
-            "--target-processes", "application-only"]
+            "--show-backtrace", "device"]
+    if takes_option(exe, "--target-processes"):
+        # Only the child itself, which launches every kernel: the tool follows all the
+        # processes a child starts by default, and a compiler a child runs (nvcc on a build
+        # the cache has not) would run instrumented, each of its own processes too.
+        argv += ["--target-processes", "application-only"]
     if tool == "memcheck":
         argv += ["--padding", str(padding)]
     return argv
