@@ -107,8 +107,7 @@ def _compile_with_nvrtc(source: Path, name_expressions: tuple[str, ...], arch: s
     include = [str(d) for d in cuda_source.include_dirs_of(source)] + list(toolkit.include_dirs())
     options = [BASE_OPTIONS, _no_nvrtc_cache(), include, [list(d) for d in defines], nvrtc_version(),
                PRELUDE.read_text()]
-    unit = cache_dir() / ("nvrtc-" + hashlib.sha256(json.dumps(
-        [files.fingerprint(), str(source), arch, options], sort_keys=True).encode()).hexdigest()[:32])
+    unit = cache_dir() / f"nvrtc-{cache_key([files.fingerprint(), str(source), arch, options])}"
 
     def build():
         return _compile_device_part(source, files, name_expressions, arch, include, defines,
@@ -126,7 +125,7 @@ def cached_build(unit: Path, names, arch: str, build) -> Compiled:
     `names` serves them: an isolated child, a worker or a kill-matrix row asking for a few
     instantiations of a source takes the build the session made of all of them (nvcc costs
     seconds a process, and under compute-sanitizer far more)."""
-    entry = unit / _names_key(names)
+    entry = unit / cache_key(sorted(names))
     found = _covering(unit, entry, names, arch)
     if found is not None:
         return found
@@ -146,8 +145,9 @@ def cached_build(unit: Path, names, arch: str, build) -> Compiled:
     return compiled
 
 
-def _names_key(names) -> str:
-    return hashlib.sha256(json.dumps(sorted(names)).encode()).hexdigest()[:32]
+def cache_key(value) -> str:
+    """A build cache folder's name for `value` (JSON): the first 32 hex digits of its sha256."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def _covering(unit: Path, entry: Path, names, arch: str) -> Compiled | None:

@@ -30,7 +30,6 @@ however deeply nested, rebuilds.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -40,7 +39,8 @@ import threading
 from pathlib import Path
 
 from gemmcheck.compile import buildlock, device_includes, diagnostics, nvcc_tool, symbols, toolkit
-from gemmcheck.compile.compiler import CompileError, Compiled, cache_dir, cached_build, digest, first_errors
+from gemmcheck.compile.compiler import (CompileError, Compiled, cache_dir, cache_key, cached_build, digest,
+                                        first_errors)
 from gemmcheck.contract import cuda_source
 
 OPTIONS = ("-std=c++17", "-Xptxas", "-v")   # nvcc's defaults otherwise: -ftz=false, IEEE division
@@ -59,7 +59,7 @@ def compile_source(source: Path, name_expressions, arch: str, defines=(), linked
     include = [str(d) for d in cuda_source.include_dirs_of(source)]
     options = [list(OPTIONS), include, [list(d) for d in defines], nvcc.build, nvcc.path]
     texts = [_read(p) for p in (source, *linked)]
-    unit = cache_dir() / f"nvcc-{_key([str(source), [str(p) for p in linked], texts, arch, options])}"
+    unit = cache_dir() / f"nvcc-{cache_key([str(source), [str(p) for p in linked], texts, arch, options])}"
     return cached_build(unit, name_expressions, arch,
                         lambda: _build(nvcc, source, tuple(name_expressions), arch, include, defines, linked))
 
@@ -76,10 +76,6 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError as exc:
         raise CompileError(f"{path}: cannot be read: {exc}") from None
-
-
-def _key(value) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def _build(nvcc, source: Path, names: tuple[str, ...], arch: str, include, defines, linked):
