@@ -2,8 +2,9 @@
 
 A kernel that takes a role ``tensor_map_A`` gets a rank-2 tiled tensor map of A as it lies in
 the suite's guarded buffer (``tensor_map_C`` and ``tensor_map_D``: the output's, for a TMA
-store; each in its operand's own element type): the global address is the matrix's first element, the dimensions
-are (contiguous extent, other extent), the stride is the leading dimension in bytes. So TMA
+store; each in its operand's own element type): the global address is the matrix's first
+element, the dimensions are (contiguous extent, other extent), the stride is the leading
+dimension in bytes. So TMA
 loads zero-fill outside the matrix and TMA stores clip at its edge, exactly as they would on
 the caller's own allocation; the guard bands around it still catch a plain store past it.
 

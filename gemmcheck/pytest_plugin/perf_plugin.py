@@ -255,8 +255,8 @@ def timed_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
             pc.session = perf.PerfSession(timer, gemm_config(request.config).profile.perf_repeats, ncu=pc.ncu,
                                           refused=refused)
             pc.session.copy()   # the memory roof, measured first, on an idle card
-            if gpu_turns.turns(request.config) is not None:
-                gpu_turns.turns(request.config).timer_made = True
+            if (worker_turns := gpu_turns.turns(request.config)) is not None:
+                worker_turns.timer_made = True
     if pc.session is None:
         pytest.skip(pc.skip_reason)
     return pc.session

@@ -10,7 +10,8 @@ that cannot be made here skips those tests with its reason, as before.
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
 
 import pytest
 
@@ -38,10 +39,16 @@ def _made(instances) -> backends.Backend:
 
 def start(config: pytest.Config, instances) -> Future:
     """Make the simulator and build `instances` on a thread of its own (g++ runs in
-    subprocesses, so the session's tests go on meanwhile)."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpu-sim-ahead")
-    config.stash[AHEAD] = future = pool.submit(_made, instances)
-    pool.shutdown(wait=False)
+    subprocesses, so the session's tests go on meanwhile); a daemon, as the probe's
+    (containment.probe), so a session that ends first does not wait for its builds."""
+    config.stash[AHEAD] = future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(_made(instances))
+        except BaseException as exc:   # handed to the fixture that waits for it
+            future.set_exception(exc)
+    threading.Thread(target=run, name="gemmcheck-cpu-sim-ahead", daemon=True).start()
     return future
 
 
