@@ -26,16 +26,11 @@
 
 // Rungs 6-7 need <mma.h> (WMMA), whose crt/mma.h part some NVRTC header sets lack: define
 // LADDER_CUDA_CORES_ONLY to compile rungs 1-5 without it.
-#if defined(__CUDACC__) && !defined(LADDER_CUDA_CORES_ONLY)
+#if !defined(LADDER_CUDA_CORES_ONLY)
 #define LADDER_TENSOR_CORES 1
 #include <mma.h>
 #endif
-#if defined(__CUDACC__)
 using ladder_float4 = float4;
-#else
-// The CPU simulator has no CUDA vector types; a 16-byte aligned struct behaves the same.
-struct alignas(16) ladder_float4 { float x, y, z, w; };
-#endif
 
 // The scalar (alpha, beta) and accumulator type for an element type: half precisions
 // accumulate in float, as production GEMMs do.

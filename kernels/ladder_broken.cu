@@ -16,15 +16,11 @@
 #include <cuda_bf16.h>
 
 // The tensor-core twins need <mma.h>; LADDER_CUDA_CORES_ONLY compiles the others without it.
-#if defined(__CUDACC__) && !defined(LADDER_CUDA_CORES_ONLY)
+#if !defined(LADDER_CUDA_CORES_ONLY)
 #define LADDER_TENSOR_CORES 1
 #include <mma.h>
 #endif
-#if defined(__CUDACC__)
 using ladder_float4 = float4;
-#else
-struct alignas(16) ladder_float4 { float x, y, z, w; };
-#endif
 
 template <typename T> struct ladder_scalar { using type = T; };
 template <> struct ladder_scalar<__half> { using type = float; };

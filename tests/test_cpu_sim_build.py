@@ -6,7 +6,8 @@
 - a module that does not load (an undefined symbol, whatever the cause) is a ToolFailure
   naming the symbol: the test errors, no kernel is called crashed;
 - explicit instantiations of __global__ templates, extern "C" kernels and static kernels
-  build, alone or beside the file's other kernels;
+  build, alone or beside the file's other kernels, and device code behind `#if __CUDA_ARCH__`
+  is built as the GPU's compile builds it (the macros of a device compile are defined);
 - the project's own headers are read as device copies at any depth (host code blanked,
   headers g++ cannot open left out), and host prototypes and the toolkit's host API headers
   never stop a build;

@@ -384,7 +384,10 @@ class _Unit:
 
     def __init__(self, source: Path, instances, defines, kind: str, flags):
         self.cxx, version = compiler()
-        self.source, self.defines, self.flags = source, tuple(defines), flags
+        # The macros of a device compile first (`#if __CUDA_ARCH__ >= 610` takes the branch the
+        # GPU runs), the catalog's defines after them (the later -D wins).
+        self.defines = (*cuda_source.DEVICE_MACROS.items(), *defines)
+        self.source, self.flags = source, flags
         self.instances = sorted(instances, key=lambda i: i.name_expression)
         self.names = tuple(i.name_expression for i in self.instances)
         self.entries = {i.spec.entry for i in self.instances}

@@ -1,7 +1,8 @@
 // Kernels written the ways nvcc takes them and the CPU simulator must take too: a split-K
 // GEMM whose last block per tile adds the partial sums (__threadfence, then atomicAdd on a
 // counter: the common "last block" pattern), emitted by explicit instantiation; an
-// extern "C" kernel; a static kernel. Host code (main) as a published file has it.
+// extern "C" kernel; a static kernel; one behind `#if __CUDA_ARCH__`. Host code (main) as a
+// published file has it.
 #include <cstdio>
 #include <cuda_runtime.h>
 
@@ -66,6 +67,15 @@ extern "C" __global__ void naive_extern_c(const float *A, const float *B, float 
 static __global__ void naive_static(const float *A, const float *B, float *C, int M, int N, int K)
 {
     naive_element(A, B, C, M, N, K);
+}
+
+// Device code behind the compiler's macros, as libraries guard an intrinsic for the archs that
+// have it: on the GPU (sm_90) the guarded body is what runs, so it is what the simulator runs.
+__global__ void naive_arch_guarded(const float *A, const float *B, float *C, int M, int N, int K)
+{
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610
+    naive_element(A, B, C, M, N, K);
+#endif
 }
 
 void cudaCheck(cudaError_t error, const char *file, int line)
