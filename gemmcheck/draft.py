@@ -34,7 +34,8 @@ from pathlib import Path
 
 from gemmcheck.contract import cuda_source, launch, operand_types, parameters, tensor_map
 from gemmcheck.contract import dtypes as dt
-from gemmcheck.host_launches import CONSTANT_ASSIGNMENT, Launch, host_expression, launches, split_top_level
+from gemmcheck.host_launches import (CONSTANT_ASSIGNMENT, Launch, explicit_instantiations, host_expression, launches,
+                                     split_top_level)
 
 # Floating-point types the suite knows, as C spells them -> dtype names of gemmcheck.contract.dtypes.
 C_TYPES = {"float": "float32", "double": "float64", "__half": "float16", "half": "float16",
@@ -46,6 +47,10 @@ ELEMENT_TYPES = {**C_TYPES, "__nv_fp8_e4m3": "float8_e4m3fn", "__nv_fp8_e5m2": "
                  FP8_STORAGE: "float8_e4m3fn",
                  "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8",
                  "unsigned char": "uint8", "int": "int32", "int32_t": "int32"}
+# The problem's sizes, and the #define names textbooks give one square size compiled into a kernel
+# that takes none (``#define N 64``, ``#define MATRIX_SIZE 1024``).
+SIZES = ("M", "N", "K")
+_SQUARE_SIZE_NAMES = ("N", "SIZE", "MATRIX_SIZE", "MAT_SIZE", "MATRIX_DIM", "MAT_DIM", "DIM", "MATRIX_WIDTH")
 # Names that usually hold the tile edge, most likely first.
 TILE_NAMES = ("TILE", "TILE_SIZE", "TILE_WIDTH", "TILE_DIM", "BLOCK_SIZE", "BLOCKSIZE", "BLOCK", "BS", "BM", "TS")
 _PREFIXES = ("d_", "g_", "dev_", "p_", "ptr_", "matrix_", "matrix", "mat_", "mat", "size_", "num_", "dim_", "n_")
@@ -342,34 +347,50 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     dtypes, dtype_comments, placeholders = _dtypes(params, roles, type_params)
     type_fields = _draft_types(roles, params, dtypes)
 
-    # compile-time parameters: template values from the file's launches, #defines the file uses
-    configs: list[dict[str, int]] = []
-    for call in kernel_launches:
-        values = {}
-        value_args = [a for (kind, _), a in zip(tparams, call.template_args) if kind == "value"]
-        for name, arg in zip(value_params, value_args):
-            arg = arg.strip()
-            value = int(re.sub(r"[uUlL]+$", "", arg)) if re.fullmatch(r"\d+[uUlL]*", arg) else constants.get(arg)
-            if value is not None:
-                values[name] = value
-        if len(values) == len(value_params) and values not in configs:
-            configs.append(values)
-    template_args = ", ".join("{" + placeholders.get(name, "T") + "}" if kind == "type" else "{" + name + "}"
-                              for kind, name in tparams)
+    # compile-time parameters: template values from the file's launches and explicit
+    # instantiations, #defines the file uses
+    def values_of(template_args: list[str]) -> dict[str, int] | None:
+        value_args = [a.strip() for (kind, _), a in zip(tparams, template_args) if kind == "value"]
+        values = {name: int(re.sub(r"[uUlL]+$", "", arg)) if re.fullmatch(r"\d+[uUlL]*", arg) else constants.get(arg)
+                  for name, arg in zip(value_params, value_args)}
+        return values if len(values) == len(value_params) and None not in values.values() else None
+
+    launched = [v for call in kernel_launches if (v := values_of(call.template_args))]
+    instantiated = explicit_instantiations(host, kernel.name)
+    configs = list(_unique(launched + [v for t in instantiated if (v := values_of(t))]))
+    if len(configs) == len(_unique(launched)):
+        instantiated = []   # named only where they add values to the launches'
+    takes_sizes = bool(set(SIZES) & set(roles)) or bool(unknown)   # a parameter of unknown role may be one
+    defines_used = {k: v for k, v in file_defines.items() if k not in value_params}
+    sizes, sizes_note = (None, []) if takes_sizes else _compiled_sizes(kernel.name, value_params, configs,
+                                                                       defines_used)
+    if sizes:   # compiled-in sizes are the shape, not parameters: their values go in template_args as written
+        fixed = [n for n in value_params if n in SIZES]
+        literals = {n: str(configs[0][n]) for n in fixed}
+        value_params = [n for n in value_params if n not in fixed]
+        configs = [{k: v for k, v in c.items() if k not in fixed} for c in configs]
+        defines_used = {k: v for k, v in defines_used.items() if k not in sizes_note[1]}
+    else:
+        literals = {}
+    template_args = ", ".join("{" + placeholders.get(name, "T") + "}" if kind == "type" else
+                              literals.get(name, "{" + name + "}") for kind, name in tparams)
     if tparams:
         d.add("template_args", _toml(template_args))
-    defines_used = {k: v for k, v in file_defines.items() if k not in value_params}
     param_values: dict[str, list[int]] = {name: [v] for name, v in defines_used.items()}
     if value_params:
         if configs:
             for name in value_params:
                 param_values[name] = sorted({c[name] for c in configs})
-            note = [f"the values the file launches it with: {', '.join(c.rstrip() for c in _launch_texts(kernel_launches))}"]
+            note = [f"the values the file {how}" for how in (
+                f"launches it with: {', '.join(c.rstrip() for c in _launch_texts(kernel_launches))}" if kernel_launches
+                else "",
+                "instantiates it with: " + "; ".join(f"{kernel.name}<{', '.join(t)}>" for t in instantiated)
+                if instantiated else "") if how]
         else:
             for name in value_params:
                 param_values[name] = []
-            note = [f"TODO: params: the values of {', '.join(value_params)} to test (the file launches none "
-                    "with literal values)"]
+            note = [f"TODO: params: the values of {', '.join(value_params)} to test (the file neither launches nor "
+                    "instantiates it with literal values)"]
         if len(configs) > 1 and len(value_params) > 1:
             # several whole assignments: named configs keep them together
             named = [{"name": "_".join(f"{k}{v}" for k, v in c.items()), **c} for c in configs]
@@ -429,7 +450,13 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     if any(r in roles for r in ("lda", "ldb", "ldc")):
         d.add("layout", None, "TODO: layout: the operands are read row-major unless you say otherwise; for "
               "cuBLAS-style column-major operands add", 'layout = { A = "col", B = "col", C = "col" }')
-    if "N" in roles and not {"M", "K"} & set(roles):
+    if sizes:
+        d.add("sizes", _toml(sizes), sizes_note[0])
+    elif not takes_sizes:
+        d.add("shapes", _toml("square-tile-multiple"), "TODO: shapes: the kernel takes no size argument: if its "
+              "sizes are compiled in, give them instead of shapes:", "sizes = { M = 64, N = 64, K = 64 }",
+              "if it reads them from its launch (gridDim * blockDim), square tile multiples are its claim")
+    elif "N" in roles and not {"M", "K"} & set(roles):
         d.add("shapes", _toml("square-tile-multiple"), "one size argument: square problems, N a multiple of "
               "the tile (the only claim such a kernel can make)")
     else:
@@ -449,6 +476,37 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
               "reads_c_at_beta_zero = true")
     d.add("expect", _toml("correct"))
     return d
+
+
+def _unique(dicts: list[dict]) -> list[dict]:
+    return [d for at, d in enumerate(dicts) if d not in dicts[:at]]
+
+
+def _compiled_sizes(kernel: str, value_params: list[str], configs: list[dict],
+                    defines: dict[str, int]) -> tuple[dict | None, tuple]:
+    """For a kernel that takes no size argument: ({M, N, K}, (the note, the #define names
+    used)) when its sizes are compiled in, as template parameters named M, N, K with one
+    instantiation, or as the file's #defines (``#define N 64``: square, as textbooks write it);
+    (None, ()) when neither says them."""
+    named = [n for n in value_params if n in SIZES]
+    if named:
+        if len(configs) != 1 or not set(SIZES) <= set(configs[0]):
+            return None, ()
+        return {n: configs[0][n] for n in SIZES}, (
+            f"the sizes are its template parameters {', '.join(SIZES)}, instantiated at "
+            f"{', '.join(str(configs[0][n]) for n in SIZES)}: it computes that one shape", ())
+    given = {n: defines[n] for n in SIZES if n in defines}
+    square = next((n for n in _SQUARE_SIZE_NAMES if n in defines), None)
+    if not given and square is None:
+        return None, ()
+    if given and set(given) != set(SIZES) and not (set(given) == {"N"}):
+        return None, ()
+    value = defines[square] if not given else None
+    sizes = {n: given.get(n, given.get("N", value)) for n in SIZES}
+    used = tuple(given) or (square,)
+    said = ", ".join(f"#define {n} {defines[n]}" for n in used)
+    return sizes, (f"the kernel takes no size: the file's {said} is compiled into it; it computes that one shape",
+                   used)
 
 
 def _dtypes(params: list[Param], roles: list, type_params: set[str]) -> tuple[list[str], list[str], dict]:

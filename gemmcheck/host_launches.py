@@ -60,6 +60,17 @@ def launches(code: str, kernel: str) -> list[Launch]:
     return found
 
 
+_TARGS = r"<(?P<targs>[^<>;]*(?:<[^<>;]*>[^<>;]*)*)>"
+
+
+def explicit_instantiations(code: str, kernel: str) -> list[list[str]]:
+    """The template arguments of each explicit instantiation of `kernel` in (preprocessed,
+    comment-free) code, ``template __global__ void gemm<128, 8>(...);``, in order: the values
+    a library that launches its kernels elsewhere builds them with."""
+    pattern = re.compile(rf"\btemplate\s+(?:__global__\s+)?(?:static\s+)?void\s+{re.escape(kernel)}\s*{_TARGS}\s*\(")
+    return [split_top_level(m["targs"]) for m in pattern.finditer(code)]
+
+
 def _block_members(text: str, block: str, dims: list[str]) -> str:
     """A grid dimension written with the block's members (``(N + block.x - 1) / block.x``) with
     the block's own values put in."""

@@ -387,3 +387,52 @@ def test_fp8_operands_kept_as_raw_bytes_draft_as_e4m3_with_a_todo(tmp_path):
     text = draft.draft_source(source, tmp_path)
     (entry,) = tomllib.loads(text)["kernel"]
     assert entry["dtypes"] == ["e4m3e4m3bf16"] and "fp8 as raw bytes), drafted as e4m3" in text
+
+
+def test_a_size_compiled_in_by_a_define_drafts_as_sizes_and_the_entry_runs_as_drafted(tmp_path):
+    """An introductory course's kernel takes no size (#define N 64): the draft says the one shape it
+    computes (sizes), keeps N out of params (a size is not a parameter), and needs no TODO filled."""
+    text = draft.draft_source(PUBLISHED / "09_fixed_size.cu", PUBLISHED)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["args"] == ["A", "B", "C"] and entry["sizes"] == {"M": 64, "N": 64, "K": 64}
+    assert entry["params"] == {"TILE_WIDTH": [16]} and "shapes" not in entry
+    assert "#define N 64" in text
+    committed = {e["name"]: e for e in tomllib.loads((PUBLISHED / "catalog.toml").read_text())["kernel"]}
+    assert {k: v for k, v in committed["fixed_size"].items() if k not in ("name", "description")} == \
+        {k: v for k, v in entry.items() if k not in ("name", "description")}
+
+
+def test_sizes_as_template_parameters_instantiated_once_draft_as_sizes_with_their_values_written_in(tmp_path):
+    source = tmp_path / "fixed.cu"
+    source.write_text("template <int M, int N, int K>\n"
+                      "__global__ void gemm_fixed(const float *A, const float *B, float *C) {}\n"
+                      "template __global__ void gemm_fixed<128, 96, 64>(const float *, const float *, float *);\n")
+    (entry,) = drafted(source, tmp_path)
+    assert entry["template_args"] == "128, 96, 64" and entry["sizes"] == {"M": 128, "N": 96, "K": 64}
+    assert "params" not in entry
+    (tmp_path / "catalog.toml").write_text(draft.draft_source(source, tmp_path))
+    (spec,) = catalog.load(tmp_path / "catalog.toml")
+    assert spec.instances()[0].name_expression == "gemm_fixed<128, 96, 64>"
+
+
+def test_an_explicit_instantiation_gives_the_values_of_a_kernel_the_file_never_launches(tmp_path):
+    source = tmp_path / "lib.cu"
+    source.write_text("template <int BM, int BN>\n"
+                      "__global__ void tiled(const float *A, const float *B, float *C, int M, int N, int K) {}\n"
+                      "template __global__ void tiled<64, 32>(const float *, const float *, float *, int, int, int);\n"
+                      "template __global__ void tiled<128, 32>(const float *, const float *, float *, int, int, int);\n")
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert [{k: v for k, v in c.items() if k != "name"} for c in entry["configs"]] == \
+        [{"BM": 64, "BN": 32}, {"BM": 128, "BN": 32}]
+    assert "instantiates it with: tiled<64, 32>; tiled<128, 32>" in text and "TODO: params" not in text
+
+
+def test_a_kernel_that_takes_no_size_and_defines_none_is_told_how_to_claim_its_shapes(tmp_path):
+    source = tmp_path / "nosize.cu"
+    source.write_text("__global__ void square(const float *A, const float *B, float *C) {\n"
+                      "  int n = gridDim.x * blockDim.x; (void)n; }\n")
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["shapes"] == "square-tile-multiple" and "sizes" not in entry
+    assert "# sizes = { M = 64, N = 64, K = 64 }" in text and "gridDim * blockDim" in text

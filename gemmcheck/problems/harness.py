@@ -402,7 +402,7 @@ class GuardedGemm:
         types = instance.types
         if K != K2:
             raise ValueError(f"A is {A.shape} and B is {B.shape}: inner dimensions differ")
-        if not ({"M", "K"} & set(roles)) and not (M == N == K):
+        if spec.square_only and not (M == N == K):
             raise ValueError(f"{instance.id} takes square problems only; got M={M} N={N} K={K}")
         if (beta != 0) != (C0 is not None):
             raise ValueError(f"{instance.id}: beta={beta!r} with C0 {'given' if C0 is not None else 'missing'};"

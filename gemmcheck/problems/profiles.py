@@ -48,6 +48,8 @@ class Profile:
         """max_dim for searching `instance`: a kernel that takes only multiples of a TILE
         larger than max_dim (a 256 x 128 block tile) is searched up to two such multiples,
         not refused: no shape it takes lies in [1, max_dim]."""
+        if instance.spec.sizes is not None:   # the one shape it computes
+            return max(self.max_dim, *instance.spec.sizes)
         if instance.spec.shapes == "any":
             return self.max_dim
         return max(self.max_dim, 2 * instance.tile)

@@ -28,10 +28,14 @@ def why_out_of_scope(instance: Instance, M: int, N: int, K: int) -> str | None:
     """None when the kernel claims the shape; else the reason, naming its claim."""
     if instance.supports(M, N, K):
         return None
+    spec = instance.spec
+    if spec.sizes is not None:
+        return (f"out of scope: {spec.name} declares sizes = {{ M = {spec.sizes[0]}, N = {spec.sizes[1]}, "
+                f"K = {spec.sizes[2]} }} (the one shape compiled into it); M={M} N={N} K={K} is another")
     params = ", ".join(f"{k}={v}" for k, v in instance.params.items())
-    meaning = instance.spec.describe_shapes()
-    said = "; ".join(part for part in (meaning if meaning != instance.spec.shapes else "", params) if part)
-    return (f"out of scope: {instance.spec.name} declares shapes = '{instance.spec.shapes}'"
+    meaning = spec.describe_shapes()
+    said = "; ".join(part for part in (meaning if meaning != spec.shapes else "", params) if part)
+    return (f"out of scope: {spec.name} declares shapes = '{spec.shapes}'"
             f"{f' ({said})' if said else ''}; M={M} N={N} K={K} is not one")
 
 

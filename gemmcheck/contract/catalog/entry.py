@@ -12,7 +12,7 @@ from gemmcheck.contract import cuda_source, epilogue, launch, operand_types, par
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract.catalog import hopper
 from gemmcheck.contract.catalog.instantiations import _check_instantiations, _geometry, _in_configs, _parameters
-from gemmcheck.contract.catalog.model import KernelSpec
+from gemmcheck.contract.catalog.model import KernelSpec, square_only
 from gemmcheck.contract.catalog.vocabulary import (
     _FIELDS, _IDENTIFIER, _REQUIRED, COMPILERS, CONVENTIONS, DEFAULT_TILE, EXPECTATIONS, LAYOUTS, SHAPES, SIGNATURE_ROLES,
     SIGNATURES, TILE_SHAPES, TYPE_FIELDS, CatalogError)
@@ -72,8 +72,9 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         fail(why)
 
     tile_param = entry.get("tile", DEFAULT_TILE)
+    sizes = _sizes(entry, roles, fail)
     tile_required = any(k in entry for k in ("policy", "tile", "tiles", "shared_tiles")) or \
-        entry.get("shapes") in TILE_SHAPES or not {"M", "K"} & set(roles)
+        entry.get("shapes") in TILE_SHAPES or square_only(roles, sizes)
     declared = parameters.declaration(source, entry["entry"], found_in["include_dirs"], fixed_defines)
     # the template as written, before a -D of the same name rewrites it
     as_written = parameters.declaration(source, entry["entry"], found_in["include_dirs"]) or declared
@@ -111,7 +112,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
         fail(f"args lists {', '.join(r for r in roles if r in launch.ARRAY_ROLES)} but no batch, and the grid does "
              "not name batch: a pointer-array batch is told its number of products (the role batch, cuBLAS's "
              "batchCount), or launched with one block per product along a grid dimension (grid = [..., \"batch\"])")
-    square = not {"M", "K"} & set(roles)     # one size argument: N x N operands
+    square = square_only(roles, sizes)
     default_shapes = "square-tile-multiple" if square else "any"
     shapes = entry.get("shapes", default_shapes)
     if shapes not in SHAPES:
@@ -159,7 +160,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
             include_dirs=include_dirs, defines=fixed_defines, **conventions, **type_fields,
             tensor_maps=hopper.tensor_maps(entry, roles, fail), cluster=hopper.cluster(entry, fail),
             arch=hopper.arch(entry, fail), compiler=_compiler(entry, fail), sources=_sources(entry, path, fail),
-            resources=_resources(entry, path, fail),
+            resources=_resources(entry, path, fail), sizes=sizes,
         )
     except operand_types.TypesError as exc:
         fail(f"dtypes: {exc}")
@@ -168,6 +169,25 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     _check_batch(spec, fail)
     hopper.check(spec, fail)
     return spec
+
+
+def _sizes(entry: dict, roles, fail) -> tuple[int, int, int] | None:
+    """`sizes = { M = 64, N = 64, K = 64 }`: the problem sizes compiled into a kernel that takes
+    none (a textbook's ``#define N 64``, a ``template <int M, int N, int K>`` instantiated at
+    them); the kernel then claims that one shape."""
+    if "sizes" not in entry:
+        return None
+    sizes = entry["sizes"]
+    if not isinstance(sizes, dict) or set(sizes) != {"M", "N", "K"} or \
+            not all(type(v) is int and v > 0 for v in sizes.values()):
+        fail(f"'sizes' must give M, N and K as positive integers, e.g. {{ M = 64, N = 64, K = 64 }}, got {sizes!r}")
+    taken = [r for r in roles if r in ("M", "N", "K")]
+    if taken:
+        fail(f"'sizes' is for a kernel that takes no size argument (its sizes are compiled in), but args lists "
+             f"{', '.join(taken)}: drop 'sizes' (a shape claim goes in 'shapes')")
+    if "shapes" in entry:
+        fail("'sizes' fixes the one shape the kernel computes; drop 'shapes'")
+    return sizes["M"], sizes["N"], sizes["K"]
 
 
 def _check_batch(spec: KernelSpec, fail) -> None:

@@ -65,6 +65,7 @@ class KernelSpec:
     compiler: str | None = None           # "nvcc" | "nvrtc" when the entry pins one; None: the run's choice
     sources: tuple[Path, ...] = ()        # other sources whose device code the kernel calls (nvcc -rdc)
     resources: str | None = None          # a claim on ptxas's report (RESOURCE_CLAIMS); None: information only
+    sizes: tuple[int, int, int] | None = None    # (M, N, K) compiled into a kernel that takes no size
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -80,6 +81,8 @@ class KernelSpec:
                                               if self.tile_param in a)))
         if self.policy is not None or self.geometry is None:   # a named policy wins, as tiles do
             set_("geometry", launch.POLICIES[self.policy or "tile2d"].geometry(self.tile_param))
+        if self.sizes is not None:   # the one shape a kernel with its sizes compiled in computes
+            set_("shapes", "M == {} and N == {} and K == {}".format(*self.sizes))
         set_("_scope", None if self.shapes in SHAPES else launch.Expression(self.shapes))
         # every operand's type, per dtypes entry: resolved once, read by everything downstream
         set_("types", {name: operand_types.resolve(name, accumulator=self.accumulator, scalar=self.scalar,
@@ -182,8 +185,10 @@ class KernelSpec:
         """Whether the kernel claims to be correct on this shape at these parameters."""
         params = dict(params if params is not None else {self.tile_param: tile})
         tile = params.get(self.tile_param, tile)
-        if "N" in self.roles and not ({"M", "K"} & set(self.roles)) and not (M == N == K):
-            return False   # one size argument: square problems only
+        if self.square_only and not (M == N == K):
+            return False
+        if self.sizes is not None:
+            return (M, N, K) == self.sizes
         if self._scope is not None:
             return self._scope.holds({**params, "M": M, "N": N, "K": K})
         if self.shapes == "square-tile-multiple":
@@ -192,12 +197,24 @@ class KernelSpec:
             return M % tile == 0 and N % tile == 0 and K % tile == 0
         return True
 
+    @property
+    def square_only(self) -> bool:
+        return square_only(self.roles, self.sizes)
+
     def describe_shapes(self) -> str:
+        if self.sizes is not None:
+            return "M x N x K = {} x {} x {} only (the sizes compiled into it)".format(*self.sizes)
         return SHAPES.get(self.shapes, self.shapes)
 
     def instances(self) -> list["Instance"]:
         return [Instance(self, d, params=values, config=name)
                 for d in self.dtypes for name, values in self.assignments()]
+
+
+def square_only(roles, sizes) -> bool:
+    """Whether a kernel takes square problems only: it takes one size (N: N x N operands), or
+    none and reads it from its launch; a kernel with its sizes compiled in takes that shape."""
+    return not {"M", "K"} & set(roles) and sizes is None
 
 
 @dataclass(frozen=True, eq=False)

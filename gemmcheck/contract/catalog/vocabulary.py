@@ -52,6 +52,7 @@ _FIELDS = {
     *("reads_c_at_beta_zero", "adds_into_c", "deterministic", "saturates_output", "d_aliases_c"),   # CONVENTIONS
     "epilogue",                                    # a fused epilogue (gemmcheck.contract.epilogue)
     "resources",                                   # a claim on ptxas's report (RESOURCE_CLAIMS)
+    "sizes",                                       # M, N, K compiled into a kernel that takes none
 }
 # Conventions a kernel may declare, each a boolean field with its default (BLAS's rule) and
 # what the suite does when the kernel declares the other value (docs/blas-contract.md).

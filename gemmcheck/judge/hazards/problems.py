@@ -24,6 +24,7 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
       barriers show on real hardware (a WAR race stayed exact at 64^3 on an H200);
     - K = 0 (2T+1 x T+1, or 2T x 2T): BLAS gives C = beta C0, zeros written everywhere
       at beta = 0; a kernel that returns early at K = 0 leaves C unwritten;
+    - a kernel whose sizes are compiled in (``sizes``): that one shape instead of all these;
     - scale blocks, for a kernel with block scale factors (1 x 128, 128 x 128): two blocks and
       one more along K and N, so a scale read at the wrong block (or axis) changes the result
       (the other shapes stay inside one block).
@@ -45,6 +46,8 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     shapes += _scale_blocks(instance)
     # K = 0 (BLAS: C = beta C0, zeros at beta = 0), ragged where claimed, else whole tiles.
     shapes += [(K_ZERO, 2 * T + 1, T + 1, 0), (K_ZERO, 2 * T, 2 * T, 0)]
+    if instance.spec.sizes is not None:   # it computes one shape: every hazard is looked for there
+        shapes = [(COMPILED_SIZES, *instance.spec.sizes)]
     seen, out = set(), []
     for purpose, M, N, K in shapes:
         if purpose in RAGGED and not instance.supports(M, N, K):
@@ -98,7 +101,8 @@ def exposing_groups(M: int) -> tuple[int, ...]:
 RAGGED = ("ragged edges", "large ragged")
 EXPOSING_BATCH = 3   # products of a batched kernel's exposing problems: a first, a middle and a last
 SCALE_BLOCKS = "scale blocks"
-SMALL_PURPOSES = ("ragged edges", "tile-aligned")  # cheap enough for compute-sanitizer
+COMPILED_SIZES = "compiled sizes"   # the one shape of a kernel whose sizes are compiled in
+SMALL_PURPOSES = ("ragged edges", "tile-aligned", COMPILED_SIZES)  # cheap enough for compute-sanitizer
 K_ZERO = "K = 0"
 
 
