@@ -14,7 +14,8 @@ them), the draft reads what the source says:
   (with an ``epilogue`` TODO for what the epilogue does);
 - the dtype from the pointers' element types: one name when A, B and the output share it
   (``float16``), else the combination of A, B and the output (``f16f16f32``: half A and B, a
-  float C and D; ``e4m3e4m3bf16``, ``s8s8s32``); template parameters as params (values from
+  float C and D; ``e4m3e4m3bf16``, ``s8s8s32``; a ``float4 *`` operand holds float32, its rows
+  whole vectors as the shape claim); template parameters as params (values from
   the file's own launches, ``kernel<32><<<...>>>``), integer ``#define``s the file uses as
   params, ``__launch_bounds__`` as a hint for the block;
 - the launch geometry from the file's own launch (``dim3 grid(CEIL_DIV(M, 32), ...)``),
@@ -51,6 +52,12 @@ ELEMENT_TYPES = {**C_TYPES, "__nv_fp8_e4m3": "float8_e4m3fn", "__nv_fp8_e5m2": "
 # that takes none (``#define N 64``, ``#define MATRIX_SIZE 1024``).
 SIZES = ("M", "N", "K")
 _SQUARE_SIZE_NAMES = ("N", "SIZE", "MATRIX_SIZE", "MAT_SIZE", "MATRIX_DIM", "MAT_DIM", "DIM", "MATRIX_WIDTH")
+# Vector types a kernel may take its operands as (``const float4 *A``): (element type, width).
+VECTOR_TYPES = {"float2": ("float", 2), "float4": ("float", 4), "double2": ("double", 2), "half2": ("half", 2),
+                "__half2": ("__half", 2), "__nv_bfloat162": ("__nv_bfloat16", 2), "nv_bfloat162": ("nv_bfloat16", 2),
+                "char4": ("signed char", 4), "uchar4": ("unsigned char", 4)}
+# The size along an operand's rows (row-major): what a vector of its elements must divide.
+_ROW_LENGTH = {"A": "K", "B": "N", "C": "N", "D": "N"}
 # Names that usually hold the tile edge, most likely first.
 TILE_NAMES = ("TILE", "TILE_SIZE", "TILE_WIDTH", "TILE_DIM", "BLOCK_SIZE", "BLOCKSIZE", "BLOCK", "BS", "BM", "TS")
 _PREFIXES = ("d_", "g_", "dev_", "p_", "ptr_", "matrix_", "matrix", "mat_", "mat", "size_", "num_", "dim_", "n_")
@@ -459,6 +466,9 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     elif "N" in roles and not {"M", "K"} & set(roles):
         d.add("shapes", _toml("square-tile-multiple"), "one size argument: square problems, N a multiple of "
               "the tile (the only claim such a kernel can make)")
+    elif (vectors := _whole_vectors(params, roles)):
+        d.add("shapes", _toml(vectors[1]), f"TODO: shapes: {vectors[0]}, read a vector at a time: each row a whole "
+              "number of vectors, so every row starts aligned; add what else it needs, e.g. \"and M % BM == 0\"")
     else:
         d.add("shapes", _toml("any"), "TODO: shapes: \"any\" claims every M, N, K >= 0 (K = 0 gives beta C); a "
               "kernel without bounds guards claims less, e.g. \"M % BM == 0 and N % BN == 0 and K % BK == 0 "
@@ -476,6 +486,19 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
               "reads_c_at_beta_zero = true")
     d.add("expect", _toml("correct"))
     return d
+
+
+def _whole_vectors(params: list[Param], roles: list) -> tuple[str, str] | None:
+    """(what the operands are, the shape claim) for a kernel taking operands as vectors
+    (``const float4 *A``): each row must be a whole number of vectors (row-major A's rows are K
+    long, B's, C's and D's N)."""
+    vectors = {role: p.pointee for p, role in zip(params, roles)
+               if role in _ROW_LENGTH and p.pointee in VECTOR_TYPES and not p.pointer_to_pointers}
+    if not vectors:
+        return None
+    claim = " and ".join(f"{size} % {width} == 0" for size, width in sorted(
+        {(_ROW_LENGTH[r], VECTOR_TYPES[t][1]) for r, t in vectors.items()}))
+    return ", ".join(f"{r} is {t} *" for r, t in vectors.items()), claim
 
 
 def _unique(dicts: list[dict]) -> list[dict]:
@@ -517,6 +540,7 @@ def _dtypes(params: list[Param], roles: list, type_params: set[str]) -> tuple[li
     of = {launch.array_operand(role) or role: p.pointee for p, role in zip(params, roles)
           if role in launch.OPERAND_ROLES + launch.ARRAY_ROLES}
     comments, placeholders = [], {}
+    of = {role: VECTOR_TYPES.get(t, (t,))[0] for role, t in of.items()}   # a float4 * operand holds float32
     used = [t for t in dict.fromkeys(of.values()) if t in type_params]
     for role, t in of.items():
         if t in type_params:
@@ -540,7 +564,7 @@ def _dtypes(params: list[Param], roles: list, type_params: set[str]) -> tuple[li
     output = names.get("D", names.get("C"))
     if output is None or "A" not in names or "B" not in names:
         # operands whose roles are TODOs: their one element type, if they share one
-        shared = {p.pointee for p in params if p.pointer and not p.pointer_to_pointers}
+        shared = {VECTOR_TYPES.get(p.pointee, (p.pointee,))[0] for p in params if p.pointer and not p.pointer_to_pointers}
         if len(shared) == 1 and (t := shared.pop()) in ELEMENT_TYPES and ELEMENT_TYPES[t] in dt.DTYPES:
             comments.append(f"every pointer is {t}: {ELEMENT_TYPES[t]}, unless the operands' roles say otherwise")
             return [ELEMENT_TYPES[t]], comments, placeholders

@@ -436,3 +436,17 @@ def test_a_kernel_that_takes_no_size_and_defines_none_is_told_how_to_claim_its_s
     (entry,) = tomllib.loads(text)["kernel"]
     assert entry["shapes"] == "square-tile-multiple" and "sizes" not in entry
     assert "# sizes = { M = 64, N = 64, K = 64 }" in text and "gridDim * blockDim" in text
+
+
+def test_operands_taken_as_vectors_draft_their_element_type_and_rows_of_whole_vectors(tmp_path):
+    """`const float4 *A` holds float32 elements (the suite's buffers, every matrix 16-byte
+    aligned); its rows must be whole vectors for each to start aligned."""
+    source = tmp_path / "vec.cu"
+    source.write_text("__global__ void sgemm4(int M, int N, int K, const float4 *A, const float4 *B, float4 *C) {}\n"
+                      "__global__ void hgemm2(const half2 *A, const __half *B, half2 *C, int M, int N, int K) {}\n")
+    text = draft.draft_source(source, tmp_path)
+    sgemm4, hgemm2 = tomllib.loads(text)["kernel"]
+    assert (sgemm4["dtypes"], sgemm4["shapes"]) == (["float32"], "K % 4 == 0 and N % 4 == 0")
+    assert (hgemm2["dtypes"], hgemm2["shapes"]) == (["float16"], "K % 2 == 0 and N % 2 == 0")
+    assert "A is float4 *, B is float4 *, C is float4 *, read a vector at a time" in text
+    assert "is not one gemmcheck knows" not in text
