@@ -15,7 +15,8 @@ them), the draft reads what the source says:
 - the dtype from the pointers' element types: one name when A, B and the output share it
   (``float16``), else the combination of A, B and the output (``f16f16f32``: half A and B, a
   float C and D; ``e4m3e4m3bf16``, ``s8s8s32``; a ``float4 *`` operand holds float32, its rows
-  whole vectors as the shape claim); template parameters as params (values from
+  whole vectors as the shape claim; a half kernel that sums in half, ``accumulator =
+  "float16"``); template parameters as params (values from
   the file's own launches, ``kernel<32><<<...>>>``), integer ``#define``s the file uses as
   params, ``__launch_bounds__`` as a hint for the block;
 - the launch geometry from the file's own launch (``dim3 grid(CEIL_DIV(M, 32), ...)``),
@@ -447,6 +448,9 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     _draft_dynamic_shared(d, kernel, kernel_launches, names if kernel_launches else {}, constants, known,
                           literals if kernel_launches else {}, source_text)
     d.add("dtypes", _toml(dtypes), *dtype_comments)
+    if dtypes == ["float16"] and source_text and (how := _half_sums(kernel.name, source_text)):
+        d.add("accumulator", _toml("float16"), f"the kernel sums in half ({how}): judged by half sums' error "
+              "bound, not float32's")
     for key, value, comments in type_fields:
         d.add(key, value, *comments)
     weight = next((p.name for p, r in zip(params, roles) if r == "B" and normalized(p.name) in _WEIGHT_NAMES), None)
@@ -648,6 +652,25 @@ def _kernel_bodies(code: str) -> dict[str, list[tuple[bool, str]]]:
         if names:
             bodies.setdefault(names[0], []).append(("__global__" in head, code[open_at:end]))
     return bodies
+
+
+_HALF_FRAGMENT = re.compile(r"\bfragment\s*<\s*(?:\w+::)*accumulator\s*,[^;>]*?\b(?:__half|half)\s*>")
+_HALF_SUM = re.compile(r"\b(?:__half|half)\s+(?P<name>(?:acc|sum|partial|c_val|cval)\w*)\s*(?:=|;|\[|\{)")
+
+
+def _half_sums(kernel: str, code: str) -> str | None:
+    """How the __global__ `kernel` (or a function of the file it calls) sums in half, if it
+    does: a WMMA accumulator fragment of __half, or an accumulator variable declared half."""
+    bodies = _kernel_bodies(code)
+    own = [body for is_kernel, body in bodies.get(kernel, []) if is_kernel]
+    called = [body for name, found in bodies.items() if name != kernel
+              and any(re.search(rf"\b{re.escape(name)}\s*[<(]", b) for b in own) for _, body in found]
+    for body in own + called:
+        if _HALF_FRAGMENT.search(body):
+            return "a wmma accumulator fragment of __half"
+        if (m := _HALF_SUM.search(body)):
+            return f"its accumulator {m['name']} is declared half"
+    return None
 
 
 def _uses_dynamic_shared(kernel: str, code: str) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from child_env import child_env
 from gemmcheck import draft
 from gemmcheck.contract import catalog
 
@@ -450,3 +451,51 @@ def test_operands_taken_as_vectors_draft_their_element_type_and_rows_of_whole_ve
     assert (hgemm2["dtypes"], hgemm2["shapes"]) == (["float16"], "K % 2 == 0 and N % 2 == 0")
     assert "A is float4 *, B is float4 *, C is float4 *, read a vector at a time" in text
     assert "is not one gemmcheck knows" not in text
+
+
+HALF_SUM = """#include <cuda_fp16.h>
+__global__ void hgemm_half_sum(const half *A, const half *B, half *C, int M, int N, int K) {
+  int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= M || col >= N) return;
+  half sum = __float2half(0.0f);
+  for (int k = 0; k < K; ++k) sum = __hfma(A[row * K + k], B[k * N + col], sum);
+  C[row * N + col] = sum;
+}
+void launch(const half *A, const half *B, half *C, int M, int N, int K) {
+  dim3 block(16, 16), grid((N + 15) / 16, (M + 15) / 16);
+  hgemm_half_sum<<<grid, block>>>(A, B, C, M, N, K);
+}
+"""
+
+
+@pytest.mark.parametrize("body, how", [
+    (HALF_SUM, "its accumulator sum is declared half"),
+    ("#include <mma.h>\nusing namespace nvcuda;\n__global__ void h(const half *A, const half *B, half *C, int M, "
+     "int N, int K) {\n  wmma::fragment<wmma::accumulator, 16, 16, 16, __half> acc;\n}\n",
+     "a wmma accumulator fragment of __half"),
+    ("__global__ void h(const half *A, const half *B, half *C, int M, int N, int K) { float sum = 0; }\n", None),
+])
+def test_a_half_gemm_that_sums_in_half_drafts_its_accumulator(tmp_path, body, how):
+    (tmp_path / "h.cu").write_text(body)
+    text = draft.draft_source(tmp_path / "h.cu", tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry.get("accumulator") == ("float16" if how else None)
+    assert (f"the kernel sums in half ({how})" in text) if how else "sums in half" not in text
+
+
+def test_the_drafted_half_accumulator_is_what_keeps_a_correct_half_summing_kernel_correct(tmp_path):
+    """As drafted (only the TODO comments left), the half-summing HGEMM is judged by half sums'
+    bound and passes on the simulator; without the line it is judged against float32 sums and
+    fails, the message naming the declaration."""
+    (tmp_path / "hsum.cu").write_text(HALF_SUM)
+    drafted_text = draft.draft_source(tmp_path / "hsum.cu", tmp_path)
+    runs = {}
+    for name, text in (("drafted", drafted_text), ("without", re.sub(r"(?m)^accumulator = .*\n", "", drafted_text))):
+        (tmp_path / f"{name}.toml").write_text(text)
+        runs[name] = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--gemm-backend=cpu-sim",
+             f"--gemm-catalog={tmp_path / f'{name}.toml'}", f"--gemm-verdicts={tmp_path / name}.json",
+             f"--alluredir={tmp_path / name}", "suites/correctness/test_error_bound.py"],
+            cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=600)
+    assert runs["drafted"].returncode == 0, runs["drafted"].stdout[-2000:]
+    assert runs["without"].returncode == 1 and 'declare accumulator = "float16"' in runs["without"].stdout
