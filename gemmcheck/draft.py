@@ -212,6 +212,9 @@ def role_of(param: Param, scalar_types: set[str], takes_c: bool = False) -> str 
         operand = _ARRAY_NAMES.get(n) or _ARRAY_NAMES.get(param.name.lower()) or _POINTER_NAMES.get(n)
         operand = "D" if takes_c and n in _OUTPUT_NAMES else operand
         return f"{operand}_array" if operand in launch.OPERAND_ROLES else None
+    if param.pointer and (n in _SCALAR_NAMES or param.name.lower() in _SCALAR_NAMES) \
+            and param.element_type in C_TYPES.keys() | {"int"}:
+        return _SCALAR_NAMES.get(n) or _SCALAR_NAMES[param.name.lower()]   # through a device pointer (cuBLAS's)
     if param.pointer:
         return "D" if takes_c and n in _OUTPUT_NAMES else _POINTER_NAMES.get(n)
     if n in _SCALAR_NAMES or param.name.lower() in _SCALAR_NAMES:
@@ -357,8 +360,12 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
 
     # compile-time parameters: template values from the file's launches and explicit
     # instantiations, #defines the file uses
+    defaults = {name: default for kind, name, default in parameters.template_parameters(kernel.head)
+                if kind == "value" and default is not None}
+
     def values_of(template_args: list[str]) -> dict[str, int] | None:
-        value_args = [a.strip() for (kind, _), a in zip(tparams, template_args) if kind == "value"]
+        given = dict(zip([name for name, _ in zip((n for _, n in tparams), template_args)], template_args))
+        value_args = [given.get(name, defaults.get(name, "")).strip() for name in value_params]   # omitted: the default
         values = {name: int(re.sub(r"[uUlL]+$", "", arg)) if re.fullmatch(r"\d+[uUlL]*", arg) else constants.get(arg)
                   for name, arg in zip(value_params, value_args)}
         return values if len(values) == len(value_params) and None not in values.values() else None
@@ -708,7 +715,10 @@ def cuda_source_default_tile() -> str:
 
 
 def _launch_texts(calls: list[Launch]) -> list[str]:
-    return [c.written.split("<<<")[0] for c in calls]
+    """What each launch names, ``sgemm<32>``; a launch that leaves the template arguments out
+    takes the template's defaults, and says so."""
+    return [c.written.split("<<<")[0].rstrip() + ("" if c.template_args else " (the template's defaults)")
+            for c in calls]
 
 
 def _host_names(call: Launch, tparams, host: str) -> dict[str, str]:

@@ -499,3 +499,23 @@ def test_the_drafted_half_accumulator_is_what_keeps_a_correct_half_summing_kerne
             cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=600)
     assert runs["drafted"].returncode == 0, runs["drafted"].stdout[-2000:]
     assert runs["without"].returncode == 1 and 'declare accumulator = "float16"' in runs["without"].stdout
+
+
+def test_scalars_through_device_pointers_and_a_launch_on_the_templates_defaults_draft_whole(tmp_path):
+    """cuBLAS's pointer mode device (const float *alpha) drafts as alpha and beta; a launch
+    that leaves the template arguments out drafts the template's defaults; a kernel in
+    namespaces is found and runs by its qualified name."""
+    source = ROOT / "tests" / "data" / "scalar_pointers" / "kernels.cu"
+    text = draft.draft_source(source, tmp_path)
+    entries = {e["entry"]: e for e in tomllib.loads(text)["kernel"]}
+    assert entries["gemm_device_scalars"]["args"] == ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
+    assert entries["hgemm_half_scalars"]["args"] == ["alpha", "beta", "A", "B", "C", "M", "N", "K"]
+    launched = tmp_path / "launched.cu"
+    launched.write_text(source.read_text() + "void run(int M, int N, int K, const float *a, const float *A, "
+                        "const float *B, const float *b, float *C) {\n"
+                        "  mylib::kernels::gemm_device_scalars<<<dim3(N / 16, M / 16), dim3(16, 16)>>>"
+                        "(M, N, K, a, A, B, b, C);\n}\n")
+    text = draft.draft_source(launched, tmp_path)
+    entry = next(e for e in tomllib.loads(text)["kernel"] if e["entry"] == "gemm_device_scalars")
+    assert entry["params"] == {"BM": [16], "BN": [16], "FLAW": [0]}
+    assert "gemm_device_scalars (the template's defaults)" in text

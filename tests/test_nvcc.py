@@ -43,6 +43,15 @@ def test_a_marker_names_the_exact_symbol_of_its_name_expression():
     assert symbols.readable(built)[:3] == ["k<float, 16>", "k<float, 8>", "plain"]
 
 
+def test_a_marker_of_a_namespaced_kernel_that_is_not_a_template_names_it_by_its_qualified_name():
+    """The demangler writes such a marker's argument as the name alone (&mylib::kernels::h), no
+    declaration in parentheses (as nvcc 13 built tests/data/scalar_pointers)."""
+    built = ["_ZN5mylib7kernels18hgemm_half_scalarsEPK6__halfS3_S3_S3_PS1_iii",
+             "_Z25gemmcheck_name_expressionILi0EXadL_ZN5mylib7kernels18hgemm_half_scalarsEPK6__halfS4_S4_S4_PS2_iiiEEEvv"]
+    assert symbols.from_markers(("mylib::kernels::hgemm_half_scalars",), built) == {
+        "mylib::kernels::hgemm_half_scalars": built[0]}
+
+
 # -- building ---------------------------------------------------------------------------------
 
 SOURCE = """#include <cstdio>

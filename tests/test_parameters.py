@@ -141,10 +141,11 @@ MNK = ["A", "B", "C", "M", "N", "K"]
     ("float *A, float *B, float *C, unsigned char M, int N, int K", MNK,
      "args: role 'M' is parameter 4 'unsigned char M' of k, which holds at most 255; the suite passes M up to "
      "8200: declare it int (or wider)"),
-    # (alpha declared int is taken, as cuBLAS's int8 GEMM declares it; by device pointer it is not)
-    ("float *A, float *B, float *C, int M, int N, int K, const float *alpha", [*MNK, "alpha"],
-     "args: role 'alpha' is parameter 7 'const float *alpha' of k, a pointer; alpha is passed as a floating-point "
-     "value"),
+    # (alpha declared int is taken, as cuBLAS's int8 GEMM declares it, and through a pointer to a
+    # number, as its pointer mode device passes it; through a pointer to pointers it is not)
+    ("float *A, float *B, float *C, int M, int N, int K, const float **alpha", [*MNK, "alpha"],
+     "args: role 'alpha' is parameter 7 'const float **alpha' of k, a pointer to pointers; alpha is passed as a "
+     "number, or through a pointer to one of float, double, __half, __nv_bfloat16, int"),
     ("float *A, float *B, float *C, int M, int N, int K, unsigned flag", [*MNK, -1],
      "args: the literal -1 is parameter 7 'unsigned flag' of k (unsigned int), which holds 0 to 4294967295"),
     ("float *A, float *B, float *C, Dims d, int N, int K", MNK,

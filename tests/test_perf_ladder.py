@@ -217,7 +217,7 @@ def test_rung_7_launches_from_the_perf_timer_with_its_dynamic_shared_memory_opte
     backend.arch = "sm_90"
     backend._failed, backend._kernels = {}, {backend._key(instance): fake}
     timer = object.__new__(perf.GpuTimer)
-    timer.backend = backend
+    timer.backend, timer._scalars = backend, {}
     sets = SimpleNamespace(sets=[("A", "B", "C")], output="C", scales=[], batch=1, epilogue=[], groups=(),
                            M=4096)   # one input set: its buffers' names
     timer._launch(instance, 4096, sets, 0)

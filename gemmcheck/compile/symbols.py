@@ -19,7 +19,9 @@ from gemmcheck.contract import parameters
 
 MARKER = "gemmcheck_name_expression"
 _ENTRY = re.compile(r"Compiling entry function '(?P<mangled>[^']+)'")
-_MARKER = re.compile(rf"^void {MARKER}<(?P<index>\d+), &\((?P<declaration>.*)\)>\(\)$")
+# The declaration in parentheses; for a kernel in a namespace that is not a template the
+# demangler writes its qualified name alone (&mylib::k), matched by name.
+_MARKER = re.compile(rf"^void {MARKER}<(?P<index>\d+), &(?:\((?P<declaration>.*)\)|(?P<name>[\w:]+))>\(\)$")
 
 
 def marker_declarations(name_expressions) -> list[str]:
@@ -31,6 +33,7 @@ def marker_declarations(name_expressions) -> list[str]:
 def from_markers(name_expressions, mangled_entries) -> dict[str, str]:
     """name expression -> the symbol of the kernel its marker names, for each marker built."""
     by_declaration = {demangle(e): e for e in mangled_entries}
+    by_name = {function_name(d): e for d, e in by_declaration.items() if not is_marker(e)}
     found = {}
     for entry in mangled_entries:
         m = _MARKER.match(demangle(entry))
@@ -38,7 +41,8 @@ def from_markers(name_expressions, mangled_entries) -> dict[str, str]:
             continue
         declaration = m["declaration"]
         # an extern "C" kernel's symbol is its plain name, which demangles to itself
-        symbol = by_declaration.get(declaration) or by_declaration.get(function_name(declaration))
+        symbol = by_name.get(m["name"]) if declaration is None else \
+            by_declaration.get(declaration) or by_declaration.get(function_name(declaration))
         if symbol:
             found[name_expressions[int(m["index"])]] = symbol
     return found

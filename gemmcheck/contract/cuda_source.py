@@ -16,6 +16,7 @@ header NVRTC reports it cannot open; for a host compiler (the CPU simulator's g+
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import functools
 import io
@@ -137,6 +138,12 @@ class Kernel:
     line: int          # 1-based, in that file
     head: str          # its declaration up to the parameter list's '(' (macros expanded)
     params: str        # its parameter list, as written (macros expanded)
+    namespace: str = ""   # the named namespaces it is declared in ("mylib::kernels"); "" at file scope
+
+    @property
+    def qualified(self) -> str:
+        """Its name as code outside its namespaces calls it: ``mylib::kernels::gemm``."""
+        return f"{self.namespace}::{self.name}" if self.namespace else self.name
 
     @property
     def is_template(self) -> bool:
@@ -219,6 +226,7 @@ def find_kernels(text: str, file_name: str = "<source>", include_dirs=(), define
     written = _PREPROCESSOR.sub(_spaces, code_only(pre))
     code = _LAUNCH_BOUNDS.sub(_spaces, written)   # same offsets: heads are read from `written`
     found: dict[str, Kernel] = {}
+    namespaces = _namespaces(code)
     for m in _GLOBAL.finditer(code):
         if m["name"] == "void" or m["name"] in found:
             continue
@@ -226,8 +234,29 @@ def find_kernels(text: str, file_name: str = "<source>", include_dirs=(), define
         close = _matching(code, m.end() - 1, "(", ")")
         file, line = _line_of(pre, m.start("name"), file_name)
         found[m["name"]] = Kernel(m["name"], file, line, " ".join(written[head_start:m.end() - 1].split()),
-                                  " ".join(code[m.end():close].split()))
+                                  " ".join(code[m.end():close].split()), namespaces(m.start()))
     return list(found.values())
+
+
+_NAMESPACE_OPEN = re.compile(r"\bnamespace\s*(?P<name>[A-Za-z_][\w:]*)?\s*$")
+
+
+def _namespaces(code: str):
+    """A function (offset in `code`) -> the named namespaces enclosing it, ``a::b``; anonymous
+    ones add nothing (their kernels are called unqualified in the file)."""
+    opened, stack = [], []   # (offset, the namespaces open after it)
+    for m in re.finditer(r"[{}]", code):
+        if m.group() == "{":
+            ns = _NAMESPACE_OPEN.search(code, max(0, m.start() - 200), m.start())
+            stack.append(ns["name"] if ns and ns["name"] else ("" if ns else None))
+        elif stack:
+            stack.pop()
+        opened.append((m.start(), "::".join(n for n in stack if n)))
+
+    def at(offset: int) -> str:
+        i = bisect.bisect_left(opened, (offset, "")) - 1
+        return opened[i][1] if i >= 0 else ""
+    return at
 
 
 def kernels(text: str, file_name: str = "<source>", include_dirs=(), defines=()) -> list[str]:

@@ -360,6 +360,13 @@ def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
         return None   # a per-tensor scale by value (the catalog loader checks the granularity)
     if role in ("alpha", "beta") and declared.kind == INTEGER:
         return None   # cuBLAS's int32 alpha and beta of an int8 GEMM: the suite's are integers (_scalar checks)
+    if role in SCALAR_ROLES and declared.kind == POINTER:
+        pointee = _pointee(declared)
+        if declared.spelling.count("*") == 1 and pointee is not None and pointee.spelling in _SCALAR_POINTEES:
+            return None   # through a device pointer, as cuBLAS's pointer mode device passes it (scalar_pointee)
+        what = "a pointer to pointers" if declared.spelling.count("*") > 1 else f"a pointer to {pointee}"
+        return (f"role {role!r} is {parameter.describe(kernel)}, {what}; {role} is passed as a number, or "
+                f"through a pointer to one of {', '.join(_SCALAR_POINTEES)}")
     if declared.kind != kind:
         what = _PASSED_AS.get(declared.kind, f"a {declared} by value, which the suite cannot pack")
         hint = {(TENSOR_MAP, POINTER): f"; declare it const __grid_constant__ CUtensorMap, or give the role "
@@ -439,6 +446,22 @@ def pointee_misfit(instance, role: str, parameter: Parameter) -> str | None:
         role, "list the dtypes the kernel reads (e.g. a combination such as \"f16f16f32\")")
     return (f"{where}, but dtype {instance.dtype!r} makes {role} {expected.name} ({expected.c_type}): {fix}, or give "
             "the parameter its own role")
+
+
+# What a kernel may take alpha, beta or output_scale through a pointer to (scalar_pointee).
+_SCALAR_POINTEES = ("float", "double", "__half", "__nv_bfloat16", "int")
+
+
+def scalar_pointee(instance, role: str):
+    """The element type (gemmcheck.contract.dtypes) of alpha, beta or output_scale where the
+    kernel takes it through a pointer (``const float *alpha``: cuBLAS's pointer mode device),
+    so the suite passes the value in a buffer of that type; None where it takes a number."""
+    from gemmcheck.contract import dtypes as dt
+
+    pointee = _pointee(next((t for r, t in zip(instance.spec.roles, packed_types(instance)) if r == role), None))
+    if pointee is None:
+        return None
+    return next(d for d in dt.ELEMENT_TYPES.values() if d.c_type == pointee.spelling)
 
 
 def by_value(instance, role: str) -> bool:
@@ -574,6 +597,8 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
             args.append(_integer(instance, role, values[role], ctype))
         elif role in TENSOR_MAP_ROLES:
             args.append(_tensor_map(instance, role, values, env))
+        elif role in SCALAR_ROLES and ctype.kind == POINTER:
+            args.append(values[role])   # a device buffer holding the value (scalar_pointee)
         else:
             args.append(_scalar(instance, role, values[role], ctype))
     return Launch(grid, block, shared, tuple(args), cluster,

@@ -32,7 +32,7 @@ from gemmcheck.contract import launch as launching
 from gemmcheck.contract import operand_types
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import plan
-from gemmcheck.problems.harness import default_c_fill, plain_bits, plain_pointer_arrays, plain_values
+from gemmcheck.problems.harness import default_c_fill, plain_bits, plain_pointer_arrays, plain_scalars, plain_values
 from gemmcheck.perf import sampling
 from gemmcheck.perf.inputs import InputSets, n_input_sets, timed_products
 from gemmcheck.perf.measurement import Check, Measurement, check_output
@@ -110,6 +110,7 @@ class GpuTimer:
         self.clock = device.SmClock(device_id, cupy.cuda.Device(device_id).pci_bus_id)
         self._inputs: dict[tuple, InputSets] = {}
         self._pointer_arrays: dict[tuple, dict] = {}   # (operands, input sets, set) -> A_array ... (kept with the sets)
+        self._scalars: dict = {}   # instance -> the buffers of alpha and beta it takes through pointers
 
     # Inputs -----------------------------------------------------------------------------------
 
@@ -158,9 +159,11 @@ class GpuTimer:
                 self._pointer_arrays[key] = plain_pointer_arrays(self.backend, instance, {"A": A, "B": B, "C": C, "D": D},
                                                                  sets.batch)
             arrays = self._pointer_arrays[key]
+        if instance not in self._scalars:   # alpha and beta taken through pointers: uploaded once
+            self._scalars[instance] = plain_scalars(self.backend, instance)
         return plan(instance, plain_values(instance, sets.M, size, size, A, B, C, D, scales, batch=sets.batch,
                                            epilogue=sets.epilogue[index] if sets.epilogue else None, groups=groups,
-                                           arrays=arrays))
+                                           arrays=arrays, scalars=self._scalars[instance]))
 
     def _launch(self, instance: Instance, size: int, sets: InputSets, index: int) -> None:
         """Queued without a wait (backend.enqueue), so back-to-back samples measure the kernel alone."""

@@ -120,6 +120,13 @@ class OperandVariant:
         """As test ids show it: ``padded-alpha2-beta-1``."""
         return f"{self.leading_dimensions}-{scaling_id(self.alpha, self.beta)}"
 
+    def fitted(self, spec) -> "OperandVariant":
+        """The variant as a kernel takes it: alpha and beta only where it takes them, so a kernel
+        with alpha and no beta runs at alpha 2 (never only at alpha 1)."""
+        roles = spec.roles
+        return OperandVariant(self.leading_dimensions, self.alpha if "alpha" in roles else DEFAULT_SCALING[0],
+                              self.beta if "beta" in roles else DEFAULT_SCALING[1])
+
     def why_not(self, spec) -> str | None:
         """Why the kernel cannot be run this way (None if it can)."""
         roles = spec.roles
@@ -136,8 +143,22 @@ OPERAND_VARIANTS = tuple(OperandVariant(ld, *scaling) for ld in LEADING_DIMENSIO
 
 
 def operand_variants(spec) -> tuple[OperandVariant, ...]:
-    """The variants the kernel can take (tight at (1, 0) always)."""
-    return tuple(v for v in OPERAND_VARIANTS if v.why_not(spec) is None)
+    """The variants the kernel can take, each as it takes it (OperandVariant.fitted; tight at
+    (1, 0) always)."""
+    return tuple(dict.fromkeys(f for v in OPERAND_VARIANTS if (f := v.fitted(spec)).why_not(spec) is None))
+
+
+def fitted_variant(spec, variant: OperandVariant) -> tuple[OperandVariant | None, str | None]:
+    """(the variant as the kernel takes it, None), or (None, why it adds nothing: a padded ld
+    it cannot take, or no alpha or beta to vary, so it is a variant before it)."""
+    fitted = variant.fitted(spec)
+    why = fitted.why_not(spec)
+    if why:
+        return None, why
+    earlier = next((v for v in OPERAND_VARIANTS[:OPERAND_VARIANTS.index(variant)] if v.fitted(spec) == fitted), None)
+    if earlier is not None:
+        return None, f"{spec.name} takes no alpha or beta to vary: as it takes them, this is variant {earlier.id}"
+    return fitted, None
 
 
 def takes_operand_variants(instance) -> bool:
@@ -493,6 +514,12 @@ class GuardedGemm:
             guarded_as(role, dt.to_bits(np.asarray(self.epilogue[role], dtype=np.float64).reshape(shape), types.of(role)),
                        types.of(role))
             for role, shape in (("bias", (1, -1)), ("residual", (M, N))) if role in self.epilogue]
+        # alpha, beta or output_scale a kernel takes through a pointer: in guarded buffers of the
+        # pointer's type, inputs like the scales
+        self.scalar_buffers = [
+            guarded_as(role, _exact_bits(instance, role, value, t), t)
+            for role, value in (("alpha", alpha), ("beta", beta), ("output_scale", self.epilogue.get("output_scale")))
+            if value is not None and role in instance.spec.roles and (t := launch.scalar_pointee(instance, role))]
         self.group_buffers = []
         if groups:
             role, table = group_table(self.groups, bool(masked))
@@ -502,7 +529,7 @@ class GuardedGemm:
         out_buffer = self.D if self.output == "D" else self.C
         self.initial_C_bits = out_buffer.matrix(out_buffer.bits).copy()
         self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers,
-                       *self.epilogue_buffers, *self.group_buffers]
+                       *self.epilogue_buffers, *self.scalar_buffers, *self.group_buffers]
         for buf in self.buffers:
             buf.device = backend.to_device(buf.bits)
             # the output is reset from its pristine copy before every run; a large input is
@@ -518,7 +545,7 @@ class GuardedGemm:
         """Every guarded buffer of the launch: A, B, C, D (when the kernel writes one), scales, a
         fused epilogue's bias and residual."""
         return [self.A, self.B, self.C, *([self.D] if self.D is not None else []), *self.scale_buffers,
-                *self.epilogue_buffers, *self.group_buffers]
+                *self.epilogue_buffers, *self.scalar_buffers, *self.group_buffers]
 
     @property
     def out(self) -> GuardedBuffer:
@@ -565,8 +592,9 @@ class GuardedGemm:
         by_value = {role: float(v.reshape(-1)[0]) for role, v in self.scales.items() if role not in views}
         if "output_scale" in self.epilogue:
             by_value["output_scale"] = self.epilogue["output_scale"]
-        return {**views, **by_value, "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
-                "alpha": self.alpha, "beta": self.beta, **(self.batch_strides if self.instance.batched else {}),
+        numbers = {**by_value, "alpha": self.alpha, "beta": self.beta}   # a scalar's buffer in views wins
+        return {**numbers, **views, "M": self.M, "N": self.N, "K": self.K, **self.leading_dimensions,
+                **(self.batch_strides if self.instance.batched else {}),
                 **({"groups": len(self.groups), "stride_B": self.B.batch_stride or self.B.span} if self.groups else {})}
 
     def _pointer_arrays(self, views: dict) -> dict:
@@ -681,6 +709,18 @@ class GuardedGemm:
             out.device = kept
 
 
+def _exact_bits(instance: Instance, role: str, value, dtype: dt.DType) -> np.ndarray:
+    """`value` (alpha, beta, output_scale) as one element of `dtype`, the type the kernel's
+    pointer declares; a value it cannot hold exactly is refused, as launch._scalar refuses one
+    passed by value (the oracle would judge a product the kernel was never asked for)."""
+    bits = dt.to_bits(np.full((1, 1), float(value)), dtype)
+    held = float(np.asarray(dt.from_bits(bits, dtype)).reshape(-1)[0])
+    if held != float(value) and float(value) == float(value):
+        raise launch.LaunchError(f"{instance.id}: {role} = {value!r} is {held!r} in the {dtype.c_type} the kernel's "
+                                 f"pointer holds; pass a value {dtype.c_type} holds exactly")
+    return bits
+
+
 def never_written(output: str = "C") -> str:
     """What "never written" means, the one definition (the poison detector's and the oracle's
     words): an element of `output` that held the poison after a launch, and the second poison
@@ -772,18 +812,32 @@ def plain_bits(d: dt.DType, count: int, rng: np.random.Generator) -> np.ndarray:
     return np.resize(dt.to_bits(dt.round_draws(pool, d), d), count)
 
 
+# alpha, beta and the output scale of a plain launch
+PLAIN_SCALARS = {"alpha": 1, "beta": 0, "output_scale": 1.0}
+
+
+def plain_scalars(backend: Backend, instance: Instance) -> dict:
+    """PLAIN_SCALARS for a kernel that takes them through pointers (launch.scalar_pointee):
+    device buffers of the pointer's type, uploaded (never inside a timed loop)."""
+    return {role: backend.to_device(dt.to_bits(np.full(1, float(value)), t))
+            for role, value in PLAIN_SCALARS.items()
+            if role in instance.spec.roles and (t := launch.scalar_pointee(instance, role)) is not None}
+
+
 def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C, D=None, scales=None, *,
-                 batch: int = 1, epilogue=None, groups=None, arrays=None) -> dict:
+                 batch: int = 1, epilogue=None, groups=None, arrays=None, scalars=None) -> dict:
     """Every role's value for a plain launch: A, B, C (and D, the scale factors: buffers or
     numbers, by role) as given, tight leading dimensions and batch strides (`batch` products
     back to back), alpha 1 and beta 0; `epilogue`: the fused epilogue's roles (bias, residual,
     output_scale); `groups`: (count, table role, table) of a grouped kernel, whose M is all its
     groups' rows (contiguous) or a slot's (masked); `arrays`: a pointer-array batch's A_array ...
-    (plain_pointer_arrays). How the performance suite launches, and the isolated probe at its
-    sizes (plain_operands)."""
+    (plain_pointer_arrays); `scalars`: the buffers of scalars taken through pointers
+    (plain_scalars). How the performance suite launches, and the isolated probe at its sizes
+    (plain_operands)."""
     values = {"A": A, "B": B, "C": C, **({"D": D} if D is not None else {}), **(scales or {}), **(arrays or {}),
               "M": M, "N": N, "K": K, **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K),
-              "alpha": 1, "beta": 0, **launch.tight_batch_strides(M, N, K, batch), **(epilogue or {})}
+              "alpha": PLAIN_SCALARS["alpha"], "beta": PLAIN_SCALARS["beta"],
+              **launch.tight_batch_strides(M, N, K, batch), **(epilogue or {}), **(scalars or {})}
     if groups:
         count, role, table = groups
         values.update({"groups": count, role: table})
@@ -832,7 +886,7 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
     if types.epilogue.residual:
         epilogue["residual"] = zeros("residual", rows * N)
     if types.epilogue.output_scale:
-        epilogue["output_scale"] = 1.0
+        epilogue["output_scale"] = PLAIN_SCALARS["output_scale"]
     table = None
     if groups:
         role, counts = group_table(groups, masked)
@@ -843,7 +897,8 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
                 "C": filled(types.C, rows * N),
                 "D": filled(types.D, rows * N) if launch.takes_operand(instance.spec.roles, "D") else None}
     return {**operands, "scales": scales, "batch": batch, "epilogue": epilogue, "groups": table,
-            "arrays": plain_pointer_arrays(backend, instance, operands, batch)}
+            "arrays": plain_pointer_arrays(backend, instance, operands, batch),
+            "scalars": plain_scalars(backend, instance)}
 
 
 def plain_launch(backend: Backend, instance: Instance, M: int, N: int, K: int, operands: dict) -> None:

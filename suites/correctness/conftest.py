@@ -11,7 +11,7 @@ import pytest
 from gemmcheck.backends import KernelCompileError, KernelLaunchError
 from gemmcheck import containment
 from gemmcheck.pytest_plugin import scope_plugin
-from gemmcheck.problems.harness import run_problem
+from gemmcheck.problems.harness import fitted_variant, run_problem
 from gemmcheck.judge import beta_zero
 from gemmcheck.judge.oracle import assert_judgement, current_test, judge
 from gemmcheck.verdict import Verdict
@@ -106,12 +106,14 @@ def require_in_scope(request):
 
 @pytest.fixture
 def require_variant():
-    """require_variant(instance, variant): skip a harness.OperandVariant the kernel cannot
-    take (padded ld without lda/ldb/ldc roles, alpha/beta without those roles), with why."""
-    def require_variant(instance, variant) -> None:
-        why = variant.why_not(instance.spec)
+    """require_variant(instance, variant) -> the harness.OperandVariant as the kernel takes it
+    (alpha and beta where it takes them: alpha 2, beta 0 for a kernel with alpha only); a
+    variant it cannot take (padded ld without lda/ldb/ldc) or that adds nothing skips, with why."""
+    def require_variant(instance, variant):
+        fitted, why = fitted_variant(instance.spec, variant)
         if why:
             pytest.skip(f"does not apply: {why}")
+        return fitted
     return require_variant
 
 

@@ -71,9 +71,9 @@ def test_beta_zero_never_reads_c(beta_zero_probe, reference, verdicts):
 @pytest.mark.parametrize("scaling", SCALINGS, ids=lambda s: f"alpha{s[0]:g}-beta{s[1]:g}")
 def test_K0_writes_beta_C0_everywhere(check, require_in_scope, require_variant, reference, scaling):
     variant = next(v for v in OPERAND_VARIANTS if (v.alpha, v.beta) == scaling)
-    require_variant(reference, variant)
+    variant = require_variant(reference, variant)
     M, N, K = claimed_degenerate(reference, require_in_scope, "K0")
-    judgement = check(reference, Problem(M, N, K, reference.types, "exact", SEED, *scaling))
+    judgement = check(reference, Problem(M, N, K, reference.types, "exact", SEED, variant.alpha, variant.beta))
     assert judgement.run.launched, f"{reference.id}: K = 0 with M = {M}, N = {N} was not launched"
 
 

@@ -37,7 +37,7 @@ def test_random_inputs_stay_within_the_forward_error_bound(check, reference, val
 @pytest.mark.parametrize("variant", OPERAND_VARIANTS[1:], ids=lambda v: v.id)
 def test_random_inputs_stay_within_the_bound_with_padded_ld_and_alpha_beta(check, require_variant,
                                                                            reference, variant, values):
-    require_variant(reference, variant)
+    variant = require_variant(reference, variant)
     t = reference.tile
     M, N, K = claimed_shape_or_skip(reference, 2 * t + 1, t + 1, 4 * t + 3)
     judgement = check(reference, Problem(M, N, K, reference.types, values, SEED, variant.alpha, variant.beta),

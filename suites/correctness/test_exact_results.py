@@ -34,7 +34,7 @@ def test_exact_inputs_give_the_exact_product_bit_for_bit(check, require_in_scope
 def test_exact_inputs_give_the_exact_result_with_padded_ld_and_alpha_beta(check, require_in_scope,
                                                                           require_variant, reference,
                                                                           variant, shape):
-    require_variant(reference, variant)
+    variant = require_variant(reference, variant)
     M, N, K = tile_shapes(reference.tile)[shape]
     require_in_scope(reference, M, N, K)
     check(reference, Problem(M, N, K, reference.types, "exact", SEED, variant.alpha, variant.beta),

@@ -31,9 +31,9 @@ def takes_a_batch(instance) -> bool:
 
 
 def scalings(instance) -> tuple:
-    """(1, 0), and (2, -1) for a kernel that takes alpha and beta."""
-    return tuple(s for s in (DEFAULT_SCALING, BETA_SCALING)
-                 if OperandVariant("tight", *s).why_not(instance.spec) is None)
+    """(1, 0), and alpha 2 and beta -1 where the kernel takes them (OperandVariant.fitted)."""
+    fitted = (OperandVariant("tight", *s).fitted(instance.spec) for s in (DEFAULT_SCALING, BETA_SCALING))
+    return tuple(dict.fromkeys((v.alpha, v.beta) for v in fitted))
 
 
 def _ragged(instance):

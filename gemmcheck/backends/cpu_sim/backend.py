@@ -30,7 +30,7 @@ from gemmcheck.containment.tools import retry_once
 from gemmcheck.problems.harness import product_pointers
 from gemmcheck.problems.problem import group_table
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.contract.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan, table_type,
+from gemmcheck.contract.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan, scalar_pointee, table_type,
                                        tight_batch_strides, tight_leading_dimensions)
 from gemmcheck.phases import timed
 
@@ -364,6 +364,9 @@ class CpuSimBackend(Backend):
             contents["bias"] = np.zeros(M if epilogue.bias == "row" else N, dtype=types.of("bias").storage)
         if epilogue.residual:
             contents["residual"] = np.zeros((M, N), dtype=types.of("residual").storage)
+        for role, value in (("alpha", 1), ("beta", 0), ("output_scale", 1.0)):   # taken through pointers
+            if role in slots:
+                contents[role] = dt.to_bits(np.full(1, float(value)), scalar_pointee(instance, role))
         products = len(groups) or batch
         for operand in instance.pointer_arrays:   # one pointer per product, into its storage here
             storage = np.ascontiguousarray(contents[operand])

@@ -15,11 +15,13 @@ BUFFER_NAMES = ("A", "B", "C")
 
 def buffer_names(instance: Instance) -> tuple[str, ...]:
     """The buffers a launch of `instance` passes by pointer, in slot order (the order of
-    launch.POINTER_ROLES): A, B, C for a kernel that takes those three, as always; then the
-    operands it reaches only through arrays of pointers (A for A_array: its products' storage)."""
+    launch.POINTER_ROLES): A, B, C for a kernel that takes those three, as always; then alpha,
+    beta or output_scale where it takes them through pointers; then the operands it reaches only
+    through arrays of pointers (A for A_array: its products' storage)."""
     roles = instance.spec.roles
     passed = tuple(r for r in launch.POINTER_ROLES if r in roles and not launch.by_value(instance, r))
-    return passed + tuple(X for X in instance.pointer_arrays if X not in passed)
+    scalars = tuple(r for r in launch.SCALAR_ROLES if r in roles and launch.scalar_pointee(instance, r))
+    return passed + scalars + tuple(X for X in instance.pointer_arrays if X not in passed)
 
 
 def is_pointer_array(name: str) -> bool:

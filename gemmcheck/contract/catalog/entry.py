@@ -67,9 +67,8 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     except cuda_source.IncludeDirConflict as exc:
         fail(str(exc))
     found_in = dict(file_name=str(source), include_dirs=cuda_source.include_dirs_of(source), defines=fixed_defines)
-    why = cuda_source.missing_kernel(text, entry["entry"], **found_in)
-    if why:
-        fail(why)
+    entry_name, namespace = _entry_in_its_namespace(text, entry["entry"], found_in, fail)
+    entry = {**entry, "entry": entry_name}
 
     tile_param = entry.get("tile", DEFAULT_TILE)
     sizes = _sizes(entry, roles, fail)
@@ -160,7 +159,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
             include_dirs=include_dirs, defines=fixed_defines, **conventions, **type_fields,
             tensor_maps=hopper.tensor_maps(entry, roles, fail), cluster=hopper.cluster(entry, fail),
             arch=hopper.arch(entry, fail), compiler=_compiler(entry, fail), sources=_sources(entry, path, fail),
-            resources=_resources(entry, path, fail), sizes=sizes,
+            resources=_resources(entry, path, fail), sizes=sizes, namespace=namespace,
         )
     except operand_types.TypesError as exc:
         fail(f"dtypes: {exc}")
@@ -169,6 +168,20 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
     _check_batch(spec, fail)
     hopper.check(spec, fail)
     return spec
+
+
+def _entry_in_its_namespace(text: str, written: str, found_in: dict, fail) -> tuple[str, str]:
+    """(the kernel's name, the namespaces it is declared in) for `entry` as written: its name
+    (``gemm``), or qualified as code outside calls it (``mylib::kernels::gemm``)."""
+    name = written.rsplit("::", 1)[-1].strip()
+    why = cuda_source.missing_kernel(text, name, **found_in)
+    if why:
+        fail(why.replace(f"entry '{name}'", f"entry '{written}'"))
+    kernel = next(k for k in cuda_source.find_kernels(text, **found_in) if k.name == name)
+    if "::" in written and written.strip().lstrip(":") != kernel.qualified:
+        fail(f"entry '{written}': {name} is declared as {kernel.qualified} ({Path(kernel.file).name}:{kernel.line}); "
+             f"write entry = '{kernel.qualified}' (or '{name}')")
+    return name, kernel.namespace
 
 
 def _sizes(entry: dict, roles, fail) -> tuple[int, int, int] | None:

@@ -66,6 +66,7 @@ class KernelSpec:
     sources: tuple[Path, ...] = ()        # other sources whose device code the kernel calls (nvcc -rdc)
     resources: str | None = None          # a claim on ptxas's report (RESOURCE_CLAIMS); None: information only
     sizes: tuple[int, int, int] | None = None    # (M, N, K) compiled into a kernel that takes no size
+    namespace: str = ""                   # the named namespaces `entry` is declared in ("mylib::kernels")
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -156,11 +157,12 @@ class KernelSpec:
 
     def name_expression(self, dtype: str, tile: int | None = None, params: dict | None = None) -> str:
         """The C++ name of one instantiation: ``matmul_tiled<float, 32>``, or ``entry`` if not a template."""
+        entry = f"{self.namespace}::{self.entry}" if self.namespace else self.entry   # as code outside calls it
         if not self.template_args.strip():
-            return self.entry
+            return entry
         values = dict(params if params is not None else {self.tile_param: tile})
         args = self.template_args.format(**type_arguments(self.types_of(dtype)), **values)
-        return f"{self.entry}<{args}>"
+        return f"{entry}<{args}>"
 
     def instance_types(self, dtype: str, params: dict) -> operand_types.OperandTypes:
         """types_of(dtype) with what adds the products at these parameters (``sums``: its chain

@@ -61,7 +61,7 @@ from gemmcheck.judge.hazards.classification import (EXPLAINS, NEEDS_A_TOOL, NEED
 from gemmcheck.judge.hazards.detection import detect
 from gemmcheck.judge.hazards.observing import (CONTROL_GUARD_BITS, SIMULATOR_SCHEDULES, Observation, launch_order,
                                                observe, observe_simulated, observe_small_problems_simulated,
-                                               operands, simulates_threads, watches_c_reads)
+                                               operands, scaling, simulates_threads, watches_c_reads)
 from gemmcheck.judge.hazards.locating import PLACED_BY, Placement, cpu_simulator, locate_race, with_place
 from gemmcheck.judge.hazards.outcomes import UNFINISHED, launch_failure, unfinished
 from gemmcheck.judge.hazards.plain_detectors import (PLAIN_DETECTORS, check_input_mutation, check_nondeterminism,
@@ -83,6 +83,6 @@ __all__ = [
     "check_reads_c_at_beta_zero", "check_schedule_dependence", "check_shared_conflicts",
     "check_uninitialized_shared", "check_unwritten", "check_values", "check_warp_masks", "classify",
     "cpu_simulator", "detect", "exposing_problems", "is_race_stress", "launch_failure", "launch_order",
-    "locate_race", "observe", "observe_simulated", "observe_small_problems_simulated", "operands",
+    "locate_race", "observe", "observe_simulated", "scaling", "observe_small_problems_simulated", "operands",
     "simulates_threads", "unfinished", "watches_c_reads", "with_place",
 ]

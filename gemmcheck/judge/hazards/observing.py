@@ -9,7 +9,7 @@ from gemmcheck.judge import beta_zero
 from gemmcheck.backends import Backend
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.problems.harness import GuardedGemm, Run
-from gemmcheck.problems.problem import Problem
+from gemmcheck.problems.problem import DEFAULT_SCALING, Problem
 from gemmcheck.verdict import Finding
 from gemmcheck.judge.hazards.problems import SMALL_PURPOSES, exposing_problems
 from gemmcheck.judge.hazards.outcomes import launch_failure
@@ -42,6 +42,15 @@ def operands(problem: Problem):
     return problem.operands()[:2]
 
 
+def scaling(problem: Problem) -> dict:
+    """GuardedGemm's alpha, beta and C0 for a problem that scales (the exposing problem at alpha
+    2 and beta -1); none at (1, 0), where every other observation launches as it always has."""
+    if (problem.alpha, problem.beta) == DEFAULT_SCALING:
+        return {}
+    return {"alpha": problem.alpha, "beta": problem.beta,
+            **({"C0": problem.operands()[2]} if problem.beta != 0 else {})}
+
+
 def launch_order(repeats: int, control: bool) -> list[str]:
     """The Observation lists an observation's launches go to, in launch order: `repeats`
     "runs" (NaN guards) and, with `control`, one "control" (zero guards) second, between
@@ -66,7 +75,7 @@ def observe(backend: Backend, instance: Instance, problem: Problem, *, repeats: 
     (wrong_values); in the hazards suite alone the first was right and the second differed,
     read as a race (H200, the nightly's hazards suite on its own)."""
     A, B = operands(problem)
-    batching = problem.batching
+    batching = {**problem.batching, **scaling(problem)}
     obs = Observation(instance, problem, purpose)
     if prime:   # buffers of its own: what the launch does to A and B stays out of the observation
         GuardedGemm(backend, instance, A, B, **batching).run()
@@ -114,7 +123,7 @@ def observe_simulated(backend, instance: Instance, problem: Problem, *, repeats:
     from gemmcheck import backends
 
     A, B = operands(problem)
-    batching = problem.batching
+    batching = {**problem.batching, **scaling(problem)}
     obs = Observation(instance, problem, purpose)
     with backend.using_schedules(schedules):
         for kind in launch_order(repeats, control):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.problems.problem import Problem, claimed_roundings
+from gemmcheck.problems.harness import OperandVariant
+from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem, claimed_roundings
 
 
 # Blocks of 1 or 4 threads (TILE 1, 2) run latency-bound at the larger race sizes: on the
@@ -25,6 +28,8 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
     - K = 0 (2T+1 x T+1, or 2T x 2T): BLAS gives C = beta C0, zeros written everywhere
       at beta = 0; a kernel that returns early at K = 0 leaves C unwritten;
     - a kernel whose sizes are compiled in (``sizes``): that one shape instead of all these;
+    - alpha and beta: the first problem again at alpha 2 and beta -1, each where the kernel
+      takes it (a kernel that drops alpha or beta is right at 1 and 0);
     - scale blocks, for a kernel with block scale factors (1 x 128, 128 x 128): two blocks and
       one more along K and N, so a scale read at the wrong block (or axis) changes the result
       (the other shapes stay inside one block).
@@ -61,6 +66,12 @@ def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str,
                                      batch=EXPOSING_BATCH if instance.batched else 1,
                                      groups=exposing_groups(M) if instance.grouped else (),
                                      masked=instance.grouped == "masked")))
+    # the first problem again at alpha 2 and beta -1, where the kernel takes them: a kernel that
+    # drops alpha or beta gives the right values at (1, 0); last, so the others keep their seeds
+    scaled = OperandVariant("tight", *BETA_SCALING).fitted(instance.spec)
+    first = next((p for purpose, p in out if purpose != K_ZERO), None)
+    if (scaled.alpha, scaled.beta) != DEFAULT_SCALING and first is not None:
+        out.append((SCALED, dataclasses.replace(first, seed=len(out) + 1, alpha=scaled.alpha, beta=scaled.beta)))
     return out
 
 
@@ -101,6 +112,7 @@ def exposing_groups(M: int) -> tuple[int, ...]:
 RAGGED = ("ragged edges", "large ragged")
 EXPOSING_BATCH = 3   # products of a batched kernel's exposing problems: a first, a middle and a last
 SCALE_BLOCKS = "scale blocks"
+SCALED = "alpha and beta"   # the first problem at alpha 2, beta -1 (where the kernel takes them)
 COMPILED_SIZES = "compiled sizes"   # the one shape of a kernel whose sizes are compiled in
 SMALL_PURPOSES = ("ragged edges", "tile-aligned", COMPILED_SIZES)  # cheap enough for compute-sanitizer
 K_ZERO = "K = 0"

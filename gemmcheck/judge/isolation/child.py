@@ -71,7 +71,8 @@ def child_main(job_path: str, outdir: str) -> int:
                 _say("DONE", str(step.id))
                 continue
             if job.get("exact_allocations"):
-                gemm = GuardedGemm(backend, instance, *hazards.operands(problem), guard=0, **problem.batching)
+                gemm = GuardedGemm(backend, instance, *hazards.operands(problem), guard=0, **problem.batching,
+                                   **hazards.scaling(problem))
                 obs = hazards.Observation(instance, problem, step.purpose,
                                           [gemm.run() for _ in range(step.repeats)])
             else:
