@@ -4,15 +4,12 @@ says the one shape it computes, and every check runs there; the broken twins of 
 are caught with their defects (tests/data/compiled_sizes)."""
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 
-from child_env import child_env
+from child_env import judge_catalog
 from gemmcheck.contract import catalog
 from gemmcheck.judge.hazards import exposing_problems
 from gemmcheck.problems import profiles
@@ -76,12 +73,8 @@ def test_the_twins_are_caught_at_the_compiled_sizes_and_the_references_pass_ther
     """Green only when the two references are correct at their one shape and each twin is
     caught with its declared defect (the missing second barrier by the simulator's race
     detector, B read transposed by the values), every check at that shape."""
-    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--gemm-backend=cpu-sim",
-                          f"--gemm-catalog={DATA / 'catalog.toml'}", f"--gemm-verdicts={tmp_path / 'verdicts.json'}",
-                          f"--alluredir={tmp_path / 'allure'}", "suites/correctness", "suites/hazards"],
-                         cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=900)
+    out, rows = judge_catalog(DATA / "catalog.toml", tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    rows = {r["kernel"]: r for r in json.loads((tmp_path / "verdicts.json").read_text())["instances"]}
     assert {k: (r["verdict"], r["status"]) for k, r in rows.items()} == {
         "fixed": ("correct", "as_expected"), "template_sizes": ("correct", "as_expected"),
         "fixed_missing_second_barrier": ("defective", "as_expected"),

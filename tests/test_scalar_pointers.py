@@ -4,14 +4,12 @@ buffer of the pointer's type; and a kernel taking alpha and no beta is run at al
 only at 1 (tests/data/scalar_pointers: its twins drop alpha or write into it)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from child_env import child_env
+from child_env import judge_catalog
 from gemmcheck.contract import catalog, dtypes as dt, launch, parameters
 from gemmcheck.judge.hazards import exposing_problems
 from gemmcheck.problems import harness
@@ -75,12 +73,8 @@ def test_the_twins_are_caught_and_the_references_pass_on_the_simulator(tmp_path)
     """Green only when the references (scalars through float and half pointers, in namespaces;
     alpha with no beta) pass and each twin is caught with its declared defect: alpha ignored
     and alpha dropped as wrong values (seen at alpha 2 only), *alpha written as an input changed."""
-    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--gemm-backend=cpu-sim",
-                          f"--gemm-catalog={DATA / 'catalog.toml'}", f"--gemm-verdicts={tmp_path / 'verdicts.json'}",
-                          f"--alluredir={tmp_path / 'allure'}", "suites/correctness", "suites/hazards"],
-                         cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=900)
+    out, rows = judge_catalog(DATA / "catalog.toml", tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    rows = {r["kernel"]: r for r in json.loads((tmp_path / "verdicts.json").read_text())["instances"]}
     assert {k: (r["verdict"], r["status"]) for k, r in rows.items()} == {
         "device_scalars": ("correct", "as_expected"), "half_scalars": ("correct", "as_expected"),
         "alpha_only": ("correct", "as_expected"), "device_scalars_alpha_ignored": ("defective", "as_expected"),
