@@ -61,9 +61,14 @@ VECTOR_TYPES = {"float2": ("float", 2), "float4": ("float", 4), "double2": ("dou
 _ROW_LENGTH = {"A": "K", "B": "N", "C": "N", "D": "N"}
 # Names that usually hold the tile edge, most likely first.
 TILE_NAMES = ("TILE", "TILE_SIZE", "TILE_WIDTH", "TILE_DIM", "BLOCK_SIZE", "BLOCKSIZE", "BLOCK", "BS", "BM", "TS")
-_PREFIXES = ("d_", "g_", "dev_", "p_", "ptr_", "matrix_", "matrix", "mat_", "mat", "size_", "num_", "dim_", "n_")
-_SUFFIXES = ("_ptr", "ptr", "_d", "_dev", "_mat", "mat", "_matrix", "_size", "_dim", "dim")
-_POINTER_NAMES = {"a": "A", "b": "B", "c": "C", "out": "C", "output": "C", "result": "C", "res": "C", "d": "D"}
+_PREFIXES = ("d_", "gmem_", "g_", "dev_", "p_", "ptr_", "matrix_", "matrix", "mat_", "mat", "size_", "num_", "dim_",
+             "n_")
+_SUFFIXES = ("_ptr", "ptr", "_d", "_dev", "_mat", "mat", "_matrix", "_size", "_dim", "dim", "_out")
+_POINTER_NAMES = {"a": "A", "b": "B", "c": "C", "out": "C", "output": "C", "result": "C", "res": "C", "d": "D",
+                  "lhs": "A", "rhs": "B", "mat1": "A", "mat2": "B", "dst": "C"}   # XLA's, PyTorch's mm names
+# A or B named as held transposed (Bt, b_t): a layout TODO says what that means
+_TRANSPOSED_NAMES = {f"{o}{t}": o.upper() for o in "ab" for t in ("t", "_t", "_trans", "trans", "_transposed")}
+_POINTER_NAMES.update(_TRANSPOSED_NAMES)
 # The output's other names: D when the kernel also takes a C (D = alpha A B + beta C, C only read).
 _OUTPUT_NAMES = ("out", "output", "result", "res")
 _SCALE_NAMES = {f"{form}": f"scale_{o.upper()}" for o in "ab" for form in (
@@ -216,7 +221,7 @@ def role_of(param: Param, scalar_types: set[str], takes_c: bool = False) -> str 
             and param.element_type in C_TYPES.keys() | {"int"}:
         return _SCALAR_NAMES.get(n) or _SCALAR_NAMES[param.name.lower()]   # through a device pointer (cuBLAS's)
     if param.pointer:
-        return "D" if takes_c and n in _OUTPUT_NAMES else _POINTER_NAMES.get(n)
+        return "D" if takes_c and n in _OUTPUT_NAMES else _POINTER_NAMES.get(n) or _POINTER_NAMES.get(param.name.lower())
     if n in _SCALAR_NAMES or param.name.lower() in _SCALAR_NAMES:
         return _SCALAR_NAMES.get(n) or _SCALAR_NAMES[param.name.lower()]
     if param.element_type in scalar_types:
@@ -460,6 +465,12 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
               "bound, not float32's")
     for key, value, comments in type_fields:
         d.add(key, value, *comments)
+    transposed = [(p.name, r) for p, r in zip(params, roles) if r in ("A", "B") and p.pointer
+                  and (normalized(p.name) in _TRANSPOSED_NAMES or p.name.lower() in _TRANSPOSED_NAMES)]
+    if transposed and not any(r.startswith("ld") for r in roles if isinstance(r, str)):
+        d.add("layout", None, f"TODO: layout: {', '.join(f'{r} is {n!r}' for n, r in transposed)}: if it holds the "
+              "operand transposed (B^T is N x K row-major), that is the operand column-major:",
+              "layout = { " + ", ".join(f'{r} = "col"' for _, r in transposed) + " }")
     weight = next((p.name for p, r in zip(params, roles) if r == "B" and normalized(p.name) in _WEIGHT_NAMES), None)
     if weight and "ldb" not in roles:
         d.add("layout", None, f"TODO: layout: B is {weight!r}; a linear layer keeps its weight as N x K (out "

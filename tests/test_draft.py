@@ -26,6 +26,9 @@ PUBLISHED = ROOT / "examples" / "published"
     ("int numARows", "M"), ("int numAColumns", "K"), ("int numBColumns", "N"), ("int wA", "K"), ("int hA", "M"),
     ("int rows_c", "M"), ("int bh", None), ("const float *inp", "A"), ("const float *weight", "B"),
     ("const float *x", "A"), ("const float *w", "B"), ("float *y", "C"),
+    ("const float *gmem_a", "A"), ("const half *lhs", "A"), ("const half *rhs", "B"), ("float *dst", "C"),
+    ("const float *mat1", "A"), ("const float *mat2", "B"), ("float *c_out", "C"), ("const float *Bt", "B"),
+    ("const float *B_T", "B"), ("const float *src", None),
 ])
 def test_roles_are_read_from_parameter_names_in_the_common_spellings(declaration, role):
     (param,) = draft.parse_params(declaration)
@@ -516,3 +519,12 @@ def test_scalars_through_device_pointers_and_a_launch_on_the_templates_defaults_
     entry = next(e for e in tomllib.loads(text)["kernel"] if e["entry"] == "gemm_device_scalars")
     assert entry["params"] == {"BM": [16], "BN": [16], "FLAW": [0]}
     assert "gemm_device_scalars (the template's defaults)" in text
+
+
+def test_an_operand_named_as_held_transposed_gets_a_layout_todo(tmp_path):
+    source = tmp_path / "t.cu"
+    source.write_text("__global__ void addmm(const float *mat1, const float *Bt, float *c_out, int M, int N, int K) {}\n")
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["args"] == ["A", "B", "C", "M", "N", "K"]
+    assert "# TODO: layout: B is 'Bt': if it holds the operand transposed" in text and '# layout = { B = "col" }' in text
