@@ -276,7 +276,7 @@ def draft(source: Path, relative_to: Path | None = None, include_dirs=()) -> Dra
         return Drafted("\n".join(header + [f"# TODO: {source.name} declares no __global__ function (after preprocessing)"]) + "\n",
                        0, unopened)
     host = cuda_source.code_only(cuda_source.preprocessed(text, str(source), searched))
-    constants = {m["name"]: int(m["value"]) for m in CONSTANT_ASSIGNMENT.finditer(host)}
+    constants = {m["name"]: int(m["value"] or m["braced"]) for m in CONSTANT_ASSIGNMENT.finditer(host)}
     file_defines = {k: v for k, v in cuda_source.defines(text).items()
                     if re.search(rf"\b{k}\b", _without_define_lines(text))}
     drafts = [draft_kernel(k, rel, host, constants, file_defines, source_text=text) for k in kernels]
@@ -361,6 +361,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     _draft_hopper(d, kernel, roles, params, source_text)
 
     dtypes, dtype_comments, placeholders = _dtypes(params, roles, type_params)
+    if type_params and (found := _instantiated_types(kernel_launches, host, tparams)):
+        dtypes, dtype_comments = found[0], [found[1]]
     type_fields = _draft_types(roles, params, dtypes)
 
     # compile-time parameters: template values from the file's launches and explicit
@@ -463,6 +465,12 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     if dtypes == ["float16"] and source_text and (how := _half_sums(kernel.name, source_text)):
         d.add("accumulator", _toml("float16"), f"the kernel sums in half ({how}): judged by half sums' error "
               "bound, not float32's")
+    halves = [t for t in dtypes if t in ("float16", "bfloat16")]
+    if len(dtypes) > 1 and halves and len(type_params) == 1 and source_text and \
+            (how := _half_sums(kernel.name, source_text, next(iter(type_params)))):
+        d.add("accumulator", "{ " + ", ".join(f'{t} = "{t}"' for t in halves) + " }",
+              f"the kernel sums in its element type ({how}): at {' and '.join(halves)} it sums in that type, "
+              "judged by that type's sums' error bound")
     for key, value, comments in type_fields:
         d.add(key, value, *comments)
     transposed = [(p.name, r) for p, r in zip(params, roles) if r in ("A", "B") and p.pointer
@@ -552,6 +560,36 @@ def _compiled_sizes(kernel: str, value_params: list[str], configs: list[dict],
     said = ", ".join(f"#define {n} {defines[n]}" for n in used)
     return sizes, (f"the kernel takes no size: the file's {said} is compiled into it; it computes that one shape",
                    used)
+
+
+def _instantiated_types(calls: list[Launch], host: str, tparams) -> tuple[list[str], str] | None:
+    """(dtypes, the note saying whence) for a kernel with one type parameter that the file launches
+    from a host template (``launch_gemm<T>(...) { gemm<T, 32><<<...>>> }``) it instantiates
+    explicitly (``template void launch_gemm<float>(...);``): the dtypes of those types."""
+    kinds = [kind for kind, _ in tparams]
+    if kinds.count("type") != 1:
+        return None
+    at = kinds.index("type")
+    blocks = list(cuda_source.top_level_blocks(host))
+    types = []
+    for call in calls:
+        passed = call.template_args[at].strip() if len(call.template_args) > at else None
+        head = next((h for h, _, open_at, end in blocks if open_at <= call.at < end), None)
+        if not passed or head is None:
+            continue
+        outer = parameters.template_parameters(head)
+        names = re.findall(r"\b([A-Za-z_]\w*)\s*\(", re.sub(r"template\s*<[^{]*?>", "", head))
+        position = next((i for i, (kind, name, _) in enumerate(outer) if kind == "type" and name == passed), None)
+        if position is None or not names:
+            continue
+        for instantiated in explicit_instantiations(host, names[0]):
+            if len(instantiated) > position and (t := instantiated[position].strip()) not in types:
+                types.append(t)
+        launcher = names[0]
+    dtypes = [ELEMENT_TYPES[t] for t in types if t in ELEMENT_TYPES and ELEMENT_TYPES[t] in dt.DTYPES]
+    if not dtypes or len(dtypes) != len(types):
+        return None
+    return dtypes, f"the types the file instantiates {launcher}, which launches it, with: {', '.join(types)}"
 
 
 def _dtypes(params: list[Param], roles: list, type_params: set[str]) -> tuple[list[str], list[str], dict]:
@@ -673,21 +711,24 @@ def _kernel_bodies(code: str) -> dict[str, list[tuple[bool, str]]]:
 
 
 _HALF_FRAGMENT = re.compile(r"\bfragment\s*<\s*(?:\w+::)*accumulator\s*,[^;>]*?\b(?:__half|half)\s*>")
-_HALF_SUM = re.compile(r"\b(?:__half|half)\s+(?P<name>(?:acc|sum|partial|c_val|cval)\w*)\s*(?:=|;|\[|\{)")
+_SUM_NAMES = r"(?P<name>(?:acc|sum|partial|c_val|cval)\w*)\s*(?:=|;|\[|\{)"
+_HALF_SUM = re.compile(rf"\b(?:__half|half)\s+{_SUM_NAMES}")
 
 
-def _half_sums(kernel: str, code: str) -> str | None:
+def _half_sums(kernel: str, code: str, type_param: str | None = None) -> str | None:
     """How the __global__ `kernel` (or a function of the file it calls) sums in half, if it
-    does: a WMMA accumulator fragment of __half, or an accumulator variable declared half."""
+    does: a WMMA accumulator fragment of __half, or an accumulator variable declared half; or,
+    given its `type_param`, declared in that type (``T sum``: half where T is)."""
     bodies = _kernel_bodies(code)
     own = [body for is_kernel, body in bodies.get(kernel, []) if is_kernel]
     called = [body for name, found in bodies.items() if name != kernel
               and any(re.search(rf"\b{re.escape(name)}\s*[<(]", b) for b in own) for _, body in found]
+    in_type = re.compile(rf"\b{re.escape(type_param)}\s+{_SUM_NAMES}") if type_param else None
     for body in own + called:
-        if _HALF_FRAGMENT.search(body):
+        if type_param is None and _HALF_FRAGMENT.search(body):
             return "a wmma accumulator fragment of __half"
-        if (m := _HALF_SUM.search(body)):
-            return f"its accumulator {m['name']} is declared half"
+        if (m := (in_type or _HALF_SUM).search(body)):
+            return f"its accumulator {m['name']} is declared {type_param or 'half'}"
     return None
 
 

@@ -30,7 +30,9 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
 
 _LAUNCH = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?:<(?P<targs>[^<>;]*(?:<[^<>;]*>[^<>;]*)*)>)?\s*"
                      r"<<<(?P<config>.*?)>>>", re.S)
-CONSTANT_ASSIGNMENT = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>\d+)[uUlL]*\s*[,;]")
+# NAME = 32; or NAME{32U}; (C++11 brace initialization: constexpr unsigned int BM{32U};)
+CONSTANT_ASSIGNMENT = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?:=\s*(?P<value>\d+)[uUlL]*|\{\s*(?P<braced>\d+)[uUlL]*\s*\})"
+                                 r"\s*[,;]")
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Launch:
     written: str            # the launch's lines as the file has them (macros expanded)
     shared: str | None = None   # the third argument: bytes of dynamic shared memory
     args: list[str] | None = None   # what the launch passes the kernel, in order (None: not read)
+    at: int = -1            # where it starts in the code read
 
 
 def launches(code: str, kernel: str) -> list[Launch]:
@@ -56,7 +59,7 @@ def launches(code: str, kernel: str) -> list[Launch]:
             dims[0] = [_block_members(d, config[1], dims[1]) for d in dims[0]]
         found.append(Launch(split_top_level(m["targs"] or ""), dims[0], dims[1],
                             " ".join(code[m.start():m.end()].split()), config[2].strip() if len(config) > 2 else None,
-                            (_call(code, m.end()) or (None,))[0]))
+                            (_call(code, m.end()) or (None,))[0], m.start()))
     return found
 
 
@@ -121,7 +124,7 @@ def _dims(arg: str, before: str) -> list[str] | None:
         found = None   # the last declaration of it: alone (dim3 grid(...);) or beside others (dim3 b(..), grid(..);)
         for statement in re.finditer(r"\bdim3\s+(?P<declarators>[^;]*);", before):
             for declarator in split_top_level(statement["declarators"]):
-                m = re.fullmatch(rf"\s*{arg}\s*(?:=\s*dim3\s*)?[({{](?P<args>.*)[)}}]\s*", declarator, re.S)
+                m = re.fullmatch(rf"\s*(?:const\s+)?{arg}\s*(?:=\s*dim3\s*)?[({{](?P<args>.*)[)}}]\s*", declarator, re.S)
                 if m:
                     found = m["args"]
         if found is not None:
@@ -145,6 +148,8 @@ def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
     ceil(a / b). `literals` maps a number the launch passes as a template argument to that
     parameter's name."""
     text = re.sub(r"\(\s*(?:unsigned\s+)?(?:int|uint|unsigned|size_t|long)\s*\)", "", text)
+    # static_cast<unsigned int>(n): the operand, parenthesized
+    text = re.sub(r"\b(?:static|reinterpret)_cast\s*<[^<>()]*>\s*\(", "(", text)
     text = re.sub(r"(\d+)[uUlL]+\b", r"\1", text)
     text = re.sub(r"(?<!/)/(?!/)", "//", text)
     text = _function_ceil_divisions(text)

@@ -15,7 +15,7 @@ def child_env(*first: Path | str, **extra: str) -> dict[str, str]:
 
 
 def judge_catalog(catalog: Path | str, out: Path, *suites: str, timeout: int = 900):
-    """(the finished run, its verdicts' instances by kernel name): pytest run in a child on the
+    """(the finished run, its verdicts' instance rows): pytest run in a child on the
     CPU simulator over `suites` (default: correctness and hazards) with only `catalog`, its
     verdicts and allure results under `out`."""
     import json
@@ -27,5 +27,4 @@ def judge_catalog(catalog: Path | str, out: Path, *suites: str, timeout: int = 9
                           f"--alluredir={out / 'allure'}", *(suites or ("suites/correctness", "suites/hazards"))],
                          cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=timeout)
     verdicts = out / "verdicts.json"
-    rows = {r["kernel"]: r for r in json.loads(verdicts.read_text())["instances"]} if verdicts.exists() else {}
-    return run, rows
+    return run, json.loads(verdicts.read_text())["instances"] if verdicts.exists() else []

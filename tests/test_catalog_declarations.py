@@ -78,3 +78,12 @@ def test_an_entry_under_if_0_is_named_as_such(tmp_path):
     assert _refusal(tmp_path, 'template_args = "{T}, {TILE}"\ntiles = [8]\n',
                     ENTRY.replace('entry = "gemm"', 'entry = "old_gemm"')) == (
         "entry 'old_gemm' is defined at k.cu:8 inside `#if 0` (line 5): the compiler never sees it")
+
+
+def test_an_accumulator_by_dtype_completes_those_dtypes_only(tmp_path):
+    entry = ENTRY.replace('dtypes = ["float32"]', 'dtypes = ["float32", "float16"]')
+    (f32, f16) = _load(tmp_path, 'template_args = "{T}, {TILE}"\ntiles = [8]\naccumulator = { float16 = "float16" }\n',
+                       entry)[0].instances()
+    assert (f32.types.accumulator.name, f16.types.accumulator.name) == ("float32", "float16")
+    assert _refusal(tmp_path, 'template_args = "{T}, {TILE}"\ntiles = [8]\naccumulator = { bfloat16 = "float16" }\n',
+                    entry).startswith("'accumulator' by dtype must map dtypes of the entry (float32, float16)")

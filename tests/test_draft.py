@@ -528,3 +528,61 @@ def test_an_operand_named_as_held_transposed_gets_a_layout_todo(tmp_path):
     (entry,) = tomllib.loads(text)["kernel"]
     assert entry["args"] == ["A", "B", "C", "M", "N", "K"]
     assert "# TODO: layout: B is 'Bt': if it holds the operand transposed" in text and '# layout = { B = "col" }' in text
+
+
+MODERN_CPP = """#include <cuda_fp16.h>
+template <typename T, size_t TILE_X, size_t TILE_Y>
+__global__ void gemm_modern(size_t m, size_t n, size_t k, T alpha, T const* A, size_t lda, T const* B,
+                            size_t ldb, T beta, T* C, size_t ldc)
+{
+    size_t const col{blockIdx.x * TILE_X + threadIdx.x};
+    size_t const row{blockIdx.y * TILE_Y + threadIdx.y};
+    T sum{static_cast<T>(0)};
+    for (size_t i{0U}; row < m && col < n && i < k; ++i)
+        sum += A[row * lda + i] * B[i * ldb + col];
+    if (row < m && col < n)
+        C[row * ldc + col] = beta == static_cast<T>(0) ? alpha * sum : alpha * sum + beta * C[row * ldc + col];
+}
+
+template <typename T>
+void launch_gemm_modern(size_t m, size_t n, size_t k, T const* alpha, T const* A, size_t lda, T const* B,
+                        size_t ldb, T const* beta, T* C, size_t ldc, cudaStream_t stream)
+{
+    constexpr unsigned int TILE_X{16U};
+    constexpr unsigned int TILE_Y{8U};
+    dim3 const block_dim{TILE_X, TILE_Y, 1U};
+    dim3 const grid_dim{(static_cast<unsigned int>(n) + block_dim.x - 1U) / block_dim.x,
+                        (static_cast<unsigned int>(m) + block_dim.y - 1U) / block_dim.y, 1U};
+    gemm_modern<T, TILE_X, TILE_Y><<<grid_dim, block_dim, 0U, stream>>>(m, n, k, *alpha, A, lda, B, ldb, *beta,
+                                                                       C, ldc);
+}
+
+template void launch_gemm_modern<float>(size_t, size_t, size_t, float const*, float const*, size_t,
+                                        float const*, size_t, float const*, float*, size_t, cudaStream_t);
+template void launch_gemm_modern<__half>(size_t, size_t, size_t, __half const*, __half const*, size_t,
+                                         __half const*, size_t, __half const*, __half*, size_t, cudaStream_t);
+"""
+
+
+def test_a_modern_cpp_launcher_drafts_whole_and_its_entry_runs_as_drafted(tmp_path):
+    """Brace-initialized constants (constexpr unsigned int TILE_X{16U}), a const dim3 with
+    static_casts, the kernel launched from a host template the file instantiates explicitly
+    for float and __half, which sets the dtypes; the kernel sums in T, so at float16 in half:
+    accumulator by dtype. Drafted, it runs on the simulator with no TODO filled."""
+    (tmp_path / "modern.cu").write_text(MODERN_CPP)
+    text = draft.draft_source(tmp_path / "modern.cu", tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["params"] == {"TILE_X": [16], "TILE_Y": [8]}
+    assert entry["grid"] == ["ceil(N / TILE_X)", "ceil(M / TILE_Y)", 1] and entry["block"] == ["TILE_X", "TILE_Y", 1]
+    assert entry["dtypes"] == ["float32", "float16"] and entry["accumulator"] == {"float16": "float16"}
+    assert "instantiates launch_gemm_modern, which launches it, with: float, __half" in text
+    (tmp_path / "catalog.toml").write_text(text)
+    run, rows = judge_catalog(tmp_path / "catalog.toml", tmp_path, "suites/correctness/test_error_bound.py",
+                              "suites/correctness/test_exact_results.py")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert {r["dtype"]: r["verdict"] for r in rows} == {"float32": "correct", "float16": "correct"}
+    # without the line, the half instantiation fails, the message naming the declaration by dtype
+    (tmp_path / "without").mkdir()
+    (tmp_path / "without.toml").write_text(re.sub(r"(?m)^accumulator = .*\n", "", text))
+    run, _ = judge_catalog(tmp_path / "without.toml", tmp_path / "without", "suites/correctness/test_error_bound.py")
+    assert run.returncode == 1 and 'declare accumulator = { float16 = "float16" }' in run.stdout

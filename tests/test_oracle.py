@@ -601,3 +601,25 @@ def test_judging_and_the_shared_reference_count_as_the_oracle_phase():
             assert set(counted) == {"oracle"} and counted["oracle"] >= 0.9 * wall, (counted, wall)
     finally:
         phases.enable(False)
+
+
+def test_a_half_accumulator_whose_products_underflow_is_judged_by_the_subnormal_grid_not_called_wrong():
+    """An HGEMM that sums in half (accumulator = "float16") rounds a product below half's smallest
+    normal to the subnormal grid: an absolute error up to 2^-25, which no relative bound covers
+    (at K = 1 a correct kernel was judged wrong by 1.26x its bound). The bound's underflow term
+    covers it; a value one grid step further off is still outside."""
+    from gemmcheck.contract import operand_types
+
+    types = operand_types.of("float16 accumulator=float16")
+    half = dt.get("float16")
+    A = dt.from_bits(dt.to_bits(np.array([[3.1e-3]]), half), half).astype(np.float64)
+    B = dt.from_bits(dt.to_bits(np.array([[4.7e-3]]), half), half).astype(np.float64)
+    ref = A @ B                                                     # 1.46e-5: subnormal in half
+    kernel = dt.from_bits(dt.to_bits(ref, half), half).astype(np.float64)   # rounded to 2^-24 steps
+    b = Bound.for_types(types, 1)
+    bound = b.evaluate(np.abs(A) @ np.abs(B), ref)
+    assert abs(kernel - ref)[0, 0] > b.coefficient * (np.abs(A) @ np.abs(B))[0, 0]   # beyond the relative part
+    assert abs(kernel - ref)[0, 0] <= bound[0, 0]
+    assert abs(kernel + np.sign(kernel - ref) * 2.0 ** -24 - ref)[0, 0] > bound[0, 0]
+    assert "for underflow in float16" in b.describe()
+    assert Bound.for_types(operand_types.of("float16"), 1).underflow < 1e-40   # float32 sums: nothing measurable

@@ -311,10 +311,20 @@ def _type_fields(entry, roles, fail) -> dict:
     """accumulator, scalar (the type of alpha and beta) and scales: what completes each dtypes
     entry's operand_types record; a scale role for each operand scaled, and none other."""
     out = {}
+    by_dtype = entry.get("accumulator")
+    if isinstance(by_dtype, dict):   # { float16 = "float16" }: a template summing in T sums in half at half
+        for name, value in by_dtype.items():
+            if name not in entry["dtypes"] or not isinstance(value, str) or value not in dt.ELEMENT_TYPES:
+                fail(f"'accumulator' by dtype must map dtypes of the entry ({', '.join(map(str, entry['dtypes']))}) to "
+                     f"element types, e.g. {{ float16 = \"float16\" }}, got {by_dtype!r}")
+        out["accumulator"] = dict(by_dtype)
+        entry = {k: v for k, v in entry.items() if k != "accumulator"}
     for key in ("accumulator", "scalar"):
         if key in entry:
             if not isinstance(entry[key], str) or entry[key] not in dt.ELEMENT_TYPES:
-                fail(f"'{key}' must name an element type ({', '.join(dt.ELEMENT_TYPES)}), got {entry[key]!r}")
+                fail(f"'{key}' must name an element type ({', '.join(dt.ELEMENT_TYPES)})"
+                     + (", or, for accumulator, one per dtype ({ float16 = \"float16\" })" if key == "accumulator" else "")
+                     + f", got {entry[key]!r}")
             out[key] = entry[key]
     raw = entry.get("scales", {})
     if not isinstance(raw, dict):

@@ -53,7 +53,7 @@ class KernelSpec:
     deterministic: bool = True            # convention: False for floating-point atomic reductions
     saturates_output: bool = False        # convention: the output conversion saturates (satfinite)
     d_aliases_c: bool = False             # convention: D may be C's buffer (an in-place update)
-    accumulator: str | None = None        # the accumulator's type for every dtype (None: each one's own)
+    accumulator: str | dict | None = None   # the accumulator's type for every dtype, or by dtype (None: each one's own)
     scalar: str | None = None             # the type of alpha and beta (None: the accumulator's)
     scales: tuple = ()                    # operand_types.Scale of A and/or B
     epilogue: object = None               # gemmcheck.contract.epilogue.Epilogue (None: none)
@@ -86,7 +86,8 @@ class KernelSpec:
             set_("shapes", "M == {} and N == {} and K == {}".format(*self.sizes))
         set_("_scope", None if self.shapes in SHAPES else launch.Expression(self.shapes))
         # every operand's type, per dtypes entry: resolved once, read by everything downstream
-        set_("types", {name: operand_types.resolve(name, accumulator=self.accumulator, scalar=self.scalar,
+        accumulator = lambda name: self.accumulator.get(name) if isinstance(self.accumulator, dict) else self.accumulator
+        set_("types", {name: operand_types.resolve(name, accumulator=accumulator(name), scalar=self.scalar,
                                                    scales=self.scales, saturate=self.saturates_output,
                                                    **({"epilogue": self.epilogue} if self.epilogue else {}))
                        for name in self.dtypes})

@@ -58,6 +58,18 @@ and the rest of the derivation goes through with P replaced by Q and K by n:
 the store rounding adds u_out |C_exact| + eta_out, and the float64 reference
 alpha (A @ B) + beta C0 is off by at most gamma_n(u_64) Q.
 
+Underflow in the accumulator
+----------------------------
+The relative model fl(x op y) = (x op y)(1 + delta) holds down to the accumulator's smallest
+normal; below it a product rounds to the subnormal grid with an absolute error of at most
+eta_acc, half its smallest subnormal (a sum that underflows is exact). Each of the n roundings
+of a term may be such a product, carried by the later roundings and alpha:
+
+    + n max(1, |alpha|) eta_acc (1 + gamma_n(u_acc))(1 + u_out)
+
+which is 2^-25 a rounding for a float16 accumulator (an HGEMM summing in half: tiny products
+land there) and 2^-150 for float32 (nothing measurable).
+
 Per operand type
 ----------------
 Everything above is read from the kernel's operand types (gemmcheck.contract.operand_types),
@@ -198,6 +210,7 @@ class Bound:
     u_in: float = 0.0                # the larger input conversion's roundoff (tf32), 0 for none
     added: int = 0                   # terms added after the sum (a fused epilogue's bias)
     types: operand_types.OperandTypes | None = None   # the record it was made from
+    eta_acc: float = 0.0             # the accumulator's underflow over every rounding (above)
 
     @classmethod
     def for_types(cls, types, K: int, alpha=1, beta=0) -> "Bound":
@@ -212,8 +225,10 @@ class Bound:
         gamma_acc = (1 + gamma(n, u_acc)) * (1 + u_a) * (1 + u_b) - 1 if (u_a or u_b) else gamma(n, u_acc)
         # the float64 reference adds all K products, whatever the kernel's sums
         gamma_ref = gamma(roundings(K, alpha, beta, scaled, added), U64)
+        arithmetic = types.arithmetic
+        eta_acc = 0.0 if arithmetic.is_integer else n * max(1.0, abs(alpha)) * arithmetic.smallest_subnormal / 2
         return cls(K, types.name, u_acc, u_out, eta_out, gamma_acc, gamma_ref, alpha, beta,
-                   types.arithmetic.name, scaled, max(u_a, u_b), added, types)
+                   arithmetic.name, scaled, max(u_a, u_b), added, types, eta_acc)
 
     for_dtype = for_types   # a one-type kernel's DType resolves to its record
 
@@ -227,6 +242,11 @@ class Bound:
         return (self.gamma_acc + self.gamma_ref) * (1 + self.u_out) / (1 - self.gamma_ref)
 
     @property
+    def underflow(self) -> float:
+        """The accumulator's underflow term, n max(1, |alpha|) eta_acc carried to the output."""
+        return self.eta_acc * (1 + self.gamma_acc) * (1 + self.u_out)
+
+    @property
     def tensor_core_sums(self) -> bool:
         return self.types is not None and self.types.tensor_core_sums
 
@@ -235,7 +255,7 @@ class Bound:
         float64), which tensor-core sums need for their error term (without them: its worst case
         from Q_hat)."""
         slack = 1 + 8 * U64
-        bound = self.coefficient * Q_hat + self.u_out * xp.abs(C_ref) + self.eta_out
+        bound = self.coefficient * Q_hat + self.u_out * xp.abs(C_ref) + self.eta_out + self.underflow
         if self.tensor_core_sums and self.K:
             grow = (1 + self.gamma_acc) * (1 + self.u_out)
             if operands is None:
@@ -250,7 +270,8 @@ class Bound:
         out = (f"u_out = 2^{math.log2(self.u_out):.0f} ({self.dtype} output), "
                f"eta_out = {self.eta_out:.3g}" if self.u_out else f"u_out = 0 (accumulates in {acc})")
         extra = (f", {self.scaled} scaled operand(s)" if self.scaled else "") + \
-            (f", inputs converted with u_in = 2^{math.log2(self.u_in):.0f}" if self.u_in else "")
+            (f", inputs converted with u_in = 2^{math.log2(self.u_in):.0f}" if self.u_in else "") + \
+            (f"; + {self.underflow:.3g} for underflow in {acc}" if self.underflow > 1e-30 else "")
         if self.tensor_core_sums:
             chain = self.types.chain_length(self.K)
             extra += (f"; + (1 + gamma_n(u_acc))(1 + u_out) |alpha| E_tc: fp8 tensor-core sums, "
@@ -274,7 +295,7 @@ def epilogue_bound(b: Bound, epilogue, values: dict, Q_hat, z_ref, out_ref, xp):
     coefficient times Q_hat (Q_hat with |bias| in it, z = alpha A B + beta C + bias), carried
     through the activation, residual add and output scale (Epilogue.propagate, with the float64
     reference's own evaluation error as a few u_64 more), then D's own rounding."""
-    error_z = b.coefficient * Q_hat
+    error_z = b.coefficient * Q_hat + b.underflow
     before_store = epilogue.propagate(error_z, z_ref, values, b.u_acc + 4 * U64)
     return (before_store + b.u_out * (xp.abs(out_ref) + before_store) + b.eta_out) * (1 + 8 * U64)
 

@@ -261,8 +261,10 @@ def judge(run, A: np.ndarray, B: np.ndarray, *, exact: bool, problem=None,
     if wrong.any():
         narrower = _narrower_sums(types, K, alpha, beta, A, B, C0, C, wrong, xp)
         if narrower:
+            declare = (f"accumulator = {{ {inst.dtype} = \"{narrower}\" }}" if len(inst.spec.dtypes) > 1 else
+                       f"accumulator = \"{narrower}\"")   # another dtype of the entry may sum in its own type
             what += (f" (all within the bound of {narrower} sums, as if the kernel added in {narrower}, not "
-                     f"{types.accumulator.name}; if it does by design, declare accumulator = \"{narrower}\")")
+                     f"{types.accumulator.name}; if it does by design, declare {declare})")
         findings.append(_finding(Defect.WRONG_VALUES, detector, wrong, inst, what, output=output))
 
     findings += beyond
