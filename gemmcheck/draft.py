@@ -460,7 +460,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
               "(a guess)", *seen)
         d.add("block", _toml(guess_block), "TODO: block: threads in x, y (, z) (a guess)", *hint)
     _draft_dynamic_shared(d, kernel, kernel_launches, names if kernel_launches else {}, constants, known,
-                          literals if kernel_launches else {}, source_text)
+                          literals if kernel_launches else {}, source_text, host)
     d.add("dtypes", _toml(dtypes), *dtype_comments)
     if dtypes == ["float16"] and source_text and (how := _half_sums(kernel.name, source_text)):
         d.add("accumulator", _toml("float16"), f"the kernel sums in half ({how}): judged by half sums' error "
@@ -677,12 +677,18 @@ def _draft_types(roles: list, params: list[Param], dtypes: list[str]) -> list[tu
 
 
 def _draft_dynamic_shared(d: Draft, kernel: cuda_source.Kernel, calls: list[Launch], names, constants, known,
-                          literals, code: str) -> None:
-    """shared_bytes from the launch's third argument; without one, a TODO where the kernel (or, less
-    surely, the file) declares extern __shared__ memory: launched with none, it reads and writes
-    past its shared memory."""
+                          literals, code: str, host: str = "") -> None:
+    """shared_bytes from the launch's third argument (a variable: its initializer before the
+    launch, ``const size_t smem = (BM * BK + BK * BN) * sizeof(float);``); without one, a TODO
+    where the kernel (or, less surely, the file) declares extern __shared__ memory: launched with
+    none, it reads and writes past its shared memory."""
     given = calls[0].shared if calls else None
-    sized = given and re.sub(r"sizeof\s*\(\s*(\w+)\s*\)", lambda m: str(_SIZES.get(m[1], m[0])), given)
+    sized = given
+    if given and re.fullmatch(r"[A-Za-z_]\w*", given) and calls[0].at >= 0:
+        found = list(re.finditer(rf"\b{given}\s*(?:=\s*(?P<assigned>[^;{{}}]+)|\{{(?P<braced>[^;{{}}]+)\}})\s*;",
+                                 host[:calls[0].at]))
+        sized = (found[-1]["assigned"] or found[-1]["braced"]).strip() if found else given
+    sized = sized and re.sub(r"sizeof\s*\(\s*(\w+)\s*\)", lambda m: str(_SIZES.get(m[1], m[0])), sized)
     expression = _expressions([sized], names, constants, known, literals) if sized else None
     if expression:
         d.add("shared_bytes", _toml(expression[0]), f"dynamic shared memory, from the file's launch: {given}")

@@ -586,3 +586,17 @@ def test_a_modern_cpp_launcher_drafts_whole_and_its_entry_runs_as_drafted(tmp_pa
     (tmp_path / "without.toml").write_text(re.sub(r"(?m)^accumulator = .*\n", "", text))
     run, _ = judge_catalog(tmp_path / "without.toml", tmp_path / "without", "suites/correctness/test_error_bound.py")
     assert run.returncode == 1 and 'declare accumulator = { float16 = "float16" }' in run.stdout
+
+
+def test_dynamic_shared_memory_held_in_a_variable_drafts_its_initializer(tmp_path):
+    source = tmp_path / "dyn.cu"
+    source.write_text("template <int BM, int BN, int BK>\n"
+                      "__global__ void sgemm_dyn(int M, int N, int K, const float *A, const float *B, float *C) {\n"
+                      "  extern __shared__ float smem[]; }\n"
+                      "void run(int M, int N, int K, const float *A, const float *B, float *C) {\n"
+                      "  constexpr int BM = 64, BN = 64, BK = 16;\n"
+                      "  const size_t smem_bytes = (BM * BK + BK * BN) * sizeof(float);\n"
+                      "  sgemm_dyn<BM, BN, BK><<<dim3(N / BN, M / BM), 256, smem_bytes>>>(M, N, K, A, B, C);\n}\n")
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["shared_bytes"] == "(BM * BK + BK * BN) * 4" and "TODO: shared_bytes" not in text
