@@ -384,8 +384,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         instantiated = []   # named only where they add values to the launches'
     takes_sizes = bool(set(SIZES) & set(roles)) or bool(unknown)   # a parameter of unknown role may be one
     defines_used = {k: v for k, v in file_defines.items() if k not in value_params}
-    sizes, sizes_note = (None, []) if takes_sizes else _compiled_sizes(kernel.name, value_params, configs,
-                                                                       defines_used)
+    sizes, sizes_note = (None, []) if takes_sizes else _compiled_sizes(value_params, configs, defines_used)
     if sizes:   # compiled-in sizes are the shape, not parameters: their values go in template_args as written
         fixed = [n for n in value_params if n in SIZES]
         literals = {n: str(configs[0][n]) for n in fixed}
@@ -535,8 +534,7 @@ def _unique(dicts: list[dict]) -> list[dict]:
     return [d for at, d in enumerate(dicts) if d not in dicts[:at]]
 
 
-def _compiled_sizes(kernel: str, value_params: list[str], configs: list[dict],
-                    defines: dict[str, int]) -> tuple[dict | None, tuple]:
+def _compiled_sizes(value_params: list[str], configs: list[dict], defines: dict[str, int]) -> tuple[dict | None, tuple]:
     """For a kernel that takes no size argument: ({M, N, K}, (the note, the #define names
     used)) when its sizes are compiled in, as template parameters named M, N, K with one
     instantiation, or as the file's #defines (``#define N 64``: square, as textbooks write it);
