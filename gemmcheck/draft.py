@@ -373,8 +373,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     def values_of(template_args: list[str]) -> dict[str, int] | None:
         given = dict(zip([name for name, _ in zip((n for _, n in tparams), template_args)], template_args))
         value_args = [given.get(name, defaults.get(name, "")).strip() for name in value_params]   # omitted: the default
-        values = {name: int(re.sub(r"[uUlL]+$", "", arg)) if re.fullmatch(r"\d+[uUlL]*", arg) else constants.get(arg)
-                  for name, arg in zip(value_params, value_args)}
+        values = {name: int(re.sub(r"[uUlL]+$", "", arg)) if re.fullmatch(r"\d+[uUlL]*", arg) else
+                  _BOOLS.get(arg, constants.get(arg)) for name, arg in zip(value_params, value_args)}
         return values if len(values) == len(value_params) and None not in values.values() else None
 
     launched = [v for call in kernel_launches if (v := values_of(call.template_args))]
@@ -528,6 +528,9 @@ def _whole_vectors(params: list[Param], roles: list) -> tuple[str, str] | None:
     claim = " and ".join(f"{size} % {width} == 0" for size, width in sorted(
         {(_ROW_LENGTH[r], VECTOR_TYPES[t][1]) for r, t in vectors.items()}))
     return ", ".join(f"{r} is {t} *" for r, t in vectors.items()), claim
+
+
+_BOOLS = {"false": 0, "true": 1}   # a bool template parameter takes 0 and 1 as false and true
 
 
 def _unique(dicts: list[dict]) -> list[dict]:

@@ -163,8 +163,11 @@ def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
         if literals and word in literals:
             return literals[word]
         return word
-    text = " ".join(re.sub(r"\b\w+\b", rename, text).split())
     bare = lambda operand: operand.strip("()")
+    # (N + 15) / 16 before 16 is renamed for the parameter whose value it is: ceil(N / TILE)
+    text = _CEIL_DIV_LITERAL.sub(lambda m: f"ceil({bare(m['a'])} / {m['b']})"
+                                 if int(m["less"]) + 1 == int(m["b"]) else m.group(0), text)
+    text = " ".join(re.sub(r"\b\w+\b", rename, text).split())
     for _ in range(4):
         new = _CEIL_DIV.sub(lambda m: f"ceil({bare(m['a'])} / {bare(m['b'])})" if bare(m["b"]) == bare(m["b2"])
                             else m.group(0), text)

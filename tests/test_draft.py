@@ -600,3 +600,22 @@ def test_dynamic_shared_memory_held_in_a_variable_drafts_its_initializer(tmp_pat
     text = draft.draft_source(source, tmp_path)
     (entry,) = tomllib.loads(text)["kernel"]
     assert entry["shared_bytes"] == "(BM * BK + BK * BN) * 4" and "TODO: shared_bytes" not in text
+
+
+def test_bool_template_arguments_draft_as_0_and_1_and_a_literal_rounding_up_as_ceil_of_the_parameter(tmp_path):
+    """gemm<false, 16> and gemm<true, 16>: configs with TRANS_B 0 and 1 (a bool template parameter
+    takes them); (N + 15) / 16 with 16 the TILE the launch passes is ceil(N / TILE)."""
+    source = tmp_path / "tb.cu"
+    source.write_text("template <bool TRANS_B, int TILE>\n"
+                      "__global__ void gemm_tb(const float *A, const float *B, float *C, int M, int N, int K) {}\n"
+                      "void run(const float *A, const float *B, float *C, int M, int N, int K) {\n"
+                      "  dim3 block(16, 16), grid((N + 15) / 16, (M + 15) / 16);\n"
+                      "  gemm_tb<false, 16><<<grid, block>>>(A, B, C, M, N, K);\n"
+                      "  gemm_tb<true, 16><<<grid, block>>>(A, B, C, M, N, K);\n}\n")
+    (entry,) = drafted(source, tmp_path)
+    assert [{k: v for k, v in c.items() if k != "name"} for c in entry["configs"]] == \
+        [{"TRANS_B": 0, "TILE": 16}, {"TRANS_B": 1, "TILE": 16}]
+    assert entry["grid"] == ["ceil(N / TILE)", "ceil(M / TILE)"]
+    (tmp_path / "catalog.toml").write_text(draft.draft_source(source, tmp_path))
+    assert [i.name_expression for i in catalog.load(tmp_path / "catalog.toml")[0].instances()] == \
+        ["gemm_tb<0, 16>", "gemm_tb<1, 16>"]
