@@ -1,0 +1,190 @@
+"""The element types a draft reads: the operands' dtypes from their pointers (a combination such
+as ``f16f16f32`` where they differ; vectors such as ``float4 *`` holding their elements), the
+dtypes of a template launched from an explicitly instantiated host template, the fields a
+mixed kernel needs (scales, epilogue, a separate D, an 8-bit output) and an accumulator that
+sums in half."""
+
+from __future__ import annotations
+
+import re
+
+from gemmcheck.contract import launch, operand_types, parameters
+from gemmcheck.contract import cuda_source
+from gemmcheck.contract import dtypes as dt
+from gemmcheck.draft.fields import toml_value
+from gemmcheck.draft.names import C_TYPES, Param
+from gemmcheck.host_launches import Launch, explicit_instantiations
+
+# What an operand's pointer may point to, as C spells it -> element type names.
+# fp8 operands kept as raw bytes (__nv_fp8_storage_t) read as e4m3, with a TODO (FP8_STORAGE)
+FP8_STORAGE = "__nv_fp8_storage_t"
+ELEMENT_TYPES = {**C_TYPES, "__nv_fp8_e4m3": "float8_e4m3fn", "__nv_fp8_e5m2": "float8_e5m2",
+                 FP8_STORAGE: "float8_e4m3fn",
+                 "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8",
+                 "unsigned char": "uint8", "int": "int32", "int32_t": "int32"}
+# Vector types a kernel may take its operands as (``const float4 *A``): (element type, width).
+VECTOR_TYPES = {"float2": ("float", 2), "float4": ("float", 4), "double2": ("double", 2), "half2": ("half", 2),
+                "__half2": ("__half", 2), "__nv_bfloat162": ("__nv_bfloat16", 2), "nv_bfloat162": ("nv_bfloat16", 2),
+                "char4": ("signed char", 4), "uchar4": ("unsigned char", 4)}
+# The size along an operand's rows (row-major): what a vector of its elements must divide.
+_ROW_LENGTH = {"A": "K", "B": "N", "C": "N", "D": "N"}
+
+
+def whole_vectors(params: list[Param], roles: list) -> tuple[str, str] | None:
+    """(what the operands are, the shape claim) for a kernel taking operands as vectors
+    (``const float4 *A``): each row must be a whole number of vectors (row-major A's rows are K
+    long, B's, C's and D's N)."""
+    vectors = {role: p.pointee for p, role in zip(params, roles)
+               if role in _ROW_LENGTH and p.pointee in VECTOR_TYPES and not p.pointer_to_pointers}
+    if not vectors:
+        return None
+    claim = " and ".join(f"{size} % {width} == 0" for size, width in sorted(
+        {(_ROW_LENGTH[r], VECTOR_TYPES[t][1]) for r, t in vectors.items()}))
+    return ", ".join(f"{r} is {t} *" for r, t in vectors.items()), claim
+
+
+def instantiated_types(calls: list[Launch], host: str, tparams) -> tuple[list[str], str] | None:
+    """(dtypes, the note saying whence) for a kernel with one type parameter that the file launches
+    from a host template (``launch_gemm<T>(...) { gemm<T, 32><<<...>>> }``) it instantiates
+    explicitly (``template void launch_gemm<float>(...);``): the dtypes of those types."""
+    kinds = [kind for kind, _ in tparams]
+    if kinds.count("type") != 1:
+        return None
+    at = kinds.index("type")
+    blocks = list(cuda_source.top_level_blocks(host))
+    types = []
+    for call in calls:
+        passed = call.template_args[at].strip() if len(call.template_args) > at else None
+        head = next((h for h, _, open_at, end in blocks if open_at <= call.at < end), None)
+        if not passed or head is None:
+            continue
+        outer = parameters.template_parameters(head)
+        names = re.findall(r"\b([A-Za-z_]\w*)\s*\(", re.sub(r"template\s*<[^{]*?>", "", head))
+        position = next((i for i, (kind, name, _) in enumerate(outer) if kind == "type" and name == passed), None)
+        if position is None or not names:
+            continue
+        for instantiated in explicit_instantiations(host, names[0]):
+            if len(instantiated) > position and (t := instantiated[position].strip()) not in types:
+                types.append(t)
+        launcher = names[0]
+    dtypes = [ELEMENT_TYPES[t] for t in types if t in ELEMENT_TYPES and ELEMENT_TYPES[t] in dt.DTYPES]
+    if not dtypes or len(dtypes) != len(types):
+        return None
+    return dtypes, f"the types the file instantiates {launcher}, which launches it, with: {', '.join(types)}"
+
+
+def dtypes_of(params: list[Param], roles: list, type_params: set[str]) -> tuple[list[str], list[str], dict]:
+    """(dtypes, TODO lines, {type parameter: its template_args placeholder}) from the operands'
+    pointers: one element type for all, or the combination of A, B and the output (C and D,
+    or C, D when they differ); a template parameter is a placeholder ({T}, or {A}, {C} ...
+    when several type the operands) and a TODO."""
+    of = {launch.array_operand(role) or role: p.pointee for p, role in zip(params, roles)
+          if role in launch.OPERAND_ROLES + launch.ARRAY_ROLES}
+    comments, placeholders = [], {}
+    of = {role: VECTOR_TYPES.get(t, (t,))[0] for role, t in of.items()}   # a float4 * operand holds float32
+    used = [t for t in dict.fromkeys(of.values()) if t in type_params]
+    for role, t in of.items():
+        if t in type_params:
+            placeholders.setdefault(t, "T" if len(used) == 1 else role)
+    if used:
+        what = "is a template parameter" if len(used) == 1 else "are template parameters"
+        comments.append(f"TODO: dtypes: {', '.join(used)} {what}"
+                        f" ({', '.join(f'{r} is {t}' for r, t in of.items() if t in type_params)}); list the dtypes to "
+                        "test: float32, float16, ..., or combinations of A, B and the output such as f16f16f32")
+        return ["float32"], comments, placeholders
+    unknown = sorted({t for t in of.values() if t not in ELEMENT_TYPES})
+    if unknown:
+        comments.append(f"TODO: dtypes: element type {', '.join(map(repr, unknown))} is not one gemmcheck knows; "
+                        f"use {', '.join(dt.ELEMENT_TYPES)}")
+        return ["float32"], comments, placeholders
+    names = {role: dt.get(ELEMENT_TYPES[t]) for role, t in of.items()}
+    raw = [role for role, t in of.items() if t == FP8_STORAGE]
+    if raw:
+        comments.append(f"TODO: dtypes: {' and '.join(raw)} {'is' if len(raw) == 1 else 'are'} {FP8_STORAGE} (fp8 as "
+                        "raw bytes), drafted as e4m3; write e5m2 for an operand the kernel converts with __NV_E5M2")
+    output = names.get("D", names.get("C"))
+    if output is None or "A" not in names or "B" not in names:
+        # operands whose roles are TODOs: their one element type, if they share one
+        shared = {VECTOR_TYPES.get(p.pointee, (p.pointee,))[0] for p in params if p.pointer and not p.pointer_to_pointers}
+        if len(shared) == 1 and (t := shared.pop()) in ELEMENT_TYPES and ELEMENT_TYPES[t] in dt.DTYPES:
+            comments.append(f"every pointer is {t}: {ELEMENT_TYPES[t]}, unless the operands' roles say otherwise")
+            return [ELEMENT_TYPES[t]], comments, placeholders
+        return ["float32"], comments, placeholders
+    C = names.get("C", output)
+    listed = [names["A"], names["B"], *([C] if C != output else []), output]
+    if len(set(listed)) == 1 and listed[0].name in dt.DTYPES:
+        return [listed[0].name], comments, placeholders
+    combination = "".join(d.short for d in listed)
+    try:
+        operand_types.of(combination)
+    except operand_types.TypesError as exc:
+        comments.append(f"TODO: dtypes: {exc}")
+    return [combination], comments, placeholders
+
+
+def mixed_fields(roles: list, params: list[Param], dtypes: list[str]) -> list[tuple[str, object, list[str]]]:
+    """The fields a kernel with scale factors, a separate D or an 8-bit output needs:
+    (key, TOML value or None for a commented hint, TODO lines)."""
+    out = []
+    scales = {}
+    for p, role in zip(params, roles):
+        if role in launch.SCALE_ROLES:
+            scales[role[-1]] = "tensor"
+    if scales:
+        by_value = [r for p, r in zip(params, roles) if r in launch.SCALE_ROLES and not p.pointer]
+        out.append(("scales", toml_value(scales), [
+            "TODO: scales: how each operand's scale factors apply: \"tensor\" (one value"
+            + (f"; {', '.join(by_value)} taken by value: that is certain), " if by_value else "), ")
+            + "\"row\" (one per row), \"col\" (one per column), or { block = [1, 128] } (rows x columns of the "
+            "operand each covers; major = \"col\" when the scale matrix is stored transposed)"]))
+    fused = [r for r in roles if r in ("bias", "residual", "output_scale")]
+    if fused:
+        out.append(("epilogue", None, [
+            f"TODO: epilogue: the kernel takes {', '.join(fused)}: say what it fuses, in this order (the "
+            "reference's): bias = \"row\" (bias[i]) or \"col\" (bias[j]) and bias_type when not D's; activation = "
+            "\"relu\", \"gelu_tanh\", \"gelu_erf\" or \"silu\"; residual = true; output_scale = true, e.g.",
+            "epilogue = { " + ", ".join(
+                {"bias": 'bias = "row"', "residual": "residual = true", "output_scale": "output_scale = true"}[r]
+                for r in fused) + ', activation = "relu" }']))
+    if launch.takes_operand(roles, "C") and launch.takes_operand(roles, "D"):
+        out.append(("d_aliases_c", None, ["TODO: D is written, C only read (at beta != 0); if callers may pass "
+                                          "D == C (an in-place update), say so:", "d_aliases_c = true"]))
+    names = operand_types.combination(dtypes[0]) if dtypes else None
+    if names and names[3].itemsize == 1:
+        out.append(("saturates_output", None, ["TODO: an 8-bit output: if the kernel converts it saturating "
+                                               "(__NV_SATFINITE; the __nv_fp8_e4m3(x) constructor does), say so:",
+                                               "saturates_output = true"]))
+    return out
+
+
+def kernel_bodies(code: str) -> dict[str, list[tuple[bool, str]]]:
+    """Each top-level function of `code` by name: (whether it is a __global__ one, its body)."""
+    bodies = {}
+    for head, _, open_at, end in cuda_source.top_level_blocks(cuda_source.code_only(code)):
+        names = [n for n in re.findall(r"\b(\w+)\s*\(", re.sub(r"template\s*<[^{]*?>", "", head))
+                 if not n.startswith("__")]
+        if names:
+            bodies.setdefault(names[0], []).append(("__global__" in head, code[open_at:end]))
+    return bodies
+
+
+_HALF_FRAGMENT = re.compile(r"\bfragment\s*<\s*(?:\w+::)*accumulator\s*,[^;>]*?\b(?:__half|half)\s*>")
+_SUM_NAMES = r"(?P<name>(?:acc|sum|partial|c_val|cval)\w*)\s*(?:=|;|\[|\{)"
+_HALF_SUM = re.compile(rf"\b(?:__half|half)\s+{_SUM_NAMES}")
+
+
+def half_sums(kernel: str, code: str, type_param: str | None = None) -> str | None:
+    """How the __global__ `kernel` (or a function of the file it calls) sums in half, if it
+    does: a WMMA accumulator fragment of __half, or an accumulator variable declared half; or,
+    given its `type_param`, declared in that type (``T sum``: half where T is)."""
+    bodies = kernel_bodies(code)
+    own = [body for is_kernel, body in bodies.get(kernel, []) if is_kernel]
+    called = [body for name, found in bodies.items() if name != kernel
+              and any(re.search(rf"\b{re.escape(name)}\s*[<(]", b) for b in own) for _, body in found]
+    in_type = re.compile(rf"\b{re.escape(type_param)}\s+{_SUM_NAMES}") if type_param else None
+    for body in own + called:
+        if type_param is None and _HALF_FRAGMENT.search(body):
+            return "a wmma accumulator fragment of __half"
+        if (m := (in_type or _HALF_SUM).search(body)):
+            return f"its accumulator {m['name']} is declared {type_param or 'half'}"
+    return None
