@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import re
 
-from gemmcheck.contract import launch, operand_types, parameters
-from gemmcheck.contract import cuda_source
+from gemmcheck.contract import cuda_source, launch, operand_types, parameters
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.draft.fields import toml_value
 from gemmcheck.draft.names import C_TYPES, Param
