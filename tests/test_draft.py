@@ -619,3 +619,21 @@ def test_bool_template_arguments_draft_as_0_and_1_and_a_literal_rounding_up_as_c
     (tmp_path / "catalog.toml").write_text(draft.draft_source(source, tmp_path))
     assert [i.name_expression for i in catalog.load(tmp_path / "catalog.toml")[0].instances()] == \
         ["gemm_tb<0, 16>", "gemm_tb<1, 16>"]
+
+
+def test_toolkit_headers_included_with_quotes_are_no_todo_and_any_half_variable_summed_into_is_the_accumulator(
+        tmp_path):
+    """A project's common header includes "cublas_v2.h" and "cuda_fp16.h" with quotes (nvcc finds
+    them itself): no TODO for them, one for the project's own header that is not there. A naive
+    HGEMM adding into `half tmp` sums in half, whatever the variable's name."""
+    source = tmp_path / "simt.cu"
+    source.write_text('#include "cublas_v2.h"\n#include "cuda_fp16.h"\n#include "mma.h"\n#include "mine.h"\n'
+                      "__global__ void simt(const half *A, const half *B, half *C, size_t M, size_t N, size_t K) {\n"
+                      "  size_t row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "  half tmp = 0.0;\n  half scale = A[0];\n"
+                      "  for (size_t i = 0; i < K; ++i) tmp += A[row * K + i] * B[i * N + col];\n"
+                      "  C[row * N + col] = tmp * scale;\n}\n")
+    result = draft.draft(source, tmp_path)
+    assert result.unopened == ("mine.h",)
+    (entry,) = tomllib.loads(result.toml)["kernel"]
+    assert entry["accumulator"] == "float16" and "its accumulator tmp is declared half" in result.toml

@@ -323,3 +323,26 @@ def test_the_projects_catalog_is_its_draft_with_only_the_todos_filled():
     assert [l for l in kept if not l.startswith("description = ")] == \
         [l for l in committed if not l.startswith("description = ")]
     assert sum(l.startswith("description = ") and l != 'description = ""' for l in committed) == 2
+
+
+def test_a_tensor_core_kernel_not_declared_gpu_only_is_still_compiled_for_sm90_on_the_cpu_simulator(tmp_path):
+    # The simulator finds the WMMA fragment itself and skips the kernel's simulated tests, saying
+    # so; compiling for sm_90 needs neither it nor a GPU, so the compile claims still run.
+    import subprocess
+    import sys
+
+    from child_env import child_env
+
+    (tmp_path / "wmma.cu").write_text(
+        "#include <mma.h>\nusing namespace nvcuda;\n"
+        "__global__ void wmma_naive(const half *A, const half *B, half *C, int M, int N, int K) {\n"
+        "  wmma::fragment<wmma::accumulator, 16, 16, 16, half> c;\n  wmma::fill_fragment(c, 0.0f);\n"
+        "  wmma::store_matrix_sync(C + blockIdx.y * 16 * N + blockIdx.x * 16, c, N, wmma::mem_row_major);\n}\n")
+    (tmp_path / "catalog.toml").write_text(
+        '[[kernel]]\nname = "wmma_naive"\nsource = "wmma.cu"\nentry = "wmma_naive"\nsignature = "mnk"\n'
+        'grid = ["N // 16", "M // 16"]\nblock = [32]\ndtypes = ["float16"]\naccumulator = "float16"\n'
+        'shapes = "M % 16 == 0 and N % 16 == 0"\nexpect = "correct"\n')
+    run = subprocess.run([sys.executable, "-m", "pytest", "suites/compile", "-q", "-rs", "-p", "no:cacheprovider",
+                          "--gemm-backend=cpu-sim", "--gemm-compiler=nvrtc", f"--gemm-catalog={tmp_path / 'catalog.toml'}"],
+                         cwd=ROOT, capture_output=True, text=True, env=child_env(GEMMCHECK_CACHE_DIR=str(tmp_path / "cache")))
+    assert "2 passed" in run.stdout and "cpu-sim does not model tensor cores" in run.stdout, run.stdout[-3000:]

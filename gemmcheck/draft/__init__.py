@@ -72,7 +72,7 @@ def draft(source: Path, relative_to: Path | None = None, include_dirs=()) -> Dra
     include_dirs = [Path(d).resolve() for d in include_dirs]
     searched = (source.parent, *include_dirs)
     kernels = cuda_source.find_kernels(text, str(source), searched)
-    unopened = tuple(cuda_source.unopened_headers(text, str(source), searched))
+    unopened = tuple(h for h in cuda_source.unopened_headers(text, str(source), searched) if not _toolkit_header(h))
     where = Path((relative_to or source.parent)).resolve()
     rel = _relative(source, where)
     header = [f"# Drafted by `python -m gemmcheck draft {source.name}`: fill in each TODO and check every value.",
@@ -94,6 +94,21 @@ def draft(source: Path, relative_to: Path | None = None, include_dirs=()) -> Dra
                                  ["headers are searched beside the source, then here (-I)"]))
     return Drafted("\n".join(header) + "\n\n" + "\n\n".join(d.toml() for d in drafts) + "\n",
                    len(drafts), unopened)
+
+
+# The CUDA toolkit's headers and its libraries' (cuBLAS, cuRAND, NVTX ...), however a file spells
+# the #include ("cublas_v2.h" with quotes): nvcc finds them itself, so they are no TODO of the user's.
+_TOOLKIT_HEADER = re.compile(r"(?:cuda|cublas|cusparse|cufft|curand|cusolver|cudnn|nccl|nvtx|nvToolsExt|nvrtc|nvml|"
+                             r"cupti|npp|nvjpeg)\w*\.h|mma\.h|sm_\d+_intrinsics\.h|(?:device|vector|math)_\w+\.h|"
+                             r"(?:crt|thrust|cub|cuda|cooperative_groups)/.*")
+
+
+def _toolkit_header(header: str) -> bool:
+    """Whether `header` is the CUDA toolkit's (or one of its libraries'), found or not here."""
+    from gemmcheck.compile import toolkit
+
+    return bool(_TOOLKIT_HEADER.fullmatch(header)) or any(
+        (Path(d) / header).is_file() for d in toolkit.include_dirs()) or toolkit.header_elsewhere(header) is not None
 
 
 def unopened_note(source_name: str, header: str) -> str:

@@ -168,22 +168,28 @@ def kernel_bodies(code: str) -> dict[str, list[tuple[bool, str]]]:
 
 
 _HALF_FRAGMENT = re.compile(r"\bfragment\s*<\s*(?:\w+::)*accumulator\s*,[^;>]*?\b(?:__half|half)\s*>")
-_SUM_NAMES = r"(?P<name>(?:acc|sum|partial|c_val|cval)\w*)\s*(?:=|;|\[|\{)"
-_HALF_SUM = re.compile(rf"\b(?:__half|half)\s+{_SUM_NAMES}")
+def _accumulator_in(body: str, spelled: str) -> str | None:
+    """The name of a variable `body` declares as `spelled` (``half``, ``__half``, ``T``) and adds
+    into: ``sum += ...``, ``sum = __hfma(a, b, sum)``, ``sum = sum + ...``."""
+    for m in re.finditer(rf"\b(?:{spelled})\s+(?P<name>[A-Za-z_]\w*)\s*(?:=|;|\{{|\()", body):
+        name = re.escape(m["name"])
+        if re.search(rf"\b{name}\s*\+=|\b{name}\s*=\s*(?:__h(?:fma|add)\w*\s*\(|{name}\s*\+)", body[m.end():]):
+            return m["name"]
+    return None
 
 
 def half_sums(kernel: str, code: str, type_param: str | None = None) -> str | None:
     """How the __global__ `kernel` (or a function of the file it calls) sums in half, if it
-    does: a WMMA accumulator fragment of __half, or an accumulator variable declared half; or,
-    given its `type_param`, declared in that type (``T sum``: half where T is)."""
+    does: a WMMA accumulator fragment of __half, or a variable declared half that it adds into;
+    or, given its `type_param`, one declared in that type (``T sum``: half where T is)."""
     bodies = kernel_bodies(code)
     own = [body for is_kernel, body in bodies.get(kernel, []) if is_kernel]
     called = [body for name, found in bodies.items() if name != kernel
               and any(re.search(rf"\b{re.escape(name)}\s*[<(]", b) for b in own) for _, body in found]
-    in_type = re.compile(rf"\b{re.escape(type_param)}\s+{_SUM_NAMES}") if type_param else None
+    spelled = re.escape(type_param) if type_param else "__half|half"
     for body in own + called:
         if type_param is None and _HALF_FRAGMENT.search(body):
             return "a wmma accumulator fragment of __half"
-        if (m := (in_type or _HALF_SUM).search(body)):
-            return f"its accumulator {m['name']} is declared {type_param or 'half'}"
+        if (name := _accumulator_in(body, spelled)):
+            return f"its accumulator {name} is declared {type_param or 'half'}"
     return None
