@@ -4,6 +4,7 @@
 #include <cublas_v2.h>   // a host library's header: not there for the simulator, not needed
 #include <cstdio>
 #include <cuda/pipeline>    // not modelled: left out, so its names are unknown to g++
+#include <cuda_pipeline.h>  // the __pipeline_* primitives, likewise
 
 // Plain and fine.
 __global__ void plain(const float *A, const float *B, float *C, int M, int N, int K)
