@@ -637,3 +637,18 @@ def test_toolkit_headers_included_with_quotes_are_no_todo_and_any_half_variable_
     assert result.unopened == ("mine.h",)
     (entry,) = tomllib.loads(result.toml)["kernel"]
     assert entry["accumulator"] == "float16" and "its accumulator tmp is declared half" in result.toml
+
+
+def test_an_operand_indexed_column_major_gets_a_layout_todo_and_a_row_major_one_none(tmp_path):
+    """B[i + col * K]: B's columns K elements apart (column-major, as the int8 example reads it);
+    A[k * M + row] likewise for A; A[row * K + k] and C[row * N + col] are row-major: no TODO."""
+    (entry,) = drafted(ROOT / "examples" / "mixed" / "int8_dp4a.cu", tmp_path)
+    text = draft.draft_source(ROOT / "examples" / "mixed" / "int8_dp4a.cu", tmp_path)
+    assert "the kernel reads B as B[col * K + k] (its columns K elements apart: column-major)" in text
+    source = tmp_path / "cm.cu"
+    source.write_text("__global__ void cm(const float *A, const float *B, float *C, int M, int N, int K) {\n"
+                      "  int row = threadIdx.y, col = threadIdx.x; float s = 0;\n"
+                      "  for (int k = 0; k < K; ++k) s += A[k * M + row] * B[k * N + col];\n"
+                      "  C[row * N + col] = s;\n}\n")
+    text = draft.draft_source(source, tmp_path)
+    assert "reads A as A[k * M + row]" in text and '# layout = { A = "col" }' in text and "reads B" not in text

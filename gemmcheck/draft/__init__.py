@@ -111,6 +111,29 @@ def _toolkit_header(header: str) -> bool:
         (Path(d) / header).is_file() for d in toolkit.include_dirs()) or toolkit.header_elsewhere(header) is not None
 
 
+# An operand's column-major stride: the size its columns are long (A is M x K, B K x N, C M x N).
+_COLUMN_LENGTH = {"A": "M", "B": "K", "C": "M", "D": "M"}
+
+
+def _column_major_by_index(kernel: str, params: list[Param], roles: list, code: str) -> dict[str, tuple[str, str]]:
+    """{operand: (an index the kernel reads it with, the size in it)} for each operand that
+    every index of the kernel's body multiplies by its column length, not its row length
+    (``B[i + col * K]``: B's elements K apart along a row, so column-major)."""
+    sizes = {role: p.name for p, role in zip(params, roles) if role in ("M", "N", "K")}
+    bodies = [body for is_kernel, body in kernel_bodies(code).get(kernel, []) if is_kernel]
+    found = {}
+    for p, role in zip(params, roles):
+        column = sizes.get(_COLUMN_LENGTH.get(role, ""))
+        row = sizes.get({"A": "K", "B": "N", "C": "N", "D": "N"}.get(role, ""))
+        if not p.pointer or column is None or row is None or column == row:
+            continue
+        indices = [m.group(0) for body in bodies for m in re.finditer(rf"\b{re.escape(p.name)}\s*\[[^\]]*\]", body)]
+        by = lambda name, index: re.search(rf"\*\s*\(?\s*{re.escape(name)}\b|\b{re.escape(name)}\s*\)?\s*\*", index)
+        if indices and all(by(column, i) and not by(row, i) for i in indices):
+            found[role] = (" ".join(indices[0].split()), column)
+    return found
+
+
 def unopened_note(source_name: str, header: str) -> str:
     """One line on a header of the file's own that the draft could not open."""
     return (f"{source_name}: could not open #include \"{header}\" (neither beside it nor in an -I directory): "
@@ -300,8 +323,14 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         d.add("layout", None, f"TODO: layout: {', '.join(f'{r} is {n!r}' for n, r in transposed)}: if it holds the "
               "operand transposed (B^T is N x K row-major), that is the operand column-major:",
               "layout = { " + ", ".join(f'{r} = "col"' for _, r in transposed) + " }")
+    indexed = _column_major_by_index(kernel.name, params, roles, source_text) if source_text and not (
+        transposed or any(r in roles for r in ("lda", "ldb", "ldc"))) else {}
+    if indexed:
+        d.add("layout", None, "TODO: layout: the kernel reads " + ", ".join(
+            f"{operand} as {seen} (its columns {size} elements apart: column-major)" for operand, (seen, size) in indexed.items())
+              + "; if so:", "layout = { " + ", ".join(f'{o} = "col"' for o in indexed) + " }")
     weight = next((p.name for p, r in zip(params, roles) if r == "B" and normalized(p.name) in WEIGHT_NAMES), None)
-    if weight and "ldb" not in roles:
+    if weight and "ldb" not in roles and "B" not in indexed:
         d.add("layout", None, f"TODO: layout: B is {weight!r}; a linear layer keeps its weight as N x K (out "
               "features x in features, as torch.nn.Linear does), which is B column-major:",
               'layout = { B = "col" }')
