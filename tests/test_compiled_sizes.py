@@ -85,3 +85,19 @@ def test_the_twins_are_caught_at_the_compiled_sizes_and_the_references_pass_ther
     assert list(rows["fixed_b_read_transposed"]["defects"]) == ["wrong_values"]
     assert rows["fixed"]["checks"] >= 5 and rows["template_sizes"]["checks"] >= 5
     assert "M64xN64xK64" in json.dumps(rows["fixed_b_read_transposed"]["causes"])
+
+
+def test_compiled_sizes_too_large_for_the_simulator_skip_there_with_one_reason_and_the_kernel_is_not_checked(tmp_path):
+    """A course's #define N 1024 computes 1024^3 and cannot shrink: the simulator does not take
+    minutes a launch; its tests skip saying why, and no claim about it passes unchecked."""
+    (tmp_path / "twins.cu").write_text((DATA / "twins.cu").read_text())
+    (tmp_path / "catalog.toml").write_text(
+        '[[kernel]]\nname = "big"\nsource = "twins.cu"\nentry = "matmul_template_sizes"\nargs = ["A", "B", "C"]\n'
+        'template_args = "1024, 1024, 1024"\ngrid = ["ceil(N / 16)", "ceil(M / 16)"]\nblock = [16, 16]\n'
+        'dtypes = ["float32"]\nsizes = { M = 1024, N = 1024, K = 1024 }\nexpect = "correct"\n')
+    out, instances = judge_catalog(tmp_path / "catalog.toml", tmp_path, "suites/correctness/test_exact_results.py",
+                                   "suites/correctness/test_error_bound.py")
+    # exit 5: nothing was checked, and the run says so rather than pass
+    assert out.returncode == 5 and "gemmcheck: no kernel was checked" in out.stdout, out.stdout[-2000:]
+    assert "big computes only 1024x1024x1024 (its sizes, compiled in), more than the CPU simulator runs" in out.stdout
+    assert all(r["verdict"] != "correct" for r in instances)

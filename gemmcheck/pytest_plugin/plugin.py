@@ -274,12 +274,32 @@ def pytest_gemm_skip_reason(config: pytest.Config, item: pytest.Item) -> str | N
     elif gemm_config(config).simulated and not item.get_closest_marker("nvrtc"):
         if why := _not_simulated(item):
             return why
+        if why := _too_large_to_simulate(item):
+            return why
         unsimulated = [p for p in instances_of(item) if not p.spec.simulated(p.config)]
         if unsimulated:
             return (f"{unsimulated[0].id}: not among its catalog's sim_configs "
                     f"({', '.join(unsimulated[0].spec.sim_configs)}): the CPU simulator runs a few "
                     "configs of this kernel; all of them run with --gemm-backend cupy on a GPU")
     return None
+
+
+# The most work (M N K) the CPU simulator is given where a kernel's sizes are compiled in: a launch
+# at 256^3 takes about a second there, each schedule as much again; 1024^3 takes minutes.
+SIMULATED_COMPILED_WORK = 256 ** 3
+
+
+def _too_large_to_simulate(item: pytest.Item) -> str | None:
+    """Why the simulator does not run a kernel whose compiled sizes are too large for it (a
+    course's #define N 1024): its one shape is all it computes, so its tests cannot shrink it."""
+    large = [p for p in instances_of(item) if p.spec.sizes is not None
+             and p.spec.sizes[0] * p.spec.sizes[1] * p.spec.sizes[2] > SIMULATED_COMPILED_WORK]
+    if not large:
+        return None
+    M, N, K = large[0].spec.sizes
+    return (f"{large[0].spec.name} computes only {M}x{N}x{K} (its sizes, compiled in), more than the CPU simulator "
+            f"runs in reasonable time (up to 256^3); its compile checks run here, the rest with --gemm-backend cupy "
+            "on a GPU")
 
 
 def _not_simulated(item: pytest.Item) -> str | None:
