@@ -37,7 +37,7 @@ from gemmcheck.contract import cuda_source, launch, parameters, tensor_map
 from gemmcheck.draft.fields import Draft, toml_value
 from gemmcheck.draft.names import (ARRAY_NAMES, C_TYPES, INT_NAMES, TILE_NAMES, TRANSPOSED_NAMES, WEIGHT_NAMES, Param,
                                    is_tensor_map, normalized, parse_params, role_of, template_params)
-from gemmcheck.draft.types import dtypes_of, half_sums, instantiated_types, kernel_bodies, mixed_fields, whole_vectors
+from gemmcheck.draft.types import ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, mixed_fields, whole_vectors
 from gemmcheck.host_launches import (CONSTANT_ASSIGNMENT, Launch, explicit_instantiations, host_expression, launches,
                                      split_top_level)
 
@@ -124,7 +124,7 @@ def _column_major_by_index(kernel: str, params: list[Param], roles: list, code: 
     found = {}
     for p, role in zip(params, roles):
         column = sizes.get(_COLUMN_LENGTH.get(role, ""))
-        row = sizes.get({"A": "K", "B": "N", "C": "N", "D": "N"}.get(role, ""))
+        row = sizes.get(ROW_LENGTH.get(role, ""))
         if not p.pointer or column is None or row is None or column == row:
             continue
         indices = [m.group(0) for body in bodies for m in re.finditer(rf"\b{re.escape(p.name)}\s*\[[^\]]*\]", body)]

@@ -26,7 +26,7 @@ VECTOR_TYPES = {"float2": ("float", 2), "float4": ("float", 4), "double2": ("dou
                 "__half2": ("__half", 2), "__nv_bfloat162": ("__nv_bfloat16", 2), "nv_bfloat162": ("nv_bfloat16", 2),
                 "char4": ("signed char", 4), "uchar4": ("unsigned char", 4)}
 # The size along an operand's rows (row-major): what a vector of its elements must divide.
-_ROW_LENGTH = {"A": "K", "B": "N", "C": "N", "D": "N"}
+ROW_LENGTH = {"A": "K", "B": "N", "C": "N", "D": "N"}
 
 
 def whole_vectors(params: list[Param], roles: list) -> tuple[str, str] | None:
@@ -34,11 +34,11 @@ def whole_vectors(params: list[Param], roles: list) -> tuple[str, str] | None:
     (``const float4 *A``): each row must be a whole number of vectors (row-major A's rows are K
     long, B's, C's and D's N)."""
     vectors = {role: p.pointee for p, role in zip(params, roles)
-               if role in _ROW_LENGTH and p.pointee in VECTOR_TYPES and not p.pointer_to_pointers}
+               if role in ROW_LENGTH and p.pointee in VECTOR_TYPES and not p.pointer_to_pointers}
     if not vectors:
         return None
     claim = " and ".join(f"{size} % {width} == 0" for size, width in sorted(
-        {(_ROW_LENGTH[r], VECTOR_TYPES[t][1]) for r, t in vectors.items()}))
+        {(ROW_LENGTH[r], VECTOR_TYPES[t][1]) for r, t in vectors.items()}))
     return ", ".join(f"{r} is {t} *" for r, t in vectors.items()), claim
 
 
