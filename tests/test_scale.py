@@ -874,6 +874,48 @@ def test_a_worker_takes_anyones_units_then_its_own_then_anothers_rows_and_its_de
     assert units.choose(queued[1:], {}, 1) == "row-a"                   # unplanned: anyone's, in order
 
 
+def test_a_worker_that_ended_before_its_next_unit_was_sent_gives_it_back_and_the_run_goes_on():
+    """A worker whose CUDA context was lost ends right after its last report; the controller,
+    handling that report, sent it its next unit: the send raised OSError and the run ended in an
+    INTERNALERROR (one CPU CI run in four, tests/test_fault_containment.py). The unit stays with
+    the ended worker until xdist removes it, then goes to another."""
+    from types import SimpleNamespace
+
+    from gemmcheck.schedule import units
+
+    class Worker:
+        shutting_down = False
+
+        def __init__(self, workerid, ended=False):
+            self.gateway, self.ended, self.sent = SimpleNamespace(id=workerid), ended, []
+
+        def send_runtest_some(self, indices):
+            if self.ended:
+                raise OSError("cannot send to <Channel id=1 closed>")
+            self.sent.append(indices)
+
+        def shutdown(self):
+            self.shutting_down = True
+
+    options = {"tx": ["2*popen"], "gemm_shard_durations": None, "gemm_gpus": None}
+    config = SimpleNamespace(getvalue=options.get, getoption=lambda name, default=None: options.get(name, default),
+                             option=SimpleNamespace(loadscopereorder=True), stash={},
+                             hook=SimpleNamespace(pytest_gemm_work_unit=lambda config, nodeid: None))
+    scheduler = units.make_scheduler(config, None)
+    collection = [f"test_x.py::test_{n}" for n in range(8)]
+    ended, alive = Worker("gw0", ended=True), Worker("gw1")
+    for worker in (ended, alive):
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()                      # each takes units; the ended one's send fails quietly
+    assert scheduler.remove_node(ended) in collection   # its unsent units go back to the queue
+    while alive.sent:
+        for index in alive.sent.pop(0):
+            scheduler.mark_test_complete(alive, index)
+    assert scheduler.tests_finished and alive.shutting_down
+    assert scheduler.workqueue == {} and all(all(unit.values()) for unit in scheduler.assigned_work[alive].values())
+
+
 def test_with_several_gpus_the_first_gpus_workers_time_and_the_others_run_the_rest():
     """On an H200 pair the nightly's timing waited for the last compute-sanitizer children on
     both cards, then closed the run alone (~90 s of 260): the children cost the host, so the

@@ -194,6 +194,13 @@ def make_scheduler(config: pytest.Config, log):
             pick = choose(self.workqueue, self._plan, worker_index(node.gateway.id), self._timers)
             if pick is not None:               # else take the next unit, another worker's
                 self.workqueue.move_to_end(pick, last=False)
-            super()._assign_work_unit(node)
+            try:
+                super()._assign_work_unit(node)
+            except OSError as exc:
+                # The worker ended (its CUDA context lost: worker_exit.leave) between its last
+                # report and this send; xdist learns it is down from the next event. The unit
+                # stays in its assigned work, and remove_node gives it back then, as xdist's own
+                # shutdown() ignores the same error. Raised, it ended the run (INTERNALERROR).
+                self.log("not sent to", node.gateway.id, "(it ended):", exc)
 
     return UnitScheduling(config, log)
