@@ -17,6 +17,20 @@ PUBLISHED = ROOT / "examples" / "published"
 
 
 @pytest.mark.parametrize("declaration, role", [
+    ("int in_features", "K"), ("int out_features", "N"), ("int batch_size", "M"), ("int BT", "M"),
+    ("int C", "K"), ("int OC", "N"), ("int num_tokens", "M"), ("int M", "M"),
+])
+def test_a_linear_layers_sizes_are_read_by_its_names_only_in_a_kernel_that_takes_a_weight(declaration, role):
+    """torch.nn.Linear's in_features / out_features, llm.c's BT, C, OC; its batch is M, the
+    rows of its input, where elsewhere a batch is a batch of products."""
+    (param,) = draft.parse_params(declaration)
+    assert draft.role_of(param, set(draft.C_TYPES), linear=True) == role
+    assert draft.role_of(param, set(draft.C_TYPES)) in (None, "batch", "M")
+    (weight,) = draft.parse_params("const float *weight")
+    assert draft.takes_weight([param, weight]) and not draft.takes_weight([param])
+
+
+@pytest.mark.parametrize("declaration, role", [
     ("const float *A", "A"), ("float* __restrict__ matC", "C"), ("const float* __restrict__ d_B", "B"),
     ("float *A_ptr", "A"), ("double *out", "C"), ("int m", "M"), ("const int N", "N"), ("int K", "K"),
     ("int lda", "lda"), ("const int ld_c", "ldc"), ("float alpha", "alpha"), ("T beta", "beta"),
@@ -325,12 +339,15 @@ def test_the_textbook_labs_rows_and_columns_draft_as_sizes_passed_twice_and_the_
     assert judgement.ok, judgement.message()
 
 
-def test_a_linear_layers_names_draft_as_a_b_and_its_launch_is_shown_where_its_sizes_are_not_read(tmp_path):
-    """inp and weight are A and B (weight N x K: a layout TODO); BT, C and OC are left to the
-    author, with the launch's grid, block and what it passes each; no square claim is made."""
+def test_a_linear_layers_names_draft_as_its_operands_and_sizes_and_its_launch_is_shown_where_not_read(tmp_path):
+    """llm.c's matmul_forward: inp and weight are A and B (weight N x K: a layout TODO); BT, C
+    and OC, a linear layer's rows, in and out features, are M, K and N (the catalog's own entry
+    for it says so); a grid over a runtime block size is shown with what the launch passes."""
     text = draft.draft_source(ROOT / "examples" / "epilogue" / "matmul_forward.cu", tmp_path)
     (entry,) = tomllib.loads(text)["kernel"]
-    assert entry["args"] == ["C", "A", "B", "bias", "TODO BT", "TODO C", "TODO OC"]
+    listed = next(s for s in catalog.load(ROOT / "examples" / "epilogue" / "catalog.toml")
+                  if s.name == "matmul_forward_bias")
+    assert entry["args"] == list(listed.roles) == ["C", "A", "B", "bias", "M", "K", "N"]
     assert entry["shapes"] == "any"
     assert 'layout = { B = "col" }' in text and "torch.nn.Linear" in text
     assert "with grid (ceil((B * T) / sqrt_block_size), ceil(OC / sqrt_block_size))" in text

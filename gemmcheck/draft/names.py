@@ -60,6 +60,14 @@ _POINTER_NAMES.update({f"d{o}": o.upper() for o in "abc"})
 # a linear layer's names (llm.c, PyTorch extensions): out = inp weight^T + bias
 WEIGHT_NAMES = ("weight", "weights", "w")
 _POINTER_NAMES.update({"inp": "A", "input": "A", "x": "A", "y": "C", **{name: "B" for name in WEIGHT_NAMES}})
+# ... and its sizes (torch.nn.Linear's in_features and out_features, llm.c's BT, C and OC): the
+# batch of a linear layer is its rows, M, not a batch of products. Read so only in a kernel
+# that takes a weight.
+LINEAR_INT_NAMES = {**{name: "K" for name in ("in_features", "infeatures", "in_dim", "in_size", "input_size",
+                                               "input_dim", "c", "ic")},
+                    **{name: "N" for name in ("out_features", "outfeatures", "out_dim", "out_size", "output_size",
+                                               "output_dim", "oc")},
+                    **{name: "M" for name in ("bt", "batch", "batch_size", "batchsize", "tokens", "rows")}}
 INT_NAMES.update({f"ldd{o}": f"ld{o}" for o in "abc"})
 # an operand's rows and columns (numARows, numBColumns as textbook labs write them; wA, hA as the CUDA
 # samples do): A is M x K, B is K x N, C is M x N
@@ -140,9 +148,15 @@ def is_tensor_map(param: Param) -> bool:
     return param.element_type.split()[-1:] == ["CUtensorMap"] and not param.pointer
 
 
-def role_of(param: Param, scalar_types: set[str], takes_c: bool = False) -> str | None:
+def takes_weight(params: list[Param]) -> bool:
+    """A linear layer's kernel: a pointer named for a weight."""
+    return any(p.pointer and normalized(p.name) in WEIGHT_NAMES for p in params)
+
+
+def role_of(param: Param, scalar_types: set[str], takes_c: bool = False, linear: bool = False) -> str | None:
     """The catalog role a parameter's name says, or None. `takes_c`: the kernel has a pointer
-    named for C, so an output named d or out is the separate D."""
+    named for C, so an output named d or out is the separate D; `linear`: it takes a weight
+    (takes_weight), so its sizes go by a linear layer's names."""
     n = normalized(param.name)
     if is_tensor_map(param):
         operand = _POINTER_NAMES.get(_TENSOR_MAP_AFFIXES.sub("", param.name.lower()).strip("_"))
@@ -163,4 +177,6 @@ def role_of(param: Param, scalar_types: set[str], takes_c: bool = False) -> str 
         return _SCALAR_NAMES.get(n) or _SCALAR_NAMES[param.name.lower()]
     if param.element_type in scalar_types:
         return None
+    if linear and (n in LINEAR_INT_NAMES or param.name.lower() in LINEAR_INT_NAMES):
+        return LINEAR_INT_NAMES.get(n) or LINEAR_INT_NAMES[param.name.lower()]
     return INT_NAMES.get(n) or INT_NAMES.get(param.name.lower()) or _extent_role(param.name)
