@@ -669,3 +669,14 @@ def test_an_operand_indexed_column_major_gets_a_layout_todo_and_a_row_major_one_
                       "  C[row * N + col] = s;\n}\n")
     text = draft.draft_source(source, tmp_path)
     assert "reads A as A[k * M + row]" in text and '# layout = { A = "col" }' in text and "reads B" not in text
+
+
+def test_a_launch_that_writes_out_no_dynamic_shared_memory_drafts_none(tmp_path):
+    """``<<<grid, block, 0, stream>>>``: the 0 is what a launch gives anyway, not a field to fill."""
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k(const float *A, const float *B, float *C, int M, int N, int K) {}\n"
+                      "void run(const float *A, const float *B, float *C, int M, int N, int K, cudaStream_t s) {\n"
+                      "    k<<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16), 0, s>>>(A, B, C, M, N, K);\n}\n")
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["grid"] == ["ceil(N / 16)", "ceil(M / 16)"] and "shared_bytes" not in text

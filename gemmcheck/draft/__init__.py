@@ -417,6 +417,8 @@ def _draft_dynamic_shared(d: Draft, kernel: cuda_source.Kernel, calls: list[Laun
         sized = (found[-1]["assigned"] or found[-1]["braced"]).strip() if found else given
     sized = sized and re.sub(r"sizeof\s*\(\s*(\w+)\s*\)", lambda m: str(_SIZES.get(m[1], m[0])), sized)
     expression = _expressions([sized], names, constants, known, literals) if sized else None
+    if expression in (["0"], [0]):
+        return                  # a launch that gives none, written out (<<<grid, block, 0, stream>>>)
     if expression:
         d.add("shared_bytes", toml_value(expression[0]), f"dynamic shared memory, from the file's launch: {given}")
         return
