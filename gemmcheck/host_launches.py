@@ -129,7 +129,22 @@ def _dims(arg: str, before: str) -> list[str] | None:
                     found = m["args"]
         if found is not None:
             return split_top_level(found)
+        return [_scalar_value(arg, before)]
     return [arg] if arg else None
+
+
+# an integer declared with its value: const int blocks = (m * n + threads - 1) / threads;
+_SCALAR_TYPES = r"(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+int|unsigned|int|long|size_t|uint|uint32_t|int64_t|auto)"
+
+
+def _scalar_value(name: str, before: str) -> str:
+    """A 1-D launch's grid or block held in an integer variable (``matmul<<<blocks, threads>>>``):
+    the expression of its last declaration before the launch, parenthesized; the name itself
+    where none is found or it holds a number (the draft's constants put that in)."""
+    found = list(re.finditer(rf"\b{_SCALAR_TYPES}\s+{re.escape(name)}\s*(?:=\s*(?P<value>[^;{{}}]+)|"
+                             rf"\{{(?P<braced>[^;{{}}]+)\}})\s*[;,]", before))
+    value = split_top_level(found[-1]["value"] or found[-1]["braced"])[0].strip() if found else ""
+    return name if not value or re.fullmatch(r"\d+[uUlL]*", value) else f"({value})"
 
 
 _OPERAND = r"(?:\w+|\(\w+\))"
@@ -137,6 +152,8 @@ _CEIL_DIV = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<b>{_OPERAND})\s*-\s*
 # (a - 1) / b + 1: the textbook's rounding up (one block more at a = 0 in C, where nothing is left to do)
 _CEIL_DIV_MINUS_ONE = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*-\s*1\s*\)\s*//\s*(?P<b>{_OPERAND})\s*\+\s*1\b")
 # (a + 15) / 16: the same rounding up with the divisor's literal less one written out
+# (m * n + threads - 1) / threads: the same over a sum or product of sizes (a 1-D grid over M N)
+_CEIL_DIV_SUM = re.compile(r"\((?P<a>[\w\s*+-]+?)\+\s*(?P<b>\w+)\s*-\s*1\s*\)\s*//\s*(?P=b)\b")
 _CEIL_DIV_LITERAL = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<less>\d+)\s*\)\s*//\s*(?P<b>\d+)\b")
 
 
@@ -174,8 +191,16 @@ def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
         new = _CEIL_DIV_LITERAL.sub(lambda m: f"ceil({bare(m['a'])} / {m['b']})"
                                     if int(m["less"]) + 1 == int(m["b"]) else m.group(0), new)
         new = _CEIL_DIV_MINUS_ONE.sub(lambda m: f"ceil({bare(m['a'])} / {bare(m['b'])})", new)
+        new = _CEIL_DIV_SUM.sub(lambda m: f"ceil(({m['a'].strip()}) / {m['b']})", new)
         new = re.sub(r"\(\s*(ceil\([^()]*\))\s*\)", r"\1", new)
         if new == text:
             break
         text = new
+    return _unwrapped(text)
+
+
+def _unwrapped(text: str) -> str:
+    """`text` without parentheses around the whole of it (a variable's value put in whole)."""
+    while text.startswith("(") and _call(text, 0) and _call(text, 0)[1] == len(text):
+        text = text[1:-1].strip()
     return text

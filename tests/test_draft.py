@@ -680,3 +680,26 @@ def test_a_launch_that_writes_out_no_dynamic_shared_memory_drafts_none(tmp_path)
     text = draft.draft_source(source, tmp_path)
     (entry,) = tomllib.loads(text)["kernel"]
     assert entry["grid"] == ["ceil(N / 16)", "ceil(M / 16)"] and "shared_bytes" not in text
+
+
+def test_a_one_dimensional_launch_held_in_integer_variables_drafts_its_grid_and_block(tmp_path):
+    """``const int blocks = (m * n + threads - 1) / threads; k<<<blocks, threads>>>``: the course
+    style of one thread per output; the sizes declared beside each other (int m = 1000, n = 700)
+    are not read as the grid."""
+    source = tmp_path / "flat.cu"
+    source.write_text(
+        "__global__ void flat(const float *a, const float *b, float *c, int m, int n, int k) {}\n"
+        "int main() {\n    int m = 1000, n = 700, k = 300;\n    float *a, *b, *c;\n"
+        "    const int threads = 256;\n    const int blocks = (m * n + threads - 1) / threads;\n"
+        "    flat<<<blocks, threads>>>(a, b, c, m, n, k);\n}\n")
+    (entry,) = drafted(source, tmp_path)
+    assert (entry["grid"], entry["block"]) == (["ceil((M * N) / 256)"], [256])
+
+
+@pytest.mark.parametrize("host, catalog_expression", [
+    ("(m * n + threads - 1) / threads", "ceil((M * N) / threads)"), ("((n + 31) / 32)", "ceil(N / 32)"),
+    ("(m + 1) * (n + 1)", "(M + 1) * (N + 1)"),
+])
+def test_a_sum_or_product_rounded_up_is_drafted_as_ceil_and_outer_parentheses_go(host, catalog_expression):
+    from gemmcheck.host_launches import host_expression
+    assert host_expression(host, {"m": "M", "n": "N"}, {}) == catalog_expression
