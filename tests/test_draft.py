@@ -24,10 +24,26 @@ def test_a_linear_layers_sizes_are_read_by_its_names_only_in_a_kernel_that_takes
     """torch.nn.Linear's in_features / out_features, llm.c's BT, C, OC; its batch is M, the
     rows of its input, where elsewhere a batch is a batch of products."""
     (param,) = draft.parse_params(declaration)
-    assert draft.role_of(param, set(draft.C_TYPES), linear=True) == role
-    assert draft.role_of(param, set(draft.C_TYPES)) in (None, "batch", "M")
     (weight,) = draft.parse_params("const float *weight")
-    assert draft.takes_weight([param, weight]) and not draft.takes_weight([param])
+    assert draft.role_of(param, set(draft.C_TYPES), kernel_names=draft.names_of_kernel([weight, param])) == role
+    assert draft.role_of(param, set(draft.C_TYPES), kernel_names=draft.names_of_kernel([param])) in (None, "batch", "M")
+
+
+def test_the_textbooks_m_n_p_pointers_are_a_b_c_when_the_kernel_takes_all_three(tmp_path):
+    """Kirk and Hwu's MatrixMulKernel(float* M, float* N, float* P, int Width): M x N = P, one
+    size; a pointer named M alone is no operand, and an int n stays N."""
+    source = tmp_path / "pmpp.cu"
+    source.write_text("#define TILE_WIDTH 16\n__global__ void MatrixMulKernel(float* M, float* N, float* P, "
+                      "int Width) {}\nvoid run(float* M_d, float* N_d, float* P_d, int Width) {\n"
+                      "    dim3 dimGrid(Width / TILE_WIDTH, Width / TILE_WIDTH);\n"
+                      "    dim3 dimBlock(TILE_WIDTH, TILE_WIDTH);\n"
+                      "    MatrixMulKernel<<<dimGrid, dimBlock>>>(M_d, N_d, P_d, Width);\n}\n")
+    (entry,) = drafted(source, tmp_path)
+    assert entry["args"] == ["A", "B", "C", "N"] and entry["shapes"] == "square-tile-multiple"
+    m, n, k = draft.parse_params("float *M, int n, float *Q")
+    assert draft.role_of(m, set(draft.C_TYPES), kernel_names=draft.names_of_kernel([m, n, k])) is None
+    p, = draft.parse_params("float *P")
+    assert draft.role_of(n, set(draft.C_TYPES), kernel_names=draft.names_of_kernel([m, n, p])) == "N"
 
 
 @pytest.mark.parametrize("declaration, role", [

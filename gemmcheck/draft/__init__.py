@@ -36,7 +36,7 @@ from pathlib import Path
 from gemmcheck.contract import cuda_source, launch, parameters, tensor_map
 from gemmcheck.draft.fields import Draft, toml_value
 from gemmcheck.draft.names import (ARRAY_NAMES, C_TYPES, INT_NAMES, TILE_NAMES, TRANSPOSED_NAMES, WEIGHT_NAMES, Param,
-                                   is_tensor_map, normalized, parse_params, role_of, takes_weight,
+                                   is_tensor_map, normalized, parse_params, role_of, names_of_kernel,
                                    template_params)
 from gemmcheck.draft.types import ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, mixed_fields, whole_vectors
 from gemmcheck.host_launches import (CONSTANT_ASSIGNMENT, Launch, explicit_instantiations, host_expression, launches,
@@ -181,10 +181,10 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     names = {**parameters.typedefs(host), **{t: "float" for t in type_params}}
     takes_c = any(p.pointer and (normalized(p.name) == "c" or ARRAY_NAMES.get(normalized(p.name)) == "C")
                   for p in params)
-    linear = takes_weight(params)
+    own_names = names_of_kernel(params)
     for p in params:
         passed = parameters.read_type(p.type, names, pointer=p.array)
-        role = role_of(p, scalar_types, takes_c, linear) if passed.kind not in (parameters.OTHER, parameters.UNKNOWN) else None
+        role = role_of(p, scalar_types, takes_c, own_names) if passed.kind not in (parameters.OTHER, parameters.UNKNOWN) else None
         if passed.kind in (parameters.OTHER, parameters.UNKNOWN):
             todo_args.append(f"TODO: args: {p.text!r} is a {passed} by value, which the suite cannot pack (it passes "
                              "pointers, integers, floating-point alpha and beta, and CUtensorMaps): this kernel "

@@ -148,15 +148,29 @@ def is_tensor_map(param: Param) -> bool:
     return param.element_type.split()[-1:] == ["CUtensorMap"] and not param.pointer
 
 
-def takes_weight(params: list[Param]) -> bool:
-    """A linear layer's kernel: a pointer named for a weight."""
-    return any(p.pointer and normalized(p.name) in WEIGHT_NAMES for p in params)
+# the textbook's names (Kirk and Hwu's MatrixMulKernel(float* M, float* N, float* P, int Width);
+# Md, Nd, Pd in its first edition): M x N = P
+TEXTBOOK_POINTER_NAMES = {"m": "A", "n": "B", "p": "C", "md": "A", "nd": "B", "pd": "C"}
 
 
-def role_of(param: Param, scalar_types: set[str], takes_c: bool = False, linear: bool = False) -> str | None:
+def names_of_kernel(params: list[Param]) -> dict[str, str]:
+    """Names that mean a role only beside the kernel's other parameters: a linear layer's sizes
+    in a kernel that takes a weight; the textbook's M, N, P pointers when it takes all three."""
+    pointers = {normalized(p.name) for p in params if p.pointer}
+    names = dict(LINEAR_INT_NAMES) if pointers & set(WEIGHT_NAMES) else {}
+    if {"m", "n", "p"} <= pointers or {"md", "nd", "pd"} <= pointers:
+        names.update(TEXTBOOK_POINTER_NAMES)
+    return names
+
+
+def role_of(param: Param, scalar_types: set[str], takes_c: bool = False,
+            kernel_names: dict[str, str] | None = None) -> str | None:
     """The catalog role a parameter's name says, or None. `takes_c`: the kernel has a pointer
-    named for C, so an output named d or out is the separate D; `linear`: it takes a weight
-    (takes_weight), so its sizes go by a linear layer's names."""
+    named for C, so an output named d or out is the separate D; `kernel_names`: names_of_kernel,
+    read first."""
+    own = (kernel_names or {}).get(normalized(param.name)) or (kernel_names or {}).get(param.name.lower())
+    if own and (own in launch.OPERAND_ROLES) == (param.pointer and not param.pointer_to_pointers):
+        return own     # a pointer for an operand, an integer for a size
     n = normalized(param.name)
     if is_tensor_map(param):
         operand = _POINTER_NAMES.get(_TENSOR_MAP_AFFIXES.sub("", param.name.lower()).strip("_"))
@@ -177,6 +191,4 @@ def role_of(param: Param, scalar_types: set[str], takes_c: bool = False, linear:
         return _SCALAR_NAMES.get(n) or _SCALAR_NAMES[param.name.lower()]
     if param.element_type in scalar_types:
         return None
-    if linear and (n in LINEAR_INT_NAMES or param.name.lower() in LINEAR_INT_NAMES):
-        return LINEAR_INT_NAMES.get(n) or LINEAR_INT_NAMES[param.name.lower()]
     return INT_NAMES.get(n) or INT_NAMES.get(param.name.lower()) or _extent_role(param.name)
