@@ -59,7 +59,7 @@ def launches(code: str, kernel: str) -> list[Launch]:
             dims[0] = [_block_members(d, config[1], dims[1]) for d in dims[0]]
         found.append(Launch(split_top_level(m["targs"] or ""), dims[0], dims[1],
                             " ".join(code[m.start():m.end()].split()), config[2].strip() if len(config) > 2 else None,
-                            (_call(code, m.end()) or (None,))[0], m.start()))
+                            (call_arguments(code, m.end()) or (None,))[0], m.start()))
     return found
 
 
@@ -84,7 +84,7 @@ def _block_members(text: str, block: str, dims: list[str]) -> str:
     return re.sub(rf"\b{re.escape(block)}\s*\.\s*(?P<axis>[xyz])\b", value, text)
 
 
-def _call(code: str, at: int) -> tuple[list[str], int] | None:
+def call_arguments(code: str, at: int) -> tuple[list[str], int] | None:
     """(the arguments, the index past the closing parenthesis) of the call whose ``(`` follows `at`."""
     opening = re.match(r"\s*\(", code[at:])
     if not opening:
@@ -107,7 +107,7 @@ def _function_ceil_divisions(text: str) -> str:
     """``ceil_div(a, b)`` and its kin (each ``(a + b - 1) / b``) written ``ceil(a / b)``."""
     for _ in range(8):
         m = _CEIL_DIV_CALL.search(text)
-        call = _call(text, m.end()) if m else None
+        call = call_arguments(text, m.end()) if m else None
         if call is None or len(call[0]) != 2:
             return text
         a, b = (x if re.fullmatch(r"\w+", x) else f"({x})" for x in call[0])
@@ -129,8 +129,19 @@ def _dims(arg: str, before: str) -> list[str] | None:
                     found = m["args"]
         if found is not None:
             return split_top_level(found)
-        return [_scalar_value(arg, before)]
+        return _member_assignments(arg, before) or [_scalar_value(arg, before)]
     return [arg] if arg else None
+
+
+def _member_assignments(name: str, before: str) -> list[str] | None:
+    """A dim3 declared bare and set member by member (``dim3 gridDim; gridDim.x = ...;
+    gridDim.y = ...;``, as NVIDIA's WMMA example writes it): each axis's last value, an axis
+    left out 1; None when no member is set."""
+    axes = {m["axis"]: m["value"].strip() for m in re.finditer(
+        rf"\b{re.escape(name)}\s*\.\s*(?P<axis>[xyz])\s*=(?!=)\s*(?P<value>[^;]+);", before)}
+    if not axes:
+        return None
+    return [axes.get(axis, "1") for axis in "xyz"[:max("xyz".index(a) for a in axes) + 1]]
 
 
 # an integer declared with its value: const int blocks = (m * n + threads - 1) / threads;
@@ -154,7 +165,7 @@ _CEIL_DIV_MINUS_ONE = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*-\s*1\s*\)\s*//\s*(
 # (a + 15) / 16: the same rounding up with the divisor's literal less one written out
 # (m * n + threads - 1) / threads: the same over a sum or product of sizes (a 1-D grid over M N)
 _CEIL_DIV_SUM = re.compile(r"\((?P<a>[\w\s*+-]+?)\+\s*(?P<b>\w+)\s*-\s*1\s*\)\s*//\s*(?P=b)\b")
-_CEIL_DIV_LITERAL = re.compile(rf"\(\s*(?P<a>{_OPERAND})\s*\+\s*(?P<less>\d+)\s*\)\s*//\s*(?P<b>\d+)\b")
+_CEIL_DIV_LITERAL = re.compile(rf"\(\s*(?P<a>{_OPERAND}(?:\s*\*\s*{_OPERAND})*)\s*\+\s*(?P<less>\d+)\s*\)\s*//\s*(?P<b>\d+)\b")
 
 
 def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
@@ -180,11 +191,11 @@ def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
         if literals and word in literals:
             return literals[word]
         return word
-    bare = lambda operand: operand.strip("()")
+    bare = lambda operand: operand.strip("()") if re.fullmatch(_OPERAND, operand) else f"({operand})"
     # (N + 15) / 16 before 16 is renamed for the parameter whose value it is: ceil(N / TILE)
     text = _CEIL_DIV_LITERAL.sub(lambda m: f"ceil({bare(m['a'])} / {m['b']})"
                                  if int(m["less"]) + 1 == int(m["b"]) else m.group(0), text)
-    text = " ".join(re.sub(r"\b\w+\b", rename, text).split())
+    text = _folded(" ".join(re.sub(r"\b\w+\b", rename, text).split()))
     for _ in range(4):
         new = _CEIL_DIV.sub(lambda m: f"ceil({bare(m['a'])} / {bare(m['b'])})" if bare(m["b"]) == bare(m["b2"])
                             else m.group(0), text)
@@ -199,8 +210,31 @@ def host_expression(text: str, names: dict[str, str], constants: dict[str, int],
     return _unwrapped(text)
 
 
+_LITERAL_GROUP = re.compile(r"\((?P<e>[\d\s*+/-]+)\)")
+# a product (or quotient) of literals that binds before its neighbours: after + - ( or the start, before + - ) or the end
+_LITERAL_PRODUCT = re.compile(r"(?P<pre>^|[(+-]\s*)(?P<e>\d+(?:\s*(?:\*|//)\s*\d+)+)(?=\s*(?:[-+)]|$))")
+
+
+def _folded(text: str) -> str:
+    """Literal arithmetic computed: ``(M + (16 * 128 // 32 - 1)) // (16 * 128 // 32)`` (the WMMA
+    example's grid over its block's 128 threads) -> ``(M + 63) // 64``, which reads as a
+    rounding up."""
+    def value(m: re.Match) -> str:
+        try:
+            v = eval(m["e"], {"__builtins__": {}})   # digits and + - * // only (the patterns)
+        except (SyntaxError, ZeroDivisionError):
+            return m[0]
+        return (m.groupdict().get("pre") or "") + str(v) if isinstance(v, int) and v >= 0 else m[0]
+    for _ in range(4):
+        new = _LITERAL_PRODUCT.sub(value, _LITERAL_GROUP.sub(value, text))
+        if new == text:
+            break
+        text = new
+    return text
+
+
 def _unwrapped(text: str) -> str:
     """`text` without parentheses around the whole of it (a variable's value put in whole)."""
-    while text.startswith("(") and _call(text, 0) and _call(text, 0)[1] == len(text):
+    while text.startswith("(") and call_arguments(text, 0) and call_arguments(text, 0)[1] == len(text):
         text = text[1:-1].strip()
     return text

@@ -719,3 +719,54 @@ def test_a_one_dimensional_launch_held_in_integer_variables_drafts_its_grid_and_
 def test_a_sum_or_product_rounded_up_is_drafted_as_ceil_and_outer_parentheses_go(host, catalog_expression):
     from gemmcheck.host_launches import host_expression
     assert host_expression(host, {"m": "M", "n": "N"}, {}) == catalog_expression
+
+
+WMMA_BLOG_STYLE = """#include <mma.h>
+using namespace nvcuda;
+#define MATRIX_M 16384
+#define MATRIX_N 16384
+#define MATRIX_K 16384
+const int WMMA_M = 16;
+const int WMMA_N = 16;
+const int WMMA_K = 16;
+__global__ void wmma_example(half *a, half *b, float *c, int M, int N, int K, float alpha, float beta) {
+   wmma::fragment<wmma::matrix_a, WMMA_M, WMMA_N, WMMA_K, half, wmma::col_major> a_frag;
+   wmma::fragment<wmma::matrix_b, WMMA_M, WMMA_N, WMMA_K, half, wmma::col_major> b_frag;
+   wmma::fragment<wmma::accumulator, WMMA_M, WMMA_N, WMMA_K, float> c_frag;
+   wmma::load_matrix_sync(c_frag, c, M, wmma::mem_col_major);
+   wmma::store_matrix_sync(c, c_frag, M, wmma::mem_col_major);
+}
+int main() {
+   half *a_fp16, *b_fp16; float *c_wmma;
+   float alpha = 2.0f, beta = 2.0f;
+   dim3 gridDim;
+   dim3 blockDim;
+   blockDim.x = 128;
+   blockDim.y = 4;
+   gridDim.x = (MATRIX_M + (WMMA_M * blockDim.x / 32 - 1)) / (WMMA_M * blockDim.x / 32);
+   gridDim.y = (MATRIX_N + WMMA_N * blockDim.y - 1) / (WMMA_N * blockDim.y);
+   wmma_example <<< gridDim, blockDim >>> (a_fp16, b_fp16, c_wmma, MATRIX_M, MATRIX_N, MATRIX_K, alpha, beta);
+}
+"""
+
+
+def test_the_wmma_blog_examples_launch_drafts_its_geometry_and_its_column_major_fragments(tmp_path):
+    """NVIDIA's WMMA example: dim3s set member by member, the grid over the block's members and
+    literal arithmetic (64 = 16 * 128 / 32), the problem's #defines passed as M, N, K (not
+    kernel parameters), every operand column-major by its fragments."""
+    source = tmp_path / "wmma_example.cu"
+    source.write_text(WMMA_BLOG_STYLE)
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert (entry["grid"], entry["block"]) == (["ceil(M / 64)", "ceil(N / 64)"], [128, 4])
+    assert entry["args"] == ["A", "B", "C", "M", "N", "K", "alpha", "beta"] and "params" not in entry
+    assert '# layout = { A = "col", B = "col", C = "col" }' in text
+
+
+@pytest.mark.parametrize("host, catalog_expression", [
+    ("(m + (16 * 128 / 32 - 1)) / (16 * 128 / 32)", "ceil(M / 64)"), ("(n+16*4-1)/(16*4)", "ceil(N / 64)"),
+    ("k / 2 * 3", "K // 2 * 3"), ("m - 8 / 2", "M - 4"), ("m * 2 * 3", "M * 2 * 3"),
+])
+def test_literal_arithmetic_is_computed_only_where_it_binds_alone(host, catalog_expression):
+    from gemmcheck.host_launches import host_expression
+    assert host_expression(host, {"m": "M", "n": "N", "k": "K"}, {}) == catalog_expression

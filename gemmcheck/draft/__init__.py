@@ -39,8 +39,8 @@ from gemmcheck.draft.names import (ARRAY_NAMES, C_TYPES, INT_NAMES, TILE_NAMES, 
                                    is_tensor_map, normalized, parse_params, role_of, names_of_kernel,
                                    template_params)
 from gemmcheck.draft.types import ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, mixed_fields, whole_vectors
-from gemmcheck.host_launches import (CONSTANT_ASSIGNMENT, Launch, explicit_instantiations, host_expression, launches,
-                                     split_top_level)
+from gemmcheck.host_launches import (CONSTANT_ASSIGNMENT, Launch, call_arguments, explicit_instantiations, host_expression,
+                                     launches, split_top_level)
 
 # The problem's sizes, and the #define names textbooks give one square size compiled into a kernel
 # that takes none (``#define N 64``, ``#define MATRIX_SIZE 1024``).
@@ -83,10 +83,11 @@ def draft(source: Path, relative_to: Path | None = None, include_dirs=()) -> Dra
     if not kernels:
         return Drafted("\n".join(header + [f"# TODO: {source.name} declares no __global__ function (after preprocessing)"]) + "\n",
                        0, unopened)
-    host = cuda_source.code_only(cuda_source.preprocessed(text, str(source), searched))
+    problem_sizes = _host_problem_sizes(text)
+    host = cuda_source.code_only(cuda_source.preprocessed(_without_defines(text, problem_sizes), str(source), searched))
     constants = {m["name"]: int(m["value"] or m["braced"]) for m in CONSTANT_ASSIGNMENT.finditer(host)}
     file_defines = {k: v for k, v in cuda_source.defines(text).items()
-                    if re.search(rf"\b{k}\b", _without_define_lines(text))}
+                    if re.search(rf"\b{k}\b", _without_define_lines(text)) and k not in problem_sizes}
     drafts = [draft_kernel(k, rel, host, constants, file_defines, source_text=text) for k in kernels]
     if include_dirs:
         for d in drafts:   # after `entry`, as the catalog contract lists them
@@ -135,6 +136,29 @@ def _column_major_by_index(kernel: str, params: list[Param], roles: list, code: 
     return found
 
 
+_FRAGMENT_LAYOUT = re.compile(r"\bfragment\s*<\s*(?:\w+::)*matrix_(?P<operand>[ab])\s*,[^;]*?"
+                              r"\b(?:\w+::)*(?P<layout>row|col)_major\s*>")
+_MATRIX_SYNC = re.compile(r"\b(?:load|store)_matrix_sync\s*\((?P<args>[^;]*?)\b(?:\w+::)*mem_(?P<layout>row|col)_major\s*\)")
+
+
+def _column_major_by_fragments(kernel: str, params: list[Param], roles: list, code: str) -> list[str]:
+    """The operands a WMMA kernel holds column-major, as its fragments say: A or B loaded into
+    ``wmma::col_major`` fragments, C or D loaded or stored with ``wmma::mem_col_major`` (NVIDIA's
+    WMMA example keeps every operand so)."""
+    functions = kernel_bodies(code)
+    bodies = " ".join(body for is_kernel, body in functions.get(kernel, []) if is_kernel)
+    called = " ".join(body for name, found in functions.items() if name != kernel
+                      and re.search(rf"\b{re.escape(name)}\s*[<(]", bodies) for _, body in found)
+    layouts: dict[str, set[str]] = {}
+    for m in _FRAGMENT_LAYOUT.finditer(bodies + " " + called):   # the kernel's, or a __device__ function's it calls
+        layouts.setdefault(m["operand"].upper(), set()).add(m["layout"])
+    for m in _MATRIX_SYNC.finditer(bodies):
+        for p, role in zip(params, roles):
+            if role in ("C", "D") and re.search(rf"\b{re.escape(p.name)}\b", m["args"]):
+                layouts.setdefault(role, set()).add(m["layout"])
+    return [operand for operand in launch.OPERAND_ROLES if layouts.get(operand) == {"col"}]
+
+
 def unopened_note(source_name: str, header: str) -> str:
     """One line on a header of the file's own that the draft could not open."""
     return (f"{source_name}: could not open #include \"{header}\" (neither beside it nor in an -I directory): "
@@ -154,6 +178,22 @@ def _shown(directory: Path) -> str:
         return str(directory.relative_to(Path.cwd().resolve())) or "."
     except ValueError:
         return str(directory)
+
+
+def _host_problem_sizes(text: str) -> set[str]:
+    """#defines a launch passes as a kernel argument and no device code reads (NVIDIA's WMMA
+    example's ``#define MATRIX_M 16384``): the host's problem, not a kernel parameter. Left
+    unexpanded, the launch passes them as M, N, K and the grid over them reads so."""
+    code = cuda_source.code_only(text)
+    device = " ".join(code[at:end] for head, _, at, end in cuda_source.top_level_blocks(code)
+                      if re.search(r"\b__(?:global|device)__\b", head))
+    passed = {a.strip() for m in re.finditer(r">>>", code) if (call := call_arguments(code, m.end())) for a in call[0]}
+    return {name for name in cuda_source.defines(text) if name in passed and not re.search(rf"\b{name}\b", device)}
+
+
+def _without_defines(text: str, names: set[str]) -> str:
+    return re.sub(rf"^[ \t]*#[ \t]*define[ \t]+(?:{'|'.join(map(re.escape, names))})\b[^\n]*", "", text,
+                  flags=re.M) if names else text
 
 
 def _without_define_lines(text: str) -> str:
@@ -331,12 +371,18 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         d.add("layout", None, "TODO: layout: the kernel reads " + ", ".join(
             f"{operand} as {seen} (its columns {size} elements apart: column-major)" for operand, (seen, size) in indexed.items())
               + "; if so:", "layout = { " + ", ".join(f'{o} = "col"' for o in indexed) + " }")
+    fragments = _column_major_by_fragments(kernel.name, params, roles, source_text) if source_text and not (
+        transposed or indexed) else []
+    if fragments:
+        d.add("layout", None, "TODO: layout: the kernel loads " + ", ".join(fragments) + " as column-major WMMA "
+              "fragments (wmma::col_major, wmma::mem_col_major); if the operands are held so:",
+              "layout = { " + ", ".join(f'{o} = "col"' for o in fragments) + " }")
     weight = next((p.name for p, r in zip(params, roles) if r == "B" and normalized(p.name) in WEIGHT_NAMES), None)
     if weight and "ldb" not in roles and "B" not in indexed:
         d.add("layout", None, f"TODO: layout: B is {weight!r}; a linear layer keeps its weight as N x K (out "
               "features x in features, as torch.nn.Linear does), which is B column-major:",
               'layout = { B = "col" }')
-    if any(r in roles for r in ("lda", "ldb", "ldc")):
+    if any(r in roles for r in ("lda", "ldb", "ldc")) and not fragments:
         d.add("layout", None, "TODO: layout: the operands are read row-major unless you say otherwise; for "
               "cuBLAS-style column-major operands add", 'layout = { A = "col", B = "col", C = "col" }')
     if sizes:
