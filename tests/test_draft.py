@@ -770,3 +770,18 @@ def test_the_wmma_blog_examples_launch_drafts_its_geometry_and_its_column_major_
 def test_literal_arithmetic_is_computed_only_where_it_binds_alone(host, catalog_expression):
     from gemmcheck.host_launches import host_expression
     assert host_expression(host, {"m": "M", "n": "N", "k": "K"}, {}) == catalog_expression
+
+
+def test_alpha_of_a_type_computed_from_t_is_still_alpha_and_is_read_from_the_compiled_kernel(tmp_path):
+    """``scalar_t<T> alpha`` (a template alias: float for half T), ``typename accumulator<T>::type``:
+    the suite packs alpha in its own type and checks it against the compiled kernel's; the draft
+    named them TODOs the suite 'cannot pack'."""
+    source = tmp_path / "k.cu"
+    source.write_text("template <typename T> struct acc { using type = T; };\n"
+                      "template <typename T> using scalar_t = typename acc<T>::type;\n"
+                      "template <typename T>\n__global__ void k(int M, int N, int K, scalar_t<T> alpha, const T *A, "
+                      "const T *B, typename acc<T>::type beta, T *C) {}\n")
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["args"] == ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
+    assert "cannot pack" not in text and "'scalar_t<T> alpha': a type read from the compiled kernel" in text

@@ -224,8 +224,15 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     own_names = names_of_kernel(params)
     for p in params:
         passed = parameters.read_type(p.type, names, pointer=p.array)
-        role = role_of(p, scalar_types, takes_c, own_names) if passed.kind not in (parameters.OTHER, parameters.UNKNOWN) else None
-        if passed.kind in (parameters.OTHER, parameters.UNKNOWN):
+        role = role_of(p, scalar_types, takes_c, own_names) if passed.kind != parameters.OTHER else None
+        if passed.kind == parameters.UNKNOWN and role is not None:
+            # a type through a template alias or trait (scalar_t<T>, typename Traits<T>::compute): the
+            # suite packs the role's own type and checks it against the compiled kernel's parameters
+            todo_args.append(f"{p.text!r}: a type read from the compiled kernel, not here (packed as {role}'s own "
+                             "type: for alpha and beta the accumulator's, unless the entry says `scalar`)")
+        elif passed.kind == parameters.UNKNOWN:
+            role = None
+        if passed.kind == parameters.OTHER or (passed.kind == parameters.UNKNOWN and role is None):
             todo_args.append(f"TODO: args: {p.text!r} is a {passed} by value, which the suite cannot pack (it passes "
                              "pointers, integers, floating-point alpha and beta, and CUtensorMaps): this kernel "
                              "takes what no role is")
