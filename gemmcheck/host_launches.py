@@ -70,7 +70,8 @@ def explicit_instantiations(code: str, kernel: str) -> list[list[str]]:
     """The template arguments of each explicit instantiation of `kernel` in (preprocessed,
     comment-free) code, ``template __global__ void gemm<128, 8>(...);``, in order: the values
     a library that launches its kernels elsewhere builds them with."""
-    pattern = re.compile(rf"\btemplate\s+(?:__global__\s+)?(?:static\s+)?void\s+{re.escape(kernel)}\s*{_TARGS}\s*\(")
+    pattern = re.compile(rf"\btemplate\s+(?:(?:__global__|static|__launch_bounds__\s*\([^)]*\))\s+)*void\s+(?:__global__\s+)?"
+                         rf"{re.escape(kernel)}\s*{_TARGS}\s*\(")
     return [split_top_level(m["targs"]) for m in pattern.finditer(code)]
 
 

@@ -785,3 +785,12 @@ def test_alpha_of_a_type_computed_from_t_is_still_alpha_and_is_read_from_the_com
     (entry,) = tomllib.loads(text)["kernel"]
     assert entry["args"] == ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
     assert "cannot pack" not in text and "'scalar_t<T> alpha': a type read from the compiled kernel" in text
+
+
+@pytest.mark.parametrize("written", [
+    "template __global__ void k<16>(int);", "template void __global__ k<16>(int);",
+    "template __global__ static void k<16>(int);", "template __launch_bounds__(256) __global__ void k<16>(int);",
+])
+def test_an_explicit_instantiation_is_read_in_each_order_its_specifiers_are_written(written):
+    from gemmcheck.host_launches import explicit_instantiations
+    assert explicit_instantiations(written, "k") == [["16"]]
