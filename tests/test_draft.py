@@ -794,3 +794,18 @@ def test_alpha_of_a_type_computed_from_t_is_still_alpha_and_is_read_from_the_com
 def test_an_explicit_instantiation_is_read_in_each_order_its_specifiers_are_written(written):
     from gemmcheck.host_launches import explicit_instantiations
     assert explicit_instantiations(written, "k") == [["16"]]
+
+
+def test_a_scale_read_at_an_index_drafts_per_row_of_a_and_per_column_of_b_naming_the_index(tmp_path):
+    """``scale_a[m]`` and ``scale_b[n]``, in the kernel or in a __device__ function it hands them
+    to under other names (w8a8.cu's body): not one value; per token and per channel is what
+    such a scale usually is, and the TODO shows the index. ``scale_a[0]`` is one value."""
+    (entry,) = [e for e in drafted(ROOT / "examples" / "mixed" / "w8a8.cu", tmp_path) if e["name"] == "w8a8_gemm_bf16"]
+    assert entry["scales"] == {"A": "row", "B": "col"}   # as the catalog's entry "w8a8" says
+    source = tmp_path / "k.cu"
+    source.write_text("#include <cuda_fp8.h>\n__global__ void k(const __nv_fp8_e4m3 *a, const __nv_fp8_e4m3 *b, "
+                      "const float *scale_a, const float *scale_b, float *out, int M, int N, int K) {\n"
+                      "    out[0] = scale_a[0] * scale_b[threadIdx.x];\n}\n")
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    assert entry["scales"] == {"A": "tensor", "B": "col"} and "it reads B's as [threadIdx.x]" in text

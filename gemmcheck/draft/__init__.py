@@ -38,7 +38,8 @@ from gemmcheck.draft.fields import Draft, toml_value
 from gemmcheck.draft.names import (ARRAY_NAMES, C_TYPES, INT_NAMES, TILE_NAMES, TRANSPOSED_NAMES, WEIGHT_NAMES, Param,
                                    is_tensor_map, normalized, parse_params, role_of, names_of_kernel,
                                    template_params)
-from gemmcheck.draft.types import ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, mixed_fields, whole_vectors
+from gemmcheck.draft.types import (ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, mixed_fields,
+                                   scale_reads, whole_vectors)
 from gemmcheck.host_launches import (CONSTANT_ASSIGNMENT, Launch, call_arguments, explicit_instantiations, host_expression,
                                      launches, split_top_level)
 
@@ -257,7 +258,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     dtypes, dtype_comments, placeholders = dtypes_of(params, roles, type_params)
     if type_params and (found := instantiated_types(kernel_launches, host, tparams)):
         dtypes, dtype_comments = found[0], [found[1]]
-    type_fields = mixed_fields(roles, params, dtypes)
+    type_fields = mixed_fields(roles, params, dtypes,
+                               scale_reads(kernel.name, params, roles, source_text) if source_text else None)
 
     # compile-time parameters: template values from the file's launches and explicit
     # instantiations, #defines the file uses

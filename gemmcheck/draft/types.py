@@ -11,8 +11,8 @@ import re
 from gemmcheck.contract import cuda_source, launch, operand_types, parameters
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.draft.fields import toml_value
-from gemmcheck.draft.names import C_TYPES, Param
-from gemmcheck.host_launches import Launch, explicit_instantiations
+from gemmcheck.draft.names import C_TYPES, Param, parse_params
+from gemmcheck.host_launches import Launch, call_arguments, explicit_instantiations
 
 # What an operand's pointer may point to, as C spells it -> element type names.
 # fp8 operands kept as raw bytes (__nv_fp8_storage_t) read as e4m3, with a TODO (FP8_STORAGE)
@@ -121,21 +121,64 @@ def dtypes_of(params: list[Param], roles: list, type_params: set[str]) -> tuple[
     return [combination], comments, placeholders
 
 
-def mixed_fields(roles: list, params: list[Param], dtypes: list[str]) -> list[tuple[str, object, list[str]]]:
+# one scale per row of A (a token's), per column of B (a channel's): what a scale indexed by a variable usually is
+_INDEXED_SCALE = {"A": "row", "B": "col"}
+
+
+def scale_reads(kernel: str, params: list[Param], roles: list, code: str) -> dict[str, list[str]]:
+    """{operand: the indices the kernel (or a function it calls) reads its scale pointer with}
+    (``scale_a[m]``; ``[0]`` or ``*scale_a`` is one value)."""
+    functions = _functions(code)
+    body = " ".join(b for name, head, b in functions if name == kernel and "__global__" in head)
+    reads = {}
+    for p, role in zip(params, roles):
+        if role in launch.SCALE_ROLES and p.pointer:
+            found = _indices(p.name, body)
+            for name, head, callee in functions:   # passed on to a __device__ function: its name there
+                for call in re.finditer(rf"\b{re.escape(name)}\s*(?:<[^;{{}}()]*>)?\s*(?=\()", body):
+                    args = call_arguments(body, call.end())
+                    taken = parse_params(head[head.index("(") + 1:head.rindex(")")]) if name != kernel else []
+                    found += [i for arg, q in zip(args[0] if args else [], taken) if arg.strip() == p.name
+                              for i in _indices(q.name, callee)]
+            reads[role[-1]] = [i for i in found if not re.fullmatch(r"0[uUlL]*", i)]
+    return reads
+
+
+def _functions(code: str) -> list[tuple[str, str, str]]:
+    """(name, head, body) of each top-level function of `code` with a parameter list."""
+    text = cuda_source.code_only(code)
+    out = []
+    for head, _, at, end in cuda_source.top_level_blocks(text):
+        names = [n for n in re.findall(r"\b(\w+)\s*\(", re.sub(r"template\s*<[^{]*?>", "", head)) if not n.startswith("__")]
+        if names and ")" in head:
+            out.append((names[0], head, text[at:end]))
+    return out
+
+
+def _indices(name: str, body: str) -> list[str]:
+    return [" ".join(m["index"].split()) for m in re.finditer(rf"\b{re.escape(name)}\s*\[(?P<index>[^\]]*)\]", body)]
+
+
+def mixed_fields(roles: list, params: list[Param], dtypes: list[str],
+                 reads: dict[str, list[str]] | None = None) -> list[tuple[str, object, list[str]]]:
     """The fields a kernel with scale factors, a separate D or an 8-bit output needs:
-    (key, TOML value or None for a commented hint, TODO lines)."""
+    (key, TOML value or None for a commented hint, TODO lines). `reads`: scale_reads."""
     out = []
     scales = {}
+    indexed = {o: i for o, i in (reads or {}).items() if i}
     for p, role in zip(params, roles):
         if role in launch.SCALE_ROLES:
-            scales[role[-1]] = "tensor"
+            scales[role[-1]] = _INDEXED_SCALE[role[-1]] if role[-1] in indexed else "tensor"
     if scales:
         by_value = [r for p, r in zip(params, roles) if r in launch.SCALE_ROLES and not p.pointer]
+        seen = [f"it reads {o}'s as {', '.join(f'[{x}]' for x in dict.fromkeys(i))} (not one value: {_INDEXED_SCALE[o]} if that is "
+                f"{'the row of A' if o == 'A' else 'the column of B'}, else a block)" for o, i in indexed.items()]
         out.append(("scales", toml_value(scales), [
             "TODO: scales: how each operand's scale factors apply: \"tensor\" (one value"
             + (f"; {', '.join(by_value)} taken by value: that is certain), " if by_value else "), ")
             + "\"row\" (one per row), \"col\" (one per column), or { block = [1, 128] } (rows x columns of the "
-            "operand each covers; major = \"col\" when the scale matrix is stored transposed)"]))
+            "operand each covers; major = \"col\" when the scale matrix is stored transposed)"
+            + (f"; {'; '.join(seen)}" if seen else "")]))
     fused = [r for r in roles if r in ("bias", "residual", "output_scale")]
     if fused:
         out.append(("epilogue", None, [
