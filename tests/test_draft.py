@@ -809,3 +809,14 @@ def test_a_scale_read_at_an_index_drafts_per_row_of_a_and_per_column_of_b_naming
     text = draft.draft_source(source, tmp_path)
     (entry,) = tomllib.loads(text)["kernel"]
     assert entry["scales"] == {"A": "tensor", "B": "col"} and "it reads B's as [threadIdx.x]" in text
+
+
+@pytest.mark.parametrize("source, name", [("10_one_thread_per_output.cu", "one_thread_per_output"),
+                                          ("11_textbook_pmpp.cu", "textbook_pmpp")])
+def test_a_published_form_drafts_to_its_committed_entry_with_no_todo_filled(source, name):
+    """The committed entries of examples/published are their drafts, name and description
+    written: the one-dimensional launch held in integers, the textbook's M x N = P."""
+    (entry,) = tomllib.loads(draft.draft_source(PUBLISHED / source, PUBLISHED))["kernel"]
+    committed = {e["name"]: e for e in tomllib.loads((PUBLISHED / "catalog.toml").read_text())["kernel"]}
+    assert {k: v for k, v in committed[name].items() if k not in ("name", "description")} == \
+        {k: v for k, v in entry.items() if k not in ("name", "description")}
