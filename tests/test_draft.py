@@ -69,6 +69,15 @@ def drafted(source: Path, tmp_path: Path) -> list[dict]:
     return tomllib.loads(draft.draft_source(source, tmp_path))["kernel"]
 
 
+def drafted_text(tmp_path: Path, code: str, name: str = "k.cu") -> tuple[dict, str]:
+    """The one entry of the draft of `code` (written to tmp_path / name) and the draft's text."""
+    source = tmp_path / name
+    source.write_text(code)
+    text = draft.draft_source(source, tmp_path)
+    (entry,) = tomllib.loads(text)["kernel"]
+    return entry, text
+
+
 def test_the_drafts_geometry_and_parameters_come_from_the_files_own_launches(tmp_path):
     (entry,) = drafted(PUBLISHED / "02_smem_blocking.cu", tmp_path)
     assert entry["args"] == ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
@@ -188,13 +197,11 @@ def test_dynamic_shared_memory_comes_from_the_launch_or_is_a_todo_where_the_kern
 
 
 def test_size_t_and_friends_map_to_their_roles_and_the_draft_packs_them_as_declared(tmp_path):
-    source = tmp_path / "sizes.cu"
-    source.write_text("template <typename T>\n__global__ void gemm(size_t M, std::size_t N, int64_t K, T alpha, "
-                      "const T *A, uint32_t lda, const T *B, unsigned ldb, T beta, T *C, long ldc) {}\n"
-                      "void run() { gemm<float><<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16)>>>"
-                      "(M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }\n")
-    text = draft.draft_source(source, tmp_path)
-    (entry,) = tomllib.loads(text)["kernel"]
+    code = ("template <typename T>\n__global__ void gemm(size_t M, std::size_t N, int64_t K, T alpha, "
+            "const T *A, uint32_t lda, const T *B, unsigned ldb, T beta, T *C, long ldc) {}\n"
+            "void run() { gemm<float><<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16)>>>"
+            "(M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }\n")
+    entry, text = drafted_text(tmp_path, code, name="sizes.cu")
     assert entry["args"] == ["M", "N", "K", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc"]
     assert "TODO: args" not in text
     (tmp_path / "catalog.toml").write_text(text.replace('dtypes = ["float32"]', 'dtypes = ["float32", "float16"]'))
@@ -417,12 +424,10 @@ def test_a_split_k_that_atomically_adds_into_c_drafts_the_conventions_and_the_la
 
 
 def test_fp8_operands_kept_as_raw_bytes_draft_as_e4m3_with_a_todo(tmp_path):
-    source = tmp_path / "k.cu"
-    source.write_text("#include <cuda_fp8.h>\n#include <cuda_bf16.h>\n__global__ void k(const __nv_fp8_storage_t *A, "
-                      "const __nv_fp8_storage_t *B, __nv_bfloat16 *D, const float *scale_a, const float *scale_b, "
-                      "int M, int N, int K) {}\n")
-    text = draft.draft_source(source, tmp_path)
-    (entry,) = tomllib.loads(text)["kernel"]
+    code = ("#include <cuda_fp8.h>\n#include <cuda_bf16.h>\n__global__ void k(const __nv_fp8_storage_t *A, "
+            "const __nv_fp8_storage_t *B, __nv_bfloat16 *D, const float *scale_a, const float *scale_b, "
+            "int M, int N, int K) {}\n")
+    entry, text = drafted_text(tmp_path, code)
     assert entry["dtypes"] == ["e4m3e4m3bf16"] and "fp8 as raw bytes), drafted as e4m3" in text
 
 
@@ -453,24 +458,20 @@ def test_sizes_as_template_parameters_instantiated_once_draft_as_sizes_with_thei
 
 
 def test_an_explicit_instantiation_gives_the_values_of_a_kernel_the_file_never_launches(tmp_path):
-    source = tmp_path / "lib.cu"
-    source.write_text("template <int BM, int BN>\n"
-                      "__global__ void tiled(const float *A, const float *B, float *C, int M, int N, int K) {}\n"
-                      "template __global__ void tiled<64, 32>(const float *, const float *, float *, int, int, int);\n"
-                      "template __global__ void tiled<128, 32>(const float *, const float *, float *, int, int, int);\n")
-    text = draft.draft_source(source, tmp_path)
-    (entry,) = tomllib.loads(text)["kernel"]
+    code = ("template <int BM, int BN>\n"
+            "__global__ void tiled(const float *A, const float *B, float *C, int M, int N, int K) {}\n"
+            "template __global__ void tiled<64, 32>(const float *, const float *, float *, int, int, int);\n"
+            "template __global__ void tiled<128, 32>(const float *, const float *, float *, int, int, int);\n")
+    entry, text = drafted_text(tmp_path, code, name="lib.cu")
     assert [{k: v for k, v in c.items() if k != "name"} for c in entry["configs"]] == \
         [{"BM": 64, "BN": 32}, {"BM": 128, "BN": 32}]
     assert "instantiates it with: tiled<64, 32>; tiled<128, 32>" in text and "TODO: params" not in text
 
 
 def test_a_kernel_that_takes_no_size_and_defines_none_is_told_how_to_claim_its_shapes(tmp_path):
-    source = tmp_path / "nosize.cu"
-    source.write_text("__global__ void square(const float *A, const float *B, float *C) {\n"
-                      "  int n = gridDim.x * blockDim.x; (void)n; }\n")
-    text = draft.draft_source(source, tmp_path)
-    (entry,) = tomllib.loads(text)["kernel"]
+    code = ("__global__ void square(const float *A, const float *B, float *C) {\n"
+            "  int n = gridDim.x * blockDim.x; (void)n; }\n")
+    entry, text = drafted_text(tmp_path, code, name="nosize.cu")
     assert entry["shapes"] == "square-tile-multiple" and "sizes" not in entry
     assert "# sizes = { M = 64, N = 64, K = 64 }" in text and "gridDim * blockDim" in text
 
@@ -555,10 +556,8 @@ def test_scalars_through_device_pointers_and_a_launch_on_the_templates_defaults_
 
 
 def test_an_operand_named_as_held_transposed_gets_a_layout_todo(tmp_path):
-    source = tmp_path / "t.cu"
-    source.write_text("__global__ void addmm(const float *mat1, const float *Bt, float *c_out, int M, int N, int K) {}\n")
-    text = draft.draft_source(source, tmp_path)
-    (entry,) = tomllib.loads(text)["kernel"]
+    code = ("__global__ void addmm(const float *mat1, const float *Bt, float *c_out, int M, int N, int K) {}\n")
+    entry, text = drafted_text(tmp_path, code, name="t.cu")
     assert entry["args"] == ["A", "B", "C", "M", "N", "K"]
     assert "# TODO: layout: B is 'Bt': if it holds the operand transposed" in text and '# layout = { B = "col" }' in text
 
@@ -622,16 +621,14 @@ def test_a_modern_cpp_launcher_drafts_whole_and_its_entry_runs_as_drafted(tmp_pa
 
 
 def test_dynamic_shared_memory_held_in_a_variable_drafts_its_initializer(tmp_path):
-    source = tmp_path / "dyn.cu"
-    source.write_text("template <int BM, int BN, int BK>\n"
-                      "__global__ void sgemm_dyn(int M, int N, int K, const float *A, const float *B, float *C) {\n"
-                      "  extern __shared__ float smem[]; }\n"
-                      "void run(int M, int N, int K, const float *A, const float *B, float *C) {\n"
-                      "  constexpr int BM = 64, BN = 64, BK = 16;\n"
-                      "  const size_t smem_bytes = (BM * BK + BK * BN) * sizeof(float);\n"
-                      "  sgemm_dyn<BM, BN, BK><<<dim3(N / BN, M / BM), 256, smem_bytes>>>(M, N, K, A, B, C);\n}\n")
-    text = draft.draft_source(source, tmp_path)
-    (entry,) = tomllib.loads(text)["kernel"]
+    code = ("template <int BM, int BN, int BK>\n"
+            "__global__ void sgemm_dyn(int M, int N, int K, const float *A, const float *B, float *C) {\n"
+            "  extern __shared__ float smem[]; }\n"
+            "void run(int M, int N, int K, const float *A, const float *B, float *C) {\n"
+            "  constexpr int BM = 64, BN = 64, BK = 16;\n"
+            "  const size_t smem_bytes = (BM * BK + BK * BN) * sizeof(float);\n"
+            "  sgemm_dyn<BM, BN, BK><<<dim3(N / BN, M / BM), 256, smem_bytes>>>(M, N, K, A, B, C);\n}\n")
+    entry, text = drafted_text(tmp_path, code, name="dyn.cu")
     assert entry["shared_bytes"] == "(BM * BK + BK * BN) * 4" and "TODO: shared_bytes" not in text
 
 
@@ -689,12 +686,10 @@ def test_an_operand_indexed_column_major_gets_a_layout_todo_and_a_row_major_one_
 
 def test_a_launch_that_writes_out_no_dynamic_shared_memory_drafts_none(tmp_path):
     """``<<<grid, block, 0, stream>>>``: the 0 is what a launch gives anyway, not a field to fill."""
-    source = tmp_path / "k.cu"
-    source.write_text("__global__ void k(const float *A, const float *B, float *C, int M, int N, int K) {}\n"
-                      "void run(const float *A, const float *B, float *C, int M, int N, int K, cudaStream_t s) {\n"
-                      "    k<<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16), 0, s>>>(A, B, C, M, N, K);\n}\n")
-    text = draft.draft_source(source, tmp_path)
-    (entry,) = tomllib.loads(text)["kernel"]
+    code = ("__global__ void k(const float *A, const float *B, float *C, int M, int N, int K) {}\n"
+            "void run(const float *A, const float *B, float *C, int M, int N, int K, cudaStream_t s) {\n"
+            "    k<<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16), 0, s>>>(A, B, C, M, N, K);\n}\n")
+    entry, text = drafted_text(tmp_path, code)
     assert entry["grid"] == ["ceil(N / 16)", "ceil(M / 16)"] and "shared_bytes" not in text
 
 
@@ -776,13 +771,11 @@ def test_alpha_of_a_type_computed_from_t_is_still_alpha_and_is_read_from_the_com
     """``scalar_t<T> alpha`` (a template alias: float for half T), ``typename accumulator<T>::type``:
     the suite packs alpha in its own type and checks it against the compiled kernel's; the draft
     named them TODOs the suite 'cannot pack'."""
-    source = tmp_path / "k.cu"
-    source.write_text("template <typename T> struct acc { using type = T; };\n"
-                      "template <typename T> using scalar_t = typename acc<T>::type;\n"
-                      "template <typename T>\n__global__ void k(int M, int N, int K, scalar_t<T> alpha, const T *A, "
-                      "const T *B, typename acc<T>::type beta, T *C) {}\n")
-    text = draft.draft_source(source, tmp_path)
-    (entry,) = tomllib.loads(text)["kernel"]
+    code = ("template <typename T> struct acc { using type = T; };\n"
+            "template <typename T> using scalar_t = typename acc<T>::type;\n"
+            "template <typename T>\n__global__ void k(int M, int N, int K, scalar_t<T> alpha, const T *A, "
+            "const T *B, typename acc<T>::type beta, T *C) {}\n")
+    entry, text = drafted_text(tmp_path, code)
     assert entry["args"] == ["M", "N", "K", "alpha", "A", "B", "beta", "C"]
     assert "cannot pack" not in text and "'scalar_t<T> alpha': a type read from the compiled kernel" in text
 
@@ -802,12 +795,10 @@ def test_a_scale_read_at_an_index_drafts_per_row_of_a_and_per_column_of_b_naming
     such a scale usually is, and the TODO shows the index. ``scale_a[0]`` is one value."""
     (entry,) = [e for e in drafted(ROOT / "examples" / "mixed" / "w8a8.cu", tmp_path) if e["name"] == "w8a8_gemm_bf16"]
     assert entry["scales"] == {"A": "row", "B": "col"}   # as the catalog's entry "w8a8" says
-    source = tmp_path / "k.cu"
-    source.write_text("#include <cuda_fp8.h>\n__global__ void k(const __nv_fp8_e4m3 *a, const __nv_fp8_e4m3 *b, "
-                      "const float *scale_a, const float *scale_b, float *out, int M, int N, int K) {\n"
-                      "    out[0] = scale_a[0] * scale_b[threadIdx.x];\n}\n")
-    text = draft.draft_source(source, tmp_path)
-    (entry,) = tomllib.loads(text)["kernel"]
+    code = ("#include <cuda_fp8.h>\n__global__ void k(const __nv_fp8_e4m3 *a, const __nv_fp8_e4m3 *b, "
+            "const float *scale_a, const float *scale_b, float *out, int M, int N, int K) {\n"
+            "    out[0] = scale_a[0] * scale_b[threadIdx.x];\n}\n")
+    entry, text = drafted_text(tmp_path, code)
     assert entry["scales"] == {"A": "tensor", "B": "col"} and "it reads B's as [threadIdx.x]" in text
 
 
