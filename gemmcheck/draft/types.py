@@ -137,7 +137,8 @@ def scale_reads(kernel: str, params: list[Param], roles: list, code: str) -> dic
             for name, head, callee in functions:   # passed on to a __device__ function: its name there
                 for call in re.finditer(rf"\b{re.escape(name)}\s*(?:<[^;{{}}()]*>)?\s*(?=\()", body):
                     args = call_arguments(body, call.end())
-                    taken = parse_params(head[head.index("(") + 1:head.rindex(")")]) if name != kernel else []
+                    declared = re.search(rf"\b{re.escape(name)}\s*(?=\()", head) if name != kernel else None
+                    taken = parse_params(", ".join(call_arguments(head, declared.end())[0])) if declared else []
                     found += [i for arg, q in zip(args[0] if args else [], taken) if arg.strip() == p.name
                               for i in _indices(q.name, callee)]
             reads[role[-1]] = [i for i in found if not re.fullmatch(r"0[uUlL]*", i)]
