@@ -27,6 +27,10 @@ def test_a_linear_layers_sizes_are_read_by_its_names_only_in_a_kernel_that_takes
     (weight,) = draft.parse_params("const float *weight")
     assert draft.role_of(param, set(draft.C_TYPES), kernel_names=draft.names_of_kernel([weight, param])) == role
     assert draft.role_of(param, set(draft.C_TYPES), kernel_names=draft.names_of_kernel([param])) in (None, "batch", "M")
+    # beside the usual M (a batched layer: batch, M, N, K), a batch stays a batch of products
+    beside = draft.parse_params("const float *weight, int batch, int M, int N, int K")
+    assert [draft.role_of(p, set(draft.C_TYPES), kernel_names=draft.names_of_kernel(beside)) for p in beside] == \
+        ["B", "batch", "M", "N", "K"]
 
 
 def test_the_textbooks_m_n_p_pointers_are_a_b_c_when_the_kernel_takes_all_three(tmp_path):

@@ -157,7 +157,9 @@ def names_of_kernel(params: list[Param]) -> dict[str, str]:
     """Names that mean a role only beside the kernel's other parameters: a linear layer's sizes
     in a kernel that takes a weight; the textbook's M, N, P pointers when it takes all three."""
     pointers = {normalized(p.name) for p in params if p.pointer}
-    names = dict(LINEAR_INT_NAMES) if pointers & set(WEIGHT_NAMES) else {}
+    named = {INT_NAMES.get(normalized(p.name)) or _extent_role(p.name) for p in params if not p.pointer}
+    # a size the kernel also takes by its usual name (a batched layer's batch beside its M) keeps that
+    names = {k: r for k, r in LINEAR_INT_NAMES.items() if r not in named} if pointers & set(WEIGHT_NAMES) else {}
     if {"m", "n", "p"} <= pointers or {"md", "nd", "pd"} <= pointers:
         names.update(TEXTBOOK_POINTER_NAMES)
     return names
