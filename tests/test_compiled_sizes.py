@@ -99,5 +99,6 @@ def test_compiled_sizes_too_large_for_the_simulator_skip_there_with_one_reason_a
                                    "suites/correctness/test_error_bound.py")
     # exit 5: nothing was checked, and the run says so rather than pass
     assert out.returncode == 5 and "gemmcheck: no kernel was checked" in out.stdout, out.stdout[-2000:]
-    assert "big computes only 1024x1024x1024 (its sizes, compiled in), more than the CPU simulator runs" in out.stdout
+    assert ("big computes M x N x K = 1024 x 1024 x 1024 only (the sizes compiled into it), more than the CPU "
+            "simulator runs") in out.stdout
     assert all(r["verdict"] != "correct" for r in instances)

@@ -80,7 +80,7 @@ def supported_shapes(*, instance, min_dim: int = 1, max_dim: int) -> st.SearchSt
     _check_range("min_dim", min_dim, "max_dim", max_dim)
     if instance.spec.sizes is not None:   # sizes compiled in: the one shape there is
         if not all(min_dim <= d <= max_dim for d in instance.spec.sizes):
-            raise InvalidArgument(f"{instance.id} computes only {'x'.join(map(str, instance.spec.sizes))} (its sizes), "
+            raise InvalidArgument(f"{instance.id} computes {instance.spec.describe_shapes()}, "
                                   f"outside [{min_dim}, {max_dim}]")
         return st.just(instance.spec.sizes)
     tile = instance.tile

@@ -296,10 +296,9 @@ def _too_large_to_simulate(item: pytest.Item) -> str | None:
              and p.spec.sizes[0] * p.spec.sizes[1] * p.spec.sizes[2] > SIMULATED_COMPILED_WORK]
     if not large:
         return None
-    M, N, K = large[0].spec.sizes
-    return (f"{large[0].spec.name} computes only {M}x{N}x{K} (its sizes, compiled in), more than the CPU simulator "
-            f"runs in reasonable time (up to 256^3); its compile checks run here, the rest with --gemm-backend cupy "
-            "on a GPU")
+    return (f"{large[0].spec.name} computes {large[0].spec.describe_shapes()}, more than the CPU simulator runs in "
+            f"reasonable time (M N K up to {round(SIMULATED_COMPILED_WORK ** (1 / 3))}^3); its compile checks run here, "
+            "the rest with --gemm-backend cupy on a GPU")
 
 
 def _not_simulated(item: pytest.Item) -> str | None:

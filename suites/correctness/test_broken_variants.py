@@ -8,7 +8,8 @@ Kernels declared crash, hang or too_slow are the hazards and performance suites'
 
 import pytest
 
-from gemmcheck.judge.hazards import SIMULATOR_SCHEDULES, UNSEEN_ON_HARDWARE, exposing_problems, simulates_threads
+from gemmcheck.judge.hazards import (SIMULATOR_SCHEDULES, UNSEEN_ON_HARDWARE, exposing_problems, no_race_stress,
+                                     simulates_threads)
 from gemmcheck.verdict import Defect
 
 
@@ -19,11 +20,10 @@ SHOWN_BY_RACE_STRESS = (Defect.SHARED_MEMORY_RACE, Defect.GLOBAL_MEMORY_RACE, De
 def test_broken_kernel_fails_the_correctness_check(exposed_broken, check, profile, backend):
     if not simulates_threads(backend):
         declared = Defect(exposed_broken.spec.expect)
-        if exposed_broken.spec.sizes is not None and (declared in SHOWN_BY_RACE_STRESS or declared in UNSEEN_ON_HARDWARE):
-            pytest.skip(f"{exposed_broken.id} computes only {'x'.join(map(str, exposed_broken.spec.sizes))} (its "
-                        f"sizes, compiled in): its {declared.value} may give the right values at every launch there, "
-                        "with no race-stress size to show it; the kill matrix establishes it (compute-sanitizer's "
-                        "racecheck, the CPU simulator)")
+        why = no_race_stress(exposed_broken)
+        if why and (declared in SHOWN_BY_RACE_STRESS or declared in UNSEEN_ON_HARDWARE):
+            pytest.skip(f"{why}: its {declared.value} may give the right values at every launch there; the kill "
+                        "matrix establishes it (compute-sanitizer's racecheck, the CPU simulator)")
         for _, problem in exposing_problems(exposed_broken, profile.race_sizes):
             check(exposed_broken, problem)
         return

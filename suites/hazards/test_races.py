@@ -28,9 +28,8 @@ reference = pytest.mark.instances(lambda i: i.spec.is_reference)
 def require_race_stress(row) -> None:
     """Skip, saying why, a kernel whose sizes are compiled in: it computes one shape, so it has no
     race-stress size (compute-sanitizer's racecheck and the simulator look for its races there)."""
-    if row.instance.spec.sizes is not None:
-        pytest.skip(f"{row.instance.id} computes only {'x'.join(map(str, row.instance.spec.sizes))} (its sizes, "
-                    "compiled in): no race-stress size on hardware; racecheck and the simulator judge its races")
+    if why := hazards.no_race_stress(row.instance):
+        pytest.skip(f"{why}; racecheck and the simulator judge its races")
 
 
 @race

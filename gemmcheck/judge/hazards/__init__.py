@@ -68,7 +68,7 @@ from gemmcheck.judge.hazards.plain_detectors import (PLAIN_DETECTORS, check_inpu
                                                      check_out_of_bounds_read, check_out_of_bounds_write,
                                                      check_reads_c_at_beta_zero, check_unwritten, check_values)
 from gemmcheck.judge.hazards.problems import (ALL_RACE_SIZES_MIN_TILE, K_ZERO, SMALL_PURPOSES, exposing_problems,
-                                              is_race_stress)
+                                              is_race_stress, no_race_stress)
 from gemmcheck.judge.hazards.simulator_detectors import (SIMULATOR_DETECTORS, check_address_sanitizer,
                                                          check_divergent_barriers, check_global_races,
                                                          check_schedule_dependence, check_shared_conflicts,
@@ -83,6 +83,6 @@ __all__ = [
     "check_reads_c_at_beta_zero", "check_schedule_dependence", "check_shared_conflicts",
     "check_uninitialized_shared", "check_unwritten", "check_values", "check_warp_masks", "classify",
     "cpu_simulator", "detect", "exposing_problems", "is_race_stress", "launch_failure", "launch_order",
-    "locate_race", "observe", "observe_simulated", "scaling", "observe_small_problems_simulated", "operands",
+    "locate_race", "no_race_stress", "observe", "observe_simulated", "scaling", "observe_small_problems_simulated", "operands",
     "simulates_threads", "unfinished", "watches_c_reads", "with_place",
 ]

@@ -16,6 +16,14 @@ from gemmcheck.problems.problem import BETA_SCALING, DEFAULT_SCALING, Problem, c
 ALL_RACE_SIZES_MIN_TILE = 4
 
 
+def no_race_stress(instance: Instance) -> str | None:
+    """Why `instance` has no race-stress size on hardware (its sizes are compiled in: the one
+    shape it computes is where racecheck and the simulator look for its races), or None."""
+    if instance.spec.sizes is None:
+        return None
+    return f"{instance.id} computes {instance.spec.describe_shapes()}: no race-stress size on hardware"
+
+
 def exposing_problems(instance: Instance, race_sizes=(1024,)) -> list[tuple[str, Problem]]:
     """(purpose, problem) pairs hazards are looked for on, derived from the instantiation's TILE.
 
