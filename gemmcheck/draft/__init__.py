@@ -38,8 +38,8 @@ from gemmcheck.draft.fields import Draft, toml_value
 from gemmcheck.draft.names import (ARRAY_NAMES, C_TYPES, INT_NAMES, TILE_NAMES, TRANSPOSED_NAMES, WEIGHT_NAMES, Param,
                                    is_tensor_map, normalized, parse_params, role_of, names_of_kernel,
                                    template_params)
-from gemmcheck.draft.types import (ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, mixed_fields,
-                                   scale_reads, whole_vectors)
+from gemmcheck.draft.types import (ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, kernel_code,
+                                   mixed_fields, scale_reads, whole_vectors)
 from gemmcheck.host_launches import (CONSTANT_ASSIGNMENT, Launch, call_arguments, explicit_instantiations, host_expression,
                                      launches, split_top_level)
 
@@ -146,10 +146,7 @@ def _column_major_by_fragments(kernel: str, params: list[Param], roles: list, co
     """The operands a WMMA kernel holds column-major, as its fragments say: A or B loaded into
     ``wmma::col_major`` fragments, C or D loaded or stored with ``wmma::mem_col_major`` (NVIDIA's
     WMMA example keeps every operand so)."""
-    functions = kernel_bodies(code)
-    bodies = " ".join(body for is_kernel, body in functions.get(kernel, []) if is_kernel)
-    called = " ".join(body for name, found in functions.items() if name != kernel
-                      and re.search(rf"\b{re.escape(name)}\s*[<(]", bodies) for _, body in found)
+    bodies, called = kernel_code(kernel, code)
     layouts: dict[str, set[str]] = {}
     for m in _FRAGMENT_LAYOUT.finditer(bodies + " " + called):   # the kernel's, or a __device__ function's it calls
         layouts.setdefault(m["operand"].upper(), set()).add(m["layout"])
@@ -492,10 +489,7 @@ _EXTERN_SHARED = re.compile(r"\bextern\s+__shared__")
 def _uses_dynamic_shared(kernel: str, code: str) -> bool:
     """Whether the __global__ `kernel` declares extern __shared__ memory, or calls a function of
     the file that does (a kernel that hands its work to a __device__ function)."""
-    bodies = kernel_bodies(code)
-    declaring = {name for name, found in bodies.items() if any(_EXTERN_SHARED.search(b) for _, b in found)}
-    return any(_EXTERN_SHARED.search(body) or any(re.search(rf"\b{re.escape(n)}\s*[<(]", body) for n in declaring)
-               for is_kernel, body in bodies.get(kernel, []) if is_kernel)
+    return bool(_EXTERN_SHARED.search(" ".join(kernel_code(kernel, code))))
 
 
 def _draft_hopper(d: Draft, kernel: cuda_source.Kernel, roles: list, params: list[Param], code: str) -> None:

@@ -128,13 +128,13 @@ _INDEXED_SCALE = {"A": "row", "B": "col"}
 def scale_reads(kernel: str, params: list[Param], roles: list, code: str) -> dict[str, list[str]]:
     """{operand: the indices the kernel (or a function it calls) reads its scale pointer with}
     (``scale_a[m]``; ``[0]`` or ``*scale_a`` is one value)."""
-    functions = _functions(code)
-    body = " ".join(b for name, head, b in functions if name == kernel and "__global__" in head)
+    found_functions = functions(code)
+    body = " ".join(b for name, head, b in found_functions if name == kernel and "__global__" in head)
     reads = {}
     for p, role in zip(params, roles):
         if role in launch.SCALE_ROLES and p.pointer:
             found = _indices(p.name, body)
-            for name, head, callee in functions:   # passed on to a __device__ function: its name there
+            for name, head, callee in found_functions:   # passed on to a __device__ function: its name there
                 for call in re.finditer(rf"\b{re.escape(name)}\s*(?:<[^;{{}}()]*>)?\s*(?=\()", body):
                     args = call_arguments(body, call.end())
                     declared = re.search(rf"\b{re.escape(name)}\s*(?=\()", head) if name != kernel else None
@@ -143,17 +143,6 @@ def scale_reads(kernel: str, params: list[Param], roles: list, code: str) -> dic
                               for i in _indices(q.name, callee)]
             reads[role[-1]] = [i for i in found if not re.fullmatch(r"0[uUlL]*", i)]
     return reads
-
-
-def _functions(code: str) -> list[tuple[str, str, str]]:
-    """(name, head, body) of each top-level function of `code` with a parameter list."""
-    text = cuda_source.code_only(code)
-    out = []
-    for head, _, at, end in cuda_source.top_level_blocks(text):
-        names = [n for n in re.findall(r"\b(\w+)\s*\(", re.sub(r"template\s*<[^{]*?>", "", head)) if not n.startswith("__")]
-        if names and ")" in head:
-            out.append((names[0], head, text[at:end]))
-    return out
 
 
 def _indices(name: str, body: str) -> list[str]:
@@ -200,14 +189,31 @@ def mixed_fields(roles: list, params: list[Param], dtypes: list[str],
     return out
 
 
-def kernel_bodies(code: str) -> dict[str, list[tuple[bool, str]]]:
-    """Each top-level function of `code` by name: (whether it is a __global__ one, its body)."""
-    bodies = {}
+def functions(code: str) -> list[tuple[str, str, str]]:
+    """(name, head, body) of each top-level function of `code`, the body as written."""
+    out = []
     for head, _, open_at, end in cuda_source.top_level_blocks(cuda_source.code_only(code)):
         names = [n for n in re.findall(r"\b(\w+)\s*\(", re.sub(r"template\s*<[^{]*?>", "", head))
                  if not n.startswith("__")]
         if names:
-            bodies.setdefault(names[0], []).append(("__global__" in head, code[open_at:end]))
+            out.append((names[0], head, code[open_at:end]))
+    return out
+
+
+def kernel_code(kernel: str, code: str) -> tuple[str, str]:
+    """The bodies of the __global__ `kernel`, and of the file's functions those call (a kernel
+    that hands its work to a __device__ function)."""
+    found = functions(code)
+    own = " ".join(body for name, head, body in found if name == kernel and "__global__" in head)
+    called = " ".join(body for name, _, body in found if name != kernel and re.search(rf"\b{re.escape(name)}\s*[<(]", own))
+    return own, called
+
+
+def kernel_bodies(code: str) -> dict[str, list[tuple[bool, str]]]:
+    """Each top-level function of `code` by name: (whether it is a __global__ one, its body)."""
+    bodies = {}
+    for name, head, body in functions(code):
+        bodies.setdefault(name, []).append(("__global__" in head, body))
     return bodies
 
 
