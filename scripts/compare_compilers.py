@@ -42,7 +42,8 @@ CATALOGS = ("builtin", "ladder", "examples/catalog.toml", "examples/blas_convent
             "examples/grouped/catalog.toml", "examples/bad/catalog.toml", "tests/data/declared_types/catalog.toml",
             "tests/data/trust_sim/catalog.toml", "tests/data/include_dirs/catalog.toml",
             "tests/data/nested_headers/catalog.toml", "tests/data/compiled_sizes/catalog.toml",
-            "tests/data/scalar_pointers/catalog.toml", "tests/data/faults_at_shapes/catalog.toml",
+            "tests/data/scalar_pointers/catalog.toml", "tests/data/struct_params/catalog.toml",
+            "tests/data/faults_at_shapes/catalog.toml",
             "tests/data/perf_faults/catalog.toml")
 _SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error|skipped).*?)\s*=*$")
 

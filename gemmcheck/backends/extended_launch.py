@@ -1,11 +1,12 @@
-"""Launches that CuPy's kernel call cannot make: a thread-block cluster, or a CUtensorMap passed
-by value. cuda.bindings' cuLaunchKernelEx, on the CUfunction CuPy loaded and the stream CuPy
+"""Launches that CuPy's kernel call cannot make: a thread-block cluster, a CUtensorMap or a struct
+passed by value. cuda.bindings' cuLaunchKernelEx, on the CUfunction CuPy loaded and the stream CuPy
 uses, so such a launch is waited for, timed and checked for errors exactly as any other.
 
 The parameters are the void** array cuLaunchKernel documents: one pointer per kernel parameter
 to the bytes the driver copies (a device pointer, a by-value argument in the bytes of the type
-the kernel declares, as gemmcheck.contract.launch.plan packed it, or the 128 bytes of a tensor
-map); the driver reads each size from the kernel's image.
+the kernel declares, as gemmcheck.contract.launch.plan packed it, the 128 bytes of a tensor
+map, or a struct's bytes with its members in place); the driver reads each size from the
+kernel's image.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import functools
 import numpy as np
 
 from gemmcheck.backends import tensor_map_encoding
-from gemmcheck.contract.launch import Launch
+from gemmcheck.contract.launch import Launch, StructArgument
 from gemmcheck.contract.tensor_map import TensorMapRequest
 
 
@@ -29,10 +30,14 @@ def device_address(buffer) -> int:
 
 def parameters(args) -> tuple[list, ctypes.Array]:
     """(what must stay alive until the launch is queued, the void** array) for `args` as
-    plan() gives them: device buffers, numpy scalars, TensorMapRequests."""
+    Launch.parameters gives them: device buffers, numpy scalars, TensorMapRequests, structs."""
     keep = []
     for arg in args:
-        if isinstance(arg, TensorMapRequest):
+        if isinstance(arg, StructArgument):
+            data = arg.packed(device_address)
+            value = ctypes.create_string_buffer(data, len(data))
+            keep.append((value, ctypes.addressof(value)))
+        elif isinstance(arg, TensorMapRequest):
             tmap = _encoded(arg, device_address(arg.buffer))
             keep.append((tmap, tmap.getPtr()))
         elif isinstance(arg, np.generic):
@@ -68,7 +73,7 @@ def enqueue(function_handle: int, stream_handle: int, launch: Launch) -> None:
     with the driver's error name when it refuses."""
     from cuda.bindings import driver
 
-    keep, pointers = parameters(launch.args)
+    keep, pointers = parameters(launch.parameters)
     config = driver.CUlaunchConfig()
     config.gridDimX, config.gridDimY, config.gridDimZ = launch.grid     # in blocks, for the driver
     config.blockDimX, config.blockDimY, config.blockDimZ = launch.block

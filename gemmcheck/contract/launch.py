@@ -368,12 +368,13 @@ def misfit(role, parameter: Parameter, kernel: str = "") -> str | None:
         return (f"role {role!r} is {parameter.describe(kernel)}, {what}; {role} is passed as a number, or "
                 f"through a pointer to one of {', '.join(_SCALAR_POINTEES)}")
     if declared.kind != kind:
-        what = _PASSED_AS.get(declared.kind, f"a {declared} by value, which the suite cannot pack")
+        what = _PASSED_AS.get(declared.kind, f"a {declared} by value, which the suite cannot pack"
+                                             + (f" ({declared.why})" if declared.why else ""))
         hint = {(TENSOR_MAP, POINTER): f"; declare it const __grid_constant__ CUtensorMap, or give the role "
                                        f"{tensor_map.operand_of(role) if role in TENSOR_MAP_ROLES else 'A'}",
                 (POINTER, TENSOR_MAP): f"; give it the role tensor_map_{role}"}.get((kind, declared.kind), "")
         return (f"role {role!r} is {parameter.describe(kernel)}, {what}; {role} is passed as {_PASSED_AS[kind]}"
-                f"{hint or '; list the roles in the order the kernel declares its parameters'}")
+                f"{hint or ('' if declared.why else '; list the roles in the order the kernel declares its parameters')}")
     if kind == POINTER and (declared.spelling.count("*") > 1) != (role in ARRAY_ROLES):
         if role in ARRAY_ROLES:
             return (f"role {role!r} is {parameter.describe(kernel)}, a pointer to elements; {role} is passed as an "
@@ -491,16 +492,38 @@ def compiler_disagreement(instance, symbol: str) -> str | None:
     if compiled is None:
         return None
     text, theirs = compiled
-    roles, packed = instance.spec.roles, packed_types(instance)
+    packed = packed_by_parameter(instance)
     if len(theirs) != len(packed):
-        return f"the catalog lists {len(packed)} roles, the compiler's {text} takes {len(theirs)} parameters"
-    for position, (role, ours, compiled_type) in enumerate(zip(roles, packed, theirs)):
+        return (f"the catalog lists {len(instance.spec.roles)} roles for {len(packed)} parameters, the compiler's "
+                f"{text} takes {len(theirs)} parameters")
+    for position, ((roles, ours), compiled_type) in enumerate(zip(packed, theirs)):
         # a type the symbol spells through a trait (accumulator<float>::type) says no size here;
-        # the CPU simulator's build checks its size (a static_assert against g++'s)
-        if compiled_type.kind != UNKNOWN and not ours.same_layout(compiled_type):
-            return (f"parameter {position + 1} ({role}) is packed as {ours} ({ours.kind}, {ours.size} bytes); the "
-                    f"compiler's {text} declares {compiled_type} ({compiled_type.kind}, {compiled_type.size} bytes)")
+        # the CPU simulator's build checks its size (a static_assert against g++'s), and a
+        # struct's layout member by member
+        if ours.kind == parameters.STRUCT:
+            agrees = compiled_type.kind == parameters.OTHER and compiled_type.spelling == ours.spelling
+        else:
+            agrees = compiled_type.kind == UNKNOWN or ours.same_layout(compiled_type)
+        if not agrees:
+            return (f"parameter {position + 1} ({', '.join(map(str, roles))}) is packed as {ours} ({ours.kind}, "
+                    f"{ours.size} bytes); the compiler's {text} declares {compiled_type} ({compiled_type.kind}, "
+                    f"{compiled_type.size} bytes)")
     return None
+
+
+def packed_by_parameter(instance) -> list[tuple[tuple, CType]]:
+    """(roles, packed C type) per kernel parameter: a struct's members' roles as one, typed as
+    the struct."""
+    out: list[tuple[tuple, CType]] = []
+    holders: list = []
+    for role, ctype, declared in zip(instance.spec.roles, packed_types(instance), declared_by_role(instance)):
+        holder = declared.member_of if declared is not None else None
+        if holder is not None and holders and holders[-1] is holder:
+            out[-1] = ((*out[-1][0], role), out[-1][1])
+            continue
+        holders.append(holder)
+        out.append(((role,), holder.type if holder is not None else ctype))
+    return out
 
 
 def _integer(instance, role, value, ctype: CType) -> np.integer:
@@ -524,12 +547,32 @@ def _scalar(instance, role, value, ctype: CType) -> np.generic:
 
 
 @dataclass(frozen=True)
+class StructArgument:
+    """A struct the kernel takes by value, filled with its members' arguments: `members` are
+    (offset, C type, argument as plan packs a role: a device buffer for a pointer, else a numpy
+    scalar) in the struct's `size` bytes (gemmcheck.contract.structs)."""
+
+    size: int
+    members: tuple
+
+    def packed(self, address) -> bytes:
+        """The struct's bytes, each pointer member the device address `address(buffer)` gives."""
+        out = bytearray(self.size)
+        for offset, ctype, value in self.members:
+            data = np.uint64(address(value)).tobytes() if ctype.kind == POINTER else np.asarray(value).tobytes()
+            out[offset:offset + len(data)] = data
+        return bytes(out)
+
+
+@dataclass(frozen=True)
 class Launch:
-    """Everything a backend needs for one launch, in the kernel's own argument order.
+    """Everything a backend needs for one launch. `args`: one per role, in the kernel's own
+    order (a struct's members one by one); `parameters` gives them as the kernel's parameters.
     `cluster`: thread-block cluster dimensions, or None for a plain launch; a tensor map
     argument is a tensor_map.TensorMapRequest, which the backend encodes. `reached`: (operand,
     buffer) for each operand the kernel reaches only through a pointer array (its products'
-    storage), which a backend whose memory is not global (the simulator) must map too."""
+    storage), which a backend whose memory is not global (the simulator) must map too.
+    `structs`: (first role index, member count, struct size) of each struct taken by value."""
 
     grid: Dim3
     block: Dim3
@@ -537,6 +580,26 @@ class Launch:
     args: tuple
     cluster: Dim3 | None = None
     reached: tuple = ()
+    structs: tuple = ()
+    offsets: tuple = ()   # each role's offset in its struct (0 outside one)
+    types: tuple = ()     # each role's packed C type
+
+    @property
+    def parameters(self) -> tuple:
+        """One argument per kernel parameter: `args`, each struct's members as one StructArgument."""
+        starts = {first: (count, size) for first, count, size in self.structs}
+        out, index = [], 0
+        while index < len(self.args):
+            if index in starts:
+                count, size = starts[index]
+                out.append(StructArgument(size, tuple(zip(self.offsets[index:index + count],
+                                                          self.types[index:index + count],
+                                                          self.args[index:index + count]))))
+                index += count
+            else:
+                out.append(self.args[index])
+                index += 1
+        return tuple(out)
 
     @property
     def tensor_maps(self) -> tuple:
@@ -544,8 +607,8 @@ class Launch:
 
     @property
     def extended(self) -> bool:
-        """Whether the launch needs cuLaunchKernelEx (a cluster, or a by-value tensor map)."""
-        return self.cluster is not None or bool(self.tensor_maps)
+        """Whether the launch needs cuLaunchKernelEx (a cluster, a by-value tensor map or struct)."""
+        return self.cluster is not None or bool(self.tensor_maps) or bool(self.structs)
 
 
 class LaunchError(ValueError):
@@ -602,7 +665,32 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
         else:
             args.append(_scalar(instance, role, values[role], ctype))
     return Launch(grid, block, shared, tuple(args), cluster,
-                  tuple((operand, values[operand]) for operand in pointer_arrays(spec.roles)))
+                  tuple((operand, values[operand]) for operand in pointer_arrays(spec.roles)),
+                  *_struct_packing(instance))
+
+
+def _struct_packing(instance) -> tuple[tuple, tuple, tuple]:
+    """(Launch.structs, Launch.offsets, Launch.types) of `instance`: () where it takes no struct."""
+    members = [p if p is not None and p.member_of is not None else None for p in declared_by_role(instance)]
+    if not any(members):
+        return (), (), ()
+    structs, index = [], 0
+    while index < len(members):
+        holder = members[index].member_of if members[index] else None
+        count = 1
+        while holder and index + count < len(members) and members[index + count] and \
+                members[index + count].member_of is holder:
+            count += 1
+        if holder:
+            structs.append((index, count, holder.type.size))
+        index += count
+    return tuple(structs), tuple(m.offset if m else 0 for m in members), packed_types(instance)
+
+
+def declared_by_role(instance) -> list[Parameter | None]:
+    """The declared parameter (a struct's member, where it takes one) in each role's place."""
+    declared = instance.parameters or ()
+    return [declared[i] if i < len(declared) else None for i in range(len(instance.spec.roles))]
 
 
 def _tensor_map(instance, role: str, values, env) -> "tensor_map.TensorMapRequest":

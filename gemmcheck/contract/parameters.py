@@ -25,16 +25,17 @@ import functools
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
 
-from gemmcheck.contract import cuda_source
+from gemmcheck.contract import cuda_source, structs
 from gemmcheck.host_launches import split_top_level
 
 POINTER, INTEGER, FLOATING, TENSOR_MAP = "pointer", "integer", "floating", "tensor_map"
-OTHER = "other"        # a type the suite cannot pack (a struct by value, a reference)
+STRUCT = "struct"      # a struct by value whose members the suite packs (gemmcheck.contract.structs)
+OTHER = "other"        # a type the suite cannot pack (a reference, a struct it cannot lay out)
 UNKNOWN = "unknown"    # a type the declaration does not spell plainly (decltype, Traits<T>::type)
 
 _INTEGER_WORDS = {"signed", "unsigned", "short", "long", "int", "char"}
@@ -77,6 +78,7 @@ class CType:
     kind: str
     size: int | None = None
     signed: bool = True
+    why: str = field(default="", compare=False)   # OTHER: why the suite cannot pack it, where known
 
     @property
     def numpy(self) -> np.dtype | None:
@@ -123,14 +125,22 @@ class Parameter:
     name: str
     declared: str
     type: CType
+    # a member of a struct the kernel takes by value (gemmcheck.contract.structs): the struct
+    # parameter, and where the member lies in it
+    member_of: "Parameter | None" = None
+    offset: int = 0
 
     def describe(self, kernel: str = "") -> str:
         """``parameter 4 'size_t M' of gemm<float> (unsigned long)``: how a message names it; the
-        type is shown where the declaration spells it otherwise."""
+        type is shown where the declaration spells it otherwise. A struct's member: ``member
+        'int M' of parameter 1 'const GemmParams p' of gemm``."""
         written = self.declared[:self.declared.rfind(self.name)] if self.name else self.declared
         plain = lambda text: re.sub(r"\s+", "", _IGNORED.sub(" ", text))
         shown = f" ({self.type})" if plain(written) != plain(self.type.spelling) else ""
-        return f"parameter {self.position + 1} '{self.declared}'" + (f" of {kernel}" if kernel else "") + shown
+        where = f" of {kernel}" if kernel else ""
+        if self.member_of is not None:
+            return f"member '{self.declared}'{shown} of parameter {self.position + 1} '{self.member_of.declared}'{where}"
+        return f"parameter {self.position + 1} '{self.declared}'{where}{shown}"
 
 
 # -- reading declarations -----------------------------------------------------------------
@@ -262,6 +272,7 @@ class Declaration:
 
     kernel: cuda_source.Kernel
     names: dict
+    structs: dict = field(default_factory=dict)   # name -> structs.Definition, of the file
 
     @property
     def where(self) -> str:
@@ -285,7 +296,7 @@ def _declaration(text: str, file_name: str, entry: str, include_dirs, defines) -
     if kernel is None:
         return None
     code = cuda_source.code_only(cuda_source.preprocessed(text, file_name, include_dirs, defines))
-    return Declaration(kernel, typedefs(code))
+    return Declaration(kernel, typedefs(code), structs.definitions(code))
 
 
 def instantiated(decl: Declaration, template_args: str) -> tuple[Parameter, ...]:
@@ -299,8 +310,52 @@ def instantiated(decl: Declaration, template_args: str) -> tuple[Parameter, ...]
             names[name] = argument if argument is not None else f"{name}<unknown>"
         else:
             names.pop(name, None)
-    return tuple(Parameter(i, p.name, p.text, read_type(p.type, names, pointer=p.array))
-                 for i, p in enumerate(declared_parameters(decl.kernel.params)))
+    out: list[Parameter] = []
+    for i, p in enumerate(declared_parameters(decl.kernel.params)):
+        parameter = Parameter(i, p.name, p.text, read_type(p.type, names, pointer=p.array))
+        definition = decl.structs.get(parameter.type.spelling) if parameter.type.kind == OTHER else None
+        out.extend(_struct_members(parameter, definition, names) if definition else [parameter])
+    return tuple(out)
+
+
+def _struct_members(parameter: Parameter, definition: structs.Definition, names) -> list[Parameter]:
+    """A struct parameter as its members, each a Parameter at its offset (`member_of` the struct
+    parameter, whose type is the struct's: STRUCT, its size); the struct parameter alone, of
+    kind OTHER with the reason, where a member is not a pointer, an integer or a floating type."""
+    def unpackable(why: str) -> list[Parameter]:
+        return [Parameter(parameter.position, parameter.name, parameter.declared,
+                          CType(definition.name, OTHER, why=f"struct {definition.name} has {why}"))]
+
+    if definition.unpackable:
+        return unpackable(definition.unpackable)
+    if not definition.members:
+        return unpackable("no data members")
+    laid, offset, largest = [], 0, 1
+    for member in definition.members:
+        ctype = read_type(member.type, names)
+        if ctype.kind not in (POINTER, INTEGER, FLOATING):
+            return unpackable(f"member '{member.declared}' ({ctype}), which the suite cannot pack")
+        offset = offset if definition.packed else structs.aligned(offset, ctype.size)
+        laid.append((member, ctype, offset))
+        offset, largest = offset + ctype.size, max(largest, 1 if definition.packed else min(ctype.size, 8))
+    holder = Parameter(parameter.position, parameter.name, parameter.declared,
+                       CType(definition.name, STRUCT, structs.aligned(offset, largest)))
+    return [Parameter(parameter.position, member.name, member.declared, ctype, holder, at)
+            for member, ctype, at in laid]
+
+
+def listed(declared: tuple[Parameter, ...]) -> str:
+    """The parameters as a message lists them, a struct's members in braces after it
+    (``const GemmParams p {const float *A; int M}, int flags``)."""
+    out: list[str] = []
+    holders: list = []
+    for p in declared:
+        if p.member_of is not None and holders and holders[-1] is p.member_of:
+            out[-1] = out[-1][:-1] + f"; {p.declared}}}"
+            continue
+        holders.append(p.member_of)
+        out.append(f"{p.member_of.declared} {{{p.declared}}}" if p.member_of is not None else p.declared)
+    return ", ".join(out)
 
 
 def of(instance) -> tuple[Parameter, ...] | None:

@@ -33,10 +33,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmcheck.contract import cuda_source, launch, parameters, tensor_map
+from gemmcheck.contract import cuda_source, launch, parameters, structs, tensor_map
 from gemmcheck.draft.fields import Draft, toml_value
 from gemmcheck.draft.names import (ARRAY_NAMES, C_TYPES, INT_NAMES, TILE_NAMES, TRANSPOSED_NAMES, WEIGHT_NAMES, Param,
-                                   is_tensor_map, normalized, parse_params, role_of, names_of_kernel,
+                                   is_tensor_map, normalized, parse_params, role_of, names_of_kernel, struct_members,
                                    template_params)
 from gemmcheck.draft.types import (ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, kernel_code,
                                    mixed_fields, scale_reads, whole_vectors)
@@ -201,7 +201,8 @@ def _without_define_lines(text: str) -> str:
 def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constants: dict[str, int],
                  file_defines: dict[str, int], source_text: str = "") -> Draft:
     d = Draft()
-    params = parse_params(kernel.params)
+    declared = parse_params(kernel.params)
+    params, struct_notes = struct_members(declared, cuda_source.code_only(host), parameters.typedefs(host))
     tparams = template_params(kernel.head)
     type_params = {name for kind, name in tparams if kind == "type"}
     value_params = [name for kind, name in tparams if kind == "value"]
@@ -214,7 +215,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     d.add("entry", toml_value(kernel.name))
 
     kernel_launches = launches(host, kernel.name)
-    roles, unknown, todo_args = [], [], []
+    roles, unknown, todo_args = [], [], list(struct_notes)
     # the type each parameter is passed as (a type parameter read as a floating type: an element type)
     names = {**parameters.typedefs(host), **{t: "float" for t in type_params}}
     takes_c = any(p.pointer and (normalized(p.name) == "c" or ARRAY_NAMES.get(normalized(p.name)) == "C")
@@ -231,9 +232,10 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         elif passed.kind == parameters.UNKNOWN:
             role = None
         if passed.kind == parameters.OTHER or (passed.kind == parameters.UNKNOWN and role is None):
-            todo_args.append(f"TODO: args: {p.text!r} is a {passed} by value, which the suite cannot pack (it passes "
-                             "pointers, integers, floating-point alpha and beta, and CUtensorMaps): this kernel "
-                             "takes what no role is")
+            why = f" ({unpackable})" if (unpackable := _unpackable_struct(passed.spelling, host)) else ""
+            todo_args.append(f"TODO: args: {p.text!r} is a {passed} by value, which the suite cannot pack{why} (it "
+                             "passes pointers, integers, floating-point alpha and beta, CUtensorMaps, and structs of "
+                             "these): this kernel takes what no role is")
         if role is None or (role in roles and role not in launch.INT_ROLES):   # a size may be passed twice
             unknown.append(p.text)
             role = f"TODO {p.name}"
@@ -244,7 +246,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
                          f"{', '.join(launch.ROLES)}, or an integer literal passed as is")
         call = next(iter(kernel_launches), None)
         passed = [f"{p.name} = {constants[arg]}" for p, role, arg in zip(params, roles, (call.args or ()) if call else ())
-                  if str(role).startswith("TODO") and arg in constants]
+                  if str(role).startswith("TODO") and arg in constants] if params == declared else []
         if passed:
             todo_args.append(f"the file's launch passes {', '.join(passed)}: a literal passes the same")
     if missing:
@@ -326,7 +328,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     grid = block = None
     if kernel_launches:
         call = kernel_launches[0]
-        names = {**_host_names(call, tparams, host), **_passed_names(call, roles)}
+        names = {**_host_names(call, tparams, host), **(_passed_names(call, roles) if params == declared else {})}
         literals = {**_unique_values(defines_used), **_literals(call, tparams)}
         grid = _expressions(call.grid, names, constants, known, literals)
         block = _expressions(call.block, names, constants, known, literals)
@@ -337,7 +339,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         d.add("grid", toml_value(grid), f"from the file's launch: {kernel_launches[0].written}")
         d.add("block", toml_value(block), *hint)
     else:
-        seen = [line for c in kernel_launches[:1] for line in _launch_reading(c, params)]
+        seen = [line for c in kernel_launches[:1] for line in _launch_reading(c, declared)]
         if "BM" in all_params and "BN" in all_params:
             guess_grid = ["ceil(N / BN)", "ceil(M / BM)"]
         elif tile:
@@ -536,6 +538,12 @@ def _host_names(call: Launch, tparams, host: str) -> dict[str, str]:
         if role in launch.GEOMETRY_NAMES and word not in names:
             names[word] = role
     return names
+
+
+def _unpackable_struct(spelling: str, host: str) -> str:
+    """Why the struct named `spelling` (defined in `host`) cannot be packed, or ""."""
+    definition = structs.definitions(cuda_source.code_only(host)).get(spelling)
+    return f"struct {spelling} has {definition.unpackable}" if definition and definition.unpackable else ""
 
 
 def _passed_names(call: Launch, roles: list) -> dict[str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gemmcheck.contract import launch, parameters
+from gemmcheck.contract import launch, parameters, structs
 
 # Floating-point types the suite knows, as C spells them -> dtype names of gemmcheck.contract.dtypes.
 C_TYPES = {"float": "float32", "double": "float64", "__half": "float16", "half": "float16",
@@ -120,6 +120,25 @@ def parse_params(params: str) -> list[Param]:
     """The parameters of a declaration, as gemmcheck.contract.parameters reads them; an unnamed
     one goes by its text."""
     return [Param(p.text, p.name or p.text, p.type, p.pointer, p.array) for p in parameters.declared_parameters(params)]
+
+
+def struct_members(params: list[Param], code: str, names: dict[str, str]) -> tuple[list[Param], list[str]]:
+    """`params` with each struct the kernel takes by value as its members (one role each, in the
+    order the struct declares them: gemmcheck.contract.structs), and a note per struct; a struct
+    the suite cannot lay out stays one parameter (its reason in the draft's TODO)."""
+    definitions = structs.definitions(code)
+    out, notes = [], []
+    for p in params:
+        found = parameters.read_type(p.type, names, pointer=p.array)
+        definition = definitions.get(found.spelling) if found.kind == parameters.OTHER else None
+        if definition is None or definition.unpackable or not definition.members:
+            out.append(p)
+            continue
+        members = [Param(m.declared, m.name, m.type, "*" in m.type) for m in definition.members]
+        out.extend(members)
+        notes.append(f"{', '.join(m.name for m in members)}: the members of {p.text!r}, one role each in the order "
+                     f"{definition.name} declares them")
+    return out, notes
 
 
 def template_params(head: str) -> list[tuple[str, str]]:

@@ -220,15 +220,38 @@ def launcher_source(source: Path, instances) -> str:
         slots = buffer_names(inst)
         by_position = {position: (offset, ctype) for position, offset, ctype in argument_layout(inst)}
         args, checks = [], []
-        for position, role in enumerate(inst.spec.roles):
-            if role in slots:
-                args.append(f"(P::at<{position}>)p[{slots.index(role)}]")
-                continue
-            offset, ctype = by_position[position]
-            args.append(f"cudasim_argument<P::at<{position}>>(n + {offset})")
-            checks.append(f"static_assert(sizeof(P::at<{position}>) == {ctype.size}, \"{inst.name_expression}: "
-                          f"gemmcheck packs parameter {position + 1} ({role}) as {ctype}, {ctype.size} bytes, but g++ "
-                          "declares it another size\");")
+        declared = launch.declared_by_role(inst)
+        position = 0   # the role's index: its slot in the request's argument bytes
+        for parameter, (roles, ptype) in enumerate(launch.packed_by_parameter(inst)):
+            holder = declared[position].member_of if declared[position] is not None else None
+            if holder is not None:
+                checks.append(f"static_assert(sizeof(P::at<{parameter}>) == {ptype.size}, \"{inst.name_expression}: "
+                              f"gemmcheck lays out parameter {parameter + 1} ({ptype}) in {ptype.size} bytes, but g++ "
+                              "gives it another size\");")
+                checks.append(f"P::at<{parameter}> s{parameter}{{}};")
+            for role in roles:
+                member = declared[position].name if holder is not None else None
+                target = f"P::at<{parameter}>" if member is None else f"decltype(s{parameter}.{member})"
+                what = f"parameter {parameter + 1} ({role})" if member is None else f"member {member} ({role})"
+                if role in slots:
+                    value = f"({target})p[{slots.index(role)}]"
+                else:
+                    offset, ctype = by_position[position]
+                    value = f"cudasim_argument<{target}>(n + {offset})"
+                    checks.append(f"static_assert(sizeof({target}) == {ctype.size}, \"{inst.name_expression}: "
+                                  f"gemmcheck packs {what} as {ctype}, {ctype.size} bytes, but g++ declares it "
+                                  "another size\");")
+                if member is None:
+                    args.append(value)
+                else:
+                    at = declared[position].offset
+                    checks.append(f"static_assert(__builtin_offsetof(P::at<{parameter}>, {member}) == {at}, "
+                                  f"\"{inst.name_expression}: gemmcheck puts {what} at byte {at} of {ptype}, but g++ "
+                                  "puts it elsewhere\");")
+                    checks.append(f"s{parameter}.{member} = {value};")
+                position += 1
+            if holder is not None:
+                args.append(f"s{parameter}")
         lines.append(f"void cudasim_launch_{index}(void *const *p, const unsigned char *n) {{\n"
                      f"    (void)n;\n    using P = cudasim_parameters<decltype(&{inst.name_expression})>;\n"
                      + "".join(f"    {c}\n" for c in checks)

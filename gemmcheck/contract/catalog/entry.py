@@ -259,9 +259,11 @@ def _check_arguments(spec: KernelSpec, fail) -> None:
         if not declared:
             continue   # unreadable, or a stand-in that takes nothing (and so can read no operand)
         if len(declared) != len(spec.roles):
+            members = any(p.member_of is not None for p in declared)
             fail(f"args lists {len(spec.roles)} parameters, but {spec.entry} ({parameters.declaration_site(inst)}) "
-                 f"declares {len(declared)}: ({', '.join(p.declared for p in declared)}); give one role per "
-                 "parameter, in order")
+                 f"declares {len(declared)}{' with its struct members' if members else ''}: "
+                 f"({parameters.listed(declared)}); give one role per parameter, in order"
+                 + (", and one per member of a struct it takes by value" if members else ""))
         for role, parameter in zip(spec.roles, declared):
             why = launch.misfit(role, parameter, inst.name_expression) or launch.pointee_misfit(inst, role, parameter)
             if why:
