@@ -153,3 +153,23 @@ def test_the_resources_table_aligns_numbers_right_in_the_order_given():
         "instantiation            arch   regs  smem B  stack B  spill B  barriers",
         "matmul_tiled<float, 32>  sm_90    40    8192        0        0         1",
         "matmul_tiled<float, 8>   sm_90   128     512       16        8         1"]
+
+
+def test_threads_that_build_at_once_each_find_nvrtc_whole():
+    """cuda.core fills its package from its versioned module while it is imported, so a thread
+    importing it at once with another could find it half filled (``cannot import name
+    'ProgramOptions' from 'cuda.core.cu13'``, about one process in six with four threads): the
+    compiler imports it one thread at a time. Each process is fresh: only a first import races."""
+    import subprocess
+    import sys
+
+    from child_env import ROOT, child_env
+
+    code = ("from concurrent.futures import ThreadPoolExecutor\n"
+            "from gemmcheck.compile import compiler\n"
+            "with ThreadPoolExecutor(4) as pool:\n"
+            "    list(pool.map(lambda _: compiler._cuda_core().ProgramOptions, range(4)))\n")
+    runs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=child_env(), stderr=subprocess.PIPE,
+                             text=True) for _ in range(24)]
+    failed = [err for err in (r.communicate()[1] for r in runs) if err.strip()]
+    assert not failed, f"{len(failed)} of 24 processes: {failed[0][-300:]}"

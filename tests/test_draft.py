@@ -216,13 +216,23 @@ def test_size_t_and_friends_map_to_their_roles_and_the_draft_packs_them_as_decla
         "__half", "__half *", "long"]
 
 
-def test_a_parameter_the_suite_cannot_pack_gets_a_todo_naming_its_type(tmp_path):
+def test_a_struct_of_sizes_drafts_as_its_members(tmp_path):
     source = tmp_path / "dims.cu"
     source.write_text("struct Dims { int m, n, k; };\n"
                       "__global__ void gemm(const float *A, const float *B, float *C, Dims d) {}\n")
     text = draft.draft_source(source, tmp_path)
-    assert ("# TODO: args: 'Dims d' is a Dims by value, which the suite cannot pack (it passes pointers, integers, "
-            "floating-point alpha and beta, and CUtensorMaps): this kernel takes what no role is") in text
+    assert "# m, n, k: the members of 'Dims d', one role each in the order Dims declares them" in text
+    assert tomllib.loads(text)["kernel"][0]["args"] == ["A", "B", "C", "M", "N", "K"]
+
+
+def test_a_parameter_the_suite_cannot_pack_gets_a_todo_naming_its_type(tmp_path):
+    source = tmp_path / "dims.cu"
+    source.write_text("struct Dims { int shape[3]; };\n"
+                      "__global__ void gemm(const float *A, const float *B, float *C, Dims d) {}\n")
+    text = draft.draft_source(source, tmp_path)
+    assert ("# TODO: args: 'Dims d' is a Dims by value, which the suite cannot pack (struct Dims has an array member) "
+            "(it passes pointers, integers, floating-point alpha and beta, CUtensorMaps, and structs of these): this "
+            "kernel takes what no role is") in text
     assert tomllib.loads(text)["kernel"][0]["args"] == ["A", "B", "C", "TODO d"]
 
 

@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -284,13 +285,26 @@ def first_errors(log: str, limit: int = MAX_ERROR_LINES) -> str:
     return "\n".join(shown + ([f"... ({more} more lines)"] if more > 0 else []))
 
 
+_IMPORT_LOCK = threading.Lock()
+
+
+def _cuda_core():
+    """cuda.core, imported by one thread at a time: its package copies the versioned module's
+    names into itself while importing, so a second thread importing it at once can find it
+    half filled (``cannot import name 'ProgramOptions' from 'cuda.core.cu13'``; seen when
+    threads build units side by side)."""
+    with _IMPORT_LOCK:
+        import cuda.core
+    return cuda.core
+
+
 @functools.lru_cache(maxsize=None)
 def _no_nvrtc_cache() -> dict:
     """NVRTC >= 12.9 keeps its own build cache, and a build it serves from there prints no
     ptxas -v report (NVIDIA/Fuser#4694, cuda-python#1124): on the H200, with -n 2, one
     worker's resource check read an empty report for a kernel the other had just built.
     gemmcheck caches builds itself, so NVRTC's cache is turned off where it exists."""
-    from cuda.core import ProgramOptions
+    ProgramOptions = _cuda_core().ProgramOptions
 
     major, minor = (int(p) for p in nvrtc_version().split("."))
     fields = getattr(ProgramOptions, "__dataclass_fields__", {})
@@ -298,7 +312,7 @@ def _no_nvrtc_cache() -> dict:
 
 
 def _options(source: Path, arch: str, include, defines, **extra):
-    from cuda.core import ProgramOptions
+    ProgramOptions = _cuda_core().ProgramOptions
 
     # The program's name is the user's path, so NVRTC's errors read file.cu(12), not default_program(12).
     return ProgramOptions(name=str(source), arch=arch, include_path=include or None, pre_include=str(PRELUDE),
@@ -308,7 +322,7 @@ def _options(source: Path, arch: str, include, defines, **extra):
 
 def _front_end_log(source: Path, text: str, arch: str, include, defines) -> str:
     """NVRTC's log of a front-end-only compile of `text` (no code generated); "" when it compiles."""
-    from cuda.core import Program
+    Program = _cuda_core().Program
 
     log = io.StringIO()
     program = None
@@ -324,7 +338,7 @@ def _front_end_log(source: Path, text: str, arch: str, include, defines) -> str:
 
 
 def _compile(source: Path, text: str, name_expressions, arch: str, include, defines) -> Compiled:
-    from cuda.core import Program
+    Program = _cuda_core().Program
 
     options = _options(source, arch, include, defines)
     log = io.StringIO()
