@@ -21,6 +21,7 @@ the differences listed, 2 when a compiler is not installed here (the line says w
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -51,8 +52,11 @@ _SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error|skipped).*?)\s*=*$")
 def slug(catalog: str) -> str:
     """A directory name for a catalog: ``examples_mixed`` for examples/mixed/catalog.toml (a
     group's: its members' joined by ``+``)."""
-    return "+".join(re.sub(r"[^A-Za-z0-9]+", "_", c.removesuffix(".toml").removesuffix("/catalog")).strip("_")
-                    for c in catalog.split(","))
+    names = [re.sub(r"[^A-Za-z0-9]+", "_", c.removesuffix(".toml").removesuffix("/catalog")).strip("_")
+             for c in catalog.split(",")]
+    joined = "+".join(names)
+    # a file name holds 255 bytes: a long group goes by its first member and how many more
+    return joined if len(joined) <= 120 else f"{names[0]}+{len(names) - 1}_more"
 
 
 def judge(catalog: str, compiler: str, out: Path, workers: str, extra: list[str]) -> str:
@@ -70,6 +74,18 @@ def judge(catalog: str, compiler: str, out: Path, workers: str, extra: list[str]
         shutil.copy(matrix, out / "kill_matrix.json")
     lines = [m[1] for m in map(_SUMMARY.match, done.stdout.splitlines()) if m]
     return lines[-1] if lines else f"no summary (exit {done.returncode}): {done.stderr.strip()[-300:]}"
+
+
+def _alike(runs: dict, lines: list[str]) -> str:
+    """``57 of 57 instantiations judged alike``: each run's instantiations, less those whose
+    verdict or status differ."""
+    judged = set()
+    for run in runs.values():
+        path = run / "verdicts.json"
+        if path.is_file():
+            judged |= {i["instance"] for i in json.loads(path.read_text())["instances"]}
+    differ = sum(line.startswith("instance ") for line in lines)
+    return f"{len(judged) - differ} of {len(judged)} instantiations judged alike"
 
 
 def main(argv=None) -> int:
@@ -99,7 +115,7 @@ def main(argv=None) -> int:
             continue
         lines = compare(runs["nvcc"], runs["nvrtc"], labels=COMPILERS, per_test=True)
         differences += bool(lines)
-        print(f"{catalog}: nvcc {summaries['nvcc']}; nvrtc {summaries['nvrtc']}; "
+        print(f"{catalog}: nvcc {summaries['nvcc']}; nvrtc {summaries['nvrtc']}; {_alike(runs, lines)}; "
               + (f"{len(lines)} difference(s)" if lines else "the runs agree"))
         for line in lines:
             print(f"    {line}")

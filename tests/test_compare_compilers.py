@@ -36,7 +36,8 @@ def test_runs_that_judge_alike_agree(runs, capsys):
     judged, argv = runs
     judged.update(nvcc=verdicts("correct", None), nvrtc=verdicts("correct", None))
     assert script.main(argv) == 0
-    assert "examples/catalog.toml: nvcc 1 passed in 0.1s; nvrtc 1 passed in 0.1s; the runs agree" in capsys.readouterr().out
+    assert ("examples/catalog.toml: nvcc 1 passed in 0.1s; nvrtc 1 passed in 0.1s; 1 of 1 instantiations judged "
+            "alike; the runs agree") in capsys.readouterr().out
 
 
 def test_a_kernel_judged_otherwise_by_one_compiler_is_a_difference_named(runs, capsys):
@@ -45,6 +46,7 @@ def test_a_kernel_judged_otherwise_by_one_compiler_is_a_difference_named(runs, c
     assert script.main(argv) == 1
     out = capsys.readouterr().out
     assert "instance k-float32: nvcc ('correct'" in out and "nvrtc ('wrong_values'" in out and "1 catalog(s) judged differently" in out
+    assert "0 of 1 instantiations judged alike" in out
 
 
 def test_a_missing_compiler_is_said_in_one_line(monkeypatch, capsys):
@@ -62,6 +64,12 @@ def test_a_missing_compiler_is_said_in_one_line(monkeypatch, capsys):
                                             "examples_bad+tests_data_perf_faults")])
 def test_each_catalog_has_a_directory_of_its_own(catalog, name):
     assert script.slug(catalog) == name
+
+
+def test_a_long_group_gets_a_name_a_file_system_holds():
+    """Seventeen catalogs in one session: their names joined passed 255 bytes (File name too long)."""
+    group = ",".join(c for c in script.CATALOGS if c.startswith(("examples/", "tests/data/")))
+    assert script.slug(group) == f"examples+{group.count(',')}_more"
 
 
 def test_the_default_catalogs_are_the_repositorys():
