@@ -500,8 +500,9 @@ def compiler_disagreement(instance, symbol: str) -> str | None:
         # a type the symbol spells through a trait (accumulator<float>::type) says no size here;
         # the CPU simulator's build checks its size (a static_assert against g++'s), and a
         # struct's layout member by member
-        if ours.kind == parameters.STRUCT:
-            agrees = compiled_type.kind == parameters.OTHER and compiled_type.spelling == ours.spelling
+        if ours.kind == parameters.STRUCT:   # the same struct (a template's arguments as the demangler spells them)
+            agrees = compiled_type.kind in (parameters.OTHER, UNKNOWN) and \
+                compiled_type.spelling.split("<")[0].strip() == ours.spelling.split("<")[0].strip()
         else:
             agrees = compiled_type.kind == UNKNOWN or ours.same_layout(compiled_type)
         if not agrees:

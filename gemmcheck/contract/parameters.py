@@ -313,18 +313,40 @@ def instantiated(decl: Declaration, template_args: str) -> tuple[Parameter, ...]
     out: list[Parameter] = []
     for i, p in enumerate(declared_parameters(decl.kernel.params)):
         parameter = Parameter(i, p.name, p.text, read_type(p.type, names, pointer=p.array))
-        definition = decl.structs.get(parameter.type.spelling) if parameter.type.kind == OTHER else None
-        out.extend(_struct_members(parameter, definition, names) if definition else [parameter])
+        definition, member_names = struct_of(parameter.type, decl.structs, names)
+        out.extend(_struct_members(parameter, definition, member_names) if definition else [parameter])
     return tuple(out)
+
+
+def struct_of(ctype: CType, definitions: dict, names: dict) -> tuple:
+    """(the struct `ctype` names by value, the type names its members are read with), or (None,
+    names): ``GemmParams``, or ``Params<__half>`` (a template struct: its type parameters the
+    arguments given, as an instantiation's are)."""
+    if ctype.kind == OTHER and ctype.spelling in definitions and not definitions[ctype.spelling].template:
+        return definitions[ctype.spelling], names
+    m = re.fullmatch(r"([A-Za-z_]\w*)\s*<(.*)>", ctype.spelling) if ctype.kind == UNKNOWN else None
+    definition = definitions.get(m[1]) if m else None
+    if definition is None or not definition.template:
+        return None, names
+    given, member_names = split_top_level(m[2]), dict(names)
+    for index, (kind, name, default) in enumerate(template_parameters(definition.template)):
+        argument = given[index] if index < len(given) else default
+        if kind == "type" and argument is not None:
+            member_names[name] = argument
+        else:
+            member_names.pop(name, None)
+    return definition, member_names
 
 
 def _struct_members(parameter: Parameter, definition: structs.Definition, names) -> list[Parameter]:
     """A struct parameter as its members, each a Parameter at its offset (`member_of` the struct
     parameter, whose type is the struct's: STRUCT, its size); the struct parameter alone, of
     kind OTHER with the reason, where a member is not a pointer, an integer or a floating type."""
+    spelling = parameter.type.spelling   # GemmParams, Params<__half>
+
     def unpackable(why: str) -> list[Parameter]:
         return [Parameter(parameter.position, parameter.name, parameter.declared,
-                          CType(definition.name, OTHER, why=f"struct {definition.name} has {why}"))]
+                          CType(spelling, OTHER, why=f"struct {definition.name} has {why}"))]
 
     if definition.unpackable:
         return unpackable(definition.unpackable)
@@ -339,7 +361,7 @@ def _struct_members(parameter: Parameter, definition: structs.Definition, names)
         laid.append((member, ctype, offset))
         offset, largest = offset + ctype.size, max(largest, 1 if definition.packed else min(ctype.size, 8))
     holder = Parameter(parameter.position, parameter.name, parameter.declared,
-                       CType(definition.name, STRUCT, structs.aligned(offset, largest)))
+                       CType(spelling, STRUCT, structs.aligned(offset, largest)))
     return [Parameter(parameter.position, member.name, member.declared, ctype, holder, at)
             for member, ctype, at in laid]
 

@@ -8,8 +8,10 @@ offset: every member at an offset aligned to its size (pointers 8 bytes), the st
 multiple of its largest member's; in a struct declared ``__attribute__((packed))``, each member
 right after the one before. Members the suite can pack: pointers, integers and the
 floating-point types of gemmcheck.contract.parameters. A struct with anything else (an array,
-a nested struct, a bit-field, a base class, alignas, ``#pragma pack``) is read with the reason,
-which the catalog loader shows. The simulator's build checks every offset and the size against g++'s
+a nested struct, a bit-field, a base class, alignas, ``#pragma pack``, a template with
+specializations) is read with the reason, which the catalog loader shows. A template struct
+(``template <typename T> struct Params``) is laid out with the arguments the kernel's
+parameter gives it (``Params<T>`` in the float16 instantiation: ``Params<__half>``). The simulator's build checks every offset and the size against g++'s
 (gemmcheck.backends.cpu_sim.build).
 """
 
@@ -51,6 +53,7 @@ class Definition:
     members: tuple[Member, ...]
     unpackable: str = ""
     packed: bool = False   # __attribute__((packed)): every member right after the one before
+    template: str = ""     # a template's head (``template <typename T>``): its members' types name T
 
 
 def definitions(code: str) -> dict[str, Definition]:
@@ -62,9 +65,11 @@ def definitions(code: str) -> dict[str, Definition]:
         if end is None:
             continue
         attributes = m["attributes"] + _TRAILING_ATTRIBUTES.match(code, end + 1)[0]
-        why = ("a template" if m["template"] else "derived from another" if m["base"] else pragma or
+        specialized = m["template"] and re.search(rf"\b(?:struct|class)\s+{m['name']}\s*<", code)
+        why = ("derived from another" if m["base"] else "specializations" if specialized else pragma or
                ("declared with an alignment" if re.search(r"__align__|alignas|aligned", attributes) else ""))
-        found.setdefault(m["name"], _definition(m["name"], code[m.end():end], why, bool(_PACKED.search(attributes))))
+        found.setdefault(m["name"], _definition(m["name"], code[m.end():end], why, bool(_PACKED.search(attributes)),
+                                                (m["template"] or "").strip()))
     for m in _TYPEDEF_HEAD.finditer(code):
         end = _end(code, m.end() - 1)
         if end is None:
@@ -78,7 +83,7 @@ def definitions(code: str) -> dict[str, Definition]:
     return found
 
 
-def _definition(name: str, body: str, why: str, packed: bool) -> Definition:
+def _definition(name: str, body: str, why: str, packed: bool, template: str = "") -> Definition:
     members = []
     for declaration in _declarations(body):
         if _SKIPPED.match(declaration) or "(" in declaration:
@@ -92,7 +97,7 @@ def _definition(name: str, body: str, why: str, packed: bool) -> Definition:
         why = "a bit-field"
     if not why and re.search(r"__align__|alignas", body):
         why = "a member declared with an alignment"
-    return Definition(name, tuple(members), why, packed)
+    return Definition(name, tuple(members), why, packed, template)
 
 
 def _declarations(body: str) -> list[str]:

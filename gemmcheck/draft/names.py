@@ -129,12 +129,16 @@ def struct_members(params: list[Param], code: str, names: dict[str, str]) -> tup
     definitions = structs.definitions(code)
     out, notes = [], []
     for p in params:
-        found = parameters.read_type(p.type, names, pointer=p.array)
-        definition = definitions.get(found.spelling) if found.kind == parameters.OTHER else None
+        definition, _ = parameters.struct_of(parameters.read_type(p.type, names, pointer=p.array), definitions, names)
         if definition is None or definition.unpackable or not definition.members:
             out.append(p)
             continue
-        members = [Param(m.declared, m.name, m.type, "*" in m.type) for m in definition.members]
+        # a template struct's parameters as the kernel writes its arguments (Args<T>: the kernel's T)
+        written = re.search(r"<(.*)>", p.type)
+        given = parameters.split_top_level(written[1]) if written and definition.template else []
+        renamed = {name: arg for (_, name, _), arg in zip(parameters.template_parameters(definition.template), given)}
+        retyped = lambda text: re.sub(r"\b[A-Za-z_]\w*\b", lambda w: renamed.get(w[0], w[0]), text)
+        members = [Param(retyped(m.declared), m.name, retyped(m.type), "*" in m.type) for m in definition.members]
         out.extend(members)
         notes.append(f"{', '.join(m.name for m in members)}: the members of {p.text!r}, one role each in the order "
                      f"{definition.name} declares them")

@@ -81,3 +81,26 @@ __global__ void packed_args_gemm(PackedArgs p)
     for (int k = 0; k < p.K; ++k) acc += p.A[row * p.K + k] * p.B[k * p.N + col];
     p.C[row * p.N + col] = acc;
 }
+
+// A template struct, instantiated with the kernel's own type: Args<float>, Args<__half>.
+template <typename T>
+struct Args {
+    const T *A, *B;
+    T *C;
+    int M, N, K;
+    T alpha, beta;
+};
+
+template <typename T>
+__global__ void templated_args_gemm(const Args<T> args)
+{
+    const int row = blockIdx.y * blockDim.y + threadIdx.y;
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= args.M || col >= args.N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < args.K; ++k)
+        acc += static_cast<float>(args.A[row * args.K + k]) * static_cast<float>(args.B[k * args.N + col]);
+    const float beta = static_cast<float>(args.beta);
+    const float old = beta == 0.0f ? 0.0f : static_cast<float>(args.C[row * args.N + col]);
+    args.C[row * args.N + col] = static_cast<T>(static_cast<float>(args.alpha) * acc + beta * old);
+}
