@@ -672,20 +672,15 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
 
 def _struct_packing(instance) -> tuple[tuple, tuple, tuple]:
     """(Launch.structs, Launch.offsets, Launch.types) of `instance`: () where it takes no struct."""
-    members = [p if p is not None and p.member_of is not None else None for p in declared_by_role(instance)]
-    if not any(members):
+    if not any(p.member_of is not None for p in instance.parameters or ()):
         return (), (), ()
     structs, index = [], 0
-    while index < len(members):
-        holder = members[index].member_of if members[index] else None
-        count = 1
-        while holder and index + count < len(members) and members[index + count] and \
-                members[index + count].member_of is holder:
-            count += 1
-        if holder:
-            structs.append((index, count, holder.type.size))
-        index += count
-    return tuple(structs), tuple(m.offset if m else 0 for m in members), packed_types(instance)
+    for roles, ctype in packed_by_parameter(instance):
+        if ctype.kind == parameters.STRUCT:
+            structs.append((index, len(roles), ctype.size))
+        index += len(roles)
+    offsets = tuple(p.offset if p is not None else 0 for p in declared_by_role(instance))
+    return tuple(structs), offsets, packed_types(instance)
 
 
 def declared_by_role(instance) -> list[Parameter | None]:
