@@ -156,3 +156,19 @@ def test_the_references_pass_and_the_twin_is_caught_on_the_simulator(tmp_path):
         "struct_sizes_then_pointers-float32": ("correct", "as_expected"),
         "struct_packed-float32": ("correct", "as_expected"),
         "struct_template-float32": ("correct", "as_expected"), "struct_template-float16": ("correct", "as_expected")}
+
+
+def test_a_traits_template_is_no_struct_taken_by_value():
+    """``scalar_t<T> alpha`` through ``template <typename T> struct traits { using type = ...; }``
+    (the ladder's kernels): a type read from the compiled kernel, never a struct to lay out."""
+    code = ("template <typename T> struct traits { using type = float; };\n"
+            "template <> struct traits<double> { using type = double; };\n"
+            "template <typename T> struct Args { const T *A; int M; };\n")
+    found = structs.definitions(code)
+    unknown = lambda spelling: parameters.CType(spelling, parameters.UNKNOWN)
+    assert parameters.struct_of(unknown("traits<float>float<float>"), found, {})[0] is None   # an alias's ::type
+    assert parameters.struct_of(unknown("traits<float>"), found, {})[0] is None               # no data members
+    definition, names = parameters.struct_of(unknown("Args<__half>"), found, {})
+    assert definition.name == "Args" and names == {"T": "__half"}
+    ladder = catalog.load(ROOT / "kernels" / "ladder_catalog.toml")   # loads, each alpha as compiled
+    assert all(p.member_of is None for s in ladder for i in s.instances()[:1] for p in i.parameters or ())

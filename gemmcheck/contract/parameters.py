@@ -324,11 +324,13 @@ def struct_of(ctype: CType, definitions: dict, names: dict) -> tuple:
     arguments given, as an instantiation's are)."""
     if ctype.kind == OTHER and ctype.spelling in definitions and not definitions[ctype.spelling].template:
         return definitions[ctype.spelling], names
-    m = re.fullmatch(r"([A-Za-z_]\w*)\s*<(.*)>", ctype.spelling) if ctype.kind == UNKNOWN else None
-    definition = definitions.get(m[1]) if m else None
-    if definition is None or not definition.template:
+    m = re.match(r"([A-Za-z_]\w*)\s*<", ctype.spelling) if ctype.kind == UNKNOWN else None
+    inner = _balanced_angle(ctype.spelling[m.end():]) if m else ""
+    whole = m is not None and ctype.spelling[m.end() + len(inner):].strip() == ">"   # not a trait's ::type
+    definition = definitions.get(m[1]) if whole else None
+    if definition is None or not definition.template or not definition.members:
         return None, names
-    given, member_names = split_top_level(m[2]), dict(names)
+    given, member_names = split_top_level(inner), dict(names)
     for index, (kind, name, default) in enumerate(template_parameters(definition.template)):
         argument = given[index] if index < len(given) else default
         if kind == "type" and argument is not None:
