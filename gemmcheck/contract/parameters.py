@@ -348,7 +348,7 @@ def _struct_members(parameter: Parameter, definition: structs.Definition, names)
 
     def unpackable(why: str) -> list[Parameter]:
         return [Parameter(parameter.position, parameter.name, parameter.declared,
-                          CType(spelling, OTHER, why=f"struct {definition.name} has {why}"))]
+                          CType(spelling, OTHER, why=definition.has(why)))]
 
     if definition.unpackable:
         return unpackable(definition.unpackable)

@@ -55,6 +55,10 @@ class Definition:
     packed: bool = False   # __attribute__((packed)): every member right after the one before
     template: str = ""     # a template's head (``template <typename T>``): its members' types name T
 
+    def has(self, why: str) -> str:
+        """How a message says what stops the suite packing it: ``struct Dims has an array member``."""
+        return f"struct {self.name} has {why}"
+
 
 def definitions(code: str) -> dict[str, Definition]:
     """The structs (and classes) `code` defines, by name (comments blanked, preprocessed)."""
@@ -66,10 +70,9 @@ def definitions(code: str) -> dict[str, Definition]:
             continue
         attributes = m["attributes"] + _TRAILING_ATTRIBUTES.match(code, end + 1)[0]
         specialized = m["template"] and re.search(rf"\b(?:struct|class)\s+{m['name']}\s*<", code)
-        why = ("derived from another" if m["base"] else "specializations" if specialized else pragma or
-               ("declared with an alignment" if re.search(r"__align__|alignas|aligned", attributes) else ""))
-        found.setdefault(m["name"], _definition(m["name"], code[m.end():end], why, bool(_PACKED.search(attributes)),
-                                                (m["template"] or "").strip()))
+        why = "derived from another" if m["base"] else "specializations" if specialized else ""
+        found.setdefault(m["name"], _definition(m["name"], code[m.end():end], why or _layout_why(attributes, pragma),
+                                                bool(_PACKED.search(attributes)), (m["template"] or "").strip()))
     for m in _TYPEDEF_HEAD.finditer(code):
         end = _end(code, m.end() - 1)
         if end is None:
@@ -78,9 +81,15 @@ def definitions(code: str) -> dict[str, Definition]:
         name = re.match(r"([A-Za-z_]\w*)\s*;", code[after.end():])
         if name:
             attributes = m["attributes"] + after[0]
-            why = pragma or ("declared with an alignment" if re.search(r"__align__|alignas|aligned", attributes) else "")
-            found.setdefault(name[1], _definition(name[1], code[m.end():end], why, bool(_PACKED.search(attributes))))
+            found.setdefault(name[1], _definition(name[1], code[m.end():end], _layout_why(attributes, pragma),
+                                                  bool(_PACKED.search(attributes))))
     return found
+
+
+def _layout_why(attributes: str, pragma: str) -> str:
+    """Why a struct's attributes (or the file's ``#pragma pack``) make a layout the suite does not
+    compute: an alignment other than its members'; "" for none, or ``packed`` alone."""
+    return pragma or ("declared with an alignment" if re.search(r"__align__|alignas|aligned", attributes) else "")
 
 
 def _definition(name: str, body: str, why: str, packed: bool, template: str = "") -> Definition:

@@ -202,7 +202,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
                  file_defines: dict[str, int], source_text: str = "") -> Draft:
     d = Draft()
     declared = parse_params(kernel.params)
-    params, struct_notes = struct_members(declared, cuda_source.code_only(host), parameters.typedefs(host))
+    file_structs = structs.definitions(cuda_source.code_only(host))
+    params, struct_notes = struct_members(declared, file_structs, parameters.typedefs(host))
     tparams = template_params(kernel.head)
     type_params = {name for kind, name in tparams if kind == "type"}
     value_params = [name for kind, name in tparams if kind == "value"]
@@ -232,7 +233,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
         elif passed.kind == parameters.UNKNOWN:
             role = None
         if passed.kind == parameters.OTHER or (passed.kind == parameters.UNKNOWN and role is None):
-            why = f" ({unpackable})" if (unpackable := _unpackable_struct(passed.spelling, host)) else ""
+            definition = file_structs.get(passed.spelling)
+            why = f" ({definition.has(definition.unpackable)})" if definition and definition.unpackable else ""
             todo_args.append(f"TODO: args: {p.text!r} is a {passed} by value, which the suite cannot pack{why} (it "
                              "passes pointers, integers, floating-point alpha and beta, CUtensorMaps, and structs of "
                              "these): this kernel takes what no role is")
@@ -538,12 +540,6 @@ def _host_names(call: Launch, tparams, host: str) -> dict[str, str]:
         if role in launch.GEOMETRY_NAMES and word not in names:
             names[word] = role
     return names
-
-
-def _unpackable_struct(spelling: str, host: str) -> str:
-    """Why the struct named `spelling` (defined in `host`) cannot be packed, or ""."""
-    definition = structs.definitions(cuda_source.code_only(host)).get(spelling)
-    return f"struct {spelling} has {definition.unpackable}" if definition and definition.unpackable else ""
 
 
 def _passed_names(call: Launch, roles: list) -> dict[str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gemmcheck.contract import launch, parameters, structs
+from gemmcheck.contract import launch, parameters
 
 # Floating-point types the suite knows, as C spells them -> dtype names of gemmcheck.contract.dtypes.
 C_TYPES = {"float": "float32", "double": "float64", "__half": "float16", "half": "float16",
@@ -122,11 +122,11 @@ def parse_params(params: str) -> list[Param]:
     return [Param(p.text, p.name or p.text, p.type, p.pointer, p.array) for p in parameters.declared_parameters(params)]
 
 
-def struct_members(params: list[Param], code: str, names: dict[str, str]) -> tuple[list[Param], list[str]]:
+def struct_members(params: list[Param], definitions: dict, names: dict[str, str]) -> tuple[list[Param], list[str]]:
     """`params` with each struct the kernel takes by value as its members (one role each, in the
-    order the struct declares them: gemmcheck.contract.structs), and a note per struct; a struct
+    order the struct declares them; `definitions`: the file's, gemmcheck.contract.structs), and a
+    note per struct; a struct
     the suite cannot lay out stays one parameter (its reason in the draft's TODO)."""
-    definitions = structs.definitions(code)
     out, notes = [], []
     for p in params:
         definition, _ = parameters.struct_of(parameters.read_type(p.type, names, pointer=p.array), definitions, names)
