@@ -129,7 +129,7 @@ def scale_reads(kernel: str, params: list[Param], roles: list, code: str) -> dic
     """{operand: the indices the kernel (or a function it calls) reads its scale pointer with}
     (``scale_a[m]``; ``[0]`` or ``*scale_a`` is one value)."""
     found_functions = functions(code)
-    body = " ".join(b for name, head, b in found_functions if name == kernel and "__global__" in head)
+    body = _kernel_body(kernel, found_functions)
     reads = {}
     for p, role in zip(params, roles):
         if role in launch.SCALE_ROLES and p.pointer:
@@ -204,9 +204,14 @@ def kernel_code(kernel: str, code: str) -> tuple[str, str]:
     """The bodies of the __global__ `kernel`, and of the file's functions those call (a kernel
     that hands its work to a __device__ function)."""
     found = functions(code)
-    own = " ".join(body for name, head, body in found if name == kernel and "__global__" in head)
+    own = _kernel_body(kernel, found)
     called = " ".join(body for name, _, body in found if name != kernel and re.search(rf"\b{re.escape(name)}\s*[<(]", own))
     return own, called
+
+
+def _kernel_body(kernel: str, found: list[tuple[str, str, str]]) -> str:
+    """The body of the __global__ `kernel` among `found` (functions()), its overloads joined."""
+    return " ".join(body for name, head, body in found if name == kernel and "__global__" in head)
 
 
 def kernel_bodies(code: str) -> dict[str, list[tuple[bool, str]]]:
