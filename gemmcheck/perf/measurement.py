@@ -46,7 +46,7 @@ class Measurement:
 
     @property
     def noise(self) -> float:
-        """Relative standard deviation: what the stopping rule drives down."""
+        """The samples' own spread, stdev / mean (shown as `noise`; the stopping rule asks the median's error)."""
         return sampling.relative_noise(self.times)
 
     @property

@@ -169,8 +169,8 @@ def footer(session: PerfSession) -> list[str]:
                     if reference else f"clocks unknown ({getattr(clock, 'why_not', None) or 'no NVML'}): "
                                       "nothing dropped"))
     lines.append(f"samples: CUDA events behind a {HOLD_NS // 1000} us hold kernel (host launch cost not timed), "
-                 f"kernel and cuBLAS in turn, each until its mean is known to {timing.max_noise:.1%} "
-                 f"(stdev / (mean sqrt n): '{CONVERGED}'), at most {timing.max_samples} samples or "
+                 f"kernel and cuBLAS in turn, each until its median is known to {timing.max_noise:.1%} "
+                 f"(its standard error from the interquartile range: '{CONVERGED}'), at most {timing.max_samples} samples or "
                  f"{timing.max_seconds:g} s; median reported; noise = the samples' own stdev / mean")
     lines.append("cold caches: each sample takes the next input set, so >= 2 x L2 of other data passes "
                  "between two uses of a set; C is poisoned before each sample and the last timed "

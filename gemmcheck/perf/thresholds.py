@@ -30,9 +30,9 @@ class ThresholdError(ValueError):
 class Timing:
     """How the suite times (nvbench's rules): which TILEs, warm-up, when to stop, what to drop.
 
-    Sampling stops when every series timed together has a relative standard
-    deviation <= max_noise (with at least the profile's perf_repeats samples, or
-    nvbench's 10 once they add up to enough_seconds of device time),
+    Sampling stops when the median of every series timed together is known to max_noise
+    (sampling.relative_error_of_median), with at least the profile's perf_repeats samples
+    (or nvbench's 10 once they add up to enough_seconds of device time),
     or at max_samples, or after max_seconds. A sample whose SM clock is below
     min_clock_ratio x the reference clock is dropped (counted in the table).
     """
@@ -41,7 +41,7 @@ class Timing:
     warmup: int = 3
     max_seconds: float = 10.0     # per measurement: stop sampling after this long (wall time)
     max_spread: float = 0.10      # interquartile range / median above this after the caps: too noisy
-    max_noise: float = 0.005      # the stopping target: RSD <= 0.5 %
+    max_noise: float = 0.005      # the stopping target: the median's relative standard error <= 0.5 %
     max_samples: int = 1000       # per series, dropped samples included
     min_clock_ratio: float = 0.75  # drop samples below this fraction of the reference SM clock
     enough_seconds: float = 0.5   # a series with this much device time needs only nvbench's 10 samples

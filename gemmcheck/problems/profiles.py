@@ -25,7 +25,7 @@ class Profile:
     perf_sizes: tuple[int, ...]  # square sizes timed by the performance suite
     perf_repeats: int           # least timed launches per measurement (median taken); the noise
                                 # rule may ask more. ci takes nvbench's 10: its 20 were ~10 s of
-                                # a 90 s run on the H200, for a mean already known to 0.5 %
+                                # a 90 s run on the H200, for a median already known to 0.5 %
     # Correctness suite. Property tests run at TILE >= property_min_tile only: smaller
     # TILEs (blocks of 1, 4, 16 threads) run the same edge logic and get every
     # TILE-derived fixed shape instead; that keeps the ci run under two minutes.
