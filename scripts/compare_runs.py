@@ -38,16 +38,24 @@ def checks(doc: dict, counts: bool) -> Counter:
     return out
 
 
+# Defects that end an instantiation's run in its process (a fault's sticky error, a hang):
+# the test that meets one first is whichever pytest-xdist ran first, and that test alone
+# records it (the later ones skip); the instance's verdict, status and defects compare it.
+LOSING = {"crash", "hang"}
+
+
 def tests_found(doc: dict) -> Counter:
     """Per test and instance, which defect each detector saw on any of its problems: what two
     runs must agree on when hypothesis chose their problems (a failing kernel's recorded
     problems are the ones each run's search found and shrank to). Tests that saw nothing are
     left out: a test that ran clean in one run may not have run in the other (after a kernel
     crashed, its later tests skip, and pytest-xdist orders them differently in each run); the
-    instance's verdict says whether that mattered."""
+    instance's verdict says whether that mattered. So is a crash or hang (LOSING): which test
+    met it first is the schedule's, and the instance's defects say whether both runs met it."""
     seen: dict[tuple, set] = {}
     for v in doc["verdicts"]:
-        seen.setdefault((v["test"], v["instance"]), set()).update((f["defect"], f["detector"]) for f in v["findings"])
+        seen.setdefault((v["test"], v["instance"]), set()).update(
+            (f["defect"], f["detector"]) for f in v["findings"] if f["defect"] not in LOSING)
     return Counter({(test, instance, None, tuple(sorted(found))): 1 for (test, instance), found in seen.items() if found})
 
 

@@ -113,6 +113,24 @@ def test_a_clean_test_one_run_skipped_is_no_difference_but_a_defect_only_one_run
     assert "check test_exact: (('wrong_values', 'exact-bits'),) x1 nvcc, x0 nvrtc" in capsys.readouterr().out
 
 
+def test_which_test_met_a_crash_first_is_no_difference_but_a_crash_one_run_missed_is(runs, capsys):
+    """A crash ends the instantiation in its process: the test that meets it first is the one
+    pytest-xdist ran first, in each run its own (at M64 the faults_at_large_m kernel crashed
+    in test_backends_agree with nvcc, elsewhere with NVRTC); the instance's defects say whether
+    both runs met it."""
+    judged, argv = runs
+    crash = {"defect": "crash", "detector": "isolation", "count": 1}
+    here, there = verdicts("crash", "crash"), verdicts("crash", "crash")
+    here["verdicts"][0]["findings"] = [crash]
+    there["verdicts"] = [{"test": "test_backends_agree", "instance": "k-float32", "problem": "M64xN64xK64",
+                          "findings": [crash]}]
+    judged.update(nvcc=here, nvrtc=there)
+    assert script.main(argv) == 0, capsys.readouterr().out
+    judged.update(nvcc=here, nvrtc=verdicts("correct", None))
+    assert script.main(argv) == 1
+    assert "instance k-float32: nvcc ('crash', 'as_expected', ('crash',)), nvrtc ('correct'" in capsys.readouterr().out
+
+
 def test_a_group_of_catalogs_runs_in_one_session(monkeypatch, tmp_path):
     ran = []
     monkeypatch.setattr(script.subprocess, "run", lambda cmd, **kw: ran.append(cmd) or
