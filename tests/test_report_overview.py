@@ -175,13 +175,15 @@ def test_the_page_shows_the_kill_matrix_and_the_performance_table_with_the_roofl
     perf = tmp_path / "performance"
     perf.mkdir()
     (perf / "perf.json").write_text(json.dumps({"device": "NVIDIA H200", "cublas": {"float32-N4096": {"tflops": 40.0}},
-                                                "kernels": {"k-float32-TILE32-N4096": {"tflops": 20.0, "noise": 0.01}}}))
+                                                "kernels": {"k-float32-TILE32-N4096": {"tflops": 20.0, "noise": 0.5,
+                                                                                          "spread": 0.0123}}}))
     (perf / "summary.txt").write_text("kernel  N  TFLOP/s\n")
     png = b"\x89PNG\r\n\x1a\n-roofline-"
     (perf / "roofline.png").write_bytes(png)
     page = overview_html.render(ov.collect(tmp_path / "allure-results", tmp_path))
     assert "<th>plain detectors</th><th>with sanitizer</th>" in page
     assert "20.00" in page and "50.0" in page                       # TFLOP/s and % of cuBLAS
+    assert "<th>spread</th>" in page and "1.23%" in page and "50.00%" not in page   # IQR / median, not stdev / mean
     assert base64.b64encode(png).decode() in page
     assert "20.00 N=4096" in " ".join(kernel_rows(page)[0]["text"].split())   # the rate in the kernel's row
 

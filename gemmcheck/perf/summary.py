@@ -25,7 +25,7 @@ from gemmcheck.perf.sampling import CONVERGED
 from gemmcheck.perf.session import PerfSession, Row, ceiling_key
 from gemmcheck.tables import format_table
 
-HEADER = ("kernel", "N", "TFLOP/s", "noise", "samples", "stop", "SM MHz", "cold caches", "% ceiling", "ceiling",
+HEADER = ("kernel", "N", "TFLOP/s", "spread", "samples", "stop", "SM MHz", "cold caches", "% ceiling", "ceiling",
           "% unit peak", "unit (peak TFLOP/s)", "model FLOP/B", "model roof", "% of model roof", "DRAM FLOP/B (ncu)")
 
 
@@ -79,7 +79,7 @@ def best_lines(session: PerfSession) -> list[str]:
 def _timing_cells(m: Measurement) -> tuple[str, ...]:
     clock = f"{m.clock_mhz:.0f}" if m.clock_mhz is not None else "n/a"
     samples = f"{len(m.times)}" + (f" (-{m.dropped} throttled)" if m.dropped else "")
-    return (f"{m.tflops:.2f}", f"{100 * m.noise:.2f}%", samples, m.stop or "-", clock, m.cold_caches())
+    return (f"{m.tflops:.2f}", f"{100 * m.spread:.2f}%", samples, m.stop or "-", clock, m.cold_caches())
 
 
 def _measured_intensity(row: Row, size: int) -> float | None:
@@ -171,7 +171,9 @@ def footer(session: PerfSession) -> list[str]:
     lines.append(f"samples: CUDA events behind a {HOLD_NS // 1000} us hold kernel (host launch cost not timed), "
                  f"kernel and cuBLAS in turn, each until its median is known to {timing.max_noise:.1%} "
                  f"(its standard error from the interquartile range: '{CONVERGED}'), at most {timing.max_samples} samples or "
-                 f"{timing.max_seconds:g} s; median reported; noise = the samples' own stdev / mean")
+                 f"{timing.max_seconds:g} s; median reported; spread = interquartile range / median (above "
+                 f"{timing.max_spread:.0%}: too noisy to judge; stdev / mean, which a few host stalls inflate, is in "
+                 "perf.json as noise)")
     lines.append("cold caches: each sample takes the next input set, so >= 2 x L2 of other data passes "
                  "between two uses of a set; C is poisoned before each sample and the last timed "
                  "launch's output is checked")

@@ -107,6 +107,13 @@ def _link(href: str | None, text: str, title: str = "") -> str:
     return f'<a href="{_e(href)}"{title_attr}>{text}</a>' if href else f"<span{title_attr}>{text}</span>"
 
 
+def _spread(measurement: dict) -> str:
+    """A measurement's interquartile range / median, as the suite's table shows it ("n/a" in a
+    perf.json written before it was recorded)."""
+    spread = measurement.get("spread")
+    return f"{100 * spread:.2f}%" if spread is not None else "n/a"
+
+
 def _cell(content: str, *, numeric: bool = False) -> str:
     return f'<td class="gco-num">{content}</td>' if numeric else f"<td>{content}</td>"
 
@@ -266,15 +273,15 @@ def performance_section(overview) -> str:
             base = data.get("interleaved_cublas_tflops") or ceilings.get(f"{dtype_of.get(instance)}-N{size}", {}).get("tflops")
             refused = data.get("impossible") or data.get("last_check_nans") or (data.get("last_check_ratio") or 0) > 1
             cells = (_e(instance), _e(size), "refused" if refused else f"{data['tflops']:.2f}",
-                     f"{100 * (data.get('noise') or 0):.2f}%", f"{100 * data['tflops'] / base:.1f}" if base else "n/a",
+                     _spread(data), f"{100 * data['tflops'] / base:.1f}" if base else "n/a",
                      _e(data.get("ceiling") or "cuBLAS"), f"{100 * data['tflops'] / peak:.1f}" if peak else "n/a", _e(unit))
         rows.append("<tr>" + "".join(_cell(c, numeric=n in (1, 2, 3, 4, 6)) for n, c in enumerate(cells)) + "</tr>")
     for key, data in sorted(ceilings.items()):
         label = data.get("ceiling") or f"cuBLAS {key.rpartition('-N')[0]}"
         rows.append(f'<tr><td>{_e(label)}</td><td class="gco-num">{_e(key.rpartition("-N")[2])}'
                     f'</td><td class="gco-num">{data["tflops"]:.2f}</td><td class="gco-num">'
-                    f'{100 * (data.get("noise") or 0):.2f}%</td><td class="gco-num">100.0</td><td></td><td></td><td></td></tr>')
-    head = ("instantiation", "N", "TFLOP/s", "noise", "% ceiling", "ceiling (the vendor library's GEMM)",
+                    f'{_spread(data)}</td><td class="gco-num">100.0</td><td></td><td></td><td></td></tr>')
+    head = ("instantiation", "N", "TFLOP/s", "spread", "% ceiling", "ceiling (the vendor library's GEMM)",
             "% unit peak", "unit (peak TFLOP/s)")
     images = "".join(f'<p class="gco-note">{_e(name)}</p><img alt="{_e(name)}" '
                      f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
