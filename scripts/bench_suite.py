@@ -127,6 +127,7 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
         running = sum(overlap(c[2], c[4], lo, hi) for c in children) / step
         lines.append(f"| {lo:g}-{hi:g} | " + " | ".join(f"{busy[s]:.1f}" for s in suites) + f" | {idle:.1f} |"
                      + (f" {running:.1f} |" if children else ""))
+    lines += startup_lines(doc)
     lines += sampling_lines(doc, children)
     lines += ["", f"the {last} tests that ended last (worker, start, stop, phases):"]
     for nodeid, (w, a, b) in sorted(spans.items(), key=lambda kv: kv[1][2])[-last:]:
@@ -136,6 +137,23 @@ def timeline(doc: dict, step: float = 5.0, last: int = 12) -> list[str]:
 
 
 PERF = "suites/performance"
+
+
+def startup_lines(doc: dict) -> list[str]:
+    """Where the run's first seconds went: the pytest process before its session (imports,
+    configure), each pytest-xdist worker's start and collection (no test runs before every
+    worker has collected), and the first test's start; [] for a file without them."""
+    first = min(a for _, a, _ in doc["spans"].values())
+    collected = doc.get("workers_collected") or {}
+    if doc.get("process_s") is None and not collected:
+        return []
+    parts = []
+    if doc.get("process_s") is not None:
+        parts.append(f"the pytest process ran {doc['process_s']:.1f} s before its session began")
+    if collected:
+        parts.append(f"{len(collected)} workers had collected between {min(collected.values()):.1f} s and "
+                     f"{max(collected.values()):.1f} s")
+    return ["", "start-up: " + "; ".join(parts) + f"; the first test began at {first:.1f} s"]
 
 
 def sampling_lines(doc: dict, children: list) -> list[str]:

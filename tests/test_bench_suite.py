@@ -111,6 +111,15 @@ def test_timeline_says_how_much_of_the_performance_suites_tail_was_sampled(bench
     assert not any(line.startswith("performance suite") for line in bench.timeline(untimed))
 
 
+def test_timeline_says_where_the_first_seconds_went(bench):
+    doc = {"wall_s": 12.0, "tests": {}, "process_s": 2.25, "workers_collected": {"gw0": 5.5, "gw1": 6.75},
+           "spans": {"suites/compile/t.py::a": ["gw0", 6.9, 8.0], "suites/compile/t.py::b": ["gw1", 6.9, 12.0]}}
+    assert ("start-up: the pytest process ran 2.2 s before its session began; 2 workers had collected between "
+            "5.5 s and 6.8 s; the first test began at 6.9 s") in bench.timeline(doc)
+    older = {k: v for k, v in doc.items() if k not in ("process_s", "workers_collected")}
+    assert not any(line.startswith("start-up") for line in bench.timeline(older))
+
+
 def test_timeline_of_a_file_without_spans_says_so(bench):
     with pytest.raises(SystemExit, match="no spans"):
         bench.timeline({"wall_s": 1.0, "tests": {}, "durations": {}})

@@ -405,6 +405,10 @@ class _Recorder:
     def pytest_collection_finish(self) -> None:
         self.stats.collected()
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        self.stats.worker_collected(node.gateway.id)
+
     def pytest_runtest_logstart(self) -> None:
         phases.begin()
 

@@ -7,8 +7,10 @@ controller, or the only process).
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
+from pathlib import Path
 
 from gemmcheck import phases
 
@@ -25,11 +27,23 @@ HYPOTHESIS_PROPERTY = "gemm_hypothesis"   # set on the reports of hypothesis tes
 INSTANCES_PROPERTY = "gemm_instances"     # the ids of the catalog instantiations a test runs
 
 
+def process_age() -> float | None:
+    """Seconds since this process started (Linux's /proc), None where that cannot be read."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return round(uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"), 3)   # field 22: starttime
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class RunStats:
     def __init__(self) -> None:
         self.started = time.monotonic()
         self.started_epoch = time.time()   # reports' start and stop are epoch seconds
+        self.process_s = process_age()     # how long the process ran before (imports, configure)
         self.collection_s: float | None = None
+        self.workers_collected: dict[str, float] = {}   # pytest-xdist: worker -> when it had collected
         self.durations: dict[str, float] = {}            # node id -> setup + call + teardown, less waits
         self.phases: dict[str, dict[str, float]] = {}    # node id -> phase -> seconds
         self.spans: dict[str, list] = {}   # node id -> [worker, start, stop], seconds from the session's start
@@ -42,6 +56,10 @@ class RunStats:
 
     def collected(self) -> None:
         self.collection_s = time.monotonic() - self.started
+
+    def worker_collected(self, worker: str) -> None:
+        """(The controller.) A worker reported its collection: no test runs before all have."""
+        self.workers_collected[worker] = round(time.monotonic() - self.started, 3)
 
     def add(self, report) -> None:
         self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
@@ -108,6 +126,7 @@ class RunStats:
 
     def phases_document(self) -> dict:
         return {"collection_s": self.collection_s, "wall_s": time.monotonic() - self.started,
+                "process_s": self.process_s, "workers_collected": self.workers_collected,
                 "phases": list(phases.PHASES), "durations": self.durations, "tests": self.phases,
                 "hypothesis_tests": sorted(self.hypothesis_tests),
                 "spans": {k: [w, round(a, 3), round(b, 3)] for k, (w, a, b) in self.spans.items()},
