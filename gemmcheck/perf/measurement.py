@@ -46,7 +46,7 @@ class Measurement:
 
     @property
     def noise(self) -> float:
-        """The samples' own spread, stdev / mean (shown as `noise`; the stopping rule asks the median's error)."""
+        """stdev / mean (perf.json's `noise`), which a few stalled samples inflate; the table shows `spread`."""
         return sampling.relative_noise(self.times)
 
     @property
