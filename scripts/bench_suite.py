@@ -143,10 +143,10 @@ def startup_lines(doc: dict) -> list[str]:
     """Where the run's first seconds went: the pytest process before its session (imports,
     configure), each pytest-xdist worker's start and collection (no test runs before every
     worker has collected), and the first test's start; [] for a file without them."""
-    first = min(a for _, a, _ in doc["spans"].values())
     collected = doc.get("workers_collected") or {}
     if doc.get("process_s") is None and not collected:
         return []
+    first = min(a for _, a, _ in doc["spans"].values())
     parts = []
     if doc.get("process_s") is not None:
         parts.append(f"the pytest process ran {doc['process_s']:.1f} s before its session began")

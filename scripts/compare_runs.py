@@ -19,6 +19,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from gemmcheck.verdict.defects import Defect
+
 
 def _load(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
@@ -41,7 +43,7 @@ def checks(doc: dict, counts: bool) -> Counter:
 # Defects that end an instantiation's run in its process (a fault's sticky error, a hang):
 # the test that meets one first is whichever pytest-xdist ran first, and that test alone
 # records it (the later ones skip); the instance's verdict, status and defects compare it.
-LOSING = {"crash", "hang"}
+LOSING = {Defect.CRASH.value, Defect.HANG.value}
 
 
 def tests_found(doc: dict) -> Counter:

@@ -52,9 +52,8 @@ def test_noisy_samples_keep_sampling_until_the_cap():
 
 
 def test_a_noisy_series_converges_once_its_median_is_known_to_half_a_percent():
-    # Samples spread evenly 5 % either side of 1 ms: no single sample is within 0.5 % of the
-    # middle by chance alone, but the median of n of them is known to ~5 % / sqrt(n) (a
-    # uniform's), under 0.5 % from n ~ 90 on: not a fixed count.
+    # Samples spread evenly 5 % either side of 1 ms: the median of n of them is known to
+    # ~5 % / sqrt(n) (a uniform's), under 0.5 % from n ~ 90 on: not a fixed count.
     rng = random.Random(7)
     times = [1e-3 * rng.uniform(0.95, 1.05) for _ in range(1000)]
     it = iter(times)
