@@ -3,6 +3,9 @@ name a config, which instantiations are timed, target semantics, the table's bes
 model intensity, and rung 7's > 48 KB dynamic shared memory through the perf launch path."""
 
 import copy
+import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,10 +17,12 @@ from gemmcheck.contract import catalog
 from gemmcheck.perf import roofline
 from gemmcheck.backends.cupy_backend import CupyBackend
 from gemmcheck.perf import selection, summary
+from child_env import child_env
 
 THRESHOLDS = tomllib.loads(perf.BUILTIN_THRESHOLDS.read_text())
 LADDER = {s.name: s for s in catalog.load(catalog.LADDER)}
 BUILTIN = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _thresholds(*entries, tiles=(16, 32)):
@@ -116,6 +121,51 @@ def test_configs_sharing_a_tile_are_told_apart_and_only_named_ones_are_timed():
     assert ladder == ["128x256x8-w64x64-4x4", "128x256x16-w64x64-4x4-1buf-pad"]
     # TILE kernels still at the timed TILEs, and only there
     assert sorted(i.tile for i in timed if i.spec.name == "matmul_tiled" and i.dtype == "float32") == [16, 32]
+
+
+def _timed_ids(instances, thresholds, **kw):
+    return sorted(i.id for i in selection.timed_instances(instances, thresholds, **kw))
+
+
+def test_without_every_dtype_a_kernel_is_timed_at_its_lead_dtype_and_where_a_claim_names_it():
+    tiled, naive = BUILTIN["matmul_tiled"], BUILTIN["matmul_naive"]
+    assert tiled.dtypes[0] == "float32" and "bfloat16" in tiled.dtypes
+    both = _instances([tiled, naive])
+    every = _timed_ids(both, _thresholds())
+    assert {i.split("-")[1] for i in every} == set(tiled.dtypes)   # the nightly: every dtype
+    assert _timed_ids(both, _thresholds(), every_dtype=False) == sorted(
+        f"{k}-float32-TILE{t}" for k in ("matmul_naive", "matmul_tiled") for t in (16, 32))
+    # a claim at bfloat16 of matmul_tiled against matmul_naive times both at bfloat16 as well
+    claim = {"kernel": "matmul_tiled", "dtype": "bfloat16", "tile": 32, "baseline": "matmul_naive",
+             "baseline_tile": "best", "at_least": 1.0}
+    claimed = _timed_ids(both, _thresholds(claim), every_dtype=False)
+    assert {i for i in claimed if "bfloat16" in i} == {
+        f"{k}-bfloat16-TILE{t}" for k in ("matmul_naive", "matmul_tiled") for t in (16, 32)}
+    assert {i.split("-")[1] for i in claimed} == {"float32", "bfloat16"}
+
+
+def test_the_lead_dtype_is_the_first_the_run_selected():
+    tiled = BUILTIN["matmul_tiled"]
+    no_float32 = [i for i in tiled.instances() if i.dtype in ("bfloat16", "float64")]
+    timed = _timed_ids(no_float32, _thresholds(), every_dtype=False)
+    assert timed == ["matmul_tiled-float64-TILE16", "matmul_tiled-float64-TILE32"]   # the catalog's order
+
+
+def _collected_throughput_dtypes(*args) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only",
+                          f"--rootdir={ROOT}", str(ROOT / "suites" / "performance" / "test_throughput.py"), *args],
+                         cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=300)
+    ids = re.findall(r"::test_throughput\[(matmul_tiled-[^\]]+)\]", out.stdout)
+    assert ids, out.stdout[-2000:] + out.stderr[-2000:]
+    return {i.split("-")[1] for i in ids}
+
+
+def test_the_nightly_and_named_dtypes_time_every_dtype_and_ci_its_lead_ones():
+    assert _collected_throughput_dtypes("--gemm-profile", "ci") == {"float32"}
+    assert _collected_throughput_dtypes("--gemm-profile", "nightly") == {"float32", "float64", "float16", "bfloat16"}
+    # --gemm-dtypes says which are wanted: each is timed, in ci too
+    assert _collected_throughput_dtypes("--gemm-profile", "ci", "--gemm-dtypes", "float16,bfloat16") == {
+        "float16", "bfloat16"}
 
 
 def test_a_ladder_config_with_a_timed_tile_value_is_not_timed_unless_named():

@@ -27,17 +27,42 @@ def named_configs(thresholds: Thresholds) -> set[tuple[str, str, str]]:
     return {t.key for t in thresholds.thresholds if t.config is not None}
 
 
-def timed_instances(instances, thresholds: Thresholds, every_config: bool = False) -> list[Instance]:
+def timed_instances(instances, thresholds: Thresholds, every_config: bool = False,
+                    every_dtype: bool = True) -> list[Instance]:
     """References and declared-too-slow kernels: unnamed instantiations at the TILEs the
     thresholds file times (a kernel with no compile-time parameter: its one), and the named
     configs its thresholds hold (every named config with ``every_config``: a tuning sweep,
-    --gemm-perf-configs all)."""
+    --gemm-perf-configs all). Without ``every_dtype`` (the ci profile) a kernel is timed at its
+    lead dtype and at the dtypes a claim names it or its baseline at (claimed_dtypes)."""
     tiles, named = thresholds.timing.tiles, named_configs(thresholds)
 
     def unnamed_and_timed(i: Instance) -> bool:
         return i.config is None and (i.declared_tile in tiles if i.spec.has_tile else not i.params)
-    return [i for i in instances if i.spec.expect in TIMED_EXPECTATIONS
-            and (unnamed_and_timed(i) or instance_key(i) in named or (every_config and i.config is not None))]
+    timed = [i for i in instances if i.spec.expect in TIMED_EXPECTATIONS
+             and (unnamed_and_timed(i) or instance_key(i) in named or (every_config and i.config is not None))]
+    if every_dtype:
+        return timed
+    keep = claimed_dtypes(thresholds) | set(lead_dtypes(instances).items())
+    return [i for i in timed if (i.spec.name, i.dtype) in keep]
+
+
+def lead_dtypes(instances) -> dict[str, str]:
+    """{kernel: the first of its dtypes this run selected}: its catalog's order, the one its
+    author leads with (--gemm-dtypes may leave it out)."""
+    selected: dict[str, set[str]] = {}
+    specs = {}
+    for i in instances:
+        selected.setdefault(i.spec.name, set()).add(i.dtype)
+        specs[i.spec.name] = i.spec
+    return {name: next((d for d in specs[name].dtypes if d in dtypes), min(dtypes))
+            for name, dtypes in selected.items()}
+
+
+def claimed_dtypes(thresholds: Thresholds) -> set[tuple[str, str]]:
+    """(kernel, dtype) of every kernel a threshold or refusal names, as its kernel or baseline."""
+    out = {(t.kernel, t.dtype) for t in thresholds.thresholds}
+    out |= {(t.baseline, t.dtype) for t in thresholds.thresholds}
+    return out | {(r.kernel, r.dtype) for r in thresholds.refusals}
 
 
 def claimed_instance(spec: KernelSpec, threshold: Threshold) -> Instance:

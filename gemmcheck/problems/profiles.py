@@ -43,6 +43,10 @@ class Profile:
     # row per kernel (False). A row costs ~3-5 s on an H200 (ci: 16 rows in 43 s; nightly's 195
     # rows are most of its time: docs/benchmarks.md).
     matrix_every: bool = False
+    # The performance suite: every dtype of each kernel (True), or its lead dtype and those a
+    # claim names (False). ci's 24 float64, float16 and bfloat16 SIMT measurements at 4096^3,
+    # which no claim names, were 8 s of its 11 s of sampling on an H200 (docs/benchmarks.md).
+    perf_every_dtype: bool = False
 
     def search_max_dim(self, instance) -> int:
         """max_dim for searching `instance`: a kernel that takes only multiples of a TILE
@@ -71,6 +75,7 @@ PROFILES = {
         Profile("nightly", max_examples=1000, max_dim=640, race_sizes=(1024, 2048), race_repeats=10,
                 perf_sizes=(1024, 2048, 4096, 8192), perf_repeats=50,
                 correctness_examples=100, property_min_tile=1, determinism_repeats=10,
-                large_shapes=((1025, 1023, 1031), (4097, 4095, 4160)), matrix_every=True),
+                large_shapes=((1025, 1023, 1031), (4097, 4095, 4160)), matrix_every=True,
+                perf_every_dtype=True),
     )
 }

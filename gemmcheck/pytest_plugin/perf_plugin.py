@@ -100,7 +100,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     gc, thresholds = gemm_config(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
-    timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all")
+    timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all",
+                                      every_dtype(gc))
     if TIMED in names:
         keep = [m.args[0] for m in metafunc.definition.iter_markers("instances")]
         chosen = [i for i in timed if all(p(i) for p in keep)]
@@ -122,6 +123,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(REFUSE, cases, ids=[c.id for c, _ in cases])
 
 
+def every_dtype(gc) -> bool:
+    """Whether every selected dtype of a kernel is timed: in the nightly, or when --gemm-dtypes
+    names the dtypes wanted; else its lead dtype and those a claim names (selection.timed_instances)."""
+    return gc.profile.perf_every_dtype or bool(gc.dtypes)
+
+
 def pytest_gemm_work_unit(config: pytest.Config, nodeid: str) -> str | None:
     """The performance tests of one dtype and size are one unit of work. A claim reads the
     measurements its throughput tests took: of its kernel, and of its baseline (another kernel
@@ -139,7 +146,8 @@ def perf_units(config: pytest.Config) -> dict[str, str]:
     instantiation, a claim or a size (the ids pytest_generate_tests gives them)."""
     gc, thresholds = gemm_config(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
-    timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all")
+    timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all",
+                                      every_dtype(gc))
 
     def unit(dtype: str, size: int) -> str:   # after a worker's other units: timing waits for its children
         return units.deferred(f"perf-{dtype}-N{size}")
