@@ -82,6 +82,19 @@ def test_a_broken_variant_carries_its_labels_parameters_and_evidence(demo):
     assert "--gemm-profile=dev" in reproduce and "--gemm-backend=cpu-sim" in reproduce
 
 
+def test_selecting_by_an_allure_label_selects_by_the_suites_labels(demo, tmp_path):
+    # Labels are put on at collection only for such a selection; else each test as it runs.
+    everything = {name: labels(r) for name, r in results(demo[0]).items()}
+    correctness = {name for name, found in everything.items() if found["feature"] == ["correctness"]}
+    assert correctness and len(correctness) < len(everything)   # the demo has tests of another feature
+    proc = run_demo(tmp_path, "--allure-features", "correctness")
+    found = {name: labels(r) for name, r in results(tmp_path).items()}
+    assert set(found) == correctness, proc.stdout + proc.stderr
+    ours = ("epic", "feature", "story", "severity", "kernel", "instantiation", "expect", "tag")
+    for name, got in found.items():   # the same labels, once each, whenever they are put on
+        assert {k: sorted(got.get(k, [])) for k in ours} == {k: sorted(everything[name].get(k, [])) for k in ours}, name
+
+
 def test_a_reference_is_critical_and_passing_tests_carry_no_evidence(demo):
     root, _ = demo
     result = results(root)["test_ragged_edges_are_exact[matmul_tiled_guarded-float32-TILE8]"]

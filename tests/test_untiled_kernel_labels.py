@@ -83,7 +83,8 @@ def test_the_reports_labels_and_parameters_have_no_tile_for_it(monkeypatch):
         state = SimpleNamespace(recording=True, ran_instances=False, verdicts_seen=0)
         return SimpleNamespace(nodeid=f"suites/correctness/test_exact_results.py::test_x[{inst.id}]", name="test_x",
                                originalname="test_x", callspec=SimpleNamespace(params={"reference": inst}),
-                               config=SimpleNamespace(stash={report_plugin.STATE: state}))
+                               config=SimpleNamespace(stash={report_plugin.STATE: state}),
+                               stash={}, iter_markers=lambda name: [], add_marker=lambda marker: None)
     tags = {inst.id: [v for k, v in labels.labels_for(item(inst)) if k == "tag"] for inst in (NAIVE, TILED)}
     assert "TILE32" in tags[TILED.id] and not any(t.startswith("TILE") for t in tags[NAIVE.id])
     for inst, has_tile in ((NAIVE, False), (TILED, True)):

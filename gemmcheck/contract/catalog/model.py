@@ -77,6 +77,8 @@ class KernelSpec:
         if self.tiles and not self.configs:
             params[self.tile_param] = tuple(self.tiles)   # `tiles` wins, so dataclasses.replace(tiles=) works
         set_("params", params)
+        # read for every test id and label (12,000 times a ci collection): computed once
+        set_("_has_tile", any(self.tile_param in a for _, a in self.assignments()))
         if not self.tiles:
             set_("tiles", tuple(dict.fromkeys(a[self.tile_param] for _, a in self.assignments()
                                               if self.tile_param in a)))
@@ -154,7 +156,7 @@ class KernelSpec:
     @property
     def has_tile(self) -> bool:
         """Whether the tile parameter has a value (else shapes are generated around DEFAULT_SHAPE_EDGE)."""
-        return any(self.tile_param in a for _, a in self.assignments())
+        return self._has_tile
 
     def name_expression(self, dtype: str, tile: int | None = None, params: dict | None = None) -> str:
         """The C++ name of one instantiation: ``matmul_tiled<float, 32>``, or ``entry`` if not a template."""
