@@ -316,7 +316,7 @@ def test_the_gpu_against_the_simulator_skips_linked_device_code_the_simulator_do
     run = subprocess.run([sys.executable, "-m", "pytest", "suites/correctness/test_backends_agree.py",
                           f"--gemm-catalog={ROOT / 'examples' / 'multifile' / 'catalog.toml'}", "-q", "-rs",
                           "-p", "no:cacheprovider", "-p", "no:xdist", "--gemm-compiler", "nvcc",
-                          f"--gemm-verdicts={tmp_path / 'verdicts.json'}"],
+                          f"--gemm-verdicts={tmp_path / 'verdicts.json'}", f"--alluredir={tmp_path / 'allure'}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     skips = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
     assert run.returncode == 5 and "failed" not in run.stdout.splitlines()[-1], run.stdout[-2000:]

@@ -151,20 +151,23 @@ def test_the_lead_dtype_is_the_first_the_run_selected():
     assert timed == ["matmul_tiled-float64-TILE16", "matmul_tiled-float64-TILE32"]   # the catalog's order
 
 
-def _collected_throughput_dtypes(*args) -> set[str]:
+def _collected_throughput_dtypes(tmp_path, *args) -> set[str]:
+    # (its allure results in tmp_path: the repository's would be cleaned under a parallel run's feet)
     out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only",
-                          f"--rootdir={ROOT}", str(ROOT / "suites" / "performance" / "test_throughput.py"), *args],
+                          f"--rootdir={ROOT}", f"--alluredir={tmp_path / 'allure'}",
+                          str(ROOT / "suites" / "performance" / "test_throughput.py"), *args],
                          cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=300)
     ids = re.findall(r"::test_throughput\[(matmul_tiled-[^\]]+)\]", out.stdout)
     assert ids, out.stdout[-2000:] + out.stderr[-2000:]
     return {i.split("-")[1] for i in ids}
 
 
-def test_the_nightly_and_named_dtypes_time_every_dtype_and_ci_its_lead_ones():
-    assert _collected_throughput_dtypes("--gemm-profile", "ci") == {"float32"}
-    assert _collected_throughput_dtypes("--gemm-profile", "nightly") == {"float32", "float64", "float16", "bfloat16"}
+def test_the_nightly_and_named_dtypes_time_every_dtype_and_ci_its_lead_ones(tmp_path):
+    assert _collected_throughput_dtypes(tmp_path, "--gemm-profile", "ci") == {"float32"}
+    assert _collected_throughput_dtypes(tmp_path, "--gemm-profile", "nightly") == {
+        "float32", "float64", "float16", "bfloat16"}
     # --gemm-dtypes says which are wanted: each is timed, in ci too
-    assert _collected_throughput_dtypes("--gemm-profile", "ci", "--gemm-dtypes", "float16,bfloat16") == {
+    assert _collected_throughput_dtypes(tmp_path, "--gemm-profile", "ci", "--gemm-dtypes", "float16,bfloat16") == {
         "float16", "bfloat16"}
 
 

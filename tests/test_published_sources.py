@@ -289,7 +289,8 @@ def test_the_compile_suite_builds_gpu_only_kernels_with_nvrtc_on_the_cpu_simulat
 
     run = subprocess.run([sys.executable, "-m", "pytest", "suites/compile/test_resources.py", "-q",
                           "-p", "no:cacheprovider", "--gemm-backend=cpu-sim", "--gemm-compiler=nvrtc",
-                          f"--gemm-catalog={PUBLISHED / 'catalog.toml'}", "-k", "compiles_for_sm90 and warptiling"],
+                          f"--gemm-catalog={PUBLISHED / 'catalog.toml'}", "-k", "compiles_for_sm90 and warptiling",
+                          f"--alluredir={tmp_path / 'allure'}"],
                          cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "GEMMCHECK_CACHE_DIR": str(tmp_path / "cache")})
     assert "2 passed" in run.stdout, run.stdout[-2000:]
@@ -343,6 +344,7 @@ def test_a_tensor_core_kernel_not_declared_gpu_only_is_still_compiled_for_sm90_o
         'grid = ["N // 16", "M // 16"]\nblock = [32]\ndtypes = ["float16"]\naccumulator = "float16"\n'
         'shapes = "M % 16 == 0 and N % 16 == 0"\nexpect = "correct"\n')
     run = subprocess.run([sys.executable, "-m", "pytest", "suites/compile", "-q", "-rs", "-p", "no:cacheprovider",
-                          "--gemm-backend=cpu-sim", "--gemm-compiler=nvrtc", f"--gemm-catalog={tmp_path / 'catalog.toml'}"],
+                          "--gemm-backend=cpu-sim", "--gemm-compiler=nvrtc", f"--gemm-catalog={tmp_path / 'catalog.toml'}",
+                          f"--alluredir={tmp_path / 'allure'}"],
                          cwd=ROOT, capture_output=True, text=True, env=child_env(GEMMCHECK_CACHE_DIR=str(tmp_path / "cache")))
     assert "2 passed" in run.stdout and "cpu-sim does not model tensor cores" in run.stdout, run.stdout[-3000:]
