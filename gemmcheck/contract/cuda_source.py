@@ -222,6 +222,12 @@ def _line_of(preprocessed_text: str, offset: int, default_file: str) -> tuple[st
 
 def find_kernels(text: str, file_name: str = "<source>", include_dirs=(), defines=()) -> list[Kernel]:
     """The __global__ functions of the preprocessed source, in order, each once."""
+    return list(_find_kernels(text, file_name, tuple(str(d) for d in include_dirs),
+                              tuple((str(k), str(v)) for k, v in defines)))
+
+
+@functools.lru_cache(maxsize=64)   # a catalog asks 4 times per entry: 131 scans of 8 sources a load
+def _find_kernels(text: str, file_name: str, include_dirs: tuple, defines: tuple) -> tuple[Kernel, ...]:
     pre = preprocessed(text, file_name, include_dirs, defines)
     written = _PREPROCESSOR.sub(_spaces, code_only(pre))
     code = _LAUNCH_BOUNDS.sub(_spaces, written)   # same offsets: heads are read from `written`
@@ -235,7 +241,7 @@ def find_kernels(text: str, file_name: str = "<source>", include_dirs=(), define
         file, line = _line_of(pre, m.start("name"), file_name)
         found[m["name"]] = Kernel(m["name"], file, line, " ".join(written[head_start:m.end() - 1].split()),
                                   " ".join(code[m.end():close].split()), namespaces(m.start()))
-    return list(found.values())
+    return tuple(found.values())
 
 
 _NAMESPACE_OPEN = re.compile(r"\bnamespace\s*(?P<name>[A-Za-z_][\w:]*)?\s*$")
