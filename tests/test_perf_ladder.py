@@ -171,6 +171,17 @@ def test_the_nightly_and_named_dtypes_time_every_dtype_and_ci_its_lead_ones(tmp_
         "float16", "bfloat16"}
 
 
+@pytest.mark.parametrize("args, expected", [
+    (("--gemm-profile", "ci"), ("float64", "float16", "bfloat16")),
+    (("--gemm-profile", "nightly"), None),
+    (("--gemm-profile", "ci", "--gemm-dtypes", "float16,bfloat16"), None),
+])
+def test_the_run_knows_which_dtypes_its_table_leaves_untimed(pytester, args, expected):
+    from gemmcheck.pytest_plugin import perf_plugin
+    config = pytester.parseconfigure(*args)
+    assert perf_plugin.untimed(config).get("matmul_tiled") == expected
+
+
 def test_a_ladder_config_with_a_timed_tile_value_is_not_timed_unless_named():
     spec = LADDER["ladder_1d_blocktiling"]   # config 32x32x8-tm4 has BM = 32, a timed TILE value
     assert selection.timed_instances(spec.instances(), _thresholds()) == []

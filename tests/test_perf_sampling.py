@@ -9,7 +9,7 @@ import pytest
 
 from gemmcheck.contract import catalog
 from gemmcheck import perf
-from gemmcheck.perf import sampling, summary
+from gemmcheck.perf import sampling, selection, summary
 from gemmcheck.perf.sampling import Sample, StoppingRule
 
 
@@ -264,6 +264,21 @@ def test_the_table_shows_the_spread_that_judges_not_the_stdev_a_few_stalls_infla
     cublas_row = next(dict(zip(header, r)) for r in rows if r[0].startswith("cuBLAS"))
     assert row.cublas.noise > 1 and cublas_row["spread"] == f"{100 * row.cublas.spread:.2f}%" == "0.20%"
     assert summary.document(session)["cublas"]["float32-N4096"]["noise"] == pytest.approx(row.cublas.noise)
+
+
+def test_the_table_names_the_dtypes_the_profile_left_untimed_for_the_kernels_it_shows():
+    specs = {s.name: s for s in catalog.load(catalog.BUILTIN)}
+    tiled = catalog.Instance(specs["matmul_tiled"], "float32", 32)
+    instances = [i for name in ("matmul_tiled", "matmul_naive") for i in specs[name].instances()]
+    untimed = selection.untimed_dtypes(instances, perf.load_thresholds(perf.BUILTIN_THRESHOLDS))
+    assert untimed == {"matmul_tiled": ("float64", "float16", "bfloat16"),
+                       "matmul_naive": ("float64", "float16", "bfloat16")}
+    session = _session()
+    session.rows = {(tiled.id, 4096): _row(tiled, 8.8)}
+    assert not any(line.startswith("not timed") for line in summary.footer(session))   # the nightly: none
+    session.untimed = untimed
+    [line] = [line for line in summary.footer(session) if line.startswith("not timed")]
+    assert line.endswith("--gemm-profile nightly times every one): matmul_tiled float64, float16, bfloat16")
 
 
 def test_summary_table_shows_the_timing_evidence_and_an_honest_model_roof():

@@ -46,6 +46,17 @@ def timed_instances(instances, thresholds: Thresholds, every_config: bool = Fals
     return [i for i in timed if (i.spec.name, i.dtype) in keep]
 
 
+def untimed_dtypes(instances, thresholds: Thresholds, every_config: bool = False) -> dict[str, tuple[str, ...]]:
+    """{kernel: the dtypes every_dtype would time and the lead-dtype rule leaves out}: what the
+    table says it did not time."""
+    some = set(timed_instances(instances, thresholds, every_config, every_dtype=False))
+    out: dict[str, dict[str, None]] = {}
+    for i in timed_instances(instances, thresholds, every_config):
+        if i not in some:
+            out.setdefault(i.spec.name, {})[i.dtype] = None
+    return {name: tuple(dtypes) for name, dtypes in out.items()}
+
+
 def lead_dtypes(instances) -> dict[str, str]:
     """{kernel: the first of its dtypes this run selected}: its catalog's order, the one its
     author leads with (--gemm-dtypes may leave it out)."""

@@ -107,6 +107,8 @@ class PerfSession:
     # (Instance.id, N) -> what the sized probe found there (gemmcheck.containment's Lost: status,
     # message, problem): a row that crashed or hung in the isolated child, never launched here
     refused: dict = field(default_factory=dict)
+    # kernel -> its dtypes this profile leaves untimed (selection.untimed_dtypes): the table says so
+    untimed: dict = field(default_factory=dict)
 
     @property
     def device(self) -> DeviceProperties:

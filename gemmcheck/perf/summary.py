@@ -188,6 +188,11 @@ def footer(session: PerfSession) -> list[str]:
         lines.append("DRAM FLOP/B (ncu): not measured (pass --gemm-ncu with ncu on PATH)")
     for (dtype, size), why in sorted(session.cublas_missing().items()):
         lines.append(f"ceiling of {dtype} N={size}: not measured: {why}")
+    timed_here = {r.instance.spec.name for r in session.rows.values() if r.instance is not None}
+    untimed = [f"{name} {', '.join(dtypes)}" for name, dtypes in sorted(session.untimed.items()) if name in timed_here]
+    if untimed:
+        lines.append("not timed: this profile times each kernel at its lead dtype and at the dtypes a threshold "
+                     "names (--gemm-dtypes or --gemm-profile nightly times every one): " + "; ".join(untimed))
     return lines
 
 

@@ -129,6 +129,15 @@ def every_dtype(gc) -> bool:
     return gc.profile.perf_every_dtype or bool(gc.dtypes)
 
 
+def untimed(config: pytest.Config) -> dict[str, tuple[str, ...]]:
+    """{kernel: its dtypes this run leaves untimed}: the table's 'not timed' line."""
+    gc = gemm_config(config)
+    if every_dtype(gc):
+        return {}
+    return selection.untimed_dtypes(gc.instances("any_kernel"), perf_config(config).thresholds,
+                                    config.option.gemm_perf_configs == "all")
+
+
 def pytest_gemm_work_unit(config: pytest.Config, nodeid: str) -> str | None:
     """The performance tests of one dtype and size are one unit of work. A claim reads the
     measurements its throughput tests took: of its kernel, and of its baseline (another kernel
@@ -261,7 +270,7 @@ def timed_session(request: pytest.FixtureRequest, backend) -> perf.PerfSession:
             _compiled_ahead(request.config)
             timer = perf.GpuTimer(backend, pc.thresholds.timing, turn=lambda: gpu_turns.alone(request.config))
             pc.session = perf.PerfSession(timer, gemm_config(request.config).profile.perf_repeats, ncu=pc.ncu,
-                                          refused=refused)
+                                          refused=refused, untimed=untimed(request.config))
             pc.session.copy()   # the memory roof, measured first, on an idle card
             if (worker_turns := gpu_turns.turns(request.config)) is not None:
                 worker_turns.timer_made = True
