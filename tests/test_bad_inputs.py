@@ -183,7 +183,10 @@ def test_a_failures_reproduce_line_runs_as_printed(tmp_path):
     assert all(o in line for o in ("--gemm-backend=cpu-sim", "--gemm-profile=dev", "--gemm-tiles=8",
                                    "--gemm-hang-timeout=5.0", "--gemm-oracle=host")), line
     assert "--gemm-verdicts" not in line and "--alluredir" not in line   # outputs stay where they were
-    again = subprocess.run(line, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=600,
+    # run as given, from the root; its outputs under tmp_path (a run empties its allure results
+    # directory at start: the repository's, under a parallel outer run's feet)
+    outputs = f" --alluredir={tmp_path / 'again-allure'} --gemm-verdicts={tmp_path / 'again-verdicts.json'}"
+    again = subprocess.run(line + outputs, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=600,
                            env=child_env())
     node = shlex.split(line)[3]
     assert again.returncode == 1 and f"FAILED {node}" in again.stdout, again.stdout + again.stderr

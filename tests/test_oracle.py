@@ -593,12 +593,16 @@ def test_judging_and_the_shared_reference_count_as_the_oracle_phase():
     phases.enable()
     try:
         for call in (lambda: judge(run, A, B, exact=True), lambda: reference_of(run, A, B)):
-            phases.begin()
-            start = time.perf_counter()
-            call()
-            wall = time.perf_counter() - start
-            counted = phases.take()
-            assert set(counted) == {"oracle"} and counted["oracle"] >= 0.9 * wall, (counted, wall)
+            tries = []   # the best of three: a loaded host (a parallel run) can preempt one between clocks
+            for _ in range(3):
+                phases.begin()
+                start = time.perf_counter()
+                call()
+                wall = time.perf_counter() - start
+                counted = phases.take()
+                assert set(counted) == {"oracle"}, counted
+                tries.append((counted["oracle"] / wall, counted, wall))
+            assert max(ratio for ratio, _, _ in tries) >= 0.9, tries
     finally:
         phases.enable(False)
 

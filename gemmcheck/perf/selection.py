@@ -65,8 +65,7 @@ def lead_dtypes(instances) -> dict[str, str]:
     for i in instances:
         selected.setdefault(i.spec.name, set()).add(i.dtype)
         specs[i.spec.name] = i.spec
-    return {name: next((d for d in specs[name].dtypes if d in dtypes), min(dtypes))
-            for name, dtypes in selected.items()}
+    return {name: next(d for d in specs[name].dtypes if d in dtypes) for name, dtypes in selected.items()}
 
 
 def claimed_dtypes(thresholds: Thresholds) -> set[tuple[str, str]]:
