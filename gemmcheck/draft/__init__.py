@@ -36,7 +36,7 @@ from pathlib import Path
 from gemmcheck.contract import cuda_source, launch, parameters, structs, tensor_map
 from gemmcheck.draft.fields import Draft, toml_value
 from gemmcheck.draft.names import (ARRAY_NAMES, C_TYPES, INT_NAMES, TILE_NAMES, TRANSPOSED_NAMES, WEIGHT_NAMES, Param,
-                                   is_tensor_map, normalized, parse_params, role_of, names_of_kernel, struct_members,
+                                   is_scratch, is_tensor_map, normalized, parse_params, role_of, names_of_kernel, struct_members,
                                    template_params)
 from gemmcheck.draft.types import (ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, kernel_code,
                                    mixed_fields, scale_reads, whole_vectors)
@@ -246,6 +246,11 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     if unknown:
         todo_args.append(f"TODO: args: the role of {', '.join(repr(u) for u in unknown)}: one of "
                          f"{', '.join(launch.ROLES)}, or an integer literal passed as is")
+        scratch = [p.text for p, role in zip(params, roles) if str(role).startswith("TODO") and is_scratch(p)]
+        if scratch:
+            todo_args.append(f"{', '.join(repr(s) for s in scratch)}: scratch memory the caller provides (a split-K "
+                             "or stream-K workspace, semaphores or locks, usually zeroed before each launch); "
+                             "gemmcheck has no role for scratch yet, so this kernel cannot be checked as it is")
         call = next(iter(kernel_launches), None)
         passed = [f"{p.name} = {constants[arg]}" for p, role, arg in zip(params, roles, (call.args or ()) if call else ())
                   if str(role).startswith("TODO") and arg in constants] if params == declared else []

@@ -163,6 +163,17 @@ def normalized(name: str) -> str:
     return n.strip("_")
 
 
+# Scratch memory a caller provides and zeroes (a split-K or stream-K workspace, its semaphores,
+# locks or tile counters, partial sums): no role models it; the draft says so (is_scratch).
+_SCRATCH = re.compile(r"(work_?space|ws|scratch|semaphores?|sema|locks?|flags?|barriers?|(tile_)?counters?"
+                      r"|partials?|partial_sums|reduction_buffer|accum_buffer)(_\w+)?")
+
+
+def is_scratch(param: Param) -> bool:
+    """A pointer named as scratch memory (``float* workspace``, ``int* semaphores``, ``locks``)."""
+    return param.pointer and bool(_SCRATCH.fullmatch(normalized(param.name)))
+
+
 _TENSOR_MAP_AFFIXES = re.compile(r"^(tensor_?map|tmap|tma|desc|map)_?|_?(tensor_?map|tmap|tma|desc|map)$")
 
 
