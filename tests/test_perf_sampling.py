@@ -279,6 +279,7 @@ def test_the_table_names_the_dtypes_the_profile_left_untimed_for_the_kernels_it_
     session.untimed = untimed
     [line] = [line for line in summary.footer(session) if line.startswith("not timed")]
     assert line.endswith("--gemm-profile nightly times every one): matmul_tiled float64, float16, bfloat16")
+    assert summary.document(session)["untimed_dtypes"]["matmul_naive"] == ["float64", "float16", "bfloat16"]
 
 
 def test_summary_table_shows_the_timing_evidence_and_an_honest_model_roof():

@@ -251,6 +251,7 @@ def document(session: PerfSession) -> dict:
         "cublas": {f"{d}-N{s}": {**_measurement_json(m), "ceiling": ceiling_name(d, m)}
                    for (d, s), m in session.cublas_measurements().items()},
         "kernels": {f"{label}-N{size}": kernel(r) for (label, size), r in session.rows.items()},
+        "untimed_dtypes": {name: list(dtypes) for name, dtypes in sorted(session.untimed.items())},
     }
 
 
