@@ -100,8 +100,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     gc, thresholds = gemm_config(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
-    timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all",
-                                      every_dtype(gc))
+    timed = timed_instances(config)
     if TIMED in names:
         keep = [m.args[0] for m in metafunc.definition.iter_markers("instances")]
         chosen = [i for i in timed if all(p(i) for p in keep)]
@@ -127,6 +126,13 @@ def every_dtype(gc) -> bool:
     """Whether every selected dtype of a kernel is timed: in the nightly, or when --gemm-dtypes
     names the dtypes wanted; else its lead dtype and those a claim names (selection.timed_instances)."""
     return gc.profile.perf_every_dtype or bool(gc.dtypes)
+
+
+def timed_instances(config: pytest.Config) -> list:
+    """The instantiations this run times (selection.timed_instances, with the run's options)."""
+    gc = gemm_config(config)
+    return selection.timed_instances(gc.instances("any_kernel"), perf_config(config).thresholds,
+                                     config.option.gemm_perf_configs == "all", every_dtype(gc))
 
 
 def untimed(config: pytest.Config) -> dict[str, tuple[str, ...]]:
@@ -155,8 +161,7 @@ def perf_units(config: pytest.Config) -> dict[str, str]:
     instantiation, a claim or a size (the ids pytest_generate_tests gives them)."""
     gc, thresholds = gemm_config(config), perf_config(config).thresholds
     instances, sizes = gc.instances("any_kernel"), gc.profile.perf_sizes
-    timed = selection.timed_instances(instances, thresholds, config.option.gemm_perf_configs == "all",
-                                      every_dtype(gc))
+    timed = timed_instances(config)
 
     def unit(dtype: str, size: int) -> str:   # after a worker's other units: timing waits for its children
         return units.deferred(f"perf-{dtype}-N{size}")
