@@ -1,6 +1,7 @@
 """The suite at scale: shards that cover every test once, one worker per GPU, merged
 reports equal to one run's, phase timing, and a run that checked nothing failing."""
 
+import sys
 import json
 import re
 import os
@@ -509,7 +510,8 @@ def test_phases_file_under_xdist_says_which_worker_ran_each_test_and_when(suite,
     assert len(doc["spans"]) == 4 and {w for w, _, _ in spans} <= {"gw0", "gw1"}
     assert all(b - a >= 0.2 and b <= doc["wall_s"] for _, a, b in spans)
     # the start-up: the controller's process before its session, each worker's collection
-    assert doc["process_s"] is None or doc["process_s"] > 0
+    if sys.platform == "linux":   # read from /proc
+        assert doc["process_s"] > 0
     assert set(doc["workers_collected"]) == {"gw0", "gw1"}
     assert all(0 < t <= min(a for _, a, _ in spans) for t in doc["workers_collected"].values())
 
