@@ -42,19 +42,24 @@ def timed_instances(instances, thresholds: Thresholds, every_config: bool = Fals
              and (unnamed_and_timed(i) or instance_key(i) in named or (every_config and i.config is not None))]
     if every_dtype:
         return timed
-    keep = claimed_dtypes(thresholds) | set(lead_dtypes(instances).items())
+    keep = kept_dtypes(instances, thresholds)
     return [i for i in timed if (i.spec.name, i.dtype) in keep]
 
 
 def untimed_dtypes(instances, thresholds: Thresholds, every_config: bool = False) -> dict[str, tuple[str, ...]]:
     """{kernel: the dtypes every_dtype would time and the lead-dtype rule leaves out}: what the
     table says it did not time."""
-    some = set(timed_instances(instances, thresholds, every_config, every_dtype=False))
+    keep = kept_dtypes(instances, thresholds)
     out: dict[str, dict[str, None]] = {}
     for i in timed_instances(instances, thresholds, every_config):
-        if i not in some:
+        if (i.spec.name, i.dtype) not in keep:
             out.setdefault(i.spec.name, {})[i.dtype] = None
     return {name: tuple(dtypes) for name, dtypes in out.items()}
+
+
+def kept_dtypes(instances, thresholds: Thresholds) -> set[tuple[str, str]]:
+    """(kernel, dtype) the lead-dtype rule times: each kernel's lead dtype and those a claim names."""
+    return claimed_dtypes(thresholds) | set(lead_dtypes(instances).items())
 
 
 def lead_dtypes(instances) -> dict[str, str]:
