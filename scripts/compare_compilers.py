@@ -40,7 +40,7 @@ CATALOGS = ("builtin", "ladder", "examples/catalog.toml", "examples/blas_convent
             "examples/mixed/catalog.toml", "examples/published/catalog.toml",
             "examples/published/project/catalog.toml", "examples/hopper/catalog.toml",
             "examples/multifile/catalog.toml", "examples/batched/catalog.toml", "examples/epilogue/catalog.toml",
-            "examples/grouped/catalog.toml", "examples/bad/catalog.toml", "tests/data/declared_types/catalog.toml",
+            "examples/grouped/catalog.toml", "examples/splitk/catalog.toml", "examples/bad/catalog.toml", "tests/data/declared_types/catalog.toml",
             "tests/data/trust_sim/catalog.toml", "tests/data/include_dirs/catalog.toml",
             "tests/data/nested_headers/catalog.toml", "tests/data/compiled_sizes/catalog.toml",
             "tests/data/scalar_pointers/catalog.toml", "tests/data/struct_params/catalog.toml",

@@ -40,3 +40,19 @@ def first_instances(catalog) -> dict:
     from gemmcheck.contract.catalog import load
 
     return {spec.name: spec.instances()[0] for spec in load(catalog)}
+
+
+def catalog_fixtures(catalog):
+    """A test module's fixtures for one examples catalog, module-scoped: `kernels` (each
+    kernel's first instantiation by name) and `backend` (a simulator, closed after the module).
+    Bind both at module level: ``kernels, backend = catalog_fixtures(CATALOG)``."""
+    @pytest.fixture(scope="module")
+    def kernels():
+        return first_instances(catalog)
+
+    @pytest.fixture(scope="module")
+    def backend():
+        with simulator() as running:
+            yield running
+    return kernels, backend
+

@@ -7,20 +7,11 @@ from gemmcheck.judge.oracle import judge
 from gemmcheck.problems.harness import GuardedGemm, run_problem
 from gemmcheck.problems.problem import Problem, product_rows, stacked_matmul
 from gemmcheck.verdict import Defect
-from simulator import first_instances, simulator
+from simulator import catalog_fixtures, simulator
 
 CATALOG = "examples/batched/catalog.toml"
 
-
-@pytest.fixture(scope="module")
-def kernels():
-    return first_instances(CATALOG)
-
-
-@pytest.fixture(scope="module")
-def backend():
-    with simulator() as running:
-        yield running
+kernels, backend = catalog_fixtures(CATALOG)
 
 
 def test_product_zero_of_a_batch_is_the_unbatched_problem_and_the_others_differ():

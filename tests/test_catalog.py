@@ -196,7 +196,7 @@ def test_old_style_instances_still_build_from_a_tile():
 
 @pytest.mark.parametrize("change, message", [
     (('args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]', 'args = ["M", "N", "K", "gamma", "A", "B", "C"]'),
-     "args: unknown role 'gamma'; use A, B, C, D, scale_A, scale_B, M, N, K, lda, ldb, ldc, ldd, batch, stride_A, stride_B, stride_C, stride_D, groups, alpha, beta, tensor_map_A, tensor_map_B, tensor_map_C, tensor_map_D, bias, residual, output_scale, group_offsets, group_counts, A_array, B_array, C_array, D_array or an integer literal"),
+     "args: unknown role 'gamma'; use A, B, C, D, scale_A, scale_B, M, N, K, lda, ldb, ldc, ldd, batch, stride_A, stride_B, stride_C, stride_D, groups, alpha, beta, tensor_map_A, tensor_map_B, tensor_map_C, tensor_map_D, bias, residual, output_scale, group_offsets, group_counts, A_array, B_array, C_array, D_array, workspace, semaphores or an integer literal"),
     (('args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]', 'args = ["M", "N", "K", "A", "B"]'),
      "args: no C; a GEMM kernel takes the pointers A, B and C"),
     (('args = ["M", "N", "K", "alpha", "A", "B", "beta", "C"]', 'args = ["M", "N", "K", "alpha", "A", "A", "beta", "C"]'),

@@ -6,20 +6,11 @@ import pytest
 from gemmcheck.judge.oracle import judge
 from gemmcheck.problems.harness import GuardedGemm, run_problem
 from gemmcheck.problems.problem import Problem, split_rows, stacked_matmul
-from simulator import first_instances, simulator
+from simulator import catalog_fixtures, first_instances
 
 CATALOG = "examples/grouped/catalog.toml"
 
-
-@pytest.fixture(scope="module")
-def kernels():
-    return first_instances(CATALOG)
-
-
-@pytest.fixture(scope="module")
-def backend():
-    with simulator() as running:
-        yield running
+kernels, backend = catalog_fixtures(CATALOG)
 
 
 def test_groups_stack_their_own_rows_and_count_their_flops():

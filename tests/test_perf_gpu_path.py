@@ -337,6 +337,39 @@ def test_every_sample_is_held_behind_a_busy_stream_so_host_launch_overhead_is_no
     assert len(holds) == taken + warmups               # one hold per sample; the checks are not held
 
 
+def test_scratch_memory_is_reset_before_every_sample_outside_the_timed_span(timer_for, monkeypatch):
+    # a split-K kernel that counts arrivals in its semaphores: each launch must find them zero
+    session, gpu = timer_for("honest")
+    backend = session.timer.backend
+    scratch = {}
+    backend.to_device = lambda bits: scratch.setdefault(id(bits), np.array(bits))
+    backend.address_of = id
+
+    def memset(ptr, value, nbytes, stream):
+        gpu.log.append("memset")
+        next(b for b in scratch.values() if id(b) == ptr)[:nbytes] = value
+    cupy = sys.modules["cupy"]
+    monkeypatch.setattr(cupy.cuda, "runtime", types.SimpleNamespace(memsetAsync=memset), raising=False)
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: types.SimpleNamespace(ptr=0), raising=False)
+    counted = []
+    enqueue = backend.enqueue
+
+    def counting(instance, planned):
+        semaphores = dict(zip(instance.spec.roles, planned.args))["semaphores"]
+        counted.append(int(semaphores.any()))   # what the last launch left, unless reset
+        semaphores[...] = 1
+        enqueue(instance, planned)
+    backend.enqueue = counting
+    (splitk,) = [s for s in catalog.load("examples/splitk/catalog.toml") if s.name == "splitk_workspace"]
+    perf.timed_rate(session, splitk.instances()[0], N)
+    assert counted and not any(counted)
+    log = [e for e in gpu.log if e in ("memset", "hold", "kernel")]
+    kernels = [i for i, e in enumerate(log) if e == "kernel"]
+    # every launch: a memset first; a timed one, then its hold (the memset is not timed)
+    assert all(log[i - 1] == "memset" or log[i - 2:i] == ["memset", "hold"] for i in kernels)
+    assert sum(e == "memset" for e in log) >= len(kernels)
+
+
 # -- a kernel that crashes or hangs costs its own row -----------------------------------------
 
 def other_instance():

@@ -41,7 +41,11 @@ GROUP_POINTER_ROLES = ("group_offsets", "group_counts")
 # A pointer-array batch (cuBLAS's gemmBatched): A_array ... D_array hold one pointer per product,
 # `batch` of them; an operand is passed either this way or as X itself, never both.
 ARRAY_ROLES = tuple(f"{name}_array" for name in OPERAND_ROLES)
-POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES + GROUP_POINTER_ROLES + ARRAY_ROLES
+# Scratch memory the caller provides (a split-K or stream-K kernel's partial sums, its semaphores
+# or locks): raw bytes, neither input nor output. The catalog's `scratch` gives each one's size,
+# `scratch_zeroed` whether callers zero it before every launch (gemmcheck.problems.harness).
+SCRATCH_ROLES = ("workspace", "semaphores")
+POINTER_ROLES = OPERAND_ROLES + SCALE_ROLES + EPILOGUE_POINTER_ROLES + GROUP_POINTER_ROLES + ARRAY_ROLES + SCRATCH_ROLES
 # A strided batch: `batch` products in one launch, operand X of product b at X + b * stride_X
 # (a stride of 0 broadcasts one matrix to every product); the geometry may name `batch`.
 BATCH_ROLES = ("batch", "stride_A", "stride_B", "stride_C", "stride_D")
@@ -49,7 +53,7 @@ INT_ROLES = ("M", "N", "K", "lda", "ldb", "ldc", "ldd") + BATCH_ROLES + ("groups
 SCALAR_ROLES = ("alpha", "beta", "output_scale")
 TENSOR_MAP_ROLES = tensor_map.ROLES        # a CUtensorMap of A, B, C or D, passed by value
 ROLES = OPERAND_ROLES + SCALE_ROLES + INT_ROLES + ("alpha", "beta") + TENSOR_MAP_ROLES + \
-    EPILOGUE_POINTER_ROLES + ("output_scale",) + GROUP_POINTER_ROLES + ARRAY_ROLES
+    EPILOGUE_POINTER_ROLES + ("output_scale",) + GROUP_POINTER_ROLES + ARRAY_ROLES + SCRATCH_ROLES
 DIMENSIONS = ("M", "N", "K")
 GEOMETRY_NAMES = DIMENSIONS + ("batch", "groups")   # what grid, block and shared_bytes may name besides parameters
 
@@ -668,6 +672,23 @@ def plan(instance, values: Mapping[str, object]) -> Launch:
     return Launch(grid, block, shared, tuple(args), cluster,
                   tuple((operand, values[operand]) for operand in pointer_arrays(spec.roles)),
                   *_struct_packing(instance))
+
+
+def scratch_bytes(instance, M: int, N: int, K: int, batch: int = 1, groups: int = 1) -> dict[str, int]:
+    """The bytes of each scratch buffer `instance` takes (its catalog's `scratch`), at this
+    problem: the sizes evaluated as the geometry is (M, N, K, batch, groups, the compile-time
+    parameters)."""
+    env = {**instance.params, "M": M, "N": N, "K": K, "batch": batch, "groups": groups}
+    sizes = {}
+    for role, size in instance.spec.scratch.items():
+        try:
+            sizes[role] = size.integer(env)
+        except ExpressionError as exc:
+            raise LaunchError(f"{instance.id}: scratch.{role}: {exc}") from None
+        if sizes[role] < 0:
+            raise LaunchError(f"{instance.id}: scratch.{role} = {size.text!r} is {sizes[role]} bytes at "
+                              f"M={M} N={N} K={K}; a size must be >= 0")
+    return sizes
 
 
 def _struct_packing(instance) -> tuple[tuple, tuple, tuple]:

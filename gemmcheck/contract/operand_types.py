@@ -208,6 +208,8 @@ class OperandTypes:
             return self.C
         if role in ("group_offsets", "group_counts"):
             return dt.get("int32")
+        if role in ("workspace", "semaphores"):   # scratch: raw bytes (launch.SCRATCH_ROLES)
+            return dt.get("uint8")
         scale = self.scale(role.removeprefix("scale_"))
         if scale is None:
             raise KeyError(f"{self.name} has no {role}")

@@ -32,7 +32,8 @@ from gemmcheck.contract import launch as launching
 from gemmcheck.contract import operand_types
 from gemmcheck.contract.catalog import Instance
 from gemmcheck.contract.launch import plan
-from gemmcheck.problems.harness import default_c_fill, plain_bits, plain_pointer_arrays, plain_scalars, plain_values
+from gemmcheck.problems.harness import (default_c_fill, plain_bits, plain_pointer_arrays, plain_scalars, plain_scratch,
+                                        plain_values, scratch_fill)
 from gemmcheck.perf import sampling
 from gemmcheck.perf.inputs import InputSets, n_input_sets, timed_products
 from gemmcheck.perf.measurement import Check, Measurement, check_output
@@ -111,6 +112,7 @@ class GpuTimer:
         self._inputs: dict[tuple, InputSets] = {}
         self._pointer_arrays: dict[tuple, dict] = {}   # (operands, input sets, set) -> A_array ... (kept with the sets)
         self._scalars: dict = {}   # instance -> the buffers of alpha and beta it takes through pointers
+        self._scratch: dict = {}   # (instance, input sets) -> its scratch memory by role (reset before each launch)
 
     # Inputs -----------------------------------------------------------------------------------
 
@@ -163,7 +165,26 @@ class GpuTimer:
             self._scalars[instance] = plain_scalars(self.backend, instance)
         return plan(instance, plain_values(instance, sets.M, size, size, A, B, C, D, scales, batch=sets.batch,
                                            epilogue=sets.epilogue[index] if sets.epilogue else None, groups=groups,
-                                           arrays=arrays, scalars=self._scalars[instance]))
+                                           arrays=arrays, scalars=self._scalars[instance],
+                                           scratch=self._scratch_of(instance, size, sets)))
+
+    def _scratch_of(self, instance: Instance, size: int, sets: InputSets) -> dict:
+        """`instance`'s scratch memory at the sets' problem (allocated once; _reset_scratch)."""
+        if not instance.spec.scratch:
+            return {}
+        key = (instance, id(sets))
+        if key not in self._scratch:
+            self._scratch[key] = plain_scratch(self.backend, instance, sets.M, size, size, sets.batch,
+                                               len(sets.groups) or 1)
+        return self._scratch[key]
+
+    def _reset_scratch(self, instance: Instance, size: int, sets: InputSets) -> None:
+        """Scratch memory as its callers leave it before every launch (zeros, or garbage where
+        scratch_zeroed = false): a memset queued before the sample's start event, so not timed."""
+        fill = scratch_fill(instance.spec)
+        stream = self.cupy.cuda.get_current_stream().ptr
+        for buffer in self._scratch_of(instance, size, sets).values():
+            self.cupy.cuda.runtime.memsetAsync(self.backend.address_of(buffer), fill, buffer.nbytes, stream)
 
     def _launch(self, instance: Instance, size: int, sets: InputSets, index: int) -> None:
         """Queued without a wait (backend.enqueue), so back-to-back samples measure the kernel alone."""
@@ -200,9 +221,10 @@ class GpuTimer:
 
     # Sampling ---------------------------------------------------------------------------------
 
-    def _sampler(self, sets: InputSets, launch, cycle, fill: str | None = "poison", finish=None):
+    def _sampler(self, sets: InputSets, launch, cycle, fill: str | None = "poison", finish=None, prepare=None):
         """A sampler for gemmcheck.perf.sampling: next set, fill its C (`fill`: see InputSets.poison;
-        None for a ceiling writing outputs of its own), time one
+        None for a ceiling writing outputs of its own), `prepare()` (what else a launch needs reset:
+        scratch memory), time one
         launch. `finish(end)` waits for the sample's end event (a catalog kernel's: with the hang
         timeout, _finish); by default, synchronize()."""
         cp = self.cupy
@@ -215,6 +237,8 @@ class GpuTimer:
             index = next(cycle)
             if fill:
                 sets.poison(index, fill)
+            if prepare is not None:
+                prepare()
             hold((1,), (1,), (np.uint64(HOLD_NS),))   # the stream stays busy while the host enqueues the rest
             start.record()
             launch(index)
@@ -274,6 +298,8 @@ class GpuTimer:
         with self.turn():
             fill = default_c_fill(instance.spec) if finite_C is None else ("finite" if finite_C else "poison")
             sets.upload().poison(index, fill)
+            if instance.spec.scratch:
+                self._reset_scratch(instance, size, sets)
             # waited for with the hang timeout; a crash or hang is the backend's KernelLaunchError
             self.backend.launch(instance, self._plan(instance, size, sets, index))
             return output_check(self.cupy, sets, index)
@@ -317,7 +343,9 @@ class GpuTimer:
             cublas_error = (f"cupy.matmul has no {instance.dtype} here ({type(exc).__name__}: {exc})"
                             if by_cublas(instance) else f"no library ceiling: {exc}")
         samplers["kernel"] = self._sampler(sets, lambda i: self._launch(instance, size, sets, i), cycle,
-                                           fill=default_c_fill(instance.spec), finish=self._finish(instance, size))
+                                           fill=default_c_fill(instance.spec), finish=self._finish(instance, size),
+                                           prepare=(lambda: self._reset_scratch(instance, size, sets))
+                                           if instance.spec.scratch else None)
         with self._tf32_off():
             return self._sample(samplers, min_samples), cublas_error, label
 

@@ -35,6 +35,12 @@ kernel declaring ``d_aliases_c`` also runs in place (``in_place=True``: D is C's
 kernel that writes over C). Scale factors (``scale_A``, ``scale_B``) sit in guarded buffers of
 their own, inputs too; one a kernel takes by value is passed as the number.
 
+Scratch memory (``workspace``, ``semaphores``: a split-K or stream-K kernel's partial sums and
+arrival counters) is raw bytes of the size the catalog's ``scratch`` gives, in a guarded buffer of
+its own: reset before every launch as its callers leave it (zeros, or all-ones bytes, a NaN or -1
+whatever the kernel reads them as, where ``scratch_zeroed = false`` says it needs nothing of them),
+and judged by its guards only (its contents are the kernel's own business).
+
 BLAS's degenerate sizes: M == 0 or N == 0 launches nothing (a zero grid is a
 launch error; BLAS returns at once) and C is left as it was; K == 0 launches
 as usual and a correct kernel writes beta C0 (zeros at beta == 0). An empty
@@ -86,6 +92,26 @@ C_FILLS = ("default", "poison", "finite", "zeros")   # what C holds before a lau
 # canonical on x86-64, outside every GPU allocation), so a product index past the batch crashes
 # the kernel, as a caller's array would leave it to.
 POINTER_GUARD_BITS = 0xDEADBEEF_DEADBEE0
+# Around scratch memory: a byte neither of its fills is (0x00 zeroed, 0xFF not), so a stray store
+# of zeros or of all-ones bits shows.
+SCRATCH_GUARD_BYTE = 0x5A
+# Scratch memory its callers do not zero (scratch_zeroed = false): all-ones bytes, a NaN as any
+# float type and -1 as any integer, so a kernel that counts or sums from zero there goes wrong.
+SCRATCH_GARBAGE_BYTE = 0xFF
+
+
+def scratch_guard(guard: int, size: int) -> int:
+    """The guard band around scratch memory of `size` bytes, in bytes, where operands get
+    `guard` elements (0: exact-size buffers, for compute-sanitizer): 16 bytes for each of those
+    elements, or the buffer's own size where that is longer. Partial sums whose lines are
+    padded to whole tiles overrun by up to SPLITS x M x (TILE - 1) elements, past the band an
+    operand gets (TILE x M of them): 16 x 16 M bytes hold a float's at 4 slices of 16."""
+    return 0 if guard == 0 else -(-max(16 * guard, size) // 16) * 16
+
+
+def scratch_fill(spec) -> int:
+    """The byte scratch memory holds before every launch, as its callers leave it."""
+    return 0 if spec.scratch_zeroed else SCRATCH_GARBAGE_BYTE
 
 
 def product_pointers(base: int, step: int, count: int) -> np.ndarray:
@@ -526,6 +552,10 @@ class GuardedGemm:
             table_type = launch.table_type(instance, role)   # as the kernel declares its table: int32, int64
             self.group_buffers = [guarded_as(role, dt.to_bits(table.astype(np.float64).reshape(1, -1), table_type),
                                              table_type)]
+        self.scratch_buffers = [
+            guarded(role, np.full((1, size), scratch_fill(spec), dtype=np.uint8), scratch_guard(g, size),
+                    SCRATCH_GUARD_BYTE)
+            for role, size in launch.scratch_bytes(instance, M, N, K, batch, len(groups) or 1).items()]
         out_buffer = self.D if self.output == "D" else self.C
         self.initial_C_bits = out_buffer.matrix(out_buffer.bits).copy()
         self.inputs = [self.A, self.B, *([self.C] if self.output == "D" else []), *self.scale_buffers,
@@ -534,7 +564,7 @@ class GuardedGemm:
             buf.device = backend.to_device(buf.bits)
             # the output is reset from its pristine copy before every run; a large input is
             # compared with its own after every run (a small one is read back: _on_device)
-            if buf is out_buffer or _on_device(buf):
+            if buf is out_buffer or any(buf is s for s in self.scratch_buffers) or _on_device(buf):
                 buf.pristine = backend.copy(buf.device)
         self.grid, self.block = instance.launch_shape(M, N, K, batch, len(groups) or 1)
         self._last_C = None   # (device buffer, what was read from it) of the last run
@@ -543,9 +573,10 @@ class GuardedGemm:
     @property
     def buffers(self) -> list[GuardedBuffer]:
         """Every guarded buffer of the launch: A, B, C, D (when the kernel writes one), scales, a
-        fused epilogue's bias and residual."""
+        fused epilogue's bias and residual, scalars taken through pointers, a grouped kernel's
+        table, scratch memory."""
         return [self.A, self.B, self.C, *([self.D] if self.D is not None else []), *self.scale_buffers,
-                *self.epilogue_buffers, *self.scalar_buffers, *self.group_buffers]
+                *self.epilogue_buffers, *self.scalar_buffers, *self.group_buffers, *self.scratch_buffers]
 
     @property
     def out(self) -> GuardedBuffer:
@@ -634,7 +665,7 @@ class GuardedGemm:
         launched = self.M > 0 and self.N > 0 and all(int(g) > 0 for g in self.grid)
         if launched:
             try:
-                self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
+                self._launch()
             except KernelLaunchError as exc:
                 name_the_problem(exc, self.M, self.N, self.K)
                 raise
@@ -653,10 +684,21 @@ class GuardedGemm:
             now = self.backend.to_host(buf.device)
             damage.update(buf.damage(now))
             changed[buf.name] = int(np.count_nonzero(buf.matrix(now) != buf.matrix(buf.bits)))
+        for buf in self.scratch_buffers:   # its guards only: read back without what lies between them
+            ends = (buf.device[:buf.guard], buf.device[buf.guard + buf.span:])
+            damage[buf.name] = sum(int(np.count_nonzero(self.backend.to_host(end) != SCRATCH_GUARD_BYTE))
+                                   for end in ends)
         return Run(self.instance, self.M, self.N, self.K, self.grid, self.block,
                    c_bits, unwritten, damage, changed,
                    self.alpha, self.beta, self.C0, self.leading_dimensions, self.operands_text,
                    launched, self.c_fill, self.scales, self.output, self.batch, self.epilogue, self.groups)
+
+    def _launch(self) -> None:
+        """One launch on the buffers as they are, scratch memory reset first (as its callers leave
+        it before every launch: a kernel that counts arrivals there counts from its fill)."""
+        for buf in self.scratch_buffers:
+            buf.device = self.backend.copy(buf.pristine)
+        self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
 
     def _read_C(self, confirm: bool = True):
         """(the output's bits, unwritten, guard elements changed) after a launch, read-only; an
@@ -703,7 +745,7 @@ class GuardedGemm:
         out.fill(flat, second)
         kept, out.device = out.device, self.backend.to_device(flat)
         try:
-            self.backend.launch(self.instance, launch.plan(self.instance, self.role_values()))
+            self._launch()
             return out.matrix(self.backend.to_host(out.device)) == second
         finally:
             out.device = kept
@@ -825,19 +867,20 @@ def plain_scalars(backend: Backend, instance: Instance) -> dict:
 
 
 def plain_values(instance: Instance, M: int, N: int, K: int, A, B, C, D=None, scales=None, *,
-                 batch: int = 1, epilogue=None, groups=None, arrays=None, scalars=None) -> dict:
+                 batch: int = 1, epilogue=None, groups=None, arrays=None, scalars=None, scratch=None) -> dict:
     """Every role's value for a plain launch: A, B, C (and D, the scale factors: buffers or
     numbers, by role) as given, tight leading dimensions and batch strides (`batch` products
     back to back), alpha 1 and beta 0; `epilogue`: the fused epilogue's roles (bias, residual,
     output_scale); `groups`: (count, table role, table) of a grouped kernel, whose M is all its
     groups' rows (contiguous) or a slot's (masked); `arrays`: a pointer-array batch's A_array ...
     (plain_pointer_arrays); `scalars`: the buffers of scalars taken through pointers
-    (plain_scalars). How the performance suite launches, and the isolated probe at its sizes
-    (plain_operands)."""
+    (plain_scalars); `scratch`: scratch memory by role, as its callers leave it (plain_scratch).
+    How the performance suite launches, and the isolated probe at its sizes (plain_operands)."""
     values = {"A": A, "B": B, "C": C, **({"D": D} if D is not None else {}), **(scales or {}), **(arrays or {}),
               "M": M, "N": N, "K": K, **launch.tight_leading_dimensions(instance.spec.layouts, M, N, K),
               "alpha": PLAIN_SCALARS["alpha"], "beta": PLAIN_SCALARS["beta"],
-              **launch.tight_batch_strides(M, N, K, batch), **(epilogue or {}), **(scalars or {})}
+              **launch.tight_batch_strides(M, N, K, batch), **(epilogue or {}), **(scalars or {}),
+              **(scratch or {})}
     if groups:
         count, role, table = groups
         values.update({"groups": count, role: table})
@@ -855,6 +898,16 @@ def plain_pointer_arrays(backend: Backend, instance: Instance, storage: dict, ba
     return out
 
 
+def plain_scratch(backend: Backend, instance: Instance, M: int, N: int, K: int, batch: int = 1,
+                  groups: int = 1) -> dict:
+    """Scratch memory by role for a plain launch, as its callers leave it (scratch_fill), uploaded:
+    a launch that changes it gets a fresh copy (plain_launch; the performance suite resets it
+    outside its timed span)."""
+    fill = scratch_fill(instance.spec)
+    return {role: backend.to_device(np.full(max(size, 1), fill, dtype=np.uint8))
+            for role, size in launch.scratch_bytes(instance, M, N, K, batch, groups).items()}
+
+
 def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int, seed: int = 0, *,
                    batch: int = 1, groups: tuple = (), masked: bool = False) -> dict:
     """plain_values' buffers and settings for a launch watched only for a fault or a hang (the
@@ -863,7 +916,7 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
     their total, or `masked` in slots of M rows): A and B finite values (plain_bits), C (and
     D, for a kernel that writes a separate D) the poison bits, each scale factor and the output
     scale 1, a bias and a residual zeros, a grouped kernel its table of offsets or counts, a
-    pointer-array batch its arrays."""
+    pointer-array batch its arrays, scratch memory as its callers leave it."""
     types = instance.types
     rng = np.random.default_rng(seed)
     rows = len(groups) * M if masked else (M if groups else batch * M)   # the output's rows, every product
@@ -898,14 +951,17 @@ def plain_operands(backend: Backend, instance: Instance, M: int, N: int, K: int,
                 "D": filled(types.D, rows * N) if launch.takes_operand(instance.spec.roles, "D") else None}
     return {**operands, "scales": scales, "batch": batch, "epilogue": epilogue, "groups": table,
             "arrays": plain_pointer_arrays(backend, instance, operands, batch),
-            "scalars": plain_scalars(backend, instance)}
+            "scalars": plain_scalars(backend, instance),
+            "scratch": plain_scratch(backend, instance, M, N, K, batch, len(groups) or 1)}
 
 
 def plain_launch(backend: Backend, instance: Instance, M: int, N: int, K: int, operands: dict) -> None:
     """One launch of `instance` on plain `operands` (plain_operands), waited for: a crash or a
-    hang raises the backend's KernelLaunchError, naming the problem (name_the_problem)."""
+    hang raises the backend's KernelLaunchError, naming the problem (name_the_problem). Scratch
+    memory is a fresh copy of the operands' each time, as its callers leave it before every launch."""
+    fresh = {role: backend.copy(buffer) for role, buffer in operands.get("scratch", {}).items()}
     try:
-        backend.launch(instance, launch.plan(instance, plain_values(instance, M, N, K, **operands)))
+        backend.launch(instance, launch.plan(instance, plain_values(instance, M, N, K, **{**operands, "scratch": fresh})))
     except KernelLaunchError as exc:
         raise name_the_problem(exc, M, N, K)
 

@@ -160,6 +160,7 @@ def _spec(path: Path, index: int, entry: dict) -> KernelSpec:
             tensor_maps=hopper.tensor_maps(entry, roles, fail), cluster=hopper.cluster(entry, fail),
             arch=hopper.arch(entry, fail), compiler=_compiler(entry, fail), sources=_sources(entry, path, fail),
             resources=_resources(entry, path, fail), sizes=sizes, namespace=namespace,
+            **_scratch(entry, roles, fail),
         )
     except operand_types.TypesError as exc:
         fail(f"dtypes: {exc}")
@@ -201,6 +202,43 @@ def _sizes(entry: dict, roles, fail) -> tuple[int, int, int] | None:
     if "shapes" in entry:
         fail("'sizes' fixes the one shape the kernel computes; drop 'shapes'")
     return sizes["M"], sizes["N"], sizes["K"]
+
+
+def _scratch(entry: dict, roles, fail) -> dict:
+    """`scratch = { workspace = "4 * SPLITS * M * N", semaphores = "4 * ceil(M / 16) * ceil(N / 16)" }`:
+    the bytes of each scratch buffer the kernel takes (launch.SCRATCH_ROLES), an expression over
+    M, N, K, batch, groups and the parameters; `scratch_zeroed` (default true): its callers zero
+    it before every launch."""
+    taken = [r for r in roles if r in launch.SCRATCH_ROLES]
+    scratch = entry.get("scratch", {})
+    zeroed = entry.get("scratch_zeroed", True)
+    example = ", ".join(f'{r} = "4 * M * N"' for r in taken or ["workspace"])
+    if not isinstance(scratch, dict):
+        fail(f"'scratch' must be a table of sizes in bytes by role, e.g. {{ {example} }}, got {scratch!r}")
+    if type(zeroed) is not bool:
+        fail(f"'scratch_zeroed' must be true or false, got {zeroed!r}")
+    stray = [r for r in scratch if r not in taken]
+    if stray:
+        fail(f"scratch gives the size of {', '.join(map(repr, stray))}, which args does not list; the scratch "
+             f"roles are {', '.join(launch.SCRATCH_ROLES)}")
+    unsized = [r for r in taken if r not in scratch]
+    if unsized:
+        fail(f"args lists {', '.join(unsized)} but 'scratch' gives no size: write scratch = {{ {example} }} "
+             "(bytes, an expression over M, N, K and the parameters)")
+    if "scratch_zeroed" in entry and not taken:
+        fail("'scratch_zeroed' says how callers leave scratch memory; args lists no scratch role "
+             f"({', '.join(launch.SCRATCH_ROLES)})")
+    sizes = {}
+    for role, size in scratch.items():
+        if type(size) is int:
+            size = str(size)
+        if not isinstance(size, str):
+            fail(f"scratch.{role} must be a number of bytes or an expression string, got {size!r}")
+        try:
+            sizes[role] = launch.Expression(size)
+        except launch.ExpressionError as exc:
+            fail(f"scratch.{role}: {exc}")
+    return {"scratch": sizes, "scratch_zeroed": zeroed}
 
 
 def _check_batch(spec: KernelSpec, fail) -> None:

@@ -114,7 +114,8 @@ def _check_instantiations(spec: KernelSpec, fail) -> None:
         known = {*values, *launch.GEOMETRY_NAMES}
         for what, exprs in (("grid", spec.geometry.grid), ("block", spec.geometry.block),
                             ("shared_bytes", (spec.geometry.shared_bytes,)),
-                            ("shapes", (spec._scope,) if spec._scope else ())):
+                            ("shapes", (spec._scope,) if spec._scope else ()),
+                            *((f"scratch.{role}", (size,)) for role, size in spec.scratch.items())):
             for expr in exprs:
                 if expr.unknown(known) and what == "shapes":
                     fail(f"unknown shapes {expr.text!r}: neither one of {sorted(SHAPES)} nor a constraint "

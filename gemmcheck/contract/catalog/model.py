@@ -67,6 +67,8 @@ class KernelSpec:
     resources: str | None = None          # a claim on ptxas's report (RESOURCE_CLAIMS); None: information only
     sizes: tuple[int, int, int] | None = None    # (M, N, K) compiled into a kernel that takes no size
     namespace: str = ""                   # the named namespaces `entry` is declared in ("mylib::kernels")
+    scratch: dict = field(default_factory=dict)   # scratch role -> its bytes (launch.Expression): launch.SCRATCH_ROLES
+    scratch_zeroed: bool = True           # callers zero the scratch before every launch (else it holds garbage)
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)

@@ -53,6 +53,7 @@ _FIELDS = {
     "epilogue",                                    # a fused epilogue (gemmcheck.contract.epilogue)
     "resources",                                   # a claim on ptxas's report (RESOURCE_CLAIMS)
     "sizes",                                       # M, N, K compiled into a kernel that takes none
+    "scratch", "scratch_zeroed",                   # scratch memory the caller provides (launch.SCRATCH_ROLES)
 }
 # Conventions a kernel may declare, each a boolean field with its default (BLAS's rule) and
 # what the suite does when the kernel declares the other value (docs/blas-contract.md).
