@@ -105,18 +105,23 @@ def test_every_published_example_drafts_to_a_catalog_the_loader_accepts_once_the
     assert [s.entry for s in specs] == [e["entry"] for e in tomllib.loads(text)["kernel"]]
 
 
-def test_scratch_memory_is_named_as_what_no_role_models_yet(tmp_path):
+def test_scratch_memory_is_drafted_in_its_roles_with_a_todo_for_its_sizes(tmp_path):
     # a split-K / stream-K kernel as libraries publish it: a workspace and semaphores the caller zeroes
     entry, text = drafted_text(tmp_path, "__global__ void splitk(const float* A, const float* B, float* C, "
                                           "float* d_workspace, int* semaphores, int M, int N, int K) {}")
-    assert entry["args"][3:5] == ["TODO d_workspace", "TODO semaphores"]
-    assert ("# 'float* d_workspace', 'int* semaphores': scratch memory the caller provides (a split-K or stream-K "
-            "workspace, semaphores or locks, usually zeroed before each launch); gemmcheck has no role for scratch "
-            "yet, so this kernel cannot be checked as it is") in text
+    assert entry["args"][3:5] == ["workspace", "semaphores"]
+    assert ("# TODO: scratch = { workspace = \"...\", semaphores = \"...\" }: the bytes the kernel's callers allocate "
+            "for 'float* d_workspace', 'int* semaphores', over M, N, K and the parameters") in text
+    # locks and partial sums by their other names; a third scratch buffer has no role left
+    entry, text = drafted_text(tmp_path, "__global__ void k(const float* A, const float* B, float* C, "
+                                         "float* partials, int* locks, float* scratch, int M, int N, int K) {}",
+                               name="three.cu")
+    assert entry["args"][3:6] == ["workspace", "semaphores", "TODO scratch"]
+    assert "'float* scratch': scratch memory beyond the one workspace and one semaphores buffer" in text
     # an unknown pointer of another name is not called scratch
     _, other = drafted_text(tmp_path, "__global__ void k(const float* A, const float* B, float* C, float* src, "
                                       "int M, int N, int K) {}", name="other.cu")
-    assert "TODO src" in other and "scratch memory" not in other
+    assert "TODO src" in other and "scratch = " not in other and "scratch memory" not in other
 
 
 def test_what_cannot_be_read_is_marked_and_the_loader_names_it_until_filled(tmp_path):

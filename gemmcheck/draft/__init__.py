@@ -36,7 +36,7 @@ from pathlib import Path
 from gemmcheck.contract import cuda_source, launch, parameters, structs, tensor_map
 from gemmcheck.draft.fields import Draft, toml_value
 from gemmcheck.draft.names import (ARRAY_NAMES, C_TYPES, INT_NAMES, TILE_NAMES, TRANSPOSED_NAMES, WEIGHT_NAMES, Param,
-                                   is_scratch, is_tensor_map, normalized, parse_params, role_of, names_of_kernel, struct_members,
+                                   is_scratch, is_tensor_map, scratch_role, normalized, parse_params, role_of, names_of_kernel, struct_members,
                                    template_params)
 from gemmcheck.draft.types import (ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, kernel_code,
                                    mixed_fields, scale_reads, whole_vectors)
@@ -198,6 +198,18 @@ def _without_define_lines(text: str) -> str:
     return re.sub(r"^[ \t]*#[ \t]*define[^\n]*", "", cuda_source.code_only(text), flags=re.M)
 
 
+def _draft_scratch(d: Draft, roles: list, params) -> None:
+    """A TODO for the sizes of the scratch memory the kernel takes (its catalog's `scratch`)."""
+    taken = [(p, r) for p, r in zip(params, roles) if r in launch.SCRATCH_ROLES]
+    if not taken:
+        return
+    sizes = ", ".join(f'{r} = "..."' for _, r in taken)
+    d.add("scratch", None, f"TODO: scratch = {{ {sizes} }}: the bytes the kernel's callers allocate for "
+          f"{', '.join(repr(p.text) for p, _ in taken)}, over M, N, K and the parameters (e.g. \"4 * SPLITS * M * N\" "
+          "for float partial sums of SPLITS slices); the suite zeroes them before every launch, as callers "
+          "usually do (scratch_zeroed = false where they need not)")
+
+
 def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constants: dict[str, int],
                  file_defines: dict[str, int], source_text: str = "") -> Draft:
     d = Draft()
@@ -232,6 +244,8 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
                              "type: for alpha and beta the accumulator's, unless the entry says `scalar`)")
         elif passed.kind == parameters.UNKNOWN:
             role = None
+        if role is None and passed.kind == parameters.POINTER and scratch_role(p) not in roles:
+            role = scratch_role(p)
         if passed.kind == parameters.OTHER or (passed.kind == parameters.UNKNOWN and role is None):
             definition = file_structs.get(passed.spelling)
             why = f" ({definition.has(definition.unpackable)})" if definition and definition.unpackable else ""
@@ -248,9 +262,9 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
                          f"{', '.join(launch.ROLES)}, or an integer literal passed as is")
         scratch = [p.text for p, role in zip(params, roles) if str(role).startswith("TODO") and is_scratch(p)]
         if scratch:
-            todo_args.append(f"{', '.join(repr(s) for s in scratch)}: scratch memory the caller provides (a split-K "
-                             "or stream-K workspace, semaphores or locks, usually zeroed before each launch); "
-                             "gemmcheck has no role for scratch yet, so this kernel cannot be checked as it is")
+            todo_args.append(f"{', '.join(repr(s) for s in scratch)}: scratch memory beyond the one workspace and "
+                             "one semaphores buffer the suite provides (launch.SCRATCH_ROLES), so this kernel "
+                             "cannot be checked as it is")
         call = next(iter(kernel_launches), None)
         passed = [f"{p.name} = {constants[arg]}" for p, role, arg in zip(params, roles, (call.args or ()) if call else ())
                   if str(role).startswith("TODO") and arg in constants] if params == declared else []
@@ -259,6 +273,7 @@ def draft_kernel(kernel: cuda_source.Kernel, rel_source: str, host: str, constan
     if missing:
         todo_args.append(f"TODO: args: no parameter reads as {', '.join(missing)}; name the pointers' roles")
     d.add("args", toml_value(roles), *todo_args)
+    _draft_scratch(d, roles, params)
     _draft_hopper(d, kernel, roles, params, source_text)
 
     dtypes, dtype_comments, placeholders = dtypes_of(params, roles, type_params)

@@ -164,14 +164,24 @@ def normalized(name: str) -> str:
 
 
 # Scratch memory a caller provides and zeroes (a split-K or stream-K workspace, its semaphores,
-# locks or tile counters, partial sums): no role models it; the draft says so (is_scratch).
-_SCRATCH = re.compile(r"(work_?space|ws|scratch|semaphores?|sema|locks?|flags?|barriers?|(tile_)?counters?"
-                      r"|partials?|partial_sums|reduction_buffer|accum_buffer)(_\w+)?")
+# locks or tile counters, partial sums): the roles workspace and semaphores (launch.SCRATCH_ROLES).
+_COUNTERS = r"semaphores?|sema|locks?|flags?|barriers?|(tile_)?counters?"
+_SCRATCH = re.compile(rf"(work_?space|ws|scratch|{_COUNTERS}|partials?|partial_sums|reduction_buffer|accum_buffer)"
+                      r"(_\w+)?")
+_COUNTER_NAMES = re.compile(rf"({_COUNTERS})(_\w+)?")
 
 
 def is_scratch(param: Param) -> bool:
     """A pointer named as scratch memory (``float* workspace``, ``int* semaphores``, ``locks``)."""
     return param.pointer and bool(_SCRATCH.fullmatch(normalized(param.name)))
+
+
+def scratch_role(param: Param) -> str | None:
+    """The scratch role a pointer's name says: semaphores for counters, locks and flags,
+    workspace for partial sums and other scratch; None for a pointer not named as scratch."""
+    if not is_scratch(param):
+        return None
+    return "semaphores" if _COUNTER_NAMES.fullmatch(normalized(param.name)) else "workspace"
 
 
 _TENSOR_MAP_AFFIXES = re.compile(r"^(tensor_?map|tmap|tma|desc|map)_?|_?(tensor_?map|tmap|tma|desc|map)$")
