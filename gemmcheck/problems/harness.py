@@ -103,9 +103,9 @@ SCRATCH_GARBAGE_BYTE = 0xFF
 def scratch_guard(guard: int, size: int) -> int:
     """The guard band around scratch memory of `size` bytes, in bytes, where operands get
     `guard` elements (0: exact-size buffers, for compute-sanitizer): 16 bytes for each of those
-    elements, or the buffer's own size where that is longer. Partial sums whose lines are
-    padded to whole tiles overrun by up to SPLITS x M x (TILE - 1) elements, past the band an
-    operand gets (TILE x M of them): 16 x 16 M bytes hold a float's at 4 slices of 16."""
+    elements, or the buffer's own size where that is longer. Wider than an operand's: float
+    partial sums whose lines are padded to whole tiles overrun by up to SPLITS x M x (TILE - 1)
+    elements (240 M bytes at 4 slices of 16), where an operand's band is TILE x M elements."""
     return 0 if guard == 0 else -(-max(16 * guard, size) // 16) * 16
 
 
