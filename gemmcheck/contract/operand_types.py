@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from gemmcheck import arrays
 from gemmcheck.contract import dtypes as dt
 from gemmcheck.contract import epilogue as epilogues
+from gemmcheck.contract.launch import SCRATCH_ROLES
 
 OPERANDS = ("A", "B", "C", "D")
 SCALED = ("A", "B")                 # the operands a scale factor may apply to
@@ -208,7 +209,7 @@ class OperandTypes:
             return self.C
         if role in ("group_offsets", "group_counts"):
             return dt.get("int32")
-        if role in ("workspace", "semaphores"):   # scratch: raw bytes (launch.SCRATCH_ROLES)
+        if role in SCRATCH_ROLES:   # raw bytes
             return dt.get("uint8")
         scale = self.scale(role.removeprefix("scale_"))
         if scale is None:

@@ -36,8 +36,8 @@ from pathlib import Path
 from gemmcheck.contract import cuda_source, launch, parameters, structs, tensor_map
 from gemmcheck.draft.fields import Draft, toml_value
 from gemmcheck.draft.names import (ARRAY_NAMES, C_TYPES, INT_NAMES, TILE_NAMES, TRANSPOSED_NAMES, WEIGHT_NAMES, Param,
-                                   is_scratch, is_tensor_map, scratch_role, normalized, parse_params, role_of, names_of_kernel, struct_members,
-                                   template_params)
+                                   is_scratch, is_tensor_map, names_of_kernel, normalized, parse_params, role_of,
+                                   scratch_role, struct_members, template_params)
 from gemmcheck.draft.types import (ROW_LENGTH, dtypes_of, half_sums, instantiated_types, kernel_bodies, kernel_code,
                                    mixed_fields, scale_reads, whole_vectors)
 from gemmcheck.host_launches import (CONSTANT_ASSIGNMENT, Launch, call_arguments, explicit_instantiations, host_expression,

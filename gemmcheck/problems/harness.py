@@ -903,8 +903,14 @@ def plain_scratch(backend: Backend, instance: Instance, M: int, N: int, K: int, 
     """Scratch memory by role for a plain launch, as its callers leave it (scratch_fill), uploaded:
     a launch that changes it gets a fresh copy (plain_launch; the performance suite resets it
     outside its timed span)."""
+    return {role: backend.to_device(bits) for role, bits in scratch_contents(instance, M, N, K, batch, groups).items()}
+
+
+def scratch_contents(instance: Instance, M: int, N: int, K: int, batch: int = 1, groups: int = 1) -> dict:
+    """Each scratch buffer of an exact-size launch, as its callers leave it (scratch_fill), on the
+    host; one byte at least, so that an empty one still has an address."""
     fill = scratch_fill(instance.spec)
-    return {role: backend.to_device(np.full(max(size, 1), fill, dtype=np.uint8))
+    return {role: np.full(max(size, 1), fill, dtype=np.uint8)
             for role, size in launch.scratch_bytes(instance, M, N, K, batch, groups).items()}
 
 

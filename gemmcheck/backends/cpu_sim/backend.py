@@ -27,11 +27,11 @@ from gemmcheck.backends.cpu_sim.reports import (BarrierSite, DivergentBarrier, G
                                                 ScheduleRun, SharedConflict, _thread)
 from gemmcheck.backends.cpu_sim.schedules import parse_schedule
 from gemmcheck.containment.tools import retry_once
-from gemmcheck.problems.harness import product_pointers, scratch_fill
+from gemmcheck.problems.harness import product_pointers, scratch_contents
 from gemmcheck.problems.problem import group_table
 from gemmcheck.contract.catalog import Instance
-from gemmcheck.contract.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan, scalar_pointee, scratch_bytes,
-                                       table_type, tight_batch_strides, tight_leading_dimensions)
+from gemmcheck.contract.launch import (MAX_STATIC_SHARED_BYTES, Launch, check_block, plan, scalar_pointee, table_type,
+                                       tight_batch_strides, tight_leading_dimensions)
 from gemmcheck.phases import timed
 
 
@@ -368,8 +368,7 @@ class CpuSimBackend(Backend):
             if role in slots:
                 contents[role] = dt.to_bits(np.full(1, float(value)), scalar_pointee(instance, role))
         products = len(groups) or batch
-        for role, size in scratch_bytes(instance, M, N, K, batch, len(groups) or 1).items():   # as callers leave it
-            contents[role] = np.full(max(size, 1), scratch_fill(instance.spec), dtype=np.uint8)
+        contents.update(scratch_contents(instance, M, N, K, batch, len(groups) or 1))   # as callers leave it
         for operand in instance.pointer_arrays:   # one pointer per product, into its storage here
             storage = np.ascontiguousarray(contents[operand])
             contents[operand] = storage
